@@ -1,0 +1,143 @@
+//! Error types. Two classes, kept apart on purpose:
+//!
+//! * [`Rejection`]: one game is bad (illegal move, broken FEN, garbage). It is
+//!   counted, kept with its position in the input, and the run goes on.
+//! * [`Error`]: the run itself cannot go on (unreadable file, corrupt
+//!   compressed stream, database unreachable). It carries the context needed
+//!   to act on it: file, byte offset, game number.
+
+use std::{fmt, io, path::PathBuf, sync::Arc};
+
+/// Where a game came from: file, 1-based game number within that file, and
+/// the byte offset of the game's first byte in the decompressed stream.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourcePos {
+    /// The input as the user named it (`-` for stdin).
+    pub file: Arc<str>,
+    /// 1-based number of the game within its file.
+    pub game_number: u64,
+    /// Offset of the game's first byte in the decompressed stream.
+    pub byte_offset: u64,
+}
+
+impl fmt::Display for SourcePos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: game #{} at byte {}",
+            self.file, self.game_number, self.byte_offset
+        )
+    }
+}
+
+/// Why a single game was rejected. The game is skipped whole; the run goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RejectReason {
+    /// The PGN syntax is broken (unterminated tag or comment).
+    #[error("syntax error: {0}")]
+    Syntax(String),
+    /// A movetext token is neither a move, a move number, a NAG, a comment nor a result.
+    #[error("garbage in movetext: {token:?}")]
+    Garbage {
+        /// The offending token (truncated to 40 bytes).
+        token: String,
+    },
+    /// The game has no termination marker (`1-0`, `0-1`, `1/2-1/2`, `*`):
+    /// it was cut off.
+    #[error("unterminated game: no result marker at the end of the movetext")]
+    Unterminated,
+    /// The game holds no tags and no moves.
+    #[error("empty game")]
+    Empty,
+    /// A move is illegal, ambiguous or unparsable in its position.
+    #[error("illegal move {san:?} at ply {ply}: {reason}")]
+    IllegalMove {
+        /// 1-based ply of the offending move.
+        ply: u32,
+        /// The move as written.
+        san: String,
+        /// What shakmaty said.
+        reason: String,
+    },
+    /// The `[FEN]` tag cannot be parsed or is an impossible position.
+    #[error("bad FEN tag: {0}")]
+    BadFen(String),
+    /// The `[Variant]` tag names a variant pgnload cannot replay.
+    #[error("unsupported variant {0:?}")]
+    UnsupportedVariant(String),
+    /// The game is larger than the configured limit (`max_game_bytes`).
+    #[error("game too large: {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Bytes the game occupies in the decompressed stream.
+        size: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+    /// The game has more plies than the configured limit (`max_plies`).
+    #[error("game too long: more than {limit} plies")]
+    TooManyPlies {
+        /// The configured limit.
+        limit: u32,
+    },
+}
+
+/// A rejected game: where it is and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{pos}: {reason}")]
+pub struct Rejection {
+    /// Where the game is.
+    pub pos: SourcePos,
+    /// Why it was rejected.
+    pub reason: RejectReason,
+}
+
+/// Errors that stop a run (or one input of it).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input file could not be opened or read.
+    #[error("{}: {source}", path.display())]
+    Open {
+        /// The input path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading or decompressing an input failed part-way; every game before
+    /// `byte_offset` was read.
+    #[error(
+        "{file}: input broken at byte {byte_offset} of the decompressed stream (after game #{games_read}): {source}"
+    )]
+    InputBroken {
+        /// The input as named.
+        file: Arc<str>,
+        /// Decompressed bytes read successfully.
+        byte_offset: u64,
+        /// Games read before the break.
+        games_read: u64,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Writing output failed.
+    #[error("writing output: {0}")]
+    Output(#[source] io::Error),
+    /// The configuration is invalid.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The embedded PostgreSQL cluster could not be managed.
+    #[error(transparent)]
+    Embedded(#[from] crate::embedded::EmbeddedError),
+    /// A database operation failed.
+    #[error("database: {context}: {source}")]
+    Database {
+        /// What pgnload was doing.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+}
+
+/// Result alias for the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

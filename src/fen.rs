@@ -1,0 +1,360 @@
+//! Normalized FEN: the position key shared with the historical Python importer.
+//!
+//! The normalized FEN is the first four fields of what python-chess 1.11
+//! `board.fen()` writes: piece placement (with crazyhouse pockets and `~`
+//! promotion marks exactly as python-chess writes them), side to move,
+//! castling rights in X-FEN (python-chess `castling_xfen()`), and an en
+//! passant square only when an en passant capture is legal. Halfmove and
+//! fullmove clocks, and the three-check counters (python-chess's fifth
+//! field), are not part of it.
+//!
+//! [`write_normalized_fen`] writes into a caller-owned buffer because FEN
+//! formatting is about half the per-position cost of an import; a fresh
+//! `String` per position would double it.
+
+use std::fmt::Write as _;
+
+use shakmaty::{
+    Bitboard, CastlingMode, Color, EnPassantMode, File, Position, PositionError, Rank, Role,
+    Square,
+    fen::Fen,
+    variant::{Variant, VariantPosition},
+};
+
+/// Writes the normalized FEN of `pos` into `out` (which is cleared first).
+pub fn write_normalized_fen<P: Position>(pos: &P, out: &mut String) {
+    out.clear();
+    write_placement(pos, out);
+    out.push(' ');
+    out.push(match pos.turn() {
+        Color::White => 'w',
+        Color::Black => 'b',
+    });
+    out.push(' ');
+    write_castling_xfen(pos, out);
+    out.push(' ');
+    match pos.legal_ep_square() {
+        Some(sq) => {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{sq}");
+        }
+        None => out.push('-'),
+    }
+}
+
+/// The normalized FEN of `pos` as a fresh string (convenience for cold paths).
+pub fn normalized_fen<P: Position>(pos: &P) -> String {
+    let mut out = String::with_capacity(90);
+    write_normalized_fen(pos, &mut out);
+    out
+}
+
+fn write_placement<P: Position>(pos: &P, out: &mut String) {
+    let board = pos.board();
+    let promoted = pos.promoted();
+    for rank in Rank::ALL.into_iter().rev() {
+        let mut empty = 0u8;
+        for file in File::ALL {
+            let sq = Square::from_coords(file, rank);
+            match board.piece_at(sq) {
+                Some(piece) => {
+                    if empty > 0 {
+                        out.push(char::from(b'0' + empty));
+                        empty = 0;
+                    }
+                    out.push(piece.char());
+                    if promoted.contains(sq) {
+                        out.push('~');
+                    }
+                }
+                None => empty += 1,
+            }
+        }
+        if empty > 0 {
+            out.push(char::from(b'0' + empty));
+        }
+        if rank != Rank::First {
+            out.push('/');
+        }
+    }
+    if let Some(pockets) = pos.pockets() {
+        // python-chess: str(pocket) lists K, Q, R, B, N, P (reversed PIECE_TYPES);
+        // white's pocket upper-cased first, then black's.
+        const ORDER: [Role; 6] = [
+            Role::King,
+            Role::Queen,
+            Role::Rook,
+            Role::Bishop,
+            Role::Knight,
+            Role::Pawn,
+        ];
+        out.push('[');
+        for color in [Color::White, Color::Black] {
+            let pocket = pockets.get(color);
+            for role in ORDER {
+                for _ in 0..*pocket.get(role) {
+                    out.push(match color {
+                        Color::White => role.upper_char(),
+                        Color::Black => role.char(),
+                    });
+                }
+            }
+        }
+        out.push(']');
+    }
+}
+
+/// python-chess `castling_xfen()`: per color (white first), castling rooks
+/// from the h-side to the a-side; `K`/`Q` when the rook is the outermost rook
+/// on its side of the king, else the rook's file letter.
+fn write_castling_xfen<P: Position>(pos: &P, out: &mut String) {
+    let board = pos.board();
+    let rights = pos.castles().castling_rights();
+    let before = out.len();
+    for color in [Color::White, Color::Black] {
+        let Some(king) = board.king_of(color) else {
+            continue;
+        };
+        let backrank = Bitboard::from_rank(color.backrank());
+        let rooks_on_backrank = board.rooks() & board.by_color(color) & backrank;
+        for rook in (rights & backrank).into_iter().rev() {
+            let a_side = rook.file() < king.file();
+            let outer = rooks_on_backrank.without(rook).into_iter().any(|other| {
+                if a_side {
+                    other.file() < rook.file()
+                } else {
+                    other.file() > rook.file()
+                }
+            });
+            let ch = if outer {
+                rook.file().char()
+            } else if a_side {
+                'q'
+            } else {
+                'k'
+            };
+            out.push(match color {
+                Color::White => ch.to_ascii_uppercase(),
+                Color::Black => ch,
+            });
+        }
+    }
+    if out.len() == before {
+        out.push('-');
+    }
+}
+
+/// The four fields of a normalized FEN, as stored in the split columns of
+/// `positions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenParts<'a> {
+    /// Piece placement, including crazyhouse pockets.
+    pub piece_placement: &'a str,
+    /// `w` or `b`.
+    pub active_color: &'a str,
+    /// X-FEN castling rights or `-`.
+    pub castling: &'a str,
+    /// Legal en passant target square or `-`.
+    pub en_passant: &'a str,
+}
+
+/// Splits a normalized FEN into its four fields. `None` unless it has exactly
+/// four non-empty fields separated by single spaces (the stored form).
+pub fn split_normalized(fen: &str) -> Option<FenParts<'_>> {
+    let mut fields = fen.split(' ');
+    let parts = FenParts {
+        piece_placement: fields.next()?,
+        active_color: fields.next()?,
+        castling: fields.next()?,
+        en_passant: fields.next()?,
+    };
+    let all_present = [
+        parts.piece_placement,
+        parts.active_color,
+        parts.castling,
+        parts.en_passant,
+    ]
+    .iter()
+    .all(|f| !f.is_empty());
+    (fields.next().is_none() && all_present).then_some(parts)
+}
+
+/// The seeds' string normalizer for raw FEN text: the first four
+/// whitespace-separated fields, missing ones padded with `-`, joined by single
+/// spaces. It does not parse the position; see [`canonical_fen`] for that.
+pub fn normalize_fen_text(raw: &str) -> String {
+    let mut fields = raw.split_whitespace();
+    let mut out = String::with_capacity(raw.len().min(128));
+    for i in 0..4 {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(fields.next().unwrap_or("-"));
+    }
+    out
+}
+
+/// Why a FEN could not be turned into a position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FenError {
+    /// The text is not FEN syntax.
+    #[error("unparsable FEN {fen:?}: {reason}")]
+    Syntax {
+        /// The offending text.
+        fen: String,
+        /// shakmaty's description.
+        reason: String,
+    },
+    /// The text parses but describes an impossible position.
+    #[error("impossible position {fen:?}: {reason}")]
+    Impossible {
+        /// The offending text.
+        fen: String,
+        /// shakmaty's description.
+        reason: String,
+    },
+}
+
+/// Sets up a position from FEN text the way python-chess reads a `[FEN]` tag:
+/// invalid castling rights and en passant squares are dropped silently (as
+/// python-chess's `clean_castling_rights` and legal-en-passant output do),
+/// anything else impossible is an error. Chess960 castling is used when
+/// `chess960` is set or when the castling rights need it.
+pub fn position_from_fen(
+    fen: &str,
+    variant: Variant,
+    chess960: bool,
+) -> Result<VariantPosition, FenError> {
+    let parsed = Fen::from_ascii(fen.trim().as_bytes()).map_err(|e| FenError::Syntax {
+        fen: fen.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let setup = parsed.into_setup();
+    let mode = if chess960 {
+        CastlingMode::Chess960
+    } else {
+        CastlingMode::detect(&setup)
+    };
+    VariantPosition::from_setup(variant, setup, mode)
+        .or_else(PositionError::ignore_invalid_castling_rights)
+        .or_else(PositionError::ignore_invalid_ep_square)
+        .map_err(|e| FenError::Impossible {
+            fen: fen.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Parses a FEN and re-emits it as python-chess would (`pgnload hash --canonical`).
+pub fn canonical_fen(fen: &str, variant: Variant) -> Result<String, FenError> {
+    position_from_fen(fen, variant, false).map(|pos| normalized_fen(&pos))
+}
+
+/// The FEN of `pos` with all six fields (for diagnostics, not for keys).
+pub fn full_fen<P: Position>(pos: &P) -> String {
+    Fen::from_position(pos, EnPassantMode::Legal).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shakmaty::{Chess, san::San};
+
+    fn play(mut pos: VariantPosition, sans: &[&str]) -> VariantPosition {
+        for san in sans {
+            let m = san
+                .parse::<San>()
+                .expect("test SAN is valid syntax")
+                .to_move(&pos)
+                .expect("test move is legal");
+            pos = pos.play(m).expect("legal move plays");
+        }
+        pos
+    }
+
+    #[test]
+    fn start_position_is_four_fields() {
+        assert_eq!(
+            normalized_fen(&Chess::default()),
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"
+        );
+    }
+
+    #[test]
+    fn en_passant_square_only_when_capturable() {
+        let pos = play(VariantPosition::new(Variant::Chess), &["e4"]);
+        assert!(normalized_fen(&pos).ends_with(" b KQkq -"));
+        let pos = play(
+            VariantPosition::new(Variant::Chess),
+            &["e4", "a6", "e5", "d5"],
+        );
+        assert!(
+            normalized_fen(&pos).ends_with(" w KQkq d6"),
+            "{}",
+            normalized_fen(&pos)
+        );
+    }
+
+    #[test]
+    fn chess960_castling_uses_file_letters_when_rook_is_not_outermost() {
+        // Rooks on b1 and g1, plus another white rook on h1 outside the g1 castling rook.
+        let pos = position_from_fen(
+            "1r2k1rr/8/8/8/8/8/8/1R2K1RR w GBgb - 0 1",
+            Variant::Chess,
+            true,
+        )
+        .expect("valid 960 position");
+        assert_eq!(normalized_fen(&pos), "1r2k1rr/8/8/8/8/8/8/1R2K1RR w GQgq -");
+    }
+
+    #[test]
+    fn crazyhouse_pockets_and_promoted_pieces_follow_python_chess() {
+        let pos = position_from_fen(
+            "r1bk3r/p1p2pQ~p/1pn5/3N4/2B1P3/8/PPP2PPP/R4RK1/QNPbp w - - 0 1",
+            Variant::Crazyhouse,
+            false,
+        );
+        // shakmaty accepts the slash-pocket form; python-chess writes brackets.
+        let fen = normalized_fen(&pos.expect("valid crazyhouse position"));
+        assert_eq!(
+            fen,
+            "r1bk3r/p1p2pQ~p/1pn5/3N4/2B1P3/8/PPP2PPP/R4RK1[QNPbp] w - -"
+        );
+    }
+
+    #[test]
+    fn string_normalizer_pads_and_truncates() {
+        assert_eq!(
+            normalize_fen_text("8/8/8/8/8/8/8/8 w"),
+            "8/8/8/8/8/8/8/8 w - -"
+        );
+        assert_eq!(normalize_fen_text("  a  b c d e f "), "a b c d");
+        assert_eq!(normalize_fen_text(""), "- - - -");
+    }
+
+    #[test]
+    fn split_requires_exactly_four_single_spaced_fields() {
+        let parts = split_normalized("8/8/8/8/8/8/8/8 w - -").expect("four fields");
+        assert_eq!(parts.active_color, "w");
+        assert!(split_normalized("8/8/8/8/8/8/8/8 w - - 0").is_none());
+        assert!(split_normalized("8/8/8/8/8/8/8/8  w - -").is_none());
+        assert!(split_normalized("8/8/8/8/8/8/8/8 w -").is_none());
+    }
+
+    #[test]
+    fn canonical_drops_an_uncapturable_en_passant_square_and_bad_castling() {
+        assert_eq!(
+            canonical_fen(
+                "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq e3 0 1",
+                Variant::Chess
+            )
+            .expect("valid"),
+            "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -"
+        );
+        assert_eq!(
+            canonical_fen("4k3/8/8/8/8/8/8/4K3 w KQkq - 0 1", Variant::Chess).expect("valid"),
+            "4k3/8/8/8/8/8/8/4K3 w - -"
+        );
+        assert!(canonical_fen("8/8/8/8/8/8/8/8 w - - 0 1", Variant::Chess).is_err());
+        assert!(canonical_fen("not a fen", Variant::Chess).is_err());
+    }
+}

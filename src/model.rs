@@ -1,0 +1,601 @@
+//! The typed game record that flows through the pipeline, and the pure
+//! parsers that turn PGN tag text into typed fields.
+//!
+//! Tag parsing is lenient by design: a malformed `WhiteElo` or `UTCDate`
+//! leaves that field empty (the raw tag is still kept) instead of rejecting a
+//! game whose moves are fine.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+
+use crate::error::SourcePos;
+
+/// A game as read from PGN, before replay: tags and the mainline as written.
+#[derive(Debug, Clone, Default)]
+pub struct RawGame {
+    /// All tags in file order, values decoded (UTF-8, else Latin-1).
+    pub tags: Vec<(String, String)>,
+    /// Mainline moves with their annotations.
+    pub moves: Vec<RawMove>,
+    /// The termination marker of the movetext, if any.
+    pub movetext_result: Option<GameResult>,
+}
+
+impl RawGame {
+    /// The value of the first tag called `name`.
+    pub fn tag(&self, name: &str) -> Option<&str> {
+        self.tags
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One mainline move as written, with what the comments and NAGs after it said.
+#[derive(Debug, Clone)]
+pub struct RawMove {
+    /// The move token as pgn-reader parsed it (SAN, or a UCI-like
+    /// fully-specified move such as `e2e4`).
+    pub san: shakmaty::san::SanPlus,
+    /// Clock after the move, from `[%clk h:mm:ss]`, in milliseconds.
+    pub clock_ms: Option<i32>,
+    /// Engine evaluation after the move, from `[%eval ...]`.
+    pub eval: Option<Eval>,
+    /// First numeric annotation glyph after the move (`!?` is NAG 5).
+    pub nag: Option<u8>,
+}
+
+/// An engine evaluation from a `%eval` comment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eval {
+    /// Centipawns from White's point of view.
+    Centipawns(i32),
+    /// Mate in N moves; negative when Black mates.
+    MateIn(i32),
+}
+
+/// Result of a game: 1 white wins, -1 black wins, 0 draw (stored as `smallint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GameResult {
+    /// `1-0`.
+    WhiteWins,
+    /// `0-1`.
+    BlackWins,
+    /// `1/2-1/2`.
+    Draw,
+    /// `*`: unknown or ongoing.
+    Unknown,
+}
+
+impl GameResult {
+    /// Parses a `Result` tag value.
+    pub fn from_tag(value: &str) -> Option<GameResult> {
+        match value.trim() {
+            "1-0" => Some(GameResult::WhiteWins),
+            "0-1" => Some(GameResult::BlackWins),
+            "1/2-1/2" | "½-½" => Some(GameResult::Draw),
+            "*" => Some(GameResult::Unknown),
+            _ => None,
+        }
+    }
+
+    /// The value stored in `games.result`: 1, -1, 0, or none.
+    pub fn score(self) -> Option<i16> {
+        match self {
+            GameResult::WhiteWins => Some(1),
+            GameResult::BlackWins => Some(-1),
+            GameResult::Draw => Some(0),
+            GameResult::Unknown => None,
+        }
+    }
+}
+
+/// Which rules a game is played under. Chess960 is standard chess with
+/// Chess960 castling; "From Position" games are standard games with a FEN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GameVariant {
+    /// Standard chess.
+    Standard,
+    /// Chess960 / Fischer Random.
+    Chess960,
+    /// Antichess (Lichess rules).
+    Antichess,
+    /// Atomic.
+    Atomic,
+    /// Crazyhouse.
+    Crazyhouse,
+    /// Horde.
+    Horde,
+    /// King of the Hill.
+    KingOfTheHill,
+    /// Racing Kings.
+    RacingKings,
+    /// Three-check.
+    ThreeCheck,
+}
+
+impl GameVariant {
+    /// Every variant, in the order of the `game_variant` database enum.
+    pub const ALL: [GameVariant; 9] = [
+        GameVariant::Standard,
+        GameVariant::Chess960,
+        GameVariant::Antichess,
+        GameVariant::Atomic,
+        GameVariant::Crazyhouse,
+        GameVariant::Horde,
+        GameVariant::KingOfTheHill,
+        GameVariant::RacingKings,
+        GameVariant::ThreeCheck,
+    ];
+
+    /// Interprets a `Variant` tag the way python-chess 1.11 does
+    /// (`Headers.is_chess960()` and `chess.variant.find_variant()` aliases,
+    /// case-insensitive). `None` for variants shakmaty cannot replay.
+    pub fn from_tag(value: &str) -> Option<GameVariant> {
+        let v = value.trim().to_ascii_lowercase();
+        Some(match v.as_str() {
+            "chess960" | "chess 960" | "fischerandom" | "fischerrandom" | "fischer random" => {
+                GameVariant::Chess960
+            }
+            "" | "standard" | "chess" | "classical" | "normal" | "illegal" | "from position"
+            | "wild/0" | "wild/1" | "wild/2" | "wild/3" | "wild/4" | "wild/5" | "wild/6"
+            | "wild/7" | "wild/8" | "wild/8a" => GameVariant::Standard,
+            "antichess" | "anti chess" | "anti" => GameVariant::Antichess,
+            "atomic" | "atom" | "atomic chess" => GameVariant::Atomic,
+            "crazyhouse" | "crazy house" | "house" | "zh" => GameVariant::Crazyhouse,
+            "horde" | "horde chess" => GameVariant::Horde,
+            "king of the hill" | "koth" | "kingofthehill" => GameVariant::KingOfTheHill,
+            "racing kings" | "racing" | "race" | "racingkings" => GameVariant::RacingKings,
+            "three-check" | "three check" | "threecheck" | "three check chess" | "3-check"
+            | "3 check" | "3check" => GameVariant::ThreeCheck,
+            _ => return None,
+        })
+    }
+
+    /// The shakmaty rules behind this variant.
+    pub fn rules(self) -> shakmaty::variant::Variant {
+        use shakmaty::variant::Variant;
+        match self {
+            GameVariant::Standard | GameVariant::Chess960 => Variant::Chess,
+            GameVariant::Antichess => Variant::Antichess,
+            GameVariant::Atomic => Variant::Atomic,
+            GameVariant::Crazyhouse => Variant::Crazyhouse,
+            GameVariant::Horde => Variant::Horde,
+            GameVariant::KingOfTheHill => Variant::KingOfTheHill,
+            GameVariant::RacingKings => Variant::RacingKings,
+            GameVariant::ThreeCheck => Variant::ThreeCheck,
+        }
+    }
+
+    /// The label stored in the `game_variant` database enum.
+    pub fn as_db_label(self) -> &'static str {
+        match self {
+            GameVariant::Standard => "standard",
+            GameVariant::Chess960 => "chess960",
+            GameVariant::Antichess => "antichess",
+            GameVariant::Atomic => "atomic",
+            GameVariant::Crazyhouse => "crazyhouse",
+            GameVariant::Horde => "horde",
+            GameVariant::KingOfTheHill => "king_of_the_hill",
+            GameVariant::RacingKings => "racing_kings",
+            GameVariant::ThreeCheck => "three_check",
+        }
+    }
+}
+
+/// One side's player as the tags describe them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlayerTags {
+    /// `White` / `Black`.
+    pub name: Option<String>,
+    /// `WhiteElo` / `BlackElo`.
+    pub elo: Option<i32>,
+    /// `WhiteRatingDiff` / `BlackRatingDiff`.
+    pub rating_diff: Option<i32>,
+    /// `WhiteTitle` / `BlackTitle` (`BOT` marks a bot).
+    pub title: Option<String>,
+}
+
+impl PlayerTags {
+    /// Lichess marks bot accounts with the title `BOT`.
+    pub fn is_bot(&self) -> bool {
+        self.title.as_deref() == Some("BOT")
+    }
+}
+
+/// A Lichess tournament referenced from the `Event` tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRef {
+    /// `arena` or `swiss`.
+    pub kind: &'static str,
+    /// The tournament id from the URL.
+    pub external_id: String,
+}
+
+/// Base time and increment from a `TimeControl` tag like `300+3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeControl {
+    /// Initial time in seconds.
+    pub initial_s: i32,
+    /// Increment per move in seconds.
+    pub increment_s: i32,
+}
+
+/// The typed view of a game's tags.
+#[derive(Debug, Clone, Default)]
+pub struct GameMeta {
+    /// Lichess game id from `Site` (`https://lichess.org/ENPo6ReH` → `ENPo6ReH`).
+    pub lichess_id: Option<String>,
+    /// `Event`.
+    pub event: Option<String>,
+    /// Tournament referenced from `Event`.
+    pub event_ref: Option<EventRef>,
+    /// `Site`.
+    pub site: Option<String>,
+    /// `Round`.
+    pub round: Option<String>,
+    /// White's tags.
+    pub white: PlayerTags,
+    /// Black's tags.
+    pub black: PlayerTags,
+    /// `UTCDate` + `UTCTime`, else `Date`, as a UTC timestamp.
+    pub started_at: Option<DateTime<Utc>>,
+    /// `TimeControl` as written.
+    pub time_control: Option<String>,
+    /// `TimeControl` parsed (`-` and unparsable values give none).
+    pub clock: Option<TimeControl>,
+    /// `Termination`.
+    pub termination: Option<String>,
+    /// `ECO`.
+    pub eco: Option<String>,
+    /// `Opening`.
+    pub opening: Option<String>,
+    /// `Result` tag.
+    pub result: Option<GameResult>,
+    /// Every tag not mapped to a field above, in file order.
+    pub other_tags: Vec<(String, String)>,
+}
+
+/// Tags that [`GameMeta::from_tags`] maps to typed fields (and so leaves out
+/// of `other_tags`). `Variant`, `FEN` and `SetUp` are consumed by replay.
+const TYPED_TAGS: &[&str] = &[
+    "Event",
+    "Site",
+    "Round",
+    "White",
+    "Black",
+    "WhiteElo",
+    "BlackElo",
+    "WhiteRatingDiff",
+    "BlackRatingDiff",
+    "WhiteTitle",
+    "BlackTitle",
+    "Date",
+    "UTCDate",
+    "UTCTime",
+    "TimeControl",
+    "Termination",
+    "ECO",
+    "Opening",
+    "Result",
+    "Variant",
+    "FEN",
+    "SetUp",
+];
+
+impl GameMeta {
+    /// Builds the typed view of `tags`.
+    pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
+        let get = |name: &str| {
+            tags.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.trim())
+                .filter(|v| !v.is_empty() && *v != "?")
+        };
+        let owned = |name: &str| get(name).map(str::to_owned);
+        let player = |prefix: &str| PlayerTags {
+            name: owned(prefix),
+            elo: get(&format!("{prefix}Elo")).and_then(parse_int),
+            rating_diff: get(&format!("{prefix}RatingDiff")).and_then(parse_int),
+            title: owned(&format!("{prefix}Title")),
+        };
+        let time_control = owned("TimeControl");
+        GameMeta {
+            lichess_id: get("Site").and_then(lichess_game_id).map(str::to_owned),
+            event: owned("Event"),
+            event_ref: get("Event").and_then(lichess_event_ref),
+            site: owned("Site"),
+            round: owned("Round").filter(|r| r != "-"),
+            white: player("White"),
+            black: player("Black"),
+            started_at: started_at(get("UTCDate"), get("UTCTime"), get("Date")),
+            clock: time_control.as_deref().and_then(parse_time_control),
+            time_control,
+            termination: owned("Termination"),
+            eco: owned("ECO"),
+            opening: owned("Opening"),
+            result: get("Result").and_then(GameResult::from_tag),
+            other_tags: tags
+                .iter()
+                .filter(|(k, _)| !TYPED_TAGS.contains(&k.as_str()))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+fn parse_int(s: &str) -> Option<i32> {
+    s.strip_prefix('+').unwrap_or(s).parse().ok()
+}
+
+/// The 8-character Lichess game id in a `Site` URL, if it is one.
+pub fn lichess_game_id(site: &str) -> Option<&str> {
+    let rest = site
+        .strip_prefix("https://lichess.org/")
+        .or_else(|| site.strip_prefix("http://lichess.org/"))?;
+    let id = rest.get(..8)?;
+    let tail = &rest[8..];
+    let id_ok = id.bytes().all(|b| b.is_ascii_alphanumeric());
+    let tail_ok = tail.is_empty() || tail.starts_with(['/', '?', '#']);
+    (id_ok && tail_ok).then_some(id)
+}
+
+/// A Lichess arena or swiss tournament referenced in an `Event` tag.
+pub fn lichess_event_ref(event: &str) -> Option<EventRef> {
+    for (marker, kind) in [
+        ("lichess.org/tournament/", "arena"),
+        ("lichess.org/swiss/", "swiss"),
+    ] {
+        if let Some(at) = event.find(marker) {
+            let id: String = event[at + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_alphanumeric)
+                .collect();
+            if !id.is_empty() {
+                return Some(EventRef {
+                    kind,
+                    external_id: id,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// `300+3` → 300 s + 3 s; `60` → 60 s + 0; `-` (correspondence) and
+/// anything else (`10+0.05`, `40/7200`) → none; the raw tag is kept anyway.
+pub fn parse_time_control(tc: &str) -> Option<TimeControl> {
+    let (initial, increment) = tc.split_once('+').unwrap_or((tc, "0"));
+    Some(TimeControl {
+        initial_s: initial.parse().ok()?,
+        increment_s: increment.parse().ok()?,
+    })
+}
+
+/// PGN dates are `YYYY.MM.DD`, possibly with `??` parts (then none).
+fn parse_pgn_date(s: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(s, "%Y.%m.%d").ok()
+}
+
+fn started_at(
+    utc_date: Option<&str>,
+    utc_time: Option<&str>,
+    date: Option<&str>,
+) -> Option<DateTime<Utc>> {
+    let day = utc_date
+        .and_then(parse_pgn_date)
+        .or_else(|| date.and_then(parse_pgn_date))?;
+    let time = utc_date
+        .and(utc_time)
+        .and_then(|t| NaiveTime::parse_from_str(t, "%H:%M:%S").ok())
+        .unwrap_or(NaiveTime::MIN);
+    Some(day.and_time(time).and_utc())
+}
+
+/// Parses the `%clk` and `%eval` commands in a comment. Lichess writes
+/// `[%clk 0:05:00]`, sometimes with tenths (`0:00:09.3`), and
+/// `[%eval 0.17]` / `[%eval #-3]` (with an optional `,depth`).
+pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
+    let mut clock = None;
+    let mut eval = None;
+    let mut rest = comment;
+    while let Some(start) = memchr_pos(rest, b'[') {
+        rest = &rest[start + 1..];
+        let end = memchr_pos(rest, b']').unwrap_or(rest.len());
+        let command = &rest[..end];
+        if let Some(value) = command.strip_prefix(b"%clk") {
+            clock = clock.or_else(|| parse_clock(trim_ascii(value)));
+        } else if let Some(value) = command.strip_prefix(b"%eval") {
+            eval = eval.or_else(|| parse_eval(trim_ascii(value)));
+        }
+        rest = &rest[end..];
+    }
+    (clock, eval)
+}
+
+fn memchr_pos(haystack: &[u8], needle: u8) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+fn trim_ascii(s: &[u8]) -> &str {
+    std::str::from_utf8(s.trim_ascii()).unwrap_or("")
+}
+
+fn parse_clock(s: &str) -> Option<i32> {
+    let mut parts = s.split(':');
+    let (h, m, sec) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let h: i64 = h.parse().ok()?;
+    let m: i64 = m.parse().ok()?;
+    let (whole, frac) = sec.split_once('.').unwrap_or((sec, ""));
+    let whole: i64 = whole.parse().ok()?;
+    let frac_ms: i64 = match frac.len() {
+        0 => 0,
+        1..=3 => frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32),
+        _ => return None,
+    };
+    let ms = ((h * 60 + m) * 60 + whole)
+        .checked_mul(1000)?
+        .checked_add(frac_ms)?;
+    i32::try_from(ms).ok()
+}
+
+fn parse_eval(s: &str) -> Option<Eval> {
+    let value = s.split(',').next()?.trim();
+    if let Some(mate) = value.strip_prefix('#') {
+        return mate.parse().ok().map(Eval::MateIn);
+    }
+    let pawns: f64 = value.parse().ok()?;
+    let cp = (pawns * 100.0).round();
+    (cp.is_finite() && cp.abs() < f64::from(i32::MAX)).then(|| Eval::Centipawns(cp as i32))
+}
+
+/// The key `pgnload positions` prints for a game: its Lichess id, else its
+/// game number within the file.
+pub fn game_key(meta: &GameMeta, pos: &SourcePos) -> Arc<str> {
+    match &meta.lichess_id {
+        Some(id) => Arc::from(id.as_str()),
+        None => Arc::from(pos.game_number.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn lichess_tags_become_typed_fields() {
+        let meta = GameMeta::from_tags(&tags(&[
+            (
+                "Event",
+                "Rated Blitz tournament https://lichess.org/tournament/4XV2LWOm",
+            ),
+            ("Site", "https://lichess.org/ENPo6ReH"),
+            ("White", "alanbrito4"),
+            ("WhiteElo", "1028"),
+            ("WhiteRatingDiff", "-5"),
+            ("BlackRatingDiff", "+5"),
+            ("BlackTitle", "BOT"),
+            ("UTCDate", "2025.05.01"),
+            ("UTCTime", "00:00:06"),
+            ("Date", "2025.04.30"),
+            ("TimeControl", "300+3"),
+            ("Result", "0-1"),
+            ("Annotator", "lichess.org"),
+        ]));
+        assert_eq!(meta.lichess_id.as_deref(), Some("ENPo6ReH"));
+        assert_eq!(
+            meta.event_ref,
+            Some(EventRef {
+                kind: "arena",
+                external_id: "4XV2LWOm".into()
+            })
+        );
+        assert_eq!(meta.white.elo, Some(1028));
+        assert_eq!(meta.white.rating_diff, Some(-5));
+        assert_eq!(meta.black.rating_diff, Some(5));
+        assert!(meta.black.is_bot());
+        assert!(!meta.white.is_bot());
+        assert_eq!(
+            meta.started_at.map(|t| t.to_rfc3339()),
+            Some("2025-05-01T00:00:06+00:00".into())
+        );
+        assert_eq!(
+            meta.clock,
+            Some(TimeControl {
+                initial_s: 300,
+                increment_s: 3
+            })
+        );
+        assert_eq!(meta.result.and_then(GameResult::score), Some(-1));
+        assert_eq!(meta.other_tags, tags(&[("Annotator", "lichess.org")]));
+    }
+
+    #[test]
+    fn site_must_be_a_lichess_game_url() {
+        assert_eq!(
+            lichess_game_id("https://lichess.org/ENPo6ReH"),
+            Some("ENPo6ReH")
+        );
+        assert_eq!(
+            lichess_game_id("https://lichess.org/ENPo6ReH/black"),
+            Some("ENPo6ReH")
+        );
+        assert_eq!(lichess_game_id("https://lichess.org/ENPo6ReHx"), None);
+        assert_eq!(lichess_game_id("https://lichess.org/short"), None);
+        assert_eq!(lichess_game_id("CCRL"), None);
+        assert_eq!(
+            lichess_event_ref("Swiss https://lichess.org/swiss/abcDEF12").map(|e| e.kind),
+            Some("swiss")
+        );
+    }
+
+    #[test]
+    fn time_controls_and_dates_degrade_to_none() {
+        assert_eq!(parse_time_control("-"), None);
+        assert_eq!(parse_time_control("10+0.05"), None);
+        assert_eq!(
+            parse_time_control("60"),
+            Some(TimeControl {
+                initial_s: 60,
+                increment_s: 0
+            })
+        );
+        assert_eq!(started_at(None, None, Some("1997.??.??")), None);
+        assert_eq!(
+            started_at(None, Some("12:00:00"), Some("1997.05.11")).map(|t| t.to_rfc3339()),
+            Some("1997-05-11T00:00:00+00:00".into())
+        );
+    }
+
+    #[test]
+    fn comment_commands_give_clock_and_eval() {
+        assert_eq!(
+            parse_comment_commands(b" [%eval 0.17] [%clk 0:05:00] "),
+            (Some(300_000), Some(Eval::Centipawns(17)))
+        );
+        assert_eq!(
+            parse_comment_commands(b"[%clk 0:00:09.3]"),
+            (Some(9_300), None)
+        );
+        assert_eq!(
+            parse_comment_commands(b"[%eval #-3,20]"),
+            (None, Some(Eval::MateIn(-3)))
+        );
+        assert_eq!(
+            parse_comment_commands(b"[%clk garbage] [%eval nan]"),
+            (None, None)
+        );
+        assert_eq!(
+            parse_comment_commands(b"[%clk 999999999:00:00]"),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn variant_tags_follow_python_chess_aliases() {
+        assert_eq!(
+            GameVariant::from_tag("fischerandom"),
+            Some(GameVariant::Chess960)
+        );
+        assert_eq!(
+            GameVariant::from_tag("Three-check"),
+            Some(GameVariant::ThreeCheck)
+        );
+        assert_eq!(
+            GameVariant::from_tag("From Position"),
+            Some(GameVariant::Standard)
+        );
+        assert_eq!(GameVariant::from_tag("Suicide"), None);
+    }
+}

@@ -1,0 +1,458 @@
+//! Replay: a parsed game → its positions, normalized FENs and digests.
+//!
+//! This is the contract with the historical Python importer: for the initial
+//! position and after every ply, the normalized FEN ([`crate::fen`]) and its
+//! signed xxh64 digest ([`crate::hash`]). Move resolution is as lenient as
+//! python-chess's `parse_san` (a missing or extra `x` is tolerated, fully
+//! specified moves like `e2e4` or `g1f3` are accepted for any piece) so both
+//! accept the same games.
+
+use std::sync::Arc;
+
+use shakmaty::{
+    CastlingMode, Color, EnPassantMode, Move, Position, PositionError, Role, Square,
+    san::{San, SanPlus},
+    uci::UciMove,
+    variant::VariantPosition,
+};
+
+use crate::{
+    error::{RejectReason, SourcePos},
+    fen::{position_from_fen, write_normalized_fen},
+    hash::fen_digest,
+    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, game_key},
+};
+
+/// Normalized FENs of a game's positions, stored back to back in one string
+/// (one allocation per game instead of one per position), with their digests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PositionList {
+    text: String,
+    ends: Vec<u32>,
+    digests: Vec<i64>,
+}
+
+impl PositionList {
+    fn push(&mut self, fen: &str) {
+        self.text.push_str(fen);
+        // A game is capped far below 4 GiB of FEN text (max_plies × ~100 bytes).
+        self.ends
+            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
+        self.digests.push(fen_digest(fen));
+    }
+
+    /// Number of positions (plies + 1).
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no positions (never true for a replayed game).
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Normalized FEN of position `i` (0 = initial).
+    pub fn fen(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    /// Signed digest of position `i`.
+    pub fn digest(&self, i: usize) -> i64 {
+        self.digests[i]
+    }
+
+    /// `(fen, digest)` for every position in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, i64)> + '_ {
+        (0..self.len()).map(|i| (self.fen(i), self.digests[i]))
+    }
+}
+
+/// One ply of the mainline, as stored in the `moves` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ply {
+    /// UCI (`e2e4`, `e1g1` standard castling, `e1h1` Chess960, `P@e4`, `0000`).
+    pub uci: String,
+    /// Canonical SAN of the move in its position, with `+`/`#` (`--` for a null move).
+    pub san: String,
+    /// Clock after the move in milliseconds (`%clk`).
+    pub clock_ms: Option<i32>,
+    /// Evaluation in centipawns (`%eval`).
+    pub eval_cp: Option<i32>,
+    /// Mate in N (`%eval #N`).
+    pub eval_mate: Option<i32>,
+    /// First NAG after the move.
+    pub nag: Option<i16>,
+    /// Compact 2-byte encoding (see [`encode_move`]).
+    pub code: u16,
+}
+
+/// A fully replayed game: the unit the import pipeline writes.
+#[derive(Debug, Clone)]
+pub struct GameRecord {
+    /// Where it came from.
+    pub pos: SourcePos,
+    /// Typed tags.
+    pub meta: GameMeta,
+    /// Rules the game was replayed with.
+    pub variant: GameVariant,
+    /// The `FEN` tag, when the game did not start from the variant's start position.
+    pub start_fen: Option<String>,
+    /// Result: the `Result` tag, else the movetext's termination marker.
+    pub result: Option<GameResult>,
+    /// Positions 0..=plies.
+    pub positions: PositionList,
+    /// The mainline.
+    pub plies: Vec<Ply>,
+}
+
+impl GameRecord {
+    /// Key used by `pgnload positions`: Lichess id, else game number.
+    pub fn key(&self) -> Arc<str> {
+        game_key(&self.meta, &self.pos)
+    }
+
+    /// `games.moves`: two bytes per ply, big-endian.
+    pub fn encoded_moves(&self) -> Vec<u8> {
+        self.plies
+            .iter()
+            .flat_map(|p| p.code.to_be_bytes())
+            .collect()
+    }
+}
+
+const STANDARD_START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+
+/// Replays `raw` and computes every position's normalized FEN and digest.
+pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectReason> {
+    let mut variant = match raw.tag("Variant") {
+        Some(tag) => GameVariant::from_tag(tag)
+            .ok_or_else(|| RejectReason::UnsupportedVariant(tag.to_owned()))?,
+        None => GameVariant::Standard,
+    };
+    let fen_tag = raw.tag("FEN").map(str::trim).filter(|f| !f.is_empty());
+    let start_fen: Option<String> = fen_tag
+        .filter(|fen| {
+            // Lichess dumps hold Racing Kings (and other variant) games with a
+            // standard-start FEN tag; the variant's own start is meant.
+            !(*fen == STANDARD_START
+                && !matches!(variant, GameVariant::Standard | GameVariant::Chess960))
+        })
+        .map(str::to_owned);
+    let mut board = initial_position(variant, start_fen.as_deref())?;
+    if variant == GameVariant::Standard && board.castles().mode() == CastlingMode::Chess960 {
+        variant = GameVariant::Chess960;
+    }
+    let mode = board.castles().mode();
+
+    let meta = GameMeta::from_tags(&raw.tags);
+    let result = meta.result.or(raw.movetext_result);
+    let mut positions = PositionList {
+        text: String::with_capacity(64 * (raw.moves.len() + 1)),
+        ends: Vec::with_capacity(raw.moves.len() + 1),
+        digests: Vec::with_capacity(raw.moves.len() + 1),
+    };
+    let mut fen = String::with_capacity(100);
+    write_normalized_fen(&board, &mut fen);
+    positions.push(&fen);
+
+    let mut plies = Vec::with_capacity(raw.moves.len());
+    for (i, raw_move) in raw.moves.into_iter().enumerate() {
+        let ply = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let illegal = |reason: String| RejectReason::IllegalMove {
+            ply,
+            san: raw_move.san.to_string(),
+            reason,
+        };
+        let (uci, san, code) = if raw_move.san.san == San::Null {
+            board = null_move(board).map_err(illegal)?;
+            ("0000".to_owned(), "--".to_owned(), 0)
+        } else {
+            let m = resolve_move(&raw_move.san.san, &board).map_err(illegal)?;
+            let uci = UciMove::from_move(m, mode).to_string();
+            let code = encode_move(m);
+            let san = SanPlus::from_move_and_play_unchecked(&mut board, m).to_string();
+            (uci, san, code)
+        };
+        write_normalized_fen(&board, &mut fen);
+        positions.push(&fen);
+        let (eval_cp, eval_mate) = match raw_move.eval {
+            Some(Eval::Centipawns(cp)) => (Some(cp), None),
+            Some(Eval::MateIn(n)) => (None, Some(n)),
+            None => (None, None),
+        };
+        plies.push(Ply {
+            uci,
+            san,
+            clock_ms: raw_move.clock_ms,
+            eval_cp,
+            eval_mate,
+            nag: raw_move.nag.map(i16::from),
+            code,
+        });
+    }
+
+    Ok(GameRecord {
+        pos,
+        meta,
+        variant,
+        start_fen,
+        result,
+        positions,
+        plies,
+    })
+}
+
+fn initial_position(
+    variant: GameVariant,
+    fen: Option<&str>,
+) -> Result<VariantPosition, RejectReason> {
+    let chess960 = variant == GameVariant::Chess960;
+    match fen {
+        Some(fen) => position_from_fen(fen, variant.rules(), chess960)
+            .map_err(|e| RejectReason::BadFen(e.to_string())),
+        None if chess960 => VariantPosition::from_setup(
+            variant.rules(),
+            shakmaty::Setup::default(),
+            CastlingMode::Chess960,
+        )
+        .map_err(|e| RejectReason::BadFen(e.to_string())),
+        None => Ok(VariantPosition::new(variant.rules())),
+    }
+}
+
+/// Resolves a written move like python-chess `parse_san` does.
+fn resolve_move(san: &San, pos: &VariantPosition) -> Result<Move, String> {
+    let strict = san.to_move(pos);
+    let Err(strict_err) = strict else {
+        return strict.map_err(|e| e.to_string());
+    };
+    if let San::Normal {
+        role,
+        file,
+        rank,
+        capture,
+        to,
+        promotion,
+    } = *san
+    {
+        // python-chess ignores the capture marker.
+        let toggled = San::Normal {
+            role,
+            file,
+            rank,
+            capture: !capture,
+            to,
+            promotion,
+        };
+        if let Ok(m) = toggled.to_move(pos) {
+            return Ok(m);
+        }
+        // A fully specified origin without a piece letter (`g1f3`, UCI
+        // movetext) is accepted for any piece, castling included.
+        if let (Role::Pawn, Some(file), Some(rank)) = (role, file, rank) {
+            let from = Square::from_coords(file, rank);
+            let uci = UciMove::Normal {
+                from,
+                to,
+                promotion,
+            };
+            if let Ok(m) = uci.to_move(pos) {
+                return Ok(m);
+            }
+        }
+    }
+    Err(strict_err.to_string())
+}
+
+/// A null move (`--`, `Z0`): the other side to move, no en passant, as
+/// python-chess `push(Move.null())` does.
+fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
+    let variant = pos.variant();
+    let mode = pos.castles().mode();
+    let mut setup = pos.to_setup(EnPassantMode::Legal);
+    setup.ep_square = None;
+    setup.turn = !setup.turn;
+    if setup.turn == Color::White {
+        setup.fullmoves = setup.fullmoves.saturating_add(1);
+    }
+    VariantPosition::from_setup(variant, setup, mode)
+        .or_else(PositionError::ignore_invalid_castling_rights)
+        .map_err(|e| format!("null move leads to an impossible position: {e}"))
+}
+
+/// Role codes of the move encoding.
+fn role_code(role: Role) -> u16 {
+    match role {
+        Role::Pawn => 1,
+        Role::Knight => 2,
+        Role::Bishop => 3,
+        Role::Rook => 4,
+        Role::Queen => 5,
+        Role::King => 6,
+    }
+}
+
+/// Marks castling in the promotion field: `to` is then the rook's square.
+const CASTLE_CODE: u16 = 7;
+/// Marks a crazyhouse drop: the role field holds the dropped piece, from = to.
+const DROP_FLAG: u16 = 1 << 15;
+
+/// Compact 2-byte move encoding for `games.moves` (after the Simple Chess
+/// Database / ocgdb "Moves2" layout):
+///
+/// | bits  | meaning                                                       |
+/// |-------|---------------------------------------------------------------|
+/// | 0–5   | from square (a1 = 0 … h8 = 63)                                |
+/// | 6–11  | to square (the rook's square for castling, in every variant)  |
+/// | 12–14 | 0 none; 2–6 promotion to N, B, R, Q, K (antichess); 7 castling; with bit 15: dropped role 1–5 (P…Q) |
+/// | 15    | crazyhouse drop (from = to = target square)                   |
+///
+/// A null move is `0x0000` (a normal move never has from = to).
+pub fn encode_move(m: Move) -> u16 {
+    let sq = |s: Square| u16::from(u8::from(s));
+    match m {
+        Move::Normal {
+            from,
+            to,
+            promotion,
+            ..
+        } => sq(from) | sq(to) << 6 | promotion.map_or(0, role_code) << 12,
+        Move::EnPassant { from, to } => sq(from) | sq(to) << 6,
+        Move::Castle { king, rook } => sq(king) | sq(rook) << 6 | CASTLE_CODE << 12,
+        Move::Put { role, to } => DROP_FLAG | sq(to) | sq(to) << 6 | role_code(role) << 12,
+    }
+}
+
+/// Decodes one [`encode_move`] code back to UCI. `chess960` selects the
+/// castling notation (king-to-rook) as in `moves.uci`.
+pub fn decode_move_uci(code: u16, chess960: bool) -> String {
+    if code == 0 {
+        return "0000".to_owned();
+    }
+    let square = |bits: u16| Square::new(u32::from(bits & 63));
+    let from = square(code);
+    let to = square(code >> 6);
+    let field = (code >> 12) & 7;
+    let role = |c: u16| match c {
+        1 => Some(Role::Pawn),
+        2 => Some(Role::Knight),
+        3 => Some(Role::Bishop),
+        4 => Some(Role::Rook),
+        5 => Some(Role::Queen),
+        6 => Some(Role::King),
+        _ => None,
+    };
+    if code & DROP_FLAG != 0 {
+        let piece = role(field).map_or('?', Role::upper_char);
+        return format!("{piece}@{to}");
+    }
+    if field == CASTLE_CODE {
+        let king_to = if chess960 {
+            to
+        } else {
+            let file = if to.file() > from.file() {
+                shakmaty::File::G
+            } else {
+                shakmaty::File::C
+            };
+            Square::from_coords(file, from.rank())
+        };
+        return format!("{from}{king_to}");
+    }
+    match role(field) {
+        Some(promotion) => format!("{from}{to}{}", promotion.char()),
+        None => format!("{from}{to}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::{GameSplitter, ParseLimits, parse_game};
+
+    fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
+        let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t"), 0, 0, 1 << 20);
+        let chunk = splitter
+            .next_chunk()
+            .expect("in-memory source cannot fail")
+            .expect("one game");
+        let limits = ParseLimits {
+            max_plies: 10_000,
+            max_game_bytes: 1 << 20,
+        };
+        replay_game(parse_game(&chunk, limits)?, chunk.pos)
+    }
+
+    #[test]
+    fn positions_include_the_start_and_every_ply() {
+        let game = replay_pgn("1. e4 e5 2. Nf3 *").expect("legal");
+        assert_eq!(game.positions.len(), 4);
+        assert_eq!(
+            game.positions.fen(0),
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"
+        );
+        assert_eq!(
+            game.positions.fen(3),
+            "rnbqkbnr/pppp1ppp/8/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq -"
+        );
+        assert_eq!(game.positions.digest(3), fen_digest(game.positions.fen(3)));
+        assert_eq!(game.plies[2].uci, "g1f3");
+        assert_eq!(game.plies[2].san, "Nf3");
+    }
+
+    #[test]
+    fn lenient_resolution_matches_python_chess() {
+        // Missing capture marker, UCI-style movetext, null move.
+        let game = replay_pgn("1. e4 d5 2. ed5 Qxd5 3. b1c3 Qa5 4. Z0 Nf6 *").expect("lenient");
+        assert_eq!(game.plies[2].san, "exd5");
+        assert_eq!(game.plies[4].uci, "b1c3");
+        assert_eq!(game.plies[6].uci, "0000");
+        assert!(game.positions.fen(7).contains(" b "));
+    }
+
+    #[test]
+    fn illegal_moves_and_bad_fens_reject_the_game() {
+        assert!(matches!(
+            replay_pgn("1. e4 e5 2. Ke3 *"),
+            Err(RejectReason::IllegalMove { ply: 3, .. })
+        ));
+        assert!(matches!(
+            replay_pgn("[FEN \"?\"]\n\n1. e4 *"),
+            Err(RejectReason::BadFen(_))
+        ));
+        assert!(matches!(
+            replay_pgn("[Variant \"Suicide\"]\n\n1. e4 *"),
+            Err(RejectReason::UnsupportedVariant(_))
+        ));
+    }
+
+    #[test]
+    fn move_codes_round_trip_to_uci() {
+        let game = replay_pgn(
+            "[Variant \"Crazyhouse\"]\n\n1. e4 d5 2. exd5 Qxd5 3. Nf3 Qe4+ 4. Be2 Qxe2+ 5. Qxe2 P@e4 6. O-O *",
+        )
+        .expect("legal");
+        for ply in &game.plies {
+            assert_eq!(decode_move_uci(ply.code, false), ply.uci);
+        }
+        let game = replay_pgn("[Variant \"Chess960\"]\n[FEN \"rk5r/8/8/8/8/8/8/RK5R w HAha - 0 1\"]\n\n1. O-O O-O-O *")
+            .expect("legal");
+        assert_eq!(game.variant, GameVariant::Chess960);
+        let ucis: Vec<_> = game.plies.iter().map(|p| p.uci.as_str()).collect();
+        assert_eq!(ucis, ["b1h1", "b8a8"]);
+        for ply in &game.plies {
+            assert_eq!(decode_move_uci(ply.code, true), ply.uci);
+        }
+    }
+
+    #[test]
+    fn racing_kings_with_a_standard_start_fen_uses_the_variant_start() {
+        let game = replay_pgn(&format!(
+            "[Variant \"Racing Kings\"]\n[FEN \"{STANDARD_START}\"]\n\n1. Kh3 *"
+        ))
+        .expect("lichess defect tolerated");
+        assert_eq!(game.start_fen, None);
+        assert_eq!(game.positions.fen(0), "8/8/8/8/8/8/krbnNBRK/qrbnNBRQ w - -");
+    }
+}
