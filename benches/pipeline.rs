@@ -1,1 +1,161 @@
-fn main() {}
+//! Parse + replay + normalize + hash throughput over the shipped Lichess
+//! sample, against a parse-only pgn-reader pass measured in the same run
+//! (and, when python-chess is installed, against `scripts/py_digests.py`).
+//!
+//! Criterion measures each stage; a final table prints games/s,
+//! positions/s and the ratios, because absolute numbers alone mean little
+//! on a noisy machine.
+
+use std::{
+    hint::black_box,
+    path::Path,
+    process::Command,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use criterion::{Criterion, Throughput};
+use pgnload::{
+    pipeline::{Outcome, PipelineConfig, process_chunk},
+    reader::{GameChunk, GameSplitter, scan_only},
+};
+use rayon::prelude::*;
+
+const SAMPLE: &str = "tests/data/lichess-2025-05-sample.pgn";
+
+fn chunks(pgn: &[u8]) -> Vec<GameChunk> {
+    let mut splitter = GameSplitter::new(
+        pgn,
+        Arc::from("bench"),
+        0,
+        0,
+        PipelineConfig::default().limits,
+    );
+    let mut out = Vec::new();
+    while let Ok(Some(chunk)) = splitter.next_chunk() {
+        out.push(chunk);
+    }
+    out
+}
+
+/// Full per-position work; returns positions produced.
+fn full(pgn: &[u8], parallel: bool) -> usize {
+    let limits = PipelineConfig::default().limits;
+    let count = |o: Outcome| match o {
+        Outcome::Game(g) => g.positions.len(),
+        Outcome::Rejected(_) => 0,
+    };
+    let chunks = chunks(pgn);
+    if parallel {
+        chunks
+            .into_par_iter()
+            .map(|c| count(process_chunk(c, limits)))
+            .sum()
+    } else {
+        chunks
+            .into_iter()
+            .map(|c| count(process_chunk(c, limits)))
+            .sum()
+    }
+}
+
+fn median_secs(mut f: impl FnMut(), runs: usize) -> f64 {
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[runs / 2]
+}
+
+fn main() {
+    let pgn = std::fs::read(SAMPLE).expect("run `cargo bench` from the repository root");
+    let stats = scan_only(&pgn[..]).expect("sample parses");
+    let games = stats.games;
+    let positions = full(&pgn, false) as u64;
+
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    let mut group = c.benchmark_group("lichess_sample");
+    group.throughput(Throughput::Elements(games));
+    group.bench_function("parse_only", |b| {
+        b.iter(|| scan_only(black_box(&pgn[..])).expect("parses"))
+    });
+    group.bench_function("full_1_thread", |b| b.iter(|| full(black_box(&pgn), false)));
+    group.bench_function("full_all_cores", |b| b.iter(|| full(black_box(&pgn), true)));
+    group.finish();
+
+    // The ratio table, measured here in one run.
+    let runs = 15;
+    let parse = median_secs(
+        || {
+            let _ = black_box(scan_only(&pgn[..]));
+        },
+        runs,
+    );
+    let single = median_secs(
+        || {
+            black_box(full(&pgn, false));
+        },
+        runs,
+    );
+    let threads = rayon::current_num_threads();
+    let multi = median_secs(
+        || {
+            black_box(full(&pgn, true));
+        },
+        runs,
+    );
+    let rate = |secs: f64| games as f64 / secs;
+    println!();
+    println!("corpus: {SAMPLE}: {games} games, {positions} positions");
+    println!(
+        "{:<34}{:>14}{:>16}{:>10}",
+        "stage", "games/s", "positions/s", "ratio"
+    );
+    println!(
+        "{:<34}{:>14.0}{:>16}{:>10}",
+        "parse only (pgn-reader visitor)",
+        rate(parse),
+        "-",
+        "1.00"
+    );
+    for (name, secs) in [
+        ("full, 1 thread", single),
+        (&*format!("full, {threads} threads"), multi),
+    ] {
+        println!(
+            "{name:<34}{:>14.0}{:>16.0}{:>10.2}",
+            rate(secs),
+            positions as f64 / secs,
+            parse / secs
+        );
+    }
+    println!("full work per core (1 thread): {:.0} games/s", rate(single));
+
+    let script = Path::new("scripts/py_digests.py");
+    let python = || {
+        Command::new("python3")
+            .arg(script)
+            .arg(SAMPLE)
+            .stdout(std::process::Stdio::null())
+            .status()
+    };
+    match python() {
+        Ok(status) if status.success() => {
+            let py = median_secs(|| drop(python()), 3);
+            println!(
+                "python-chess reference (scripts/py_digests.py): {:.0} games/s; pgnload is {:.0}x faster on 1 thread, {:.0}x on {threads}",
+                rate(py),
+                py / single,
+                py / multi
+            );
+        }
+        _ => println!("python-chess reference not run (python3 with chess and xxhash needed)"),
+    }
+}

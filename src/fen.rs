@@ -15,8 +15,7 @@
 use std::fmt::Write as _;
 
 use shakmaty::{
-    Bitboard, CastlingMode, Color, EnPassantMode, File, Position, PositionError, Rank, Role,
-    Square,
+    Bitboard, CastlingMode, Color, EnPassantMode, Position, PositionError, Role, Square,
     fen::Fen,
     variant::{Variant, VariantPosition},
 };
@@ -50,30 +49,45 @@ pub fn normalized_fen<P: Position>(pos: &P) -> String {
 }
 
 fn write_placement<P: Position>(pos: &P, out: &mut String) {
+    // One pass per piece bitboard fills a 64-cell table; far cheaper than
+    // asking the board for the piece on each of the 64 squares.
     let board = pos.board();
-    let promoted = pos.promoted();
-    for rank in Rank::ALL.into_iter().rev() {
-        let mut empty = 0u8;
-        for file in File::ALL {
-            let sq = Square::from_coords(file, rank);
-            match board.piece_at(sq) {
-                Some(piece) => {
-                    if empty > 0 {
-                        out.push(char::from(b'0' + empty));
-                        empty = 0;
-                    }
-                    out.push(piece.char());
-                    if promoted.contains(sq) {
-                        out.push('~');
-                    }
-                }
-                None => empty += 1,
+    let mut cells = [0u8; 64];
+    for color in [Color::White, Color::Black] {
+        let ours = board.by_color(color);
+        for role in Role::ALL {
+            let symbol = match color {
+                Color::White => role.upper_char(),
+                Color::Black => role.char(),
+            };
+            for sq in board.by_role(role) & ours {
+                cells[usize::from(sq)] = symbol as u8;
             }
         }
-        if empty > 0 {
-            out.push(char::from(b'0' + empty));
+    }
+    let promoted = pos.promoted();
+    let occupied = board.occupied().0;
+    for rank in (0..8u32).rev() {
+        // Walk only the occupied squares of the rank; gaps become digits.
+        let mut row = (occupied >> (rank * 8)) & 0xFF;
+        let mut next_file = 0u32;
+        while row != 0 {
+            let file = row.trailing_zeros();
+            if file > next_file {
+                out.push(char::from(b'0' + (file - next_file) as u8));
+            }
+            let index = rank * 8 + file;
+            out.push(char::from(cells[index as usize]));
+            if promoted.contains(Square::new(index)) {
+                out.push('~');
+            }
+            next_file = file + 1;
+            row &= row - 1;
         }
-        if rank != Rank::First {
+        if next_file < 8 {
+            out.push(char::from(b'0' + (8 - next_file) as u8));
+        }
+        if rank != 0 {
             out.push('/');
         }
     }
@@ -245,8 +259,8 @@ pub fn position_from_fen(
 }
 
 /// Parses a FEN and re-emits it as python-chess would (`pgnload hash --canonical`).
-pub fn canonical_fen(fen: &str, variant: Variant) -> Result<String, FenError> {
-    position_from_fen(fen, variant, false).map(|pos| normalized_fen(&pos))
+pub fn canonical_fen(fen: &str, variant: Variant, chess960: bool) -> Result<String, FenError> {
+    position_from_fen(fen, variant, chess960).map(|pos| normalized_fen(&pos))
 }
 
 /// The FEN of `pos` with all six fields (for diagnostics, not for keys).
@@ -345,16 +359,18 @@ mod tests {
         assert_eq!(
             canonical_fen(
                 "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq e3 0 1",
-                Variant::Chess
+                Variant::Chess,
+                false
             )
             .expect("valid"),
             "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -"
         );
         assert_eq!(
-            canonical_fen("4k3/8/8/8/8/8/8/4K3 w KQkq - 0 1", Variant::Chess).expect("valid"),
+            canonical_fen("4k3/8/8/8/8/8/8/4K3 w KQkq - 0 1", Variant::Chess, false)
+                .expect("valid"),
             "4k3/8/8/8/8/8/8/4K3 w - -"
         );
-        assert!(canonical_fen("8/8/8/8/8/8/8/8 w - - 0 1", Variant::Chess).is_err());
-        assert!(canonical_fen("not a fen", Variant::Chess).is_err());
+        assert!(canonical_fen("8/8/8/8/8/8/8/8 w - - 0 1", Variant::Chess, false).is_err());
+        assert!(canonical_fen("not a fen", Variant::Chess, false).is_err());
     }
 }

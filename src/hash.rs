@@ -56,3 +56,45 @@ mod tests {
         assert_eq!(fen_digest_unsigned(""), 0xEF46_DB37_51D8_E999);
     }
 }
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use crate::fen::normalize_fen_text;
+
+    /// `tests/data/hash_golden.tsv` was written by `scripts/py_hash_golden.py`
+    /// with Python's `xxhash`; every row must hash identically here.
+    #[test]
+    fn digests_match_the_python_golden_file_line_by_line() {
+        let golden = include_str!("../tests/data/hash_golden.tsv");
+        let mut rows = 0;
+        for (index, line) in golden.lines().enumerate() {
+            let n = index + 1;
+            if line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = line.split('\t').collect();
+            assert_eq!(fields.len(), 3, "hash_golden.tsv line {n}: {line:?}");
+            let (fen, signed, unsigned) = (fields[0], fields[1], fields[2]);
+            let signed: i64 = signed
+                .parse()
+                .unwrap_or_else(|e| panic!("hash_golden.tsv line {n}: signed {signed:?}: {e}"));
+            let unsigned: u64 = unsigned
+                .parse()
+                .unwrap_or_else(|e| panic!("hash_golden.tsv line {n}: unsigned {unsigned:?}: {e}"));
+            assert_eq!(
+                fen_digest_unsigned(fen),
+                unsigned,
+                "hash_golden.tsv line {n}: {fen}"
+            );
+            assert_eq!(fen_digest(fen), signed, "hash_golden.tsv line {n}: {fen}");
+            assert_eq!(
+                normalize_fen_text(fen),
+                fen,
+                "hash_golden.tsv line {n} is not normalized"
+            );
+            rows += 1;
+        }
+        assert!(rows >= 200, "hash_golden.tsv has only {rows} rows");
+    }
+}

@@ -450,7 +450,8 @@ fn parse_eval(s: &str) -> Option<Eval> {
     }
     let pawns: f64 = value.parse().ok()?;
     let cp = (pawns * 100.0).round();
-    (cp.is_finite() && cp.abs() < f64::from(i32::MAX)).then(|| Eval::Centipawns(cp as i32))
+    // Range-checked just before, so the cast is exact.
+    (cp.is_finite() && cp.abs() < f64::from(i32::MAX)).then_some(Eval::Centipawns(cp as i32))
 }
 
 /// The key `pgnload positions` prints for a game: its Lichess id, else its

@@ -38,7 +38,7 @@ const TAG_LINE_BYTES: usize = 4096;
 /// the next game is never lost.
 const TAIL_KEEP: usize = 256 * 1024;
 
-/// One game's bytes as they stand in the decompressed stream.
+/// One game as read: its verbatim bytes and what the visitor made of them.
 #[derive(Debug, Clone)]
 pub struct GameChunk {
     /// Where the game is.
@@ -47,8 +47,8 @@ pub struct GameChunk {
     pub bytes: Vec<u8>,
     /// The game's full length in the stream.
     pub total_len: u64,
-    /// pgn-reader's complaint when it could not even skip over the game.
-    pub syntax_error: Option<String>,
+    /// Tags and mainline, or why pgn-reader could not read them.
+    pub parsed: Result<RawGame, RejectReason>,
 }
 
 impl GameChunk {
@@ -59,11 +59,17 @@ impl GameChunk {
 }
 
 /// Bytes read from the source, kept from the current game's start.
+///
+/// `buf[start..]` holds stream bytes from offset `base` on; consumed games
+/// advance `start` and the buffer is compacted only when the dead prefix is
+/// large, so a game costs one copy in and one copy out, not a memmove of the
+/// whole read-ahead.
 #[derive(Debug, Default)]
 struct Recording {
-    /// Stream offset of `buf[0]`.
+    /// Stream offset of `buf[start]`.
     base: u64,
     buf: Vec<u8>,
+    start: usize,
     /// Set once the current game outgrew the cap: its first `cap` bytes.
     head: Option<Vec<u8>>,
     cap: usize,
@@ -72,29 +78,40 @@ struct Recording {
 }
 
 impl Recording {
+    fn live(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
     fn end(&self) -> u64 {
-        self.base + self.buf.len() as u64
+        self.base + self.live() as u64
     }
 
     fn append(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
-        if self.head.is_none() && self.buf.len() > self.cap + TAIL_KEEP {
-            self.head = Some(self.buf[..self.cap].to_vec());
+        if self.head.is_none() && self.live() > self.cap + TAIL_KEEP {
+            self.head = Some(self.buf[self.start..self.start + self.cap].to_vec());
         }
-        if self.head.is_some() && self.buf.len() > 2 * TAIL_KEEP {
-            let drop = self.buf.len() - TAIL_KEEP;
-            self.buf.drain(..drop);
-            self.base += drop as u64;
+        if self.head.is_some() && self.live() > 2 * TAIL_KEEP {
+            let drop = self.live() - TAIL_KEEP;
+            self.advance(drop);
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.start += n;
+        self.base += n as u64;
+        if self.start >= TAIL_KEEP && self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
         }
     }
 
     /// Forgets everything before stream offset `start` (the next game's start).
-    fn restart_at(&mut self, start: u64) {
-        let drop = usize::try_from(start.saturating_sub(self.base))
+    fn restart_at(&mut self, offset: u64) {
+        let drop = usize::try_from(offset.saturating_sub(self.base))
             .unwrap_or(usize::MAX)
-            .min(self.buf.len());
-        self.buf.drain(..drop);
-        self.base += drop as u64;
+            .min(self.live());
+        self.advance(drop);
         self.head = None;
     }
 
@@ -103,10 +120,13 @@ impl Recording {
         if let Some(head) = self.head.take() {
             return head;
         }
-        let from = usize::try_from(start.saturating_sub(self.base)).unwrap_or(usize::MAX);
-        let to = usize::try_from(end.saturating_sub(self.base)).unwrap_or(usize::MAX);
-        let to = to.min(self.buf.len());
-        self.buf.get(from.min(to)..to).unwrap_or_default().to_vec()
+        let offset = |at: u64| {
+            usize::try_from(at.saturating_sub(self.base))
+                .unwrap_or(usize::MAX)
+                .min(self.live())
+        };
+        let (from, to) = (offset(start), offset(end));
+        self.buf[self.start + from.min(to)..self.start + to].to_vec()
     }
 }
 
@@ -136,9 +156,9 @@ impl<R: Read> Read for Recorder<R> {
 pub struct GameSplitter<R> {
     reader: Reader<Recorder<R>>,
     recording: Arc<Mutex<Recording>>,
+    visitor: GameVisitor,
     file: Arc<str>,
     games: u64,
-    max_game_bytes: usize,
 }
 
 impl<R: Read> GameSplitter<R> {
@@ -150,11 +170,13 @@ impl<R: Read> GameSplitter<R> {
         file: Arc<str>,
         start_offset: u64,
         games_before: u64,
-        max_game_bytes: usize,
+        limits: ParseLimits,
     ) -> Self {
         let recording = Arc::new(Mutex::new(Recording {
             base: start_offset,
-            cap: max_game_bytes.max(1),
+            cap: usize::try_from(limits.max_game_bytes)
+                .unwrap_or(usize::MAX)
+                .max(1),
             ..Recording::default()
         }));
         let recorder = Recorder {
@@ -167,9 +189,11 @@ impl<R: Read> GameSplitter<R> {
         GameSplitter {
             reader,
             recording,
+            visitor: GameVisitor {
+                max_plies: limits.max_plies,
+            },
             file,
             games: games_before,
-            max_game_bytes,
         }
     }
 
@@ -189,7 +213,10 @@ impl<R: Read> GameSplitter<R> {
         self.games
     }
 
-    /// The next game, `None` at the end of the stream. An `Err` means the
+    /// The next game, read and parsed, `None` at the end of the stream.
+    /// Parsing here (rather than in the workers) reads each byte once and
+    /// reuses one pgn-reader buffer; replay, the expensive part, is left to
+    /// the workers. An `Err` means the
     /// source itself failed (e.g. a corrupt compressed stream); every game
     /// returned before it is complete.
     pub fn next_chunk(&mut self) -> io::Result<Option<GameChunk>> {
@@ -199,10 +226,11 @@ impl<R: Read> GameSplitter<R> {
         }
         let start = self.offset();
         self.lock().restart_at(start);
-        let syntax_error = match self.reader.skip_game() {
-            Ok(_) => None,
+        let parsed = match self.reader.read_game(&mut self.visitor) {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => Err(RejectReason::Empty),
             Err(e) if self.lock().source_failed => return Err(e),
-            Err(e) => Some(e.to_string()),
+            Err(e) => Err(RejectReason::Syntax(e.to_string())),
         };
         // Look ahead to the next game's start so the trailing whitespace
         // belongs to this chunk and the offset of the next one is exact.
@@ -219,7 +247,7 @@ impl<R: Read> GameSplitter<R> {
             },
             bytes,
             total_len: end - start,
-            syntax_error,
+            parsed,
         }))
     }
 
@@ -230,11 +258,6 @@ impl<R: Read> GameSplitter<R> {
             // A PGN complaint while skipping whitespace: let the next chunk carry it.
             Err(_) => Ok(true),
         }
-    }
-
-    /// The configured per-game byte cap.
-    pub fn max_game_bytes(&self) -> usize {
-        self.max_game_bytes
     }
 }
 
@@ -247,28 +270,17 @@ pub struct ParseLimits {
     pub max_game_bytes: u64,
 }
 
-/// Parses one chunk into a [`RawGame`], or says why the game is rejected.
-pub fn parse_game(chunk: &GameChunk, limits: ParseLimits) -> Result<RawGame, RejectReason> {
+/// Takes the parsed game out of a chunk after the checks that need its raw
+/// bytes (size cap, garbage tokens, result marker), or says why the game is
+/// rejected. Pure and cheap; runs in the parallel workers.
+pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, RejectReason> {
     if chunk.is_truncated() {
         return Err(RejectReason::TooLarge {
             size: chunk.total_len,
             limit: limits.max_game_bytes,
         });
     }
-    if let Some(e) = &chunk.syntax_error {
-        return Err(RejectReason::Syntax(e.clone()));
-    }
-    let mut visitor = GameVisitor {
-        max_plies: limits.max_plies,
-    };
-    let mut reader = Reader::build(io::Cursor::new(&chunk.bytes))
-        .set_supported_tag_line_length(TAG_LINE_BYTES)
-        .finish();
-    let game = match reader.read_game(&mut visitor) {
-        Ok(Some(result)) => result?,
-        Ok(None) => return Err(RejectReason::Empty),
-        Err(e) => return Err(RejectReason::Syntax(e.to_string())),
-    };
+    let game = std::mem::replace(&mut chunk.parsed, Err(RejectReason::Empty))?;
     if let Some(token) = find_garbage(&chunk.bytes) {
         return Err(RejectReason::Garbage { token });
     }
@@ -399,6 +411,48 @@ impl Visitor for GameVisitor {
     }
 }
 
+/// Counts of a parse-only pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Games seen.
+    pub games: u64,
+    /// Mainline move tokens seen.
+    pub moves: u64,
+}
+
+/// A parse-only pass with pgn-reader (tokenizing, no replay, no FEN): the
+/// baseline the benchmark compares the full per-position work against.
+pub fn scan_only(input: impl Read) -> io::Result<ScanStats> {
+    struct Counter;
+    impl Visitor for Counter {
+        type Tags = ();
+        type Movetext = u64;
+        type Output = u64;
+        fn begin_tags(&mut self) -> ControlFlow<Self::Output, Self::Tags> {
+            ControlFlow::Continue(())
+        }
+        fn begin_movetext(&mut self, _tags: ()) -> ControlFlow<Self::Output, Self::Movetext> {
+            ControlFlow::Continue(0)
+        }
+        fn san(&mut self, moves: &mut u64, _san: SanPlus) -> ControlFlow<Self::Output> {
+            *moves += 1;
+            ControlFlow::Continue(())
+        }
+        fn end_game(&mut self, moves: u64) -> u64 {
+            moves
+        }
+    }
+    let mut reader = Reader::build(input)
+        .set_supported_tag_line_length(TAG_LINE_BYTES)
+        .finish();
+    let mut stats = ScanStats::default();
+    while let Some(moves) = reader.read_game(&mut Counter)? {
+        stats.games += 1;
+        stats.moves += moves;
+    }
+    Ok(stats)
+}
+
 /// Tag text is UTF-8 in modern PGN; older files use Latin-1, which is
 /// decoded byte-for-char rather than replaced, so names survive.
 pub fn decode_text(bytes: &[u8]) -> Cow<'_, str> {
@@ -446,7 +500,8 @@ fn find_garbage(chunk: &[u8]) -> Option<String> {
             }
             _ => {
                 in_tags = false;
-                let end = chunk[i..]
+                // At least one byte: a stray `}` is a token of its own.
+                let end = chunk[i + 1..]
                     .iter()
                     .position(|&c| {
                         matches!(
@@ -454,7 +509,7 @@ fn find_garbage(chunk: &[u8]) -> Option<String> {
                             b' ' | b'\t' | b'\r' | b'\n' | b'{' | b'}' | b'(' | b')' | b';'
                         )
                     })
-                    .map_or(chunk.len(), |p| i + p);
+                    .map_or(chunk.len(), |p| i + 1 + p);
                 let token = &chunk[i..end];
                 if !is_movetext_token(token) {
                     let shown = &token[..token.len().min(40)];
@@ -514,8 +569,12 @@ fn is_movetext_token(token: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn split_all(pgn: &[u8], cap: usize) -> Vec<GameChunk> {
-        let mut splitter = GameSplitter::new(pgn, Arc::from("t.pgn"), 0, 0, cap);
+    fn split_all(pgn: &[u8], cap: u64) -> Vec<GameChunk> {
+        let limits = ParseLimits {
+            max_game_bytes: cap,
+            ..LIMITS
+        };
+        let mut splitter = GameSplitter::new(pgn, Arc::from("t.pgn"), 0, 0, limits);
         let mut chunks = Vec::new();
         while let Some(chunk) = splitter.next_chunk().expect("in-memory source cannot fail") {
             chunks.push(chunk);
@@ -545,8 +604,8 @@ mod tests {
     #[test]
     fn parse_keeps_mainline_clock_eval_and_nag() {
         let pgn = b"[Site \"https://lichess.org/abcdefgh\"]\n\n1. e4 { [%eval 0.2] [%clk 0:05:00] } e5?! (1... c5 2. Nf3) 2. Nf3 $1 *\n";
-        let chunk = &split_all(pgn, 1 << 20)[0];
-        let game = parse_game(chunk, LIMITS).expect("valid game");
+        let mut chunk = split_all(pgn, 1 << 20).remove(0);
+        let game = take_game(&mut chunk, LIMITS).expect("valid game");
         assert_eq!(game.moves.len(), 3);
         assert_eq!(game.moves[0].clock_ms, Some(300_000));
         assert_eq!(game.moves[1].nag, Some(6));
@@ -559,24 +618,31 @@ mod tests {
         let mut pgn = b"[Event \"big\"]\n\n1. e4 {".to_vec();
         pgn.extend(std::iter::repeat_n(b'x', 2_000_000));
         pgn.extend_from_slice(b"} e5 *\n\n[Event \"small\"]\n\n1. d4 *\n");
-        let chunks = split_all(&pgn, 1000);
+        let mut chunks = split_all(&pgn, 1000);
         assert_eq!(chunks.len(), 2);
         assert!(chunks[0].is_truncated());
         assert_eq!(chunks[0].bytes.len(), 1000);
         assert!(matches!(
-            parse_game(&chunks[0], LIMITS),
+            take_game(&mut chunks[0], LIMITS),
             Err(RejectReason::TooLarge { .. })
         ));
         assert!(chunks[1].bytes.starts_with(b"[Event \"small\"]"));
-        assert!(parse_game(&chunks[1], LIMITS).is_ok());
+        assert!(take_game(&mut chunks[1], LIMITS).is_ok());
     }
 
     #[test]
     fn garbage_unterminated_and_long_games_are_rejected() {
-        let reject =
-            |pgn: &[u8], limits: ParseLimits| parse_game(&split_all(pgn, 1 << 20)[0], limits);
+        let reject = |pgn: &[u8], limits: ParseLimits| {
+            let mut splitter = GameSplitter::new(pgn, Arc::from("t.pgn"), 0, 0, limits);
+            let mut chunk = splitter.next_chunk().expect("in memory").expect("one game");
+            take_game(&mut chunk, limits)
+        };
         assert!(matches!(
             reject(b"[Event \"x\"]\n\n1. e4 fooo e5 *\n", LIMITS),
+            Err(RejectReason::Garbage { .. })
+        ));
+        assert!(matches!(
+            reject(b"[Event \"x\"]\n\n1. e4 } e5 *\n", LIMITS),
             Err(RejectReason::Garbage { .. })
         ));
         assert!(matches!(
@@ -622,7 +688,7 @@ mod tests {
                 String::from_utf8_lossy(token)
             );
         }
-        for token in [&b"foo"[..], b"1-", b"$", b"e9"] {
+        for token in [&b"foo"[..], b"1-", b"$", b"e9", b"}"] {
             assert!(
                 !is_movetext_token(token),
                 "{}",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use shakmaty::{
     CastlingMode, Color, EnPassantMode, Move, Position, PositionError, Role, Square,
-    san::{San, SanPlus},
+    san::{San, SanPlus, Suffix},
     uci::UciMove,
     variant::VariantPosition,
 };
@@ -135,8 +135,8 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         .filter(|fen| {
             // Lichess dumps hold Racing Kings (and other variant) games with a
             // standard-start FEN tag; the variant's own start is meant.
-            !(*fen == STANDARD_START
-                && !matches!(variant, GameVariant::Standard | GameVariant::Chess960))
+            *fen != STANDARD_START
+                || matches!(variant, GameVariant::Standard | GameVariant::Chess960)
         })
         .map(str::to_owned);
     let mut board = initial_position(variant, start_fen.as_deref())?;
@@ -168,11 +168,12 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             board = null_move(board).map_err(illegal)?;
             ("0000".to_owned(), "--".to_owned(), 0)
         } else {
-            let m = resolve_move(&raw_move.san.san, &board).map_err(illegal)?;
-            let uci = UciMove::from_move(m, mode).to_string();
-            let code = encode_move(m);
-            let san = SanPlus::from_move_and_play_unchecked(&mut board, m).to_string();
-            (uci, san, code)
+            let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
+            (
+                UciMove::from_move(m, mode).to_string(),
+                san.to_string(),
+                encode_move(m),
+            )
         };
         write_normalized_fen(&board, &mut fen);
         positions.push(&fen);
@@ -221,48 +222,129 @@ fn initial_position(
     }
 }
 
-/// Resolves a written move like python-chess `parse_san` does.
-fn resolve_move(san: &San, pos: &VariantPosition) -> Result<Move, String> {
-    let strict = san.to_move(pos);
-    let Err(strict_err) = strict else {
-        return strict.map_err(|e| e.to_string());
+/// Resolves a written move like python-chess `parse_san` does, plays it,
+/// and returns the move with its canonical SAN.
+///
+/// The SAN candidates are generated once and serve both to resolve the
+/// written move and to disambiguate the canonical SAN; the check/mate suffix
+/// needs a legal move generation only when the move gives check. This is
+/// the hottest loop of an import.
+fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus), String> {
+    let candidates = match *san {
+        San::Normal { role, to, .. } | San::Put { role, to } => board.san_candidates(role, to),
+        San::Castle(side) => board.castling_moves(side),
+        San::Null => return Err("null move".to_owned()),
     };
-    if let San::Normal {
-        role,
-        file,
-        rank,
-        capture,
+    let (m, candidates) = match find_written(san, &candidates) {
+        Ok(m) => (m, candidates),
+        Err(reason) => {
+            let m = uci_fallback(san, board).ok_or(reason)?;
+            let candidates = match m {
+                Move::Castle { .. } => candidates_of_castle(board, m),
+                _ => board.san_candidates(m.role(), m.to()),
+            };
+            (m, candidates)
+        }
+    };
+    let canonical = San::disambiguate(m, &candidates);
+    board.play_unchecked(m);
+    let suffix = if board.variant() == shakmaty::variant::Variant::Chess {
+        // In standard chess a decisive outcome is a checkmate, which needs a check.
+        board.is_check().then(|| {
+            if board.legal_moves().is_empty() {
+                Suffix::Checkmate
+            } else {
+                Suffix::Check
+            }
+        })
+    } else {
+        Suffix::from_position(board)
+    };
+    Ok((
+        m,
+        SanPlus {
+            san: canonical,
+            suffix,
+        },
+    ))
+}
+
+fn candidates_of_castle(board: &VariantPosition, m: Move) -> shakmaty::MoveList {
+    match m {
+        Move::Castle { king, rook } if king.file() < rook.file() => {
+            board.castling_moves(shakmaty::CastlingSide::KingSide)
+        }
+        _ => board.castling_moves(shakmaty::CastlingSide::QueenSide),
+    }
+}
+
+/// Picks the written move among the candidates for its piece and target.
+/// Like python-chess, the capture marker is not checked (whether a move
+/// captures depends only on its target square, so this never adds ambiguity).
+fn find_written(san: &San, candidates: &shakmaty::MoveList) -> Result<Move, String> {
+    let mut matching = candidates.iter().filter(|m| match (*san, **m) {
+        (
+            San::Normal {
+                file,
+                rank,
+                promotion,
+                ..
+            },
+            Move::Normal {
+                from, promotion: p, ..
+            },
+        ) => {
+            file.is_none_or(|f| f == from.file())
+                && rank.is_none_or(|r| r == from.rank())
+                && promotion == p
+        }
+        (
+            San::Normal {
+                file,
+                rank,
+                promotion,
+                ..
+            },
+            Move::EnPassant { from, .. },
+        ) => {
+            file.is_none_or(|f| f == from.file())
+                && rank.is_none_or(|r| r == from.rank())
+                && promotion.is_none()
+        }
+        (San::Put { .. }, Move::Put { .. }) | (San::Castle(_), Move::Castle { .. }) => true,
+        _ => false,
+    });
+    match (matching.next(), matching.next()) {
+        (Some(m), None) => Ok(*m),
+        (Some(_), Some(_)) if !matches!(san, San::Put { .. } | San::Castle(_)) => {
+            Err("ambiguous move".to_owned())
+        }
+        (Some(m), Some(_)) => Ok(*m),
+        (None, _) => Err("illegal move".to_owned()),
+    }
+}
+
+/// A fully specified origin without a piece letter (`g1f3`, UCI movetext)
+/// names any piece, castling included, as python-chess accepts it.
+fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
+    let San::Normal {
+        role: Role::Pawn,
+        file: Some(file),
+        rank: Some(rank),
         to,
         promotion,
+        ..
     } = *san
-    {
-        // python-chess ignores the capture marker.
-        let toggled = San::Normal {
-            role,
-            file,
-            rank,
-            capture: !capture,
-            to,
-            promotion,
-        };
-        if let Ok(m) = toggled.to_move(pos) {
-            return Ok(m);
-        }
-        // A fully specified origin without a piece letter (`g1f3`, UCI
-        // movetext) is accepted for any piece, castling included.
-        if let (Role::Pawn, Some(file), Some(rank)) = (role, file, rank) {
-            let from = Square::from_coords(file, rank);
-            let uci = UciMove::Normal {
-                from,
-                to,
-                promotion,
-            };
-            if let Ok(m) = uci.to_move(pos) {
-                return Ok(m);
-            }
-        }
+    else {
+        return None;
+    };
+    UciMove::Normal {
+        from: Square::from_coords(file, rank),
+        to,
+        promotion,
     }
-    Err(strict_err.to_string())
+    .to_move(board)
+    .ok()
 }
 
 /// A null move (`--`, `Z0`): the other side to move, no en passant, as
@@ -369,19 +451,19 @@ pub fn decode_move_uci(code: u16, chess960: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reader::{GameSplitter, ParseLimits, parse_game};
+    use crate::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
-        let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t"), 0, 0, 1 << 20);
-        let chunk = splitter
-            .next_chunk()
-            .expect("in-memory source cannot fail")
-            .expect("one game");
         let limits = ParseLimits {
             max_plies: 10_000,
             max_game_bytes: 1 << 20,
         };
-        replay_game(parse_game(&chunk, limits)?, chunk.pos)
+        let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t"), 0, 0, limits);
+        let mut chunk = splitter
+            .next_chunk()
+            .expect("in-memory source cannot fail")
+            .expect("one game");
+        replay_game(take_game(&mut chunk, limits)?, chunk.pos)
     }
 
     #[test]

@@ -1,0 +1,19 @@
+//! The `pgnload` binary: parse the command line, run, map the outcome to an
+//! exit code. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use pgnload::{cli::Cli, cmd::ExitStatus};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match pgnload::run(cli) {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(err) => {
+            let err = anyhow::Error::from(err);
+            eprintln!("pgnload: error: {err:#}");
+            ExitCode::from(ExitStatus::Failed.code())
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! The parse side of every command, as stages connected by bounded channels:
+//!
+//! ```text
+//! read thread:    open → GameSplitter (split + parse) → ChunkBatch ──bounded──▶
+//! process thread: rayon over the batch: take_game + replay_game → Batch ──bounded──▶ consumer
+//! ```
+//!
+//! Bounded channels make a slow consumer (the database) hold back the
+//! reader, so memory stays at about `channel_capacity × batch_bytes` per
+//! stage whatever the input size. Batches keep file order; games inside a
+//! batch are processed in parallel but returned in order, so output and
+//! checkpoints are deterministic.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use rayon::prelude::*;
+
+use crate::{
+    error::{Error, Rejection},
+    reader::{GameChunk, GameSplitter, ParseLimits, take_game},
+    replay::{GameRecord, replay_game},
+    source::{Input, SourceOptions, open_input},
+};
+
+/// Sizes and limits of the parse side.
+#[derive(Debug, Clone, Copy)]
+pub struct PipelineConfig {
+    /// Games per batch at most.
+    pub batch_games: usize,
+    /// Bytes of PGN per batch at most (a batch closes at whichever comes first).
+    pub batch_bytes: usize,
+    /// Batches waiting between two stages at most.
+    pub channel_capacity: usize,
+    /// Per-game limits.
+    pub limits: ParseLimits,
+    /// Decompression options.
+    pub source: SourceOptions,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            batch_games: 512,
+            batch_bytes: 4 << 20,
+            channel_capacity: 4,
+            limits: ParseLimits {
+                max_plies: 20_000,
+                max_game_bytes: 8 << 20,
+            },
+            source: SourceOptions::default(),
+        }
+    }
+}
+
+/// One input to read, possibly resuming part-way.
+#[derive(Debug, Clone)]
+pub struct InputSpec {
+    /// Path or `-`.
+    pub name: String,
+    /// Decompressed bytes to skip before reading (resume point).
+    pub skip_bytes: u64,
+    /// Games contained in the skipped bytes.
+    pub skip_games: u64,
+}
+
+impl InputSpec {
+    /// Read the whole input.
+    pub fn whole(name: impl Into<String>) -> Self {
+        InputSpec {
+            name: name.into(),
+            skip_bytes: 0,
+            skip_games: 0,
+        }
+    }
+}
+
+/// A rejected game with its verbatim bytes (the head only, for a game over
+/// the size limit).
+#[derive(Debug, Clone)]
+pub struct RejectedGame {
+    /// Where and why.
+    pub rejection: Rejection,
+    /// The game's bytes as read.
+    pub raw: Vec<u8>,
+}
+
+/// What processing one game produced.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// A replayed game.
+    Game(Box<GameRecord>),
+    /// A rejected game.
+    Rejected(Box<RejectedGame>),
+}
+
+/// Consecutive games of one input, in order.
+#[derive(Debug)]
+pub struct Batch {
+    /// Index into the inputs.
+    pub input: usize,
+    /// One outcome per game, in file order.
+    pub outcomes: Vec<Outcome>,
+    /// Decompressed stream offset just after the batch's last game.
+    pub end_offset: u64,
+    /// Games in the input up to and including this batch.
+    pub games_through: u64,
+}
+
+/// What the consumer receives.
+#[derive(Debug)]
+pub enum Event {
+    /// An input was opened.
+    Opened {
+        /// Index into the inputs.
+        input: usize,
+        /// Its size on disk, when known.
+        len: Option<u64>,
+        /// Bytes consumed from disk so far (for progress).
+        consumed: Arc<std::sync::atomic::AtomicU64>,
+    },
+    /// Games.
+    Batch(Batch),
+    /// An input ended cleanly.
+    Finished {
+        /// Index into the inputs.
+        input: usize,
+        /// Games in the input.
+        games: u64,
+        /// Decompressed bytes in the input.
+        bytes: u64,
+    },
+    /// An input could not be opened or broke part-way; earlier batches of it
+    /// are complete.
+    Failed {
+        /// Index into the inputs.
+        input: usize,
+        /// What went wrong.
+        error: Error,
+    },
+}
+
+/// Parses and replays one chunk: the pure per-game function of the process stage.
+pub fn process_chunk(mut chunk: GameChunk, limits: ParseLimits) -> Outcome {
+    match take_game(&mut chunk, limits).and_then(|raw| replay_game(raw, chunk.pos.clone())) {
+        Ok(record) => Outcome::Game(Box::new(record)),
+        Err(reason) => Outcome::Rejected(Box::new(RejectedGame {
+            rejection: Rejection {
+                pos: chunk.pos,
+                reason,
+            },
+            raw: chunk.bytes,
+        })),
+    }
+}
+
+struct ChunkBatch {
+    input: usize,
+    chunks: Vec<GameChunk>,
+    end_offset: u64,
+    games_through: u64,
+}
+
+enum ReadEvent {
+    Opened {
+        input: usize,
+        len: Option<u64>,
+        consumed: Arc<std::sync::atomic::AtomicU64>,
+    },
+    Chunks(ChunkBatch),
+    Finished {
+        input: usize,
+        games: u64,
+        bytes: u64,
+    },
+    Failed {
+        input: usize,
+        error: Error,
+    },
+}
+
+/// Handle on a running parse pipeline.
+pub struct Pipeline {
+    /// Events in input order.
+    pub events: Receiver<Event>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Starts reading `inputs` in order.
+    pub fn start(inputs: Vec<InputSpec>, config: PipelineConfig) -> Pipeline {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (read_tx, read_rx) = bounded(config.channel_capacity.max(1));
+        let (event_tx, event_rx) = bounded(config.channel_capacity.max(1));
+        let reader_stop = Arc::clone(&stop);
+        let reader = thread::Builder::new()
+            .name("pgnload-read".into())
+            .spawn(move || read_loop(&inputs, config, &read_tx, &reader_stop));
+        let processor = thread::Builder::new()
+            .name("pgnload-process".into())
+            .spawn(move || process_loop(&read_rx, &event_tx, config.limits));
+        let threads = [reader, processor]
+            .into_iter()
+            .filter_map(|spawned| spawned.ok())
+            .collect();
+        Pipeline {
+            events: event_rx,
+            stop,
+            threads,
+        }
+    }
+
+    /// Asks the reader to stop after the current game; events already
+    /// queued are still delivered.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Pipeline::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.stop();
+        // Unblock the stages: drain what they still try to send.
+        while self.events.try_recv().is_ok() {}
+        for handle in self.threads.drain(..) {
+            while !handle.is_finished() {
+                while self.events.try_recv().is_ok() {}
+                thread::yield_now();
+            }
+            let _ = handle.join();
+        }
+    }
+}
+
+fn read_loop(
+    inputs: &[InputSpec],
+    config: PipelineConfig,
+    tx: &Sender<ReadEvent>,
+    stop: &AtomicBool,
+) {
+    for (index, spec) in inputs.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let input = match open_input(&spec.name, config.source) {
+            Ok(input) => input,
+            Err(error) => {
+                if tx
+                    .send(ReadEvent::Failed {
+                        input: index,
+                        error,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        let opened = ReadEvent::Opened {
+            input: index,
+            len: input.len,
+            consumed: Arc::clone(&input.consumed),
+        };
+        if tx.send(opened).is_err() {
+            return;
+        }
+        let last = match read_input(index, spec, input, config, tx, stop) {
+            Ok(Some(finished)) => finished,
+            Ok(None) => return,
+            Err(error) => ReadEvent::Failed {
+                input: index,
+                error,
+            },
+        };
+        if tx.send(last).is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one input into batches. `Ok(None)` when stopped or the consumer left.
+fn read_input(
+    index: usize,
+    spec: &InputSpec,
+    mut input: Input,
+    config: PipelineConfig,
+    tx: &Sender<ReadEvent>,
+    stop: &AtomicBool,
+) -> Result<Option<ReadEvent>, Error> {
+    let broken = |offset: u64, games: u64, source| Error::InputBroken {
+        file: Arc::clone(&input.name),
+        byte_offset: offset,
+        games_read: games,
+        source,
+    };
+    if spec.skip_bytes > 0 {
+        let skipped = std::io::copy(
+            &mut std::io::Read::take(&mut input.reader, spec.skip_bytes),
+            &mut std::io::sink(),
+        )
+        .map_err(|e| broken(0, spec.skip_games, e))?;
+        if skipped < spec.skip_bytes {
+            return Err(broken(
+                skipped,
+                spec.skip_games,
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "input is shorter than the checkpoint ({} bytes); did it change?",
+                        spec.skip_bytes
+                    ),
+                ),
+            ));
+        }
+    }
+    let name = Arc::clone(&input.name);
+    let mut splitter = GameSplitter::new(
+        input.reader,
+        name,
+        spec.skip_bytes,
+        spec.skip_games,
+        config.limits,
+    );
+    let mut end_offset = spec.skip_bytes;
+    loop {
+        let mut chunks = Vec::with_capacity(config.batch_games);
+        let mut bytes = 0usize;
+        let mut failure = None;
+        while chunks.len() < config.batch_games && bytes < config.batch_bytes {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            match splitter.next_chunk() {
+                Ok(Some(chunk)) => {
+                    bytes += chunk.bytes.len();
+                    end_offset = chunk.pos.byte_offset + chunk.total_len;
+                    chunks.push(chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let done = chunks.len() < config.batch_games && bytes < config.batch_bytes;
+        if !chunks.is_empty() {
+            let batch = ChunkBatch {
+                input: index,
+                chunks,
+                end_offset,
+                games_through: splitter.games_read(),
+            };
+            if tx.send(ReadEvent::Chunks(batch)).is_err() {
+                return Ok(None);
+            }
+        }
+        if let Some(e) = failure {
+            return Err(broken(end_offset, splitter.games_read(), e));
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        if done {
+            return Ok(Some(ReadEvent::Finished {
+                input: index,
+                games: splitter.games_read(),
+                bytes: end_offset,
+            }));
+        }
+    }
+}
+
+fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimits) {
+    for event in rx {
+        let out = match event {
+            ReadEvent::Opened {
+                input,
+                len,
+                consumed,
+            } => Event::Opened {
+                input,
+                len,
+                consumed,
+            },
+            ReadEvent::Chunks(batch) => Event::Batch(Batch {
+                input: batch.input,
+                outcomes: batch
+                    .chunks
+                    .into_par_iter()
+                    .map(|chunk| process_chunk(chunk, limits))
+                    .collect(),
+                end_offset: batch.end_offset,
+                games_through: batch.games_through,
+            }),
+            ReadEvent::Finished {
+                input,
+                games,
+                bytes,
+            } => Event::Finished {
+                input,
+                games,
+                bytes,
+            },
+            ReadEvent::Failed { input, error } => Event::Failed { input, error },
+        };
+        if tx.send(out).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_chunk_accounts_for_good_and_bad_games() {
+        let pgn = b"1. e4 e5 *\n\n1. e4 e5 2. Ke3 *\n";
+        let limits = PipelineConfig::default().limits;
+        let mut splitter = GameSplitter::new(&pgn[..], Arc::from("t"), 0, 0, limits);
+        let first = splitter.next_chunk().expect("ok").expect("game 1");
+        let second = splitter.next_chunk().expect("ok").expect("game 2");
+        assert!(matches!(process_chunk(first, limits), Outcome::Game(_)));
+        match process_chunk(second, limits) {
+            Outcome::Rejected(rejected) => {
+                assert_eq!(rejected.rejection.pos.game_number, 2);
+                assert_eq!(rejected.raw, b"1. e4 e5 2. Ke3 *\n");
+            }
+            Outcome::Game(_) => panic!("illegal game accepted"),
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! The embedded PostgreSQL cluster against the real server programs: no
+//! mocks. Each test uses its own data directory under /tmp (not under the
+//! working directory, which may be below /root where the `postgres` user
+//! cannot go when the tests run as root).
+
+use std::{
+    error::Error,
+    ffi::OsString,
+    fs,
+    os::unix::fs::PermissionsExt,
+    path::Path,
+    process::Command,
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::{Pid, User, geteuid},
+};
+use pgnload::embedded::{ClusterStatus, EmbeddedCluster, EmbeddedError, PgBinaries};
+use tempfile::TempDir;
+use tokio_postgres::{NoTls, SimpleQueryMessage};
+
+type TestResult = Result<(), Box<dyn Error>>;
+
+/// A fresh directory under /tmp that the `postgres` user can enter
+/// whatever the umask (a 0700 directory would stop the server user when root).
+fn scratch() -> Result<TempDir, Box<dyn Error>> {
+    let dir = tempfile::Builder::new()
+        .prefix("pgnload-test-")
+        .tempdir_in("/tmp")?;
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// A cluster in a scratch directory that is stopped and removed even when
+/// the test fails, so a failing test leaves no server behind.
+struct Fixture {
+    cluster: EmbeddedCluster,
+    _root: TempDir,
+}
+
+impl Fixture {
+    fn new(relative_data_dir: &str) -> Result<Fixture, Box<dyn Error>> {
+        let root = scratch()?;
+        let cluster = EmbeddedCluster::new(root.path().join(relative_data_dir))?;
+        Ok(Fixture {
+            cluster,
+            _root: root,
+        })
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.cluster.stop();
+        if !self
+            .cluster
+            .socket_dir()
+            .starts_with(self.cluster.data_dir())
+        {
+            let _ = fs::remove_dir_all(self.cluster.socket_dir());
+        }
+    }
+}
+
+/// Runs one statement over the cluster's socket and returns the first
+/// column of every row as text.
+fn query(cluster: &EmbeddedCluster, sql: &str) -> Result<Vec<String>, Box<dyn Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let (client, connection) = cluster.pg_config().connect(NoTls).await?;
+        let driver = tokio::spawn(connection);
+        let rows = client
+            .simple_query(sql)
+            .await?
+            .into_iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or("").to_owned()),
+                _ => None,
+            })
+            .collect();
+        drop(client);
+        driver.await??;
+        Ok(rows)
+    })
+}
+
+fn query_one(cluster: &EmbeddedCluster, sql: &str) -> Result<String, Box<dyn Error>> {
+    let rows = query(cluster, sql)?;
+    match rows.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(format!("{sql}: expected one row, got {rows:?}").into()),
+    }
+}
+
+fn running_pid(cluster: &EmbeddedCluster) -> Result<u32, Box<dyn Error>> {
+    match cluster.status()? {
+        ClusterStatus::Running { pid } => Ok(pid),
+        other => Err(format!("expected a running server, got {other:?}").into()),
+    }
+}
+
+/// The real uid of a process, from /proc/<pid>/status.
+fn process_uid(pid: u32) -> Result<u32, Box<dyn Error>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .ok_or("no Uid line")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .ok_or("short Uid line")?
+        .parse()?)
+}
+
+#[test]
+fn session_initializes_starts_and_stops() -> TestResult {
+    let fixture = Fixture::new("pgnload-data")?;
+    let cluster = &fixture.cluster;
+    assert!(cluster.data_dir().is_absolute());
+    assert_eq!(cluster.status()?, ClusterStatus::NotInitialized);
+
+    let t = Instant::now();
+    let guard = cluster.start_session()?;
+    eprintln!(
+        "first session (initdb + createdb + start): {:?}",
+        t.elapsed()
+    );
+    let pid = running_pid(cluster)?;
+
+    assert_eq!(query_one(cluster, "SELECT 1")?, "1");
+    assert_eq!(query_one(cluster, "SHOW listen_addresses")?, "");
+    assert_eq!(query_one(cluster, "SELECT current_user")?, "pgnload");
+    assert_eq!(query_one(cluster, "SELECT current_database()")?, "pgnload");
+    assert_eq!(query_one(cluster, "SHOW server_encoding")?, "UTF8");
+    assert_eq!(
+        query_one(
+            cluster,
+            "SELECT datcollate FROM pg_database WHERE datname = 'pgnload'"
+        )?,
+        "C"
+    );
+    // pgnload.conf is in effect.
+    assert_eq!(query_one(cluster, "SHOW wal_level")?, "minimal");
+    assert_eq!(query_one(cluster, "SHOW synchronous_commit")?, "off");
+    assert_eq!(query_one(cluster, "SHOW jit")?, "off");
+    assert_eq!(query_one(cluster, "SHOW max_connections")?, "50");
+    assert_eq!(query_one(cluster, "SHOW fsync")?, "on");
+    // Written double-quoted so that a comma in the path cannot split the list.
+    assert_eq!(
+        query_one(cluster, "SHOW unix_socket_directories")?,
+        format!("\"{}\"", cluster.socket_dir().display())
+    );
+    assert!(cluster.socket_dir().starts_with(cluster.data_dir()));
+
+    if geteuid().is_root() {
+        let postgres = User::from_name("postgres")?.ok_or("no postgres user")?;
+        assert_eq!(
+            process_uid(pid)?,
+            postgres.uid.as_raw(),
+            "postmaster must run as postgres"
+        );
+    }
+
+    // The URL works for psql as given.
+    let psql = cluster.binaries().tool("psql");
+    let out = Command::new(&psql)
+        .arg(cluster.connection_url())
+        .args(["-XtAc", "SELECT current_database() || ' ' || current_user"])
+        .env("PGPORT", "1") // must be overridden by the URL
+        .output()?;
+    assert!(out.status.success(), "psql: {out:?}");
+    assert_eq!(String::from_utf8(out.stdout)?.trim(), "pgnload pgnload");
+
+    let t = Instant::now();
+    drop(guard);
+    eprintln!("drop (fast stop): {:?}", t.elapsed());
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+
+    // The next session restarts without initdb and keeps the data.
+    let t = Instant::now();
+    let guard = cluster.start_session()?;
+    eprintln!("second session (start only): {:?}", t.elapsed());
+    assert_eq!(query_one(cluster, "SELECT 2")?, "2");
+    guard.close()?;
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+
+    // A start failure quotes the server log. postgresql.auto.conf (ALTER
+    // SYSTEM) is read after pgnload.conf, so a bad value there breaks the start.
+    let auto_conf = cluster.pgdata().join("postgresql.auto.conf");
+    let saved = fs::read_to_string(&auto_conf)?;
+    fs::write(&auto_conf, format!("{saved}work_mem = 'lots'\n"))?;
+    match cluster.start_session() {
+        Err(e @ EmbeddedError::Command { .. }) => {
+            let message = e.to_string();
+            for needle in ["pg_ctl start", "server log", "work_mem", "lots"] {
+                assert!(message.contains(needle), "{needle:?} not in: {message}");
+            }
+        }
+        other => return Err(format!("expected a start failure, got {other:?}").into()),
+    }
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    fs::write(&auto_conf, saved)?;
+    cluster.start_session()?.close()?;
+
+    let log = fs::read_to_string(cluster.log_file())?;
+    assert!(log.contains("database system is ready"), "{log}");
+    let conf = fs::read_to_string(cluster.pgdata().join("postgresql.conf"))?;
+    assert_eq!(
+        conf.matches("include_if_exists = 'pgnload.conf'").count(),
+        1
+    );
+    Ok(())
+}
+
+#[test]
+fn overlapping_sessions_share_one_server() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    let first = cluster.start_session()?;
+    let pid = running_pid(cluster)?;
+    let second = cluster.start_session()?;
+    assert_eq!(
+        running_pid(cluster)?,
+        pid,
+        "the second session reuses the server"
+    );
+
+    drop(first);
+    assert_eq!(
+        running_pid(cluster)?,
+        pid,
+        "still in use by the second session"
+    );
+    assert_eq!(query_one(cluster, "SELECT 1")?, "1");
+
+    drop(second);
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    Ok(())
+}
+
+#[test]
+fn concurrent_first_sessions_initialize_once() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    // Each thread stands for one pgnload process: separate lock file
+    // descriptions, so flock treats them like separate processes.
+    let pids = thread::scope(|scope| -> Result<Vec<u32>, String> {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| -> Result<u32, String> {
+                    let guard = cluster.start_session().map_err(|e| e.to_string())?;
+                    let pid = running_pid(cluster).map_err(|e| e.to_string())?;
+                    query_one(cluster, "SELECT 1").map_err(|e| e.to_string())?;
+                    thread::sleep(Duration::from_millis(200));
+                    guard.close().map_err(|e| e.to_string())?;
+                    Ok(pid)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "thread panicked".to_owned())?)
+            .collect()
+    })?;
+    assert_eq!(pids.len(), 3);
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    assert!(!cluster.data_dir().join("pgdata.init").exists());
+    Ok(())
+}
+
+#[test]
+fn persistent_server_outlives_sessions_until_stop() -> TestResult {
+    // Long enough that the socket cannot live in the data directory.
+    let fixture = Fixture::new(&"d".repeat(100))?;
+    let cluster = &fixture.cluster;
+    assert!(
+        cluster
+            .socket_dir()
+            .to_string_lossy()
+            .starts_with("/tmp/pgnload-"),
+        "{}",
+        cluster.socket_dir().display()
+    );
+
+    cluster.start_persistent()?;
+    let pid = running_pid(cluster)?;
+    let guard = cluster.start_session()?;
+    assert_eq!(query_one(cluster, "SELECT 1")?, "1");
+    drop(guard);
+    assert_eq!(
+        running_pid(cluster)?,
+        pid,
+        "persistent server survives the session"
+    );
+
+    // stop() while a session is live leaves the server to that session...
+    let guard = cluster.start_session()?;
+    match cluster.stop() {
+        Err(EmbeddedError::InUse { .. }) => {}
+        other => return Err(format!("expected InUse, got {other:?}").into()),
+    }
+    assert_eq!(running_pid(cluster)?, pid);
+    // ...which, the persistent mark now gone, stops it when done.
+    drop(guard);
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+
+    cluster.start_persistent()?;
+    running_pid(cluster)?;
+    let t = Instant::now();
+    cluster.stop()?;
+    eprintln!("stop: {:?}", t.elapsed());
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    cluster.stop()?; // stopping a stopped server is fine
+    Ok(())
+}
+
+#[test]
+fn restarts_after_a_crash() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    cluster.start_persistent()?;
+    // synchronous_commit is off in pgnload.conf: a crash may lose the last
+    // commits. This one must survive, so it waits for its WAL flush.
+    query(
+        cluster,
+        "SET synchronous_commit = on; CREATE TABLE t AS SELECT 42 AS x",
+    )?;
+    let pid = running_pid(cluster)?;
+    kill(Pid::from_raw(i32::try_from(pid)?), Signal::SIGKILL)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.status()? != ClusterStatus::Stopped {
+        assert!(
+            Instant::now() < deadline,
+            "killed postmaster still reported running"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        cluster.pgdata().join("postmaster.pid").exists(),
+        "the stale pid file is what this test is about"
+    );
+
+    let t = Instant::now();
+    let guard = cluster.start_session()?;
+    eprintln!("start after crash: {:?}", t.elapsed());
+    let new_pid = running_pid(cluster)?;
+    assert_ne!(new_pid, pid);
+    assert_eq!(query_one(cluster, "SELECT x FROM t")?, "42");
+    drop(guard);
+    // Still persistent: the crash did not clear the mark.
+    assert_eq!(running_pid(cluster)?, new_pid);
+    cluster.stop()?;
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    Ok(())
+}
+
+#[test]
+fn untraversable_parent_is_refused_as_root() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    let root = cluster.data_dir().parent().ok_or("data dir has a parent")?;
+    fs::set_permissions(root, fs::Permissions::from_mode(0o700))?;
+    let result = cluster.start_session();
+    if geteuid().is_root() {
+        match result {
+            Err(e @ EmbeddedError::Untraversable { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains(&*root.to_string_lossy()), "{message}");
+                assert!(message.contains("--data-dir"), "{message}");
+                assert!(
+                    !cluster.data_dir().exists(),
+                    "refused before creating anything"
+                );
+            }
+            other => return Err(format!("expected Untraversable, got {other:?}").into()),
+        }
+    } else {
+        // An unprivileged user runs the server itself: its own 0700 directory is fine.
+        result?.close()?;
+    }
+    Ok(())
+}
+
+#[test]
+fn missing_binaries_name_the_package() -> TestResult {
+    let empty = scratch()?;
+    match PgBinaries::locate_in(Some(empty.path()), None) {
+        Err(e @ EmbeddedError::MissingBinaries { .. }) => {
+            let message = e.to_string();
+            for needle in [
+                "apt-get install postgresql",
+                "`postgresql`",
+                "PG_BIN=",
+                "initdb",
+                "pg_ctl",
+                &*empty.path().to_string_lossy(),
+            ] {
+                assert!(message.contains(needle), "{needle:?} not in: {message}");
+            }
+        }
+        other => return Err(format!("expected MissingBinaries, got {other:?}").into()),
+    }
+    Ok(())
+}
+
+#[test]
+fn path_symlinks_resolve_to_the_real_bin_dir() -> TestResult {
+    let real = PgBinaries::locate()?;
+    let links = scratch()?;
+    for tool in ["initdb", "pg_ctl", "postgres"] {
+        std::os::unix::fs::symlink(real.tool(tool), links.path().join(tool))?;
+    }
+    let path: OsString = std::env::join_paths([Path::new("/nonexistent"), links.path()])?;
+    let found = PgBinaries::locate_in(None, Some(&path))?;
+    assert_eq!(found.bin_dir, fs::canonicalize(&real.bin_dir)?);
+    assert!(found.tool("createdb").exists());
+    Ok(())
+}
+
+/// Set in the environment of the child process run by
+/// `sessions_across_processes_and_a_killed_one`.
+const CHILD_DATA_DIR: &str = "PGNLOAD_TEST_CHILD_DATA_DIR";
+
+/// Not a test of its own: the body of the child process that
+/// `sessions_across_processes_and_a_killed_one` runs (this test binary,
+/// filtered to this function). Without the variable it has nothing to do.
+#[test]
+fn child_session_helper() -> TestResult {
+    let Some(dir) = std::env::var_os(CHILD_DATA_DIR) else {
+        return Ok(());
+    };
+    let cluster = EmbeddedCluster::new(dir)?;
+    let guard = cluster.start_session()?;
+    println!("CHILD-READY");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    if line.trim() == "die" {
+        // Like a killed pgnload: the process ends without running the
+        // guard's Drop; the kernel releases its lock.
+        std::process::exit(0);
+    }
+    guard.close()?;
+    Ok(())
+}
+
+#[test]
+fn sessions_across_processes_and_a_killed_one() -> TestResult {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["--exact", "embedded::child_session_helper", "--nocapture"])
+        .env(CHILD_DATA_DIR, cluster.data_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("child stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        match lines.next().transpose()? {
+            Some(line) if line == "CHILD-READY" => break,
+            Some(_) => {}
+            None => return Err(format!("child failed: {:?}", child.wait()?).into()),
+        }
+    }
+    let pid = running_pid(cluster)?;
+
+    // Another process's live session keeps the server up.
+    let guard = cluster.start_session()?;
+    assert_eq!(running_pid(cluster)?, pid);
+    drop(guard);
+    assert_eq!(
+        running_pid(cluster)?,
+        pid,
+        "the child's session still uses it"
+    );
+
+    // The child dies without cleaning up: the server stays, unused...
+    child
+        .stdin
+        .take()
+        .ok_or("child stdin")?
+        .write_all(b"die\n")?;
+    assert!(child.wait()?.success());
+    assert_eq!(running_pid(cluster)?, pid);
+
+    // ...and the next session reuses it, then stops it.
+    let guard = cluster.start_session()?;
+    assert_eq!(running_pid(cluster)?, pid);
+    assert_eq!(query_one(cluster, "SELECT 1")?, "1");
+    drop(guard);
+    assert_eq!(cluster.status()?, ClusterStatus::Stopped);
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! pgnload's integration tests: one binary, a module per concern.
+//!
+//! Tests that need python-chess fail (not skip) when it is missing: `.ci/run`
+//! installs it, and a parity test that silently skips proves nothing.
+
+mod common;
+mod embedded;
+mod parity;
+mod robustness;

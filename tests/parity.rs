@@ -1,0 +1,90 @@
+//! The core contract: `pgnload positions` prints exactly what
+//! `scripts/py_digests.py` (python-chess 1.11 + xxhash) prints.
+
+use std::path::Path;
+
+use crate::common::{assert_same_lines, data_pgns, pgnload, python_script, run};
+
+fn compare(file: &Path) {
+    let python = run({
+        let mut c = python_script("py_digests.py");
+        c.arg(file);
+        c
+    });
+    let rust = run({
+        let mut c = pgnload();
+        c.arg("positions").arg(file);
+        c
+    });
+    assert!(
+        !python.stdout.is_empty(),
+        "{}: the reference printed nothing: {}",
+        file.display(),
+        String::from_utf8_lossy(&python.stderr)
+    );
+    assert_same_lines(file, &python.stdout, &rust.stdout);
+}
+
+#[test]
+fn every_shipped_corpus_file_matches_python_chess() {
+    let files = data_pgns();
+    assert!(files.len() >= 13, "tests/data lost its corpus: {files:?}");
+    for file in files {
+        compare(&file);
+    }
+}
+
+#[test]
+fn seeded_random_games_of_every_variant_match_python_chess() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let corpus = dir.path().join("random.pgn");
+    let generated = run({
+        let mut c = python_script("gen_random_games.py");
+        c.args(["--seed", "20261122", "--games", "3000", "--out"])
+            .arg(&corpus);
+        c
+    });
+    assert!(
+        generated.status.success(),
+        "generator failed: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let text = std::fs::read_to_string(&corpus).expect("generated corpus");
+    for variant in [
+        "Chess960",
+        "Antichess",
+        "Atomic",
+        "Crazyhouse",
+        "Horde",
+        "King of the Hill",
+        "Racing Kings",
+        "Three-check",
+    ] {
+        assert!(
+            text.contains(&format!("[Variant \"{variant}\"]")),
+            "generated corpus lacks {variant}"
+        );
+    }
+    compare(&corpus);
+}
+
+#[test]
+fn hash_command_matches_the_python_string_normalizer() {
+    let fens = [
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq e3 0 1",
+        "8/8/8/8/8/8/8/8 w",
+        "r1bk3r/p1p2pQ~p/1pn5/3N4/2B1P3/8/PPP2PPP/R4RK1[QNPbp] w - - 0 1",
+    ];
+    let python = run({
+        let mut c = python_script("py_digests.py");
+        c.arg("--fens").args(fens);
+        c
+    });
+    let rust = run({
+        let mut c = pgnload();
+        c.arg("hash").args(fens);
+        c
+    });
+    assert!(rust.status.success());
+    assert_same_lines(Path::new("hash"), &python.stdout, &rust.stdout);
+}
