@@ -1,22 +1,76 @@
 //! Command-line definition (clap). Kept apart from the commands so help text
-//! and flags live in one place.
+//! and flags live in one place. Every global flag names the environment
+//! variable it can come from; see `config/pgnload.toml` for the file form.
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 
-use crate::cmd::{hash::HashArgs, positions::PositionsArgs};
+use clap::{Args, Parser, Subcommand};
+
+use crate::{
+    cmd::{
+        db::DbCommand, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
+        status::StatusArgs, verify::VerifyArgs,
+    },
+    config::Overrides,
+};
 
 /// Bulk-import chess games from PGN into PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(name = "pgnload", version, about, long_about = None)]
 pub struct Cli {
+    /// Options shared by every command.
+    #[command(flatten)]
+    pub global: GlobalArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// TOML config file (every key is documented in config/pgnload.toml).
+    #[arg(long, global = true, env = "PGNLOAD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// PostgreSQL connection string; without one, pgnload runs its own
+    /// cluster in --data-dir.
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Data directory of the embedded cluster [default: ./pgnload-data].
+    #[arg(long, global = true, env = "PGNLOAD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Worker threads for parsing and replay (0 = one per core).
+    #[arg(long, global = true, env = "PGNLOAD_THREADS")]
+    pub threads: Option<usize>,
+    /// No progress output, only the summary and errors.
+    #[arg(long, short, global = true, env = "PGNLOAD_QUIET")]
+    pub quiet: bool,
+}
+
+impl GlobalArgs {
+    /// The flag/environment layer of the configuration.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            database_url: self.database_url.clone(),
+            data_dir: self.data_dir.clone(),
+            threads: self.threads,
+            ..Overrides::default()
+        }
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Import PGN files (plain, .zst, .bz2, .gz, or - for stdin) into PostgreSQL.
+    Import(ImportArgs),
+    /// Show the import state of every input file seen.
+    Status(StatusArgs),
+    /// Check positions (and games) in the database against recomputed digests.
+    Verify(VerifyArgs),
+    /// Manage the database: migrations and the embedded cluster.
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Print normalized FEN and signed/unsigned xxh64 digests of FENs.
     Hash(HashArgs),
     /// Print every position of every game: game_key, ply, normalized FEN, signed digest.

@@ -15,6 +15,8 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod config;
+pub mod db;
 pub mod embedded;
 pub mod error;
 pub mod fen;
@@ -29,10 +31,27 @@ pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 
 /// Runs one command line.
 pub fn run(cli: cli::Cli) -> Result<cmd::ExitStatus> {
-    match cli.command {
-        cli::Command::Hash(args) => cmd::hash::run(&args),
-        cli::Command::Positions(args) => {
-            cmd::positions::run(&args, pipeline::PipelineConfig::default())
-        }
+    let file = match &cli.global.config {
+        Some(path) => config::load_file(path)?,
+        None => config::FileConfig::default(),
+    };
+    let mut overrides = cli.global.overrides();
+    if let cli::Command::Import(args) = &cli.command {
+        args.add_overrides(&mut overrides);
+    }
+    let settings = config::Settings::resolve(file, overrides)?;
+    if settings.threads > 0 {
+        // Only fails if the pool was already built, which cannot happen here.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(settings.threads)
+            .build_global();
+    }
+    match &cli.command {
+        cli::Command::Hash(args) => cmd::hash::run(args),
+        cli::Command::Positions(args) => cmd::positions::run(args, settings.pipeline),
+        cli::Command::Db(command) => cmd::db::run(command, &settings),
+        cli::Command::Import(args) => cmd::import::run(args, &settings, cli.global.quiet),
+        cli::Command::Status(args) => cmd::status::run(args, &settings),
+        cli::Command::Verify(args) => cmd::verify::run(args, &settings, cli.global.quiet),
     }
 }

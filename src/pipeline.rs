@@ -47,8 +47,8 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            batch_games: 512,
-            batch_bytes: 4 << 20,
+            batch_games: 2000,
+            batch_bytes: 8 << 20,
             channel_capacity: 4,
             limits: ParseLimits {
                 max_plies: 20_000,

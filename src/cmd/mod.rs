@@ -1,7 +1,11 @@
 //! Command implementations behind the CLI.
 
+pub mod db;
 pub mod hash;
+pub mod import;
 pub mod positions;
+pub mod status;
+pub mod verify;
 
 /// How a command ended; `main` turns it into the process exit code.
 ///

@@ -80,3 +80,109 @@ pub fn assert_same_lines(what: &Path, expected: &[u8], actual: &[u8]) {
         }
     }
 }
+
+/// A scratch database on the shared test cluster.
+pub struct TestDb {
+    /// Connection URL (libpq form, usable by pgnload and psql).
+    pub url: String,
+    /// Database name.
+    pub name: String,
+}
+
+/// The test cluster: one embedded PostgreSQL per test process, shared by all
+/// database tests, in a directory the `postgres` user can reach when the
+/// tests run as root. Left running at exit (the next run reuses it);
+/// `.ci/run` stops it.
+pub fn test_cluster() -> &'static pgnload::embedded::EmbeddedCluster {
+    use std::sync::OnceLock;
+    static CLUSTER: OnceLock<(
+        pgnload::embedded::EmbeddedCluster,
+        pgnload::embedded::SessionGuard,
+    )> = OnceLock::new();
+    &CLUSTER
+        .get_or_init(|| {
+            let dir = test_cluster_dir();
+            let cluster = pgnload::embedded::EmbeddedCluster::new(&dir)
+                .unwrap_or_else(|e| panic!("test cluster in {}: {e}", dir.display()));
+            let session = cluster
+                .start_session()
+                .unwrap_or_else(|e| panic!("starting the test cluster: {e}"));
+            (cluster, session)
+        })
+        .0
+}
+
+/// Where the shared test cluster lives (`PGNLOAD_TEST_CLUSTER_DIR` overrides).
+pub fn test_cluster_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGNLOAD_TEST_CLUSTER_DIR") {
+        return PathBuf::from(dir);
+    }
+    let tag = xxhash_rust::xxh64::xxh64(repo().to_string_lossy().as_bytes(), 0);
+    PathBuf::from(format!("/tmp/pgnload-test-cluster-{tag:016x}"))
+}
+
+/// Creates a fresh, empty database for one test.
+pub fn fresh_db(label: &str) -> TestDb {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let cluster = test_cluster();
+    let name = format!(
+        "t_{}_{}_{}",
+        label,
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let admin = cluster.connection_url();
+    let create = run({
+        let mut c = Command::new("psql");
+        c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &admin, "-c"])
+            .arg(format!("CREATE DATABASE {name}"));
+        c
+    });
+    assert!(
+        create.status.success(),
+        "CREATE DATABASE {name}: {}",
+        String::from_utf8_lossy(&create.stderr)
+    );
+    let url = admin.replacen(
+        "postgresql:///pgnload?",
+        &format!("postgresql:///{name}?"),
+        1,
+    );
+    assert_ne!(url, admin, "unexpected embedded URL form {admin}");
+    TestDb { url, name }
+}
+
+impl TestDb {
+    /// Runs SQL with psql and returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = run({
+            let mut c = Command::new("psql");
+            c.args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                &self.url,
+                "-c",
+                sql,
+            ]);
+            c
+        });
+        assert!(
+            out.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
+    /// `pgnload` pointed at this database.
+    pub fn pgnload(&self) -> Command {
+        let mut cmd = pgnload();
+        cmd.env("DATABASE_URL", &self.url);
+        cmd
+    }
+}
