@@ -128,6 +128,9 @@ pub enum Error {
     /// The embedded PostgreSQL cluster could not be managed.
     #[error(transparent)]
     Embedded(#[from] crate::embedded::EmbeddedError),
+    /// Something that cannot happen did; a bug, reported instead of a panic.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A database operation failed.
     #[error("database: {context}: {source}")]
     Database {

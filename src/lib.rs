@@ -17,15 +17,18 @@ pub mod cli;
 pub mod cmd;
 pub mod config;
 pub mod db;
+pub mod dedup;
 pub mod embedded;
 pub mod error;
 pub mod fen;
 pub mod hash;
 pub mod model;
 pub mod pipeline;
+pub mod progress;
 pub mod reader;
 pub mod replay;
 pub mod source;
+pub mod writer;
 
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 

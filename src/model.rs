@@ -600,3 +600,27 @@ mod tests {
         assert_eq!(GameVariant::from_tag("Suicide"), None);
     }
 }
+
+/// Maps a Lichess `Termination` tag to the `game_termination` enum label.
+pub fn termination_label(termination: &str) -> &'static str {
+    match termination.trim().to_ascii_lowercase().as_str() {
+        "normal" => "normal",
+        "time forfeit" => "time_forfeit",
+        "abandoned" => "abandoned",
+        "rules infraction" => "rules_infraction",
+        "unterminated" => "unterminated",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod termination_tests {
+    use super::*;
+
+    #[test]
+    fn lichess_terminations_map_to_enum_labels() {
+        assert_eq!(termination_label("Time forfeit"), "time_forfeit");
+        assert_eq!(termination_label("Normal"), "normal");
+        assert_eq!(termination_label("Adjudication"), "other");
+    }
+}

@@ -89,6 +89,8 @@ pub struct RejectedGame {
     pub rejection: Rejection,
     /// The game's bytes as read.
     pub raw: Vec<u8>,
+    /// The game's full length in the stream (more than `raw` when cut).
+    pub total_len: u64,
 }
 
 /// What processing one game produced.
@@ -156,6 +158,7 @@ pub fn process_chunk(mut chunk: GameChunk, limits: ParseLimits) -> Outcome {
                 reason,
             },
             raw: chunk.bytes,
+            total_len: chunk.total_len,
         })),
     }
 }

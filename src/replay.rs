@@ -448,6 +448,59 @@ pub fn decode_move_uci(code: u16, chess960: bool) -> String {
     }
 }
 
+impl GameRecord {
+    /// `games.source`: `lichess` for Lichess games, else `fallback` (the
+    /// `--source` label or the input's file stem).
+    pub fn source<'a>(&self, fallback: &'a str) -> &'a str {
+        if self.meta.lichess_id.is_some() {
+            "lichess"
+        } else {
+            fallback
+        }
+    }
+
+    /// `games.external_id`: the Lichess id, else a stable content digest of
+    /// the tags and moves (xxh3-128 in hex), so re-importing the same game
+    /// from any file is recognized.
+    pub fn external_id(&self) -> String {
+        if let Some(id) = &self.meta.lichess_id {
+            return id.clone();
+        }
+        let mut content = String::with_capacity(64 * self.plies.len() + 256);
+        let mut tags: Vec<(&str, &str)> = Vec::new();
+        for (k, v) in self.meta.other_tags.iter() {
+            tags.push((k, v));
+        }
+        let typed = [
+            ("Event", self.meta.event.as_deref()),
+            ("Site", self.meta.site.as_deref()),
+            ("Round", self.meta.round.as_deref()),
+            ("White", self.meta.white.name.as_deref()),
+            ("Black", self.meta.black.name.as_deref()),
+            ("TimeControl", self.meta.time_control.as_deref()),
+            ("ECO", self.meta.eco.as_deref()),
+        ];
+        tags.extend(typed.iter().filter_map(|(k, v)| v.map(|v| (*k, v))));
+        tags.sort_unstable();
+        for (k, v) in tags {
+            content.push_str(k);
+            content.push('=');
+            content.push_str(v);
+            content.push('\n');
+        }
+        if let Some(at) = self.meta.started_at {
+            content.push_str(&at.to_rfc3339());
+        }
+        content.push('\n');
+        content.push_str(self.positions.fen(0));
+        for ply in &self.plies {
+            content.push(' ');
+            content.push_str(&ply.uci);
+        }
+        format!("{:032x}", xxhash_rust::xxh3::xxh3_128(content.as_bytes()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -232,3 +232,49 @@ mod tests {
         assert!(err.to_string().contains("/nonexistent/x.pgn"));
     }
 }
+
+/// Identifies an input file by content, not name: its size plus an xxh3-128
+/// digest of its first and last MiB. A renamed file resumes; a changed
+/// (rewritten, truncated, appended) file does not.
+pub fn fingerprint(path: &Path) -> io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    const SPAN: u64 = 1 << 20;
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = Vec::with_capacity(SPAN as usize);
+    (&mut file).take(SPAN).read_to_end(&mut buf)?;
+    hasher.update(&buf);
+    if len > SPAN {
+        buf.clear();
+        file.seek(SeekFrom::Start(len.saturating_sub(SPAN).max(SPAN)))?;
+        file.take(SPAN).read_to_end(&mut buf)?;
+        hasher.update(&buf);
+    }
+    Ok(format!("{len}:{:032x}", hasher.digest128()))
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_follows_content_not_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let a = dir.path().join("a.pgn");
+        let b = dir.path().join("b.pgn");
+        std::fs::write(&a, b"1. e4 *\n").expect("write");
+        std::fs::write(&b, b"1. e4 *\n").expect("write");
+        assert_eq!(fingerprint(&a).expect("a"), fingerprint(&b).expect("b"));
+        std::fs::write(&b, b"1. d4 *\n").expect("write");
+        assert_ne!(fingerprint(&a).expect("a"), fingerprint(&b).expect("b"));
+        let big: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&a, &big).expect("write");
+        let before = fingerprint(&a).expect("a");
+        let mut changed = big.clone();
+        let last = changed.len() - 1;
+        changed[last] ^= 1;
+        std::fs::write(&a, &changed).expect("write");
+        assert_ne!(before, fingerprint(&a).expect("a"));
+    }
+}

@@ -1,25 +1,662 @@
-//! `pgnload import`: placeholder.
+//! `pgnload import`: files in, rows out, resumable.
+//!
+//! Inputs are imported one at a time. For each: identify it by fingerprint,
+//! take an advisory lock on it (two cron runs never import one file at
+//! once), resume from its checkpoint, then stream batches through the parse
+//! pipeline into [`crate::writer::write_batch`], one transaction per batch.
+//! A lost connection is retried with backoff for a bounded time; a bad game
+//! is a reject, never an error; Ctrl-C/SIGTERM finishes the batch in flight
+//! and exits with code 3 (a second one exits at once — the open transaction
+//! rolls back).
 
-use crate::config::Overrides;
+use std::{
+    fs::{File, OpenOptions},
+    io::Write,
+    num::NonZeroUsize,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::{
+    cmd::ExitStatus,
+    config::{Overrides, Settings},
+    db::{self, Database, Target, db_err},
+    dedup::PositionCache,
+    error::Error,
+    pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
+    progress::{Progress, Snapshot},
+    source::fingerprint,
+    writer::{BatchStats, FileContext, PendingIds, prepare_connection, write_batch},
+};
 
 /// Options of `pgnload import`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ImportArgs {
-    /// PGN inputs.
+    /// PGN files (plain, .zst, .bz2, .gz, detected from their first bytes) or
+    /// `-` for stdin.
     #[arg(required = true)]
     pub inputs: Vec<String>,
+    /// Source label for games without a Lichess id [default: the file stem].
+    #[arg(long, env = "PGNLOAD_SOURCE")]
+    pub source: Option<String>,
+    /// Positions kept in the in-memory dedup cache.
+    #[arg(long, env = "PGNLOAD_CACHE_POSITIONS")]
+    pub cache_positions: Option<usize>,
+    /// Games per batch (one transaction and one checkpoint each).
+    #[arg(long, env = "PGNLOAD_BATCH_GAMES")]
+    pub batch_games: Option<NonZeroUsize>,
+    /// Stop cleanly (exit code 4) once more games than this were rejected.
+    #[arg(long, env = "PGNLOAD_MAX_REJECTS")]
+    pub max_rejects: Option<u64>,
+    /// Also append rejected games, verbatim, to this PGN file (each preceded
+    /// by a `%` comment line with its origin and reason), to fix and re-import.
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
+    /// Import inputs again from their start: changed files whose earlier
+    /// import was interrupted, and files already imported. Games already in
+    /// the database are recognized and skipped.
+    #[arg(long)]
+    pub restart: bool,
+    /// Skip an input another pgnload is importing right now instead of
+    /// waiting for it.
+    #[arg(long)]
+    pub no_wait: bool,
 }
 
 impl ImportArgs {
     /// Adds this command's flags to the override layer.
-    pub fn add_overrides(&self, _overrides: &mut Overrides) {}
+    pub fn add_overrides(&self, overrides: &mut Overrides) {
+        overrides.source = self.source.clone();
+        overrides.cache_positions = self.cache_positions;
+        overrides.batch_games = self.batch_games;
+        overrides.max_rejects = self.max_rejects;
+    }
+}
+
+/// Totals of a run; `read = imported + present + rejected` always holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    games: BatchStats,
+    files_done: u64,
+    files_skipped: u64,
+    files_failed: u64,
+    files_interrupted: u64,
+}
+
+/// How one input ended.
+enum InputEnd {
+    Done,
+    AlreadyImported,
+    Busy,
+    Interrupted,
+    TooManyRejects,
+    Failed(Error),
+}
+
+/// Everything an input's import needs.
+struct Importer<'a> {
+    settings: &'a Settings,
+    args: &'a ImportArgs,
+    target: Target,
+    db: Database,
+    control: Database,
+    cache: PositionCache,
+    progress: Progress,
+    totals: Totals,
+    run_id: i64,
+    interrupts: Arc<AtomicUsize>,
+    rejects_file: Option<File>,
+    started: Instant,
 }
 
 /// Runs `pgnload import`.
-pub fn run(
-    _args: &ImportArgs,
-    _settings: &crate::config::Settings,
-    _quiet: bool,
-) -> crate::Result<super::ExitStatus> {
-    Err(crate::Error::Config("import is not implemented yet".into()))
+pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
+    let runtime = db::runtime()?;
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    runtime.spawn(watch_signals(Arc::clone(&interrupts)));
+    runtime.block_on(async {
+        let target = settings.target();
+        let mut db = db::connect(&target).await?;
+        db::migrate(&mut db.client).await?;
+        prepare_connection(&db.client).await?;
+        let control = db::connect(&target).await?;
+        let run_id: i64 = control
+            .client
+            .query_one(
+                "INSERT INTO import_runs (pgnload_version, host, pid) VALUES ($1, $2, $3) RETURNING id",
+                &[
+                    &env!("CARGO_PKG_VERSION"),
+                    &hostname(),
+                    &i32::try_from(std::process::id()).unwrap_or(0),
+                ],
+            )
+            .await
+            .map_err(db_err("registering the run"))?
+            .get(0);
+        let rejects_file = match &args.rejects {
+            Some(path) => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| Error::Open {
+                        path: path.clone(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        let mut importer = Importer {
+            settings,
+            args,
+            target,
+            db,
+            control,
+            cache: PositionCache::new(settings.cache_positions),
+            progress: Progress::new(quiet),
+            totals: Totals::default(),
+            run_id,
+            interrupts,
+            rejects_file,
+            started: Instant::now(),
+        };
+        let status = importer.run_all().await;
+        importer.progress.finish();
+        importer.print_summary();
+        let Importer { db, control, .. } = importer;
+        db.close()?;
+        control.close()?;
+        status
+    })
+}
+
+async fn watch_signals(interrupts: Arc<AtomicUsize>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if interrupts.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!(
+                "pgnload: interrupted; finishing the batch in flight (again to abort at once)"
+            );
+        } else {
+            eprintln!("pgnload: aborted; the open transaction rolls back, rerun to resume");
+            std::process::exit(i32::from(ExitStatus::Interrupted.code()));
+        }
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+}
+
+/// Advisory lock key of an input fingerprint.
+fn lock_key(fingerprint: &str) -> i64 {
+    crate::hash::to_signed(xxhash_rust::xxh64::xxh64(
+        fingerprint.as_bytes(),
+        0x7067_6e6c,
+    ))
+}
+
+/// Errors worth retrying: the connection or server went away, or the
+/// transaction lost a deadlock / serialization race.
+fn is_transient(error: &Error) -> bool {
+    let Error::Database { source, .. } = error else {
+        return false;
+    };
+    if source.is_closed() {
+        return true;
+    }
+    match source.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08")
+                || matches!(
+                    code,
+                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                )
+        }
+        // No SQLSTATE: an I/O error on the socket.
+        None => true,
+    }
+}
+
+impl Importer<'_> {
+    async fn run_all(&mut self) -> Result<ExitStatus, Error> {
+        let inputs = self.args.inputs.clone();
+        let mut status = ExitStatus::Clean;
+        for (index, name) in inputs.iter().enumerate() {
+            if self.interrupted() {
+                break;
+            }
+            match self.import_input(index, name).await? {
+                InputEnd::Done => self.totals.files_done += 1,
+                InputEnd::AlreadyImported => {
+                    self.totals.files_skipped += 1;
+                    eprintln!("pgnload: {name}: already imported, skipped");
+                }
+                InputEnd::Busy => {
+                    self.totals.files_skipped += 1;
+                    eprintln!(
+                        "pgnload: {name}: another pgnload is importing it; skipped (--no-wait)"
+                    );
+                }
+                InputEnd::Interrupted => {
+                    self.totals.files_interrupted += 1;
+                    status = ExitStatus::Interrupted;
+                    break;
+                }
+                InputEnd::TooManyRejects => {
+                    self.totals.files_interrupted += 1;
+                    eprintln!(
+                        "pgnload: more than {} games rejected; stopping (rerun to continue)",
+                        self.settings.max_rejects
+                    );
+                    status = ExitStatus::TooManyRejects;
+                    break;
+                }
+                InputEnd::Failed(error) => {
+                    self.totals.files_failed += 1;
+                    eprintln!("pgnload: {name}: {error}");
+                }
+            }
+        }
+        if status == ExitStatus::Clean {
+            if self.totals.files_failed > 0 {
+                status = ExitStatus::Failed;
+            } else if self.totals.games.rejected > 0 {
+                status = ExitStatus::CompletedWithRejects;
+            }
+        }
+        let t = self.totals.games;
+        self.control
+            .client
+            .execute(
+                "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
+                     games_imported = $4, games_present = $5, games_rejected = $6
+                 WHERE id = $1",
+                &[
+                    &self.run_id,
+                    &format!("{status:?}").to_lowercase(),
+                    &to_i64(t.read),
+                    &to_i64(t.imported),
+                    &to_i64(t.present),
+                    &to_i64(t.rejected),
+                ],
+            )
+            .await
+            .map_err(db_err("recording the run"))?;
+        Ok(status)
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupts.load(Ordering::SeqCst) > 0
+    }
+
+    /// Imports one input. `Err` only for failures that stop the whole run
+    /// (the bookkeeping connection is gone); input-level failures are
+    /// [`InputEnd::Failed`].
+    async fn import_input(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        let (print_name, fingerprint, size) = if name == "-" {
+            (
+                "-".to_owned(),
+                format!("stdin:{}:{index}", self.run_id),
+                None,
+            )
+        } else {
+            let path = Path::new(name);
+            let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match fingerprint(path) {
+                Ok(fp) => (
+                    absolute.display().to_string(),
+                    fp,
+                    std::fs::metadata(path).ok().map(|m| m.len()),
+                ),
+                Err(source) => {
+                    return Ok(InputEnd::Failed(Error::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    }));
+                }
+            }
+        };
+        let key = lock_key(&fingerprint);
+        let locked: bool = self
+            .control
+            .client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .await
+            .map_err(db_err("locking the input"))?
+            .get(0);
+        if !locked {
+            if self.args.no_wait {
+                return Ok(InputEnd::Busy);
+            }
+            eprintln!("pgnload: {name}: another pgnload is importing it; waiting for it");
+            self.control
+                .client
+                .execute("SELECT pg_advisory_lock($1)", &[&key])
+                .await
+                .map_err(db_err("waiting for the input's lock"))?;
+        }
+        let end = self
+            .import_locked(name, &print_name, &fingerprint, size)
+            .await;
+        self.control
+            .client
+            .execute("SELECT pg_advisory_unlock($1)", &[&key])
+            .await
+            .map_err(db_err("unlocking the input"))?;
+        end
+    }
+
+    async fn import_locked(
+        &mut self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<InputEnd, Error> {
+        let client = &self.control.client;
+        let row = client
+            .query_opt(
+                "SELECT id, state, games_done, bytes_done FROM import_files WHERE fingerprint = $1",
+                &[&fingerprint],
+            )
+            .await
+            .map_err(db_err("reading the input's checkpoint"))?;
+        let changed = client
+            .query_opt(
+                "SELECT fingerprint FROM import_files
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 ORDER BY updated_at DESC LIMIT 1",
+                &[&path, &fingerprint],
+            )
+            .await
+            .map_err(db_err("checking for a changed input"))?;
+        if let (None, true, Some(old)) = (&row, name != "-", changed) {
+            {
+                let old: String = old.get(0);
+                if !self.args.restart {
+                    return Ok(InputEnd::Failed(Error::Config(format!(
+                        "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
+                         refusing to resume. Pass --restart to import it from the start \
+                         (games already imported are recognized and skipped)"
+                    ))));
+                }
+                client
+                    .execute(
+                        "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
+                         WHERE path = $1 AND fingerprint = $2",
+                        &[&path, &old],
+                    )
+                    .await
+                    .map_err(db_err("retiring the old checkpoint"))?;
+            }
+        }
+        let (file_id, games_done, bytes_done) = match row {
+            Some(row) => {
+                let state: String = row.get(1);
+                if state == "done" && !self.args.restart {
+                    return Ok(InputEnd::AlreadyImported);
+                }
+                let (games, bytes): (i64, i64) = if self.args.restart {
+                    (0, 0)
+                } else {
+                    (row.get(2), row.get(3))
+                };
+                if bytes > 0 {
+                    eprintln!(
+                        "pgnload: {name}: resuming after game #{games} (byte {bytes} of the decompressed stream)"
+                    );
+                }
+                (row.get::<_, i64>(0), games, bytes)
+            }
+            None => {
+                let compression = if name == "-" {
+                    "unknown".to_owned()
+                } else {
+                    sniff_compression(Path::new(name))
+                };
+                let id: i64 = client
+                    .query_one(
+                        "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
+                         VALUES ($1, $2, $3, $4, 'running') RETURNING id",
+                        &[&fingerprint, &path, &size.map(to_i64), &compression],
+                    )
+                    .await
+                    .map_err(db_err("registering the input"))?
+                    .get(0);
+                (id, 0, 0)
+            }
+        };
+        client
+            .execute(
+                "UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
+                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
+                 WHERE id = $1",
+                &[&file_id, &path, &games_done, &bytes_done],
+            )
+            .await
+            .map_err(db_err("marking the input running"))?;
+
+        let source = self.settings.source.clone().unwrap_or_else(|| {
+            Path::new(name).file_stem().map_or_else(
+                || "stdin".to_owned(),
+                |s| strip_pgn_suffix(&s.to_string_lossy()),
+            )
+        });
+        let mut file = FileContext {
+            file_id,
+            source,
+            expected_bytes_done: bytes_done,
+        };
+        let spec = InputSpec {
+            name: name.to_owned(),
+            skip_bytes: u64::try_from(bytes_done).unwrap_or(0),
+            skip_games: u64::try_from(games_done).unwrap_or(0),
+        };
+        let pipeline = Pipeline::start(vec![spec], self.settings.pipeline);
+        let mut consumed = None;
+        let mut end = InputEnd::Done;
+        while let Ok(event) = pipeline.events.recv() {
+            match event {
+                Event::Opened {
+                    len, consumed: c, ..
+                } => {
+                    self.progress.start_input(name, len);
+                    consumed = Some(c);
+                }
+                Event::Batch(batch) => {
+                    if let Err(error) = self.write_with_retry(&batch, &mut file).await {
+                        end = InputEnd::Failed(error);
+                        break;
+                    }
+                    let bytes = consumed
+                        .as_ref()
+                        .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
+                    self.progress.update(Snapshot {
+                        games: self.totals.games.read,
+                        positions: self.totals.games.positions_new
+                            + self.totals.games.positions_reused,
+                        cache_hit_rate: self.cache.hit_rate(),
+                        bytes,
+                    });
+                    let max = self.settings.max_rejects;
+                    if max > 0 && self.totals.games.rejected > max {
+                        end = InputEnd::TooManyRejects;
+                        break;
+                    }
+                    if self.interrupted() {
+                        end = InputEnd::Interrupted;
+                        break;
+                    }
+                }
+                Event::Finished { .. } => break,
+                Event::Failed { error, .. } => {
+                    end = InputEnd::Failed(error);
+                    break;
+                }
+            }
+        }
+        pipeline.stop();
+        drop(pipeline);
+        let (state, error) = match &end {
+            InputEnd::Done => ("done", None),
+            InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
+            InputEnd::Failed(e) => ("failed", Some(e.to_string())),
+            InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
+        };
+        self.control
+            .client
+            .execute(
+                "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
+                     finished_at = CASE WHEN $2 = 'done' THEN now() END
+                 WHERE id = $1",
+                &[&file_id, &state, &error],
+            )
+            .await
+            .map_err(db_err("recording the input's state"))?;
+        Ok(end)
+    }
+
+    /// Writes a batch, retrying transient database failures with backoff
+    /// (reconnecting if the connection is gone) for `retry_seconds`.
+    async fn write_with_retry(
+        &mut self,
+        batch: &Batch,
+        file: &mut FileContext,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_secs(self.settings.retry_seconds);
+        let mut attempt = 0;
+        loop {
+            let result = if self.db.client.is_closed() {
+                Err(Error::Internal("connection closed".into()))
+            } else {
+                write_batch(&mut self.db.client, batch, file, &mut self.cache).await
+            };
+            match result {
+                Ok((stats, pending)) => {
+                    self.after_commit(batch, stats, pending)?;
+                    file.expected_bytes_done = to_i64(batch.end_offset);
+                    return Ok(());
+                }
+                Err(error)
+                    if (is_transient(&error) || self.db.client.is_closed())
+                        && Instant::now() < deadline =>
+                {
+                    let delay = db::backoff(attempt);
+                    attempt += 1;
+                    eprintln!(
+                        "pgnload: {error}; batch rolled back, retrying in {:.1}s",
+                        delay.as_secs_f64()
+                    );
+                    tokio::time::sleep(delay).await;
+                    if self.db.client.is_closed() {
+                        self.reconnect().await;
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Replaces a dropped connection; failures are left for the next retry.
+    async fn reconnect(&mut self) {
+        match db::connect(&self.target).await {
+            Ok(db) => {
+                if let Err(e) = prepare_connection(&db.client).await {
+                    eprintln!("pgnload: reconnect: {e}");
+                    return;
+                }
+                let old = std::mem::replace(&mut self.db, db);
+                let _ = old.close();
+            }
+            Err(e) => eprintln!("pgnload: reconnect: {e}"),
+        }
+    }
+
+    fn after_commit(
+        &mut self,
+        batch: &Batch,
+        stats: BatchStats,
+        pending: PendingIds,
+    ) -> Result<(), Error> {
+        for (fen, id) in pending {
+            self.cache.insert(&fen, id);
+        }
+        self.totals.games.add(stats);
+        if let Some(out) = &mut self.rejects_file {
+            for outcome in &batch.outcomes {
+                if let Outcome::Rejected(r) = outcome {
+                    let reason = r.rejection.to_string().replace(['\n', '\r'], " ");
+                    let mut text = format!("% pgnload reject: {reason}\n").into_bytes();
+                    text.extend_from_slice(r.raw.trim_ascii_end());
+                    text.extend_from_slice(b"\n\n");
+                    out.write_all(&text).map_err(Error::Output)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn print_summary(&self) {
+        let t = &self.totals;
+        let g = t.games;
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        let positions = g.positions_new + g.positions_reused;
+        eprintln!("pgnload: import summary ({})", self.target.describe());
+        eprintln!(
+            "  inputs:    {} imported, {} skipped, {} interrupted, {} failed",
+            t.files_done, t.files_skipped, t.files_interrupted, t.files_failed
+        );
+        eprintln!(
+            "  games:     {} read = {} imported + {} already present + {} rejected",
+            g.read, g.imported, g.present, g.rejected
+        );
+        eprintln!(
+            "  positions: {} new, {} reused; cache hit rate {:.1}%",
+            g.positions_new,
+            g.positions_reused,
+            100.0 * self.cache.hit_rate()
+        );
+        eprintln!("  moves:     {}", g.moves);
+        eprintln!(
+            "  elapsed:   {secs:.2} s; {:.0} games/s, {:.0} positions/s, {:.0} moves/s",
+            g.read as f64 / secs,
+            positions as f64 / secs,
+            g.moves as f64 / secs
+        );
+    }
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `lichess_db_2025-05.pgn.zst` → `lichess_db_2025-05` (file_stem leaves `.pgn`).
+fn strip_pgn_suffix(stem: &str) -> String {
+    stem.strip_suffix(".pgn").unwrap_or(stem).to_owned()
+}
+
+fn sniff_compression(path: &Path) -> String {
+    let mut head = [0u8; 4];
+    let n = File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    crate::source::Compression::sniff(&head[..n]).to_string()
 }

@@ -1,0 +1,816 @@
+//! The database side of an import: one batch of games → one transaction.
+//!
+//! Inside the transaction, in this order:
+//! 1. games already in the database (by `(source, external_id)`) are set
+//!    aside as "already present";
+//! 2. positions of the new games are resolved: cache first, the misses are
+//!    `COPY`ed (binary) into a temporary staging table, inserted with
+//!    `ON CONFLICT DO NOTHING` (sorted, so concurrent importers take row
+//!    locks in the same order) and joined back for their ids;
+//! 3. players and events are get-or-created the same way;
+//! 4. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
+//!    game another importer committed meanwhile is "already present" too;
+//! 5. moves of the inserted games and the rejected games are `COPY`ed;
+//! 6. the input's checkpoint (games read, bytes consumed, counts) is updated.
+//!
+//! Everything commits together: the database never holds rows a checkpoint
+//! does not cover, or the reverse. The cache learns new ids only after the
+//! commit.
+
+use std::collections::{HashMap, HashSet};
+
+use foldhash::fast::RandomState;
+use futures_util::pin_mut;
+use tokio_postgres::{
+    Client, Transaction,
+    binary_copy::BinaryCopyInWriter,
+    types::{Json, ToSql, Type},
+};
+
+use crate::{
+    dedup::PositionCache,
+    error::Error,
+    fen::split_normalized,
+    model::termination_label,
+    pipeline::{Batch, Outcome, RejectedGame},
+    replay::GameRecord,
+};
+
+/// Temporary staging tables, created once per connection.
+const STAGING_DDL: &str = "
+CREATE TEMP TABLE IF NOT EXISTS stage_positions (
+    normalized_fen text, fen_hash bigint, piece_placement text,
+    active_color text, castling text, en_passant text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_players (
+    source text, username text, username_key text, title text, is_bot boolean
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_events (
+    source text, event_key text, external_id text, name text, kind text
+) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_games (
+    source text, external_id text, event_id bigint, site text, round text,
+    white_player_id bigint, black_player_id bigint,
+    white_elo integer, black_elo integer, white_rating_diff integer, black_rating_diff integer,
+    time_control text, time_initial_s integer, time_increment_s integer,
+    variant text, termination text, result smallint, eco text, opening text,
+    started_at timestamptz, initial_position_id bigint, final_position_id bigint,
+    ply_count integer, moves bytea, start_fen text, tags jsonb,
+    import_file_id bigint, game_number bigint
+) ON COMMIT DELETE ROWS;
+";
+
+/// Which input file the batch belongs to.
+#[derive(Debug, Clone)]
+pub struct FileContext {
+    /// `import_files.id`.
+    pub file_id: i64,
+    /// Source label for games without a Lichess id.
+    pub source: String,
+    /// The checkpoint this batch continues from. The update is refused if
+    /// the stored checkpoint differs: another process wrote this input.
+    pub expected_bytes_done: i64,
+}
+
+/// What one committed batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Games in the batch.
+    pub read: u64,
+    /// Games inserted.
+    pub imported: u64,
+    /// Games skipped because their `(source, external_id)` was already there.
+    pub present: u64,
+    /// Games rejected.
+    pub rejected: u64,
+    /// Positions inserted.
+    pub positions_new: u64,
+    /// Position references resolved to existing rows (cache or database).
+    pub positions_reused: u64,
+    /// Move rows inserted.
+    pub moves: u64,
+}
+
+impl BatchStats {
+    /// Adds another batch's counts.
+    pub fn add(&mut self, other: BatchStats) {
+        self.read += other.read;
+        self.imported += other.imported;
+        self.present += other.present;
+        self.rejected += other.rejected;
+        self.positions_new += other.positions_new;
+        self.positions_reused += other.positions_reused;
+        self.moves += other.moves;
+    }
+}
+
+/// Creates the staging tables on a fresh connection.
+pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
+    client
+        .batch_execute(STAGING_DDL)
+        .await
+        .map_err(crate::db::db_err("creating staging tables"))
+}
+
+/// A row of a binary COPY.
+trait CopyRow<const N: usize> {
+    const TYPES: [Type; N];
+    fn fields(&self) -> [&(dyn ToSql + Sync); N];
+}
+
+async fn copy_rows<const N: usize, R: CopyRow<N>>(
+    tx: &Transaction<'_>,
+    statement: &str,
+    rows: &[R],
+) -> Result<u64, tokio_postgres::Error> {
+    let sink = tx.copy_in(statement).await?;
+    let writer = BinaryCopyInWriter::new(sink, &R::TYPES);
+    pin_mut!(writer);
+    for row in rows {
+        writer.as_mut().write(&row.fields()).await?;
+    }
+    writer.finish().await
+}
+
+struct PositionRow<'a> {
+    fen: &'a str,
+    hash: i64,
+    placement: &'a str,
+    color: &'a str,
+    castling: &'a str,
+    en_passant: &'a str,
+}
+
+impl CopyRow<6> for PositionRow<'_> {
+    const TYPES: [Type; 6] = [
+        Type::TEXT,
+        Type::INT8,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+    ];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
+        [
+            &self.fen,
+            &self.hash,
+            &self.placement,
+            &self.color,
+            &self.castling,
+            &self.en_passant,
+        ]
+    }
+}
+
+struct PlayerRow<'a> {
+    source: &'a str,
+    username: &'a str,
+    key: String,
+    title: Option<&'a str>,
+    is_bot: bool,
+}
+
+impl CopyRow<5> for PlayerRow<'_> {
+    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::BOOL];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
+        [
+            &self.source,
+            &self.username,
+            &self.key,
+            &self.title,
+            &self.is_bot,
+        ]
+    }
+}
+
+struct EventRow<'a> {
+    source: &'a str,
+    key: &'a str,
+    external_id: Option<&'a str>,
+    name: &'a str,
+    kind: Option<&'static str>,
+}
+
+impl CopyRow<5> for EventRow<'_> {
+    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
+        [
+            &self.source,
+            &self.key,
+            &self.external_id,
+            &self.name,
+            &self.kind,
+        ]
+    }
+}
+
+struct GameRow<'a> {
+    game: &'a GameRecord,
+    source: &'a str,
+    external_id: String,
+    event_id: Option<i64>,
+    white_id: Option<i64>,
+    black_id: Option<i64>,
+    initial_id: i64,
+    final_id: i64,
+    ply_count: i32,
+    moves: Vec<u8>,
+    variant: &'static str,
+    termination: Option<&'static str>,
+    result: Option<i16>,
+    initial_s: Option<i32>,
+    increment_s: Option<i32>,
+    tags: Json<serde_json::Value>,
+    file_id: i64,
+    game_number: i64,
+}
+
+impl CopyRow<28> for GameRow<'_> {
+    const TYPES: [Type; 28] = [
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT8,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT8,
+        Type::INT8,
+        Type::INT4,
+        Type::INT4,
+        Type::INT4,
+        Type::INT4,
+        Type::TEXT,
+        Type::INT4,
+        Type::INT4,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT2,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TIMESTAMPTZ,
+        Type::INT8,
+        Type::INT8,
+        Type::INT4,
+        Type::BYTEA,
+        Type::TEXT,
+        Type::JSONB,
+        Type::INT8,
+        Type::INT8,
+    ];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 28] {
+        let meta = &self.game.meta;
+        [
+            &self.source,
+            &self.external_id,
+            &self.event_id,
+            &meta.site,
+            &meta.round,
+            &self.white_id,
+            &self.black_id,
+            &meta.white.elo,
+            &meta.black.elo,
+            &meta.white.rating_diff,
+            &meta.black.rating_diff,
+            &meta.time_control,
+            &self.initial_s,
+            &self.increment_s,
+            &self.variant,
+            &self.termination,
+            &self.result,
+            &meta.eco,
+            &meta.opening,
+            &meta.started_at,
+            &self.initial_id,
+            &self.final_id,
+            &self.ply_count,
+            &self.moves,
+            &self.game.start_fen,
+            &self.tags,
+            &self.file_id,
+            &self.game_number,
+        ]
+    }
+}
+
+struct MoveRow<'a> {
+    game_id: i64,
+    ply: i32,
+    before: i64,
+    after: i64,
+    uci: &'a str,
+    san: &'a str,
+    clock_ms: Option<i32>,
+    eval_cp: Option<i32>,
+    eval_mate: Option<i32>,
+    nag: Option<i16>,
+}
+
+impl CopyRow<10> for MoveRow<'_> {
+    const TYPES: [Type; 10] = [
+        Type::INT8,
+        Type::INT4,
+        Type::INT8,
+        Type::INT8,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT4,
+        Type::INT4,
+        Type::INT4,
+        Type::INT2,
+    ];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 10] {
+        [
+            &self.game_id,
+            &self.ply,
+            &self.before,
+            &self.after,
+            &self.uci,
+            &self.san,
+            &self.clock_ms,
+            &self.eval_cp,
+            &self.eval_mate,
+            &self.nag,
+        ]
+    }
+}
+
+struct RejectRow<'a> {
+    file_id: i64,
+    game_number: i64,
+    byte_offset: i64,
+    reason: String,
+    raw: &'a [u8],
+    raw_length: i64,
+}
+
+impl CopyRow<6> for RejectRow<'_> {
+    const TYPES: [Type; 6] = [
+        Type::INT8,
+        Type::INT8,
+        Type::INT8,
+        Type::TEXT,
+        Type::BYTEA,
+        Type::INT8,
+    ];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
+        [
+            &self.file_id,
+            &self.game_number,
+            &self.byte_offset,
+            &self.reason,
+            &self.raw,
+            &self.raw_length,
+        ]
+    }
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A game of the batch that is new to the database (so far).
+struct NewGame<'a> {
+    game: &'a GameRecord,
+    source: &'a str,
+    external_id: String,
+}
+
+/// Position ids resolved in this transaction, to be cached after commit.
+pub type PendingIds = Vec<(String, i64)>;
+
+/// Writes one batch in one transaction. On success returns the stats and
+/// the position ids to add to the cache; on error nothing was committed.
+pub async fn write_batch(
+    client: &mut Client,
+    batch: &Batch,
+    file: &FileContext,
+    cache: &mut PositionCache,
+) -> Result<(BatchStats, PendingIds), Error> {
+    let at = |what: &str| {
+        crate::db::db_err(format!(
+            "{what} (batch ending at game #{} of input {})",
+            batch.games_through, file.file_id
+        ))
+    };
+    let mut stats = BatchStats {
+        read: batch.outcomes.len() as u64,
+        ..BatchStats::default()
+    };
+    let tx = client
+        .transaction()
+        .await
+        .map_err(at("starting a transaction"))?;
+
+    // 1. Games already in the database, and duplicates within the batch.
+    let mut candidates = Vec::new();
+    let mut rejected: Vec<&RejectedGame> = Vec::new();
+    for outcome in &batch.outcomes {
+        match outcome {
+            Outcome::Game(game) => candidates.push(NewGame {
+                game,
+                source: game.source(&file.source),
+                external_id: game.external_id(),
+            }),
+            Outcome::Rejected(r) => rejected.push(r),
+        }
+    }
+    let sources: Vec<&str> = candidates.iter().map(|g| g.source).collect();
+    let ids: Vec<&str> = candidates.iter().map(|g| g.external_id.as_str()).collect();
+    let existing: HashSet<(String, String)> = tx
+        .query(
+            "SELECT g.source, g.external_id FROM games g
+             JOIN unnest($1::text[], $2::text[]) AS k(source, external_id)
+               ON g.source = k.source AND g.external_id = k.external_id",
+            &[&sources, &ids],
+        )
+        .await
+        .map_err(at("looking up existing games"))?
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let mut seen = HashSet::with_capacity(candidates.len());
+    let new_games: Vec<NewGame<'_>> = candidates
+        .into_iter()
+        .filter(|g| {
+            let key = (g.source.to_owned(), g.external_id.clone());
+            !existing.contains(&key) && seen.insert(key)
+        })
+        .collect();
+
+    // 2. Positions: cache first, then staged get-or-create for the misses.
+    let mut position_ids: HashMap<&str, i64, RandomState> = HashMap::default();
+    let mut staged: Vec<PositionRow<'_>> = Vec::new();
+    let mut missing: HashSet<&str, RandomState> = HashSet::default();
+    for new in &new_games {
+        for (fen, hash) in new.game.positions.iter() {
+            if position_ids.contains_key(fen) || missing.contains(fen) {
+                stats.positions_reused += 1;
+                continue;
+            }
+            match cache.get(fen) {
+                Some(id) => {
+                    stats.positions_reused += 1;
+                    position_ids.insert(fen, id);
+                }
+                None => {
+                    missing.insert(fen);
+                    if let Some(parts) = split_normalized(fen) {
+                        staged.push(PositionRow {
+                            fen,
+                            hash,
+                            placement: parts.piece_placement,
+                            color: parts.active_color,
+                            castling: parts.castling,
+                            en_passant: parts.en_passant,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut pending: PendingIds = Vec::with_capacity(staged.len());
+    if !staged.is_empty() {
+        copy_rows(
+            &tx,
+            "COPY stage_positions FROM STDIN (FORMAT binary)",
+            &staged,
+        )
+        .await
+        .map_err(at("staging positions"))?;
+        stats.positions_new = tx
+            .execute(
+                "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+                 SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
+                 FROM stage_positions ORDER BY normalized_fen
+                 ON CONFLICT (normalized_fen) DO NOTHING",
+                &[],
+            )
+            .await
+            .map_err(at("inserting positions"))?;
+        stats.positions_reused += staged.len() as u64 - stats.positions_new;
+        let rows = tx
+            .query(
+                "SELECT p.id, p.normalized_fen FROM stage_positions s
+                 JOIN positions p ON p.normalized_fen = s.normalized_fen",
+                &[],
+            )
+            .await
+            .map_err(at("reading position ids"))?;
+        let by_text: HashMap<&str, &str, RandomState> =
+            staged.iter().map(|r| (r.fen, r.fen)).collect();
+        for row in rows {
+            let id: i64 = row.get(0);
+            let fen: &str = row.get(1);
+            if let Some(&key) = by_text.get(fen) {
+                position_ids.insert(key, id);
+                pending.push((key.to_owned(), id));
+            }
+        }
+    }
+
+    // 3. Players and events.
+    let player_ids = get_or_create_players(&tx, &new_games)
+        .await
+        .map_err(at("get-or-create players"))?;
+    let event_ids = get_or_create_events(&tx, &new_games)
+        .await
+        .map_err(at("get-or-create events"))?;
+
+    // 4. Games.
+    let mut game_rows = Vec::with_capacity(new_games.len());
+    for new in &new_games {
+        let game = new.game;
+        let id_of = |i: usize| position_ids.get(game.positions.fen(i)).copied();
+        let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
+            return Err(unresolved(game));
+        };
+        let player = |name: &Option<String>| {
+            name.as_ref()
+                .and_then(|n| player_ids.get(&(new.source, username_key(new.source, n))))
+                .copied()
+        };
+        let event = game.meta.event.as_ref().and_then(|name| {
+            let key = event_key(game, name);
+            event_ids.get(&(new.source, key.to_owned())).copied()
+        });
+        let tags: serde_json::Map<String, serde_json::Value> = game
+            .meta
+            .other_tags
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        game_rows.push(GameRow {
+            game,
+            source: new.source,
+            external_id: new.external_id.clone(),
+            event_id: event,
+            white_id: player(&game.meta.white.name),
+            black_id: player(&game.meta.black.name),
+            initial_id,
+            final_id,
+            ply_count: i32::try_from(game.plies.len()).unwrap_or(i32::MAX),
+            moves: game.encoded_moves(),
+            variant: game.variant.as_db_label(),
+            termination: game.meta.termination.as_deref().map(termination_label),
+            result: game.result.and_then(|r| r.score()),
+            initial_s: game.meta.clock.map(|c| c.initial_s),
+            increment_s: game.meta.clock.map(|c| c.increment_s),
+            tags: Json(serde_json::Value::Object(tags)),
+            file_id: file.file_id,
+            game_number: to_i64(game.pos.game_number),
+        });
+    }
+    let mut inserted: HashMap<(String, String), i64> = HashMap::new();
+    if !game_rows.is_empty() {
+        copy_rows(
+            &tx,
+            "COPY stage_games FROM STDIN (FORMAT binary)",
+            &game_rows,
+        )
+        .await
+        .map_err(at("staging games"))?;
+        let rows = tx
+            .query(
+                "INSERT INTO games (source, external_id, event_id, site, round,
+                     white_player_id, black_player_id, white_elo, black_elo,
+                     white_rating_diff, black_rating_diff, time_control, time_initial_s,
+                     time_increment_s, variant, termination, result, eco, opening, started_at,
+                     initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
+                     import_file_id, game_number)
+                 SELECT source, external_id, event_id, site, round,
+                     white_player_id, black_player_id, white_elo, black_elo,
+                     white_rating_diff, black_rating_diff, time_control, time_initial_s,
+                     time_increment_s, variant::game_variant, termination::game_termination,
+                     result, eco, opening, started_at,
+                     initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
+                     import_file_id, game_number
+                 FROM stage_games ORDER BY source, external_id
+                 ON CONFLICT (source, external_id) DO NOTHING
+                 RETURNING id, source, external_id",
+                &[],
+            )
+            .await
+            .map_err(at("inserting games"))?;
+        for row in rows {
+            inserted.insert((row.get(1), row.get(2)), row.get(0));
+        }
+    }
+    stats.imported = inserted.len() as u64;
+    stats.rejected = rejected.len() as u64;
+    stats.present = stats.read - stats.imported - stats.rejected;
+
+    // 5. Moves of the inserted games, and the rejects.
+    let mut move_rows = Vec::new();
+    for row in &game_rows {
+        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
+            continue;
+        };
+        let game = row.game;
+        for (i, ply) in game.plies.iter().enumerate() {
+            let before = position_ids.get(game.positions.fen(i)).copied();
+            let after = position_ids.get(game.positions.fen(i + 1)).copied();
+            let (Some(before), Some(after)) = (before, after) else {
+                return Err(unresolved(game));
+            };
+            move_rows.push(MoveRow {
+                game_id,
+                ply: i32::try_from(i + 1).unwrap_or(i32::MAX),
+                before,
+                after,
+                uci: &ply.uci,
+                san: &ply.san,
+                clock_ms: ply.clock_ms,
+                eval_cp: ply.eval_cp,
+                eval_mate: ply.eval_mate,
+                nag: ply.nag,
+            });
+        }
+    }
+    if !move_rows.is_empty() {
+        stats.moves = copy_rows(
+            &tx,
+            "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
+            &move_rows,
+        )
+        .await
+        .map_err(at("copying moves"))?;
+    }
+    let reject_rows: Vec<RejectRow<'_>> = rejected
+        .iter()
+        .map(|r| RejectRow {
+            file_id: file.file_id,
+            game_number: to_i64(r.rejection.pos.game_number),
+            byte_offset: to_i64(r.rejection.pos.byte_offset),
+            reason: r.rejection.reason.to_string(),
+            raw: &r.raw,
+            raw_length: to_i64(r.total_len),
+        })
+        .collect();
+    if !reject_rows.is_empty() {
+        copy_rows(
+            &tx,
+            "COPY import_rejects (file_id, game_number, byte_offset, reason, raw, raw_length) FROM STDIN (FORMAT binary)",
+            &reject_rows,
+        )
+        .await
+        .map_err(at("copying rejects"))?;
+    }
+
+    // 6. The checkpoint, in the same transaction.
+    let updated = tx
+        .execute(
+            "UPDATE import_files SET games_done = $2, bytes_done = $3,
+             games_imported = games_imported + $4, games_present = games_present + $5,
+             games_rejected = games_rejected + $6, updated_at = now()
+         WHERE id = $1 AND bytes_done = $7",
+            &[
+                &file.file_id,
+                &to_i64(batch.games_through),
+                &to_i64(batch.end_offset),
+                &to_i64(stats.imported),
+                &to_i64(stats.present),
+                &to_i64(stats.rejected),
+                &file.expected_bytes_done,
+            ],
+        )
+        .await
+        .map_err(at("updating the checkpoint"))?;
+    if updated != 1 {
+        return Err(Error::Internal(format!(
+            "the checkpoint of input {} moved under this import (expected byte {}); \
+             another process imported the same input; rolled back",
+            file.file_id, file.expected_bytes_done
+        )));
+    }
+    tx.commit().await.map_err(at("committing"))?;
+    Ok((stats, pending))
+}
+
+fn unresolved(game: &GameRecord) -> Error {
+    Error::Internal(format!(
+        "{}: a position of this game has no id after get-or-create",
+        game.pos
+    ))
+}
+
+/// Lichess usernames are case-insensitive; other sources keep names as written.
+pub fn username_key(source: &str, name: &str) -> String {
+    if source == "lichess" {
+        name.to_lowercase()
+    } else {
+        name.to_owned()
+    }
+}
+
+fn event_key<'a>(game: &'a GameRecord, name: &'a str) -> &'a str {
+    game.meta
+        .event_ref
+        .as_ref()
+        .map_or(name, |e| e.external_id.as_str())
+}
+
+async fn get_or_create_players<'a>(
+    tx: &Transaction<'_>,
+    games: &[NewGame<'a>],
+) -> Result<HashMap<(&'a str, String), i64>, tokio_postgres::Error> {
+    let mut rows: HashMap<(&str, String), PlayerRow<'a>> = HashMap::new();
+    for new in games {
+        for side in [&new.game.meta.white, &new.game.meta.black] {
+            let Some(name) = side.name.as_deref() else {
+                continue;
+            };
+            let key = username_key(new.source, name);
+            rows.entry((new.source, key.clone()))
+                .or_insert_with(|| PlayerRow {
+                    source: new.source,
+                    username: name,
+                    key,
+                    title: side.title.as_deref(),
+                    is_bot: side.is_bot(),
+                });
+        }
+    }
+    let mut ids = HashMap::with_capacity(rows.len());
+    if rows.is_empty() {
+        return Ok(ids);
+    }
+    let rows: Vec<PlayerRow<'a>> = rows.into_values().collect();
+    copy_rows(tx, "COPY stage_players FROM STDIN (FORMAT binary)", &rows).await?;
+    tx.execute(
+        "INSERT INTO players (source, username, username_key, title, is_bot)
+         SELECT source, username, username_key, title, is_bot
+         FROM stage_players ORDER BY source, username_key
+         ON CONFLICT (source, username_key) DO UPDATE
+             SET title = COALESCE(EXCLUDED.title, players.title),
+                 is_bot = players.is_bot OR EXCLUDED.is_bot,
+                 updated_at = now()
+             WHERE (EXCLUDED.title IS NOT NULL AND players.title IS DISTINCT FROM EXCLUDED.title)
+                OR (EXCLUDED.is_bot AND NOT players.is_bot)",
+        &[],
+    )
+    .await?;
+    let found = tx
+        .query(
+            "SELECT p.id, p.source, p.username_key FROM stage_players s
+             JOIN players p ON p.source = s.source AND p.username_key = s.username_key",
+            &[],
+        )
+        .await?;
+    let sources: HashMap<&str, &'a str> = games.iter().map(|g| (g.source, g.source)).collect();
+    for row in found {
+        let source: &str = row.get(1);
+        if let Some(&source) = sources.get(source) {
+            ids.insert((source, row.get::<_, String>(2)), row.get(0));
+        }
+    }
+    Ok(ids)
+}
+
+async fn get_or_create_events<'a>(
+    tx: &Transaction<'_>,
+    games: &[NewGame<'a>],
+) -> Result<HashMap<(&'a str, String), i64>, tokio_postgres::Error> {
+    let mut rows: HashMap<(&str, &str), EventRow<'a>> = HashMap::new();
+    for new in games {
+        let Some(name) = new.game.meta.event.as_deref() else {
+            continue;
+        };
+        let key = event_key(new.game, name);
+        let event_ref = new.game.meta.event_ref.as_ref();
+        rows.entry((new.source, key)).or_insert_with(|| EventRow {
+            source: new.source,
+            key,
+            external_id: event_ref.map(|e| e.external_id.as_str()),
+            name,
+            kind: event_ref.map(|e| e.kind),
+        });
+    }
+    let mut ids = HashMap::with_capacity(rows.len());
+    if rows.is_empty() {
+        return Ok(ids);
+    }
+    let rows: Vec<EventRow<'a>> = rows.into_values().collect();
+    copy_rows(tx, "COPY stage_events FROM STDIN (FORMAT binary)", &rows).await?;
+    tx.execute(
+        "INSERT INTO events (source, event_key, external_id, name, kind)
+         SELECT source, event_key, external_id, name, kind
+         FROM stage_events ORDER BY source, event_key
+         ON CONFLICT (source, event_key) DO NOTHING",
+        &[],
+    )
+    .await?;
+    let found = tx
+        .query(
+            "SELECT e.id, e.source, e.event_key FROM stage_events s
+             JOIN events e ON e.source = s.source AND e.event_key = s.event_key",
+            &[],
+        )
+        .await?;
+    let sources: HashMap<&str, &'a str> = games.iter().map(|g| (g.source, g.source)).collect();
+    for row in found {
+        let source: &str = row.get(1);
+        if let Some(&source) = sources.get(source) {
+            ids.insert((source, row.get::<_, String>(2)), row.get(0));
+        }
+    }
+    Ok(ids)
+}
