@@ -10,6 +10,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match pgnload::run(cli) {
         Ok(status) => ExitCode::from(status.code()),
+        // The reader of our output went away (`| head`): not an error.
+        Err(pgnload::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             let err = anyhow::Error::from(err);
             eprintln!("pgnload: error: {err:#}");

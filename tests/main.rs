@@ -5,5 +5,6 @@
 
 mod common;
 mod embedded;
+mod import;
 mod parity;
 mod robustness;

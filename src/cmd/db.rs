@@ -34,49 +34,51 @@ fn embedded(settings: &Settings) -> Result<EmbeddedCluster, Error> {
 
 /// Runs a `pgnload db` subcommand.
 pub fn run(command: &DbCommand, settings: &Settings) -> Result<ExitStatus, Error> {
-    match command {
+    let message = match command {
         DbCommand::Migrate => {
             let runtime = db::runtime()?;
             runtime.block_on(async {
                 let mut database = db::connect(&settings.target()).await?;
                 let applied = db::migrate(&mut database.client).await?;
-                if applied.is_empty() {
-                    println!("schema up to date ({})", database.description);
+                let message = if applied.is_empty() {
+                    format!("schema up to date ({})", database.description)
                 } else {
-                    for name in applied {
-                        println!("applied {name}");
-                    }
-                }
-                database.close()
-            })?;
+                    applied
+                        .iter()
+                        .map(|name| format!("applied {name}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                database.close()?;
+                Ok::<_, Error>(message)
+            })?
         }
         DbCommand::Start => {
             let cluster = embedded(settings)?;
             cluster.start_persistent()?;
-            println!(
+            format!(
                 "running; connect with: psql \"{}\"",
                 cluster.connection_url()
-            );
+            )
         }
         DbCommand::Stop => {
             embedded(settings)?.stop()?;
-            println!("stopped");
+            "stopped".to_owned()
         }
         DbCommand::Status => {
             let cluster = embedded(settings)?;
+            let dir = cluster.data_dir().display();
             match cluster.status()? {
-                ClusterStatus::NotInitialized => {
-                    println!("not initialized ({})", cluster.data_dir().display());
-                }
-                ClusterStatus::Stopped => println!("stopped ({})", cluster.data_dir().display()),
-                ClusterStatus::Running { pid } => println!(
-                    "running, pid {pid} ({}); psql \"{}\"",
-                    cluster.data_dir().display(),
+                ClusterStatus::NotInitialized => format!("not initialized ({dir})"),
+                ClusterStatus::Stopped => format!("stopped ({dir})"),
+                ClusterStatus::Running { pid } => format!(
+                    "running, pid {pid} ({dir}); psql \"{}\"",
                     cluster.connection_url()
                 ),
             }
         }
-        DbCommand::Url => println!("{}", embedded(settings)?.connection_url()),
-    }
+        DbCommand::Url => embedded(settings)?.connection_url(),
+    };
+    super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)
 }

@@ -7,6 +7,18 @@ pub mod positions;
 pub mod status;
 pub mod verify;
 
+use std::io::Write;
+
+/// Writes to stdout without panicking when the reader went away (`| head`):
+/// the error surfaces as [`crate::Error::Output`], which `main` treats as
+/// success for a broken pipe.
+pub fn print(text: &str) -> Result<(), crate::Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(crate::Error::Output)
+}
+
 /// How a command ended; `main` turns it into the process exit code.
 ///
 /// | code | meaning |

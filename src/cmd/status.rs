@@ -1,17 +1,78 @@
-//! `pgnload status`: placeholder while the import bookkeeping lands.
+//! `pgnload status`: the import state of every input seen, from the
+//! bookkeeping tables (so it works while an import runs, from any machine).
+
+use crate::{
+    cmd::ExitStatus,
+    config::Settings,
+    db::{self, db_err},
+    error::Error,
+};
 
 /// Options of `pgnload status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StatusArgs {
-    /// Print JSON instead of a table.
+    /// Print JSON (one object per input) instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
 /// Runs `pgnload status`.
-pub fn run(
-    _args: &StatusArgs,
-    _settings: &crate::config::Settings,
-) -> crate::Result<super::ExitStatus> {
-    Err(crate::Error::Config("status is not implemented yet".into()))
+pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    let runtime = db::runtime()?;
+    runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        let rows = database
+            .client
+            .query(
+                "SELECT f.path, f.fingerprint, f.state, f.games_done, f.bytes_done, f.size_bytes,
+                        f.compression, f.games_imported, f.games_present,
+                        (SELECT count(*) FROM import_rejects r WHERE r.file_id = f.id),
+                        f.last_error, to_char(f.updated_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF')
+                 FROM import_files f ORDER BY f.id",
+                &[],
+            )
+            .await
+            .map_err(db_err("reading import_files"))?;
+        let mut out = Vec::new();
+        let mut table = String::new();
+        for row in &rows {
+            let path: String = row.get(0);
+            let fingerprint: String = row.get(1);
+            let state: String = row.get(2);
+            let games: i64 = row.get(3);
+            let bytes: i64 = row.get(4);
+            let size: Option<i64> = row.get(5);
+            let compression: String = row.get(6);
+            let imported: i64 = row.get(7);
+            let present: i64 = row.get(8);
+            let rejects: i64 = row.get(9);
+            let last_error: Option<String> = row.get(10);
+            let updated: String = row.get(11);
+            if args.json {
+                out.push(serde_json::json!({
+                    "path": path, "fingerprint": fingerprint, "state": state,
+                    "games_done": games, "bytes_done": bytes, "size_bytes": size,
+                    "compression": compression, "games_imported": imported,
+                    "games_present": present, "rejects": rejects,
+                    "last_error": last_error, "updated_at": updated,
+                }));
+            } else {
+                table.push_str(&format!(
+                    "{state:<11} {games:>10} games {bytes:>14} bytes {rejects:>6} rejects  {path}  [{fingerprint}]{}\n",
+                    last_error.map_or(String::new(), |e| format!("  last error: {e}"))
+                ));
+            }
+        }
+        if args.json {
+            table = serde_json::to_string_pretty(&out)
+                .map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
+            table.push('\n');
+        } else if rows.is_empty() {
+            table = format!("no inputs imported yet ({})\n", database.description);
+        }
+        database.close()?;
+        super::print(&table)?;
+        Ok(ExitStatus::Clean)
+    })
 }

@@ -85,8 +85,6 @@ pub fn assert_same_lines(what: &Path, expected: &[u8], actual: &[u8]) {
 pub struct TestDb {
     /// Connection URL (libpq form, usable by pgnload and psql).
     pub url: String,
-    /// Database name.
-    pub name: String,
 }
 
 /// The test cluster: one embedded PostgreSQL per test process, shared by all
@@ -150,7 +148,7 @@ pub fn fresh_db(label: &str) -> TestDb {
         1,
     );
     assert_ne!(url, admin, "unexpected embedded URL form {admin}");
-    TestDb { url, name }
+    TestDb { url }
 }
 
 impl TestDb {
