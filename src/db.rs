@@ -147,10 +147,15 @@ impl Database {
 pub async fn connect(target: &Target) -> Result<Database, Error> {
     let (config, session, description) = match target {
         Target::Url(url) => {
-            let config: tokio_postgres::Config = url.parse().map_err(|source| Error::Database {
-                context: format!("parsing the connection string {}", redact_url(url)),
-                source,
-            })?;
+            let mut config: tokio_postgres::Config =
+                url.parse().map_err(|source| Error::Database {
+                    context: format!("parsing the connection string {}", redact_url(url)),
+                    source,
+                })?;
+            if config.get_application_name().is_none() {
+                // Lets operators find (and tests terminate) pgnload's sessions.
+                config.application_name("pgnload");
+            }
             (config, None, redact_url(url))
         }
         Target::Embedded(dir) => {

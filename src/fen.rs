@@ -239,11 +239,27 @@ pub fn position_from_fen(
     variant: Variant,
     chess960: bool,
 ) -> Result<VariantPosition, FenError> {
-    let parsed = Fen::from_ascii(fen.trim().as_bytes()).map_err(|e| FenError::Syntax {
+    let syntax = |reason: String| FenError::Syntax {
         fen: fen.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let setup = parsed.into_setup();
+        reason,
+    };
+    // shakmaty refuses some castling fields python-chess accepts (a `K`
+    // without a rook on that side); parse the rest with shakmaty and the
+    // castling field with python-chess's own rules.
+    let mut fields: Vec<&str> = fen.split_whitespace().collect();
+    let castling = fields.get(2).copied();
+    if fields.len() > 2 {
+        fields[2] = "-";
+    }
+    let parsed = Fen::from_ascii(fields.join(" ").as_bytes()).map_err(|e| syntax(e.to_string()))?;
+    let mut setup = parsed.into_setup();
+    setup.castling_rights = python_castling_rights(&setup.board, castling.unwrap_or("-"))
+        .ok_or_else(|| {
+            syntax(format!(
+                "invalid castling field {:?}",
+                castling.unwrap_or("-")
+            ))
+        })?;
     let mode = if chess960 {
         CastlingMode::Chess960
     } else {
@@ -256,6 +272,55 @@ pub fn position_from_fen(
             fen: fen.to_owned(),
             reason: e.to_string(),
         })
+}
+
+/// python-chess `Board.set_castling_fen`: `K`/`Q` pick the outermost rook
+/// on that side of the king (or the h/a corner when there is none: an
+/// invalid right, cleaned away later like python-chess's
+/// `clean_castling_rights`); file letters pick the back-rank square of that
+/// file. `None` when the field does not match python-chess's
+/// `^(-|[KQA-H]{0,4}[kqa-h]{0,4})$`.
+fn python_castling_rights(board: &shakmaty::Board, field: &str) -> Option<Bitboard> {
+    if field == "-" {
+        return Some(Bitboard::EMPTY);
+    }
+    let upper = field
+        .bytes()
+        .take_while(|b| matches!(b, b'K' | b'Q' | b'A'..=b'H'))
+        .count();
+    let lower = field[upper..]
+        .bytes()
+        .take_while(|b| matches!(b, b'k' | b'q' | b'a'..=b'h'))
+        .count();
+    if upper > 4 || lower > 4 || upper + lower != field.len() {
+        return None;
+    }
+    let mut rights = Bitboard::EMPTY;
+    for flag in field.bytes() {
+        let color = if flag.is_ascii_uppercase() {
+            Color::White
+        } else {
+            Color::Black
+        };
+        let backrank = Bitboard::from_rank(color.backrank());
+        let rooks = board.rooks() & board.by_color(color) & backrank;
+        let king = board.king_of(color);
+        let corner =
+            |file: shakmaty::File| Bitboard::from(Square::from_coords(file, color.backrank()));
+        rights |= match flag.to_ascii_lowercase() {
+            b'q' => match (rooks.first(), king) {
+                (Some(rook), Some(king)) if rook < king => Bitboard::from(rook),
+                (None, Some(_)) => Bitboard::EMPTY,
+                _ => corner(shakmaty::File::A),
+            },
+            b'k' => match (rooks.last(), king) {
+                (Some(rook), Some(king)) if king < rook => Bitboard::from(rook),
+                _ => corner(shakmaty::File::H),
+            },
+            file => corner(shakmaty::File::new(u32::from(file - b'a'))),
+        };
+    }
+    Some(rights)
 }
 
 /// Parses a FEN and re-emits it as python-chess would (`pgnload hash --canonical`).
@@ -332,6 +397,28 @@ mod tests {
         assert_eq!(
             fen,
             "r1bk3r/p1p2pQ~p/1pn5/3N4/2B1P3/8/PPP2PPP/R4RK1[QNPbp] w - -"
+        );
+    }
+
+    #[test]
+    fn castling_fields_are_read_like_python_chess() {
+        // `K` with no rook on the king side: python-chess cleans it away.
+        let pos = position_from_fen(
+            "bbqnnrkr/pppppppp/8/8/8/8/PPPPPPPP/BBQNNRK1 w KQkq - 0 1",
+            Variant::Chess,
+            true,
+        )
+        .expect("python-chess accepts it");
+        assert_eq!(
+            normalized_fen(&pos),
+            "bbqnnrkr/pppppppp/8/8/8/8/PPPPPPPP/BBQNNRK1 w Qkq -"
+        );
+        // Not python-chess castling syntax.
+        assert!(
+            position_from_fen("4k3/8/8/8/8/8/8/4K3 w KQkqA - 0 1", Variant::Chess, false).is_err()
+        );
+        assert!(
+            position_from_fen("4k3/8/8/8/8/8/8/4K3 w KX - 0 1", Variant::Chess, false).is_err()
         );
     }
 

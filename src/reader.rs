@@ -281,14 +281,15 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
         });
     }
     let game = std::mem::replace(&mut chunk.parsed, Err(RejectReason::Empty))?;
-    if let Some(token) = find_garbage(&chunk.bytes) {
-        return Err(RejectReason::Garbage { token });
-    }
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
         return Err(RejectReason::Empty);
     }
+    // Before the garbage check: a game cut off mid-token is "unterminated".
     if game.movetext_result.is_none() {
         return Err(RejectReason::Unterminated);
+    }
+    if let Some(token) = find_garbage(&chunk.bytes) {
+        return Err(RejectReason::Garbage { token });
     }
     Ok(game)
 }

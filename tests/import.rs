@@ -49,7 +49,7 @@ fn positions_from_db(db: &TestDb, file: &Path) -> String {
 }
 
 /// Everything an import writes, without ids and timestamps, ordered.
-fn content_dump(db: &TestDb) -> String {
+pub fn content_dump(db: &TestDb) -> String {
     db.psql(
         "SELECT 'positions', count(*), md5(string_agg(normalized_fen || fen_hash || piece_placement
                  || active_color || castling || en_passant, '|' ORDER BY normalized_fen)) FROM positions
@@ -75,7 +75,8 @@ fn content_dump(db: &TestDb) -> String {
          UNION ALL
          SELECT 'rejects', count(*), md5(string_agg(f.path || r.game_number || r.reason
                  || encode(r.raw, 'hex'), '|' ORDER BY f.path, r.game_number))
-         FROM import_rejects r JOIN import_files f ON f.id = r.file_id",
+         FROM import_rejects r JOIN import_files f ON f.id = r.file_id
+         ORDER BY 1",
     )
 }
 

@@ -7,4 +7,5 @@ mod common;
 mod embedded;
 mod import;
 mod parity;
+mod resume;
 mod robustness;

@@ -235,7 +235,87 @@ fn is_transient(error: &Error) -> bool {
     }
 }
 
+/// Bounded retrying of transient database errors: exponential backoff
+/// until `retry_seconds` have passed since the first failure.
+struct Retry {
+    deadline: Instant,
+    attempt: u32,
+}
+
+impl Retry {
+    fn new(seconds: u64) -> Retry {
+        Retry {
+            deadline: Instant::now() + Duration::from_secs(seconds),
+            attempt: 0,
+        }
+    }
+
+    /// Waits before the next attempt; `false` when `error` is not worth
+    /// retrying or time is up.
+    async fn wait(&mut self, error: &Error, closed: bool) -> bool {
+        if !(closed || is_transient(error)) || Instant::now() >= self.deadline {
+            return false;
+        }
+        let delay = db::backoff(self.attempt);
+        self.attempt += 1;
+        eprintln!(
+            "pgnload: {error}; rolled back, retrying in {:.1}s",
+            delay.as_secs_f64()
+        );
+        tokio::time::sleep(delay).await;
+        true
+    }
+}
+
+/// Replaces a dropped connection; failures are left for the next retry.
+async fn reconnect(slot: &mut Database, target: &Target, staging: bool) {
+    match db::connect(target).await {
+        Ok(db) => {
+            if staging {
+                if let Err(e) = prepare_connection(&db.client).await {
+                    eprintln!("pgnload: reconnect: {e}");
+                    return;
+                }
+            }
+            let old = std::mem::replace(slot, db);
+            let _ = old.close();
+        }
+        Err(e) => eprintln!("pgnload: reconnect: {e}"),
+    }
+}
+
 impl Importer<'_> {
+    /// Runs a bookkeeping statement on the control connection, reconnecting
+    /// and retrying if the connection dropped.
+    async fn control_execute(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        let mut retry = Retry::new(self.settings.retry_seconds);
+        loop {
+            match self
+                .control
+                .client
+                .execute(sql, params)
+                .await
+                .map_err(db_err(what))
+            {
+                Ok(n) => return Ok(n),
+                Err(error) => {
+                    let closed = self.control.client.is_closed();
+                    if !retry.wait(&error, closed).await {
+                        return Err(error);
+                    }
+                    if self.control.client.is_closed() {
+                        reconnect(&mut self.control, &self.target, false).await;
+                    }
+                }
+            }
+        }
+    }
+
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
         let inputs = self.args.inputs.clone();
         let mut status = ExitStatus::Clean;
@@ -283,23 +363,18 @@ impl Importer<'_> {
             }
         }
         let t = self.totals.games;
-        self.control
-            .client
-            .execute(
-                "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
-                     games_imported = $4, games_present = $5, games_rejected = $6
-                 WHERE id = $1",
-                &[
-                    &self.run_id,
-                    &format!("{status:?}").to_lowercase(),
-                    &to_i64(t.read),
-                    &to_i64(t.imported),
-                    &to_i64(t.present),
-                    &to_i64(t.rejected),
-                ],
-            )
-            .await
-            .map_err(db_err("recording the run"))?;
+        let (run_id, label) = (self.run_id, format!("{status:?}").to_lowercase());
+        let counts = [t.read, t.imported, t.present, t.rejected].map(to_i64);
+        self.control_execute(
+            "recording the run",
+            "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
+                 games_imported = $4, games_present = $5, games_rejected = $6
+             WHERE id = $1",
+            &[
+                &run_id, &label, &counts[0], &counts[1], &counts[2], &counts[3],
+            ],
+        )
+        .await?;
         Ok(status)
     }
 
@@ -356,11 +431,14 @@ impl Importer<'_> {
         let end = self
             .import_locked(name, &print_name, &fingerprint, size)
             .await;
-        self.control
-            .client
-            .execute("SELECT pg_advisory_unlock($1)", &[&key])
-            .await
-            .map_err(db_err("unlocking the input"))?;
+        // A replaced control connection released the lock with the old session.
+        if !self.control.client.is_closed() {
+            let _ = self
+                .control
+                .client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await;
+        }
         end
     }
 
@@ -521,16 +599,14 @@ impl Importer<'_> {
             InputEnd::Failed(e) => ("failed", Some(e.to_string())),
             InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
         };
-        self.control
-            .client
-            .execute(
-                "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
-                     finished_at = CASE WHEN $2 = 'done' THEN now() END
-                 WHERE id = $1",
-                &[&file_id, &state, &error],
-            )
-            .await
-            .map_err(db_err("recording the input's state"))?;
+        self.control_execute(
+            "recording the input's state",
+            "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
+                 finished_at = CASE WHEN $2 = 'done' THEN now() END
+             WHERE id = $1",
+            &[&file_id, &state, &error],
+        )
+        .await?;
         Ok(end)
     }
 
@@ -541,8 +617,7 @@ impl Importer<'_> {
         batch: &Batch,
         file: &mut FileContext,
     ) -> Result<(), Error> {
-        let deadline = Instant::now() + Duration::from_secs(self.settings.retry_seconds);
-        let mut attempt = 0;
+        let mut retry = Retry::new(self.settings.retry_seconds);
         loop {
             let result = if self.db.client.is_closed() {
                 Err(Error::Internal("connection closed".into()))
@@ -555,38 +630,16 @@ impl Importer<'_> {
                     file.expected_bytes_done = to_i64(batch.end_offset);
                     return Ok(());
                 }
-                Err(error)
-                    if (is_transient(&error) || self.db.client.is_closed())
-                        && Instant::now() < deadline =>
-                {
-                    let delay = db::backoff(attempt);
-                    attempt += 1;
-                    eprintln!(
-                        "pgnload: {error}; batch rolled back, retrying in {:.1}s",
-                        delay.as_secs_f64()
-                    );
-                    tokio::time::sleep(delay).await;
+                Err(error) => {
+                    let closed = self.db.client.is_closed();
+                    if !retry.wait(&error, closed).await {
+                        return Err(error);
+                    }
                     if self.db.client.is_closed() {
-                        self.reconnect().await;
+                        reconnect(&mut self.db, &self.target, true).await;
                     }
                 }
-                Err(error) => return Err(error),
             }
-        }
-    }
-
-    /// Replaces a dropped connection; failures are left for the next retry.
-    async fn reconnect(&mut self) {
-        match db::connect(&self.target).await {
-            Ok(db) => {
-                if let Err(e) = prepare_connection(&db.client).await {
-                    eprintln!("pgnload: reconnect: {e}");
-                    return;
-                }
-                let old = std::mem::replace(&mut self.db, db);
-                let _ = old.close();
-            }
-            Err(e) => eprintln!("pgnload: reconnect: {e}"),
         }
     }
 

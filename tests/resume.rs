@@ -1,0 +1,423 @@
+//! Nothing lost, nothing duplicated: crashes, database faults, hostile input.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    common::{TestDb, data, data_pgns, fresh_db, run},
+    import::content_dump,
+};
+
+/// A multi-file corpus: the shipped files, plus the Lichess sample again
+/// with every game id reversed (new games), zstd-compressed.
+fn multi_file_corpus(dir: &Path) -> Vec<PathBuf> {
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let renamed: String = sample
+        .split("https://lichess.org/")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 || part.len() < 8 {
+                part.to_owned()
+            } else {
+                let id: String = part[..8].chars().rev().collect();
+                format!("https://lichess.org/{id}{}", &part[8..])
+            }
+        })
+        .collect();
+    let zst = dir.join("renamed.pgn.zst");
+    std::fs::write(&zst, zstd::encode_all(renamed.as_bytes(), 3).expect("zstd")).expect("write");
+    let mut files = data_pgns();
+    files.push(zst);
+    files
+}
+
+fn import_cmd(db: &TestDb, files: &[PathBuf]) -> Command {
+    let mut cmd = db.pgnload();
+    cmd.args(["-q", "import", "--batch-games", "10"])
+        .args(files)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A tiny deterministic generator for kill delays (seeded, reproducible).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn killed_at_random_moments_then_rerun_equals_a_clean_import() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = multi_file_corpus(dir.path());
+
+    let clean = fresh_db("crash_ref");
+    let out = run(import_cmd(&clean, &files));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = content_dump(&clean);
+
+    let db = fresh_db("crash");
+    let mut rng = Lcg(20_261_122);
+    let mut kills = 0;
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs < 200, "the import never finished");
+        let mut child = import_cmd(&db, &files).spawn().expect("spawn pgnload");
+        // Early kills land in start-up and parsing, later ones in COPY and
+        // between batches; after 10 kills let it finish.
+        let delay = Duration::from_millis(20 + rng.below(400));
+        let started = Instant::now();
+        let finished = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if kills < 10 && started.elapsed() >= delay {
+                break None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        match finished {
+            Some(status) => {
+                let out = child.wait_with_output().expect("output");
+                assert_eq!(
+                    status.code(),
+                    Some(0),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                break;
+            }
+            None => {
+                let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+                kill(pid, Signal::SIGKILL).expect("SIGKILL");
+                let _ = child.wait();
+                kills += 1;
+            }
+        }
+    }
+    assert!(
+        kills >= 10,
+        "only {kills} kills landed before the import finished"
+    );
+    assert_eq!(content_dump(&db), expected);
+    assert_eq!(
+        db.psql("SELECT count(*) FROM import_files WHERE state <> 'done'"),
+        "0"
+    );
+}
+
+/// Terminates every pgnload backend of `db` from another connection.
+fn terminate_backends(db: &TestDb) -> u64 {
+    db.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'pgnload'
+           AND pid <> pg_backend_pid()",
+    )
+    .parse()
+    .expect("count")
+}
+
+#[test]
+fn terminated_backends_are_retried_and_the_result_equals_a_clean_import() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = multi_file_corpus(dir.path());
+    let clean = fresh_db("terminate_ref");
+    assert_eq!(run(import_cmd(&clean, &files)).status.code(), Some(0));
+
+    let db = fresh_db("terminate");
+    let child = import_cmd(&db, &files).spawn().expect("spawn");
+    let mut terminated = 0;
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(300));
+        terminated += terminate_backends(&db);
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(terminated > 0, "no backend was terminated");
+    assert!(stderr.contains("retrying"), "{stderr}");
+    assert_eq!(content_dump(&db), content_dump(&clean));
+}
+
+#[test]
+fn a_server_restart_mid_import_is_survived() {
+    let dir = tempfile::Builder::new()
+        .prefix("pgnload-restart")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let files = multi_file_corpus(dir.path());
+    let cluster =
+        pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");
+    cluster.start_persistent().expect("start");
+    let db = TestDb {
+        url: cluster.connection_url(),
+    };
+    let child = import_cmd(&db, &files).spawn().expect("spawn");
+    thread::sleep(Duration::from_millis(400));
+    let pid = match cluster.status().expect("status") {
+        pgnload::embedded::ClusterStatus::Running { pid } => pid,
+        other => panic!("cluster not running: {other:?}"),
+    };
+    // Fast shutdown of the postmaster, as a service restart would do.
+    kill(
+        Pid::from_raw(i32::try_from(pid).expect("pid")),
+        Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let down = Instant::now();
+    while !matches!(
+        cluster.status().expect("status"),
+        pgnload::embedded::ClusterStatus::Stopped
+    ) {
+        assert!(
+            down.elapsed() < Duration::from_secs(30),
+            "server did not stop"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(500));
+    cluster.start_persistent().expect("restart");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let after = content_dump(&db);
+    cluster.stop().expect("stop");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("retrying"), "{stderr}");
+    let clean = fresh_db("restart_ref");
+    assert_eq!(run(import_cmd(&clean, &files)).status.code(), Some(0));
+    assert_eq!(after, content_dump(&clean));
+}
+
+const GOOD: &str = "[Event \"good\"]\n[Site \"https://lichess.org/goodgam1\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n\n";
+
+#[test]
+fn hostile_corpus_every_good_game_imported_every_bad_one_kept_with_its_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let parts: Vec<(Vec<u8>, Option<&str>)> = vec![
+        (GOOD.as_bytes().to_vec(), None),
+        (b"[Event \"illegal\"]\n\n1. e4 e5 2. Ke3 *\n\n".to_vec(), Some("illegal move")),
+        (b"[Event \"garbage\"]\n\n1. e4 @@@@!!xx e5 *\n\n".to_vec(), Some("garbage")),
+        (b"[Event \"fen?\"]\n[FEN \"?\"]\n\n1. e4 *\n\n".to_vec(), Some("bad FEN")),
+        (
+            b"[Event \"impossible\"]\n[FEN \"8/8/8/8/8/8/8/8 w - - 0 1\"]\n\n*\n\n".to_vec(),
+            Some("bad FEN"),
+        ),
+        (GOOD.as_bytes().to_vec(), None),
+        (
+            b"[Event \"latin1 \xe9v\xe9nement\"]\n[White \"J\xf6rg\"]\n\n1. d4 { bad utf-8 \xff\xfe } d5 1/2-1/2\n\n".to_vec(),
+            None,
+        ),
+        (
+            b"[Event \"960 bad castling\"]\n[Variant \"Chess960\"]\n[FEN \"bbqnnrkr/pppppppp/8/8/8/8/PPPPPPPP/BBQNNRK1 w KQkq - 0 1\"]\n\n1. g3 g6 2. Ne3 Ne6 *\n\n".to_vec(),
+            None,
+        ),
+        (
+            b"[Event \"racing kings\"]\n[Variant \"Racing Kings\"]\n[FEN \"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1\"]\n\n1. Kh3 *\n\n".to_vec(),
+            None,
+        ),
+        (b"[Event \"truncated\"]\n\n1. e4 e5 2. Nf3 Nc".to_vec(), Some("unterminated")),
+    ];
+    let mut pgn = Vec::new();
+    let mut expected_rejects = Vec::new();
+    for (i, (bytes, reason)) in parts.iter().enumerate() {
+        if let Some(reason) = reason {
+            expected_rejects.push((i + 1, pgn.len(), bytes.clone(), *reason));
+        }
+        pgn.extend_from_slice(bytes);
+    }
+    let file = dir.path().join("hostile.pgn");
+    std::fs::write(&file, &pgn).expect("write");
+    let rejects_file = dir.path().join("rejects.pgn");
+
+    let db = fresh_db("hostile");
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("import")
+            .arg("--rejects")
+            .arg(&rejects_file)
+            .arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("10 read = 4 imported + 1 already present + 5 rejected"),
+        "{stderr}"
+    );
+    let rows = db.psql(
+        "SELECT game_number, byte_offset, reason, encode(raw, 'hex') FROM import_rejects ORDER BY game_number",
+    );
+    let rows: Vec<&str> = rows.lines().collect();
+    assert_eq!(rows.len(), expected_rejects.len(), "{rows:?}");
+    for (row, (number, offset, bytes, reason)) in rows.iter().zip(&expected_rejects) {
+        let fields: Vec<&str> = row.split('|').collect();
+        assert_eq!(fields[0], number.to_string(), "{row}");
+        assert_eq!(fields[1], offset.to_string(), "{row}");
+        assert!(fields[2].contains(reason), "{row}");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fields[3], hex, "game {number} not kept verbatim");
+    }
+    let kept = std::fs::read(&rejects_file).expect("rejects file");
+    for (number, _, bytes, _) in &expected_rejects {
+        let needle = String::from_utf8_lossy(bytes).trim_end().to_owned();
+        assert!(
+            String::from_utf8_lossy(&kept).contains(&needle),
+            "game {number} missing from the rejects file"
+        );
+    }
+    assert_eq!(
+        db.psql("SELECT string_agg(w.username, ',') FROM games g JOIN players w ON w.id = g.white_player_id"),
+        "Jörg"
+    );
+    // The rejects file parses as PGN again: every game in it is read (and rejected again).
+    let again = run({
+        let mut c = crate::common::pgnload();
+        c.arg("positions").arg(&rejects_file);
+        c
+    });
+    let again_err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again_err.matches("REJECT").count(), 5, "{again_err}");
+}
+
+#[test]
+fn oversized_inputs_are_rejected_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("huge.pgn");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&file).expect("create"));
+    out.write_all(GOOD.as_bytes()).expect("write");
+    // A 100 MB comment.
+    out.write_all(b"[Event \"comment\"]\n\n1. e4 {")
+        .expect("write");
+    let block = vec![b'x'; 1 << 20];
+    for _ in 0..100 {
+        out.write_all(&block).expect("write");
+    }
+    out.write_all(b"} e5 *\n\n").expect("write");
+    // A 100,000-ply game.
+    out.write_all(b"[Event \"long\"]\n\n").expect("write");
+    for _ in 0..25_000 {
+        out.write_all(b"Nf3 Nf6 Ng1 Ng8 ").expect("write");
+    }
+    out.write_all(b"*\n\n").expect("write");
+    out.write_all(GOOD.replace("goodgam1", "goodgam2").as_bytes())
+        .expect("write");
+    // A 1 GB line without a newline, at the end.
+    out.write_all(b"[Event \"line\"]\n\n1. e4 ").expect("write");
+    let block = vec![b'a'; 1 << 20];
+    for _ in 0..1024 {
+        out.write_all(&block).expect("write");
+    }
+    out.flush().expect("flush");
+    drop(out);
+
+    let db = fresh_db("oversized");
+    let started = Instant::now();
+    let result = run({
+        let mut c = db.pgnload();
+        c.arg("import").arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("5 read = 2 imported + 0 already present + 3 rejected"),
+        "{stderr}"
+    );
+    let reasons =
+        db.psql("SELECT string_agg(reason, ' | ' ORDER BY game_number) FROM import_rejects");
+    assert!(reasons.contains("too large"), "{reasons}");
+    assert!(reasons.contains("too long"), "{reasons}");
+    let max_rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage")
+        .max_rss();
+    assert!(
+        max_rss_kib < 512 * 1024,
+        "a child used {max_rss_kib} KiB for 1.1 GB of hostile input"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_zstd_frame_asking_for_a_huge_window_is_refused_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("window.pgn.zst");
+    let mut encoder =
+        zstd::stream::Encoder::new(std::fs::File::create(&file).expect("create"), 3).expect("zstd");
+    encoder.window_log(31).expect("window log");
+    encoder.long_distance_matching(true).expect("ldm");
+    encoder.write_all(GOOD.as_bytes()).expect("write");
+    encoder.finish().expect("finish");
+    let db = fresh_db("window");
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("import").arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("window") || stderr.to_lowercase().contains("memory"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql("SELECT state, last_error IS NOT NULL FROM import_files"),
+        "failed|t"
+    );
+}
+
+#[test]
+fn a_truncated_compressed_stream_keeps_every_game_before_the_damage() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sample = std::fs::read(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let compressed = zstd::encode_all(&sample[..], 3).expect("zstd");
+    let file = dir.path().join("cut.pgn.zst");
+    std::fs::write(&file, &compressed[..compressed.len() / 2]).expect("write");
+    let db = fresh_db("truncated");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--batch-games", "20"]).arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("broken at byte"), "{stderr}");
+    let games: u64 = db
+        .psql("SELECT count(*) FROM games")
+        .parse()
+        .expect("count");
+    assert!(games > 150, "only {games} games kept before the damage");
+    let status = db.psql("SELECT state, games_done FROM import_files");
+    assert!(status.starts_with("failed|"), "{status}");
+}
