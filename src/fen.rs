@@ -12,8 +12,6 @@
 //! formatting is about half the per-position cost of an import; a fresh
 //! `String` per position would double it.
 
-use std::fmt::Write as _;
-
 use shakmaty::{
     Bitboard, CastlingMode, Color, EnPassantMode, Position, PositionError, Role, Square,
     fen::Fen,
@@ -22,22 +20,57 @@ use shakmaty::{
 
 /// Writes the normalized FEN of `pos` into `out` (which is cleared first).
 pub fn write_normalized_fen<P: Position>(pos: &P, out: &mut String) {
-    out.clear();
-    write_placement(pos, out);
-    out.push(' ');
-    out.push(match pos.turn() {
-        Color::White => 'w',
-        Color::Black => 'b',
+    let mut buf = AsciiBuf::new();
+    write_placement(pos, &mut buf);
+    buf.push(b' ');
+    buf.push(match pos.turn() {
+        Color::White => b'w',
+        Color::Black => b'b',
     });
-    out.push(' ');
-    write_castling_xfen(pos, out);
-    out.push(' ');
+    buf.push(b' ');
+    write_castling_xfen(pos, &mut buf);
+    buf.push(b' ');
     match pos.legal_ep_square() {
         Some(sq) => {
-            // Writing to a String cannot fail.
-            let _ = write!(out, "{sq}");
+            buf.push(sq.file().char() as u8);
+            buf.push(sq.rank().char() as u8);
         }
-        None => out.push('-'),
+        None => buf.push(b'-'),
+    }
+    out.clear();
+    out.push_str(buf.as_str());
+}
+
+/// A fixed stack buffer for one FEN: byte pushes without the capacity and
+/// UTF-8 bookkeeping of `String::push`, then one copy into the caller's
+/// string. The longest FEN (64 squares, 7 slashes, 16 promotion marks, a
+/// crazyhouse pocket of 30 pieces, the other fields) is far below `CAP`.
+struct AsciiBuf {
+    bytes: [u8; AsciiBuf::CAP],
+    len: usize,
+}
+
+impl AsciiBuf {
+    const CAP: usize = 256;
+
+    fn new() -> Self {
+        AsciiBuf {
+            bytes: [0; Self::CAP],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, byte: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = byte;
+            self.len += 1;
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII bytes are ever pushed.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
     }
 }
 
@@ -48,7 +81,7 @@ pub fn normalized_fen<P: Position>(pos: &P) -> String {
     out
 }
 
-fn write_placement<P: Position>(pos: &P, out: &mut String) {
+fn write_placement<P: Position>(pos: &P, out: &mut AsciiBuf) {
     // One pass per piece bitboard fills a 64-cell table; far cheaper than
     // asking the board for the piece on each of the 64 squares.
     let board = pos.board();
@@ -74,21 +107,21 @@ fn write_placement<P: Position>(pos: &P, out: &mut String) {
         while row != 0 {
             let file = row.trailing_zeros();
             if file > next_file {
-                out.push(char::from(b'0' + (file - next_file) as u8));
+                out.push(b'0' + (file - next_file) as u8);
             }
             let index = rank * 8 + file;
-            out.push(char::from(cells[index as usize]));
+            out.push(cells[index as usize]);
             if promoted.contains(Square::new(index)) {
-                out.push('~');
+                out.push(b'~');
             }
             next_file = file + 1;
             row &= row - 1;
         }
         if next_file < 8 {
-            out.push(char::from(b'0' + (8 - next_file) as u8));
+            out.push(b'0' + (8 - next_file) as u8);
         }
         if rank != 0 {
-            out.push('/');
+            out.push(b'/');
         }
     }
     if let Some(pockets) = pos.pockets() {
@@ -102,7 +135,7 @@ fn write_placement<P: Position>(pos: &P, out: &mut String) {
             Role::Knight,
             Role::Pawn,
         ];
-        out.push('[');
+        out.push(b'[');
         for color in [Color::White, Color::Black] {
             let pocket = pockets.get(color);
             for role in ORDER {
@@ -110,21 +143,21 @@ fn write_placement<P: Position>(pos: &P, out: &mut String) {
                     out.push(match color {
                         Color::White => role.upper_char(),
                         Color::Black => role.char(),
-                    });
+                    } as u8);
                 }
             }
         }
-        out.push(']');
+        out.push(b']');
     }
 }
 
 /// python-chess `castling_xfen()`: per color (white first), castling rooks
 /// from the h-side to the a-side; `K`/`Q` when the rook is the outermost rook
 /// on its side of the king, else the rook's file letter.
-fn write_castling_xfen<P: Position>(pos: &P, out: &mut String) {
+fn write_castling_xfen<P: Position>(pos: &P, out: &mut AsciiBuf) {
     let board = pos.board();
     let rights = pos.castles().castling_rights();
-    let before = out.len();
+    let before = out.len;
     for color in [Color::White, Color::Black] {
         let Some(king) = board.king_of(color) else {
             continue;
@@ -150,11 +183,11 @@ fn write_castling_xfen<P: Position>(pos: &P, out: &mut String) {
             out.push(match color {
                 Color::White => ch.to_ascii_uppercase(),
                 Color::Black => ch,
-            });
+            } as u8);
         }
     }
-    if out.len() == before {
-        out.push('-');
+    if out.len == before {
+        out.push(b'-');
     }
 }
 
