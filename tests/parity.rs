@@ -88,3 +88,30 @@ fn hash_command_matches_the_python_string_normalizer() {
     assert!(rust.status.success());
     assert_same_lines(Path::new("hash"), &python.stdout, &rust.stdout);
 }
+
+#[test]
+fn crlf_line_ends_and_a_bom_change_no_position() {
+    let original = crate::common::data("lichess-2025-05-sample.pgn");
+    let text = std::fs::read(&original).expect("sample");
+    let mut crlf = b"\xef\xbb\xbf".to_vec();
+    for &b in &text {
+        if b == b'\n' {
+            crlf.push(b'\r');
+        }
+        crlf.push(b);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("crlf.pgn");
+    std::fs::write(&copy, crlf).expect("write");
+    let positions = |file: &Path| {
+        run({
+            let mut c = pgnload();
+            c.arg("positions").arg(file);
+            c
+        })
+        .stdout
+    };
+    let expected = positions(&original);
+    assert!(!expected.is_empty());
+    assert_same_lines(&copy, &expected, &positions(&copy));
+}

@@ -421,3 +421,190 @@ fn a_truncated_compressed_stream_keeps_every_game_before_the_damage() {
     let status = db.psql("SELECT state, games_done FROM import_files");
     assert!(status.starts_with("failed|"), "{status}");
 }
+
+#[test]
+fn sigterm_finishes_the_batch_in_flight_exits_3_and_the_rerun_completes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = multi_file_corpus(dir.path());
+    let db = fresh_db("sigterm");
+    let child = import_cmd(&db, &files).spawn().expect("spawn");
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    // Wait until some batches are committed, then ask it to stop.
+    let started = Instant::now();
+    while db
+        .psql("SELECT count(*) FROM pg_tables WHERE tablename = 'import_files'")
+        .as_str()
+        != "1"
+        || db.psql("SELECT coalesce(sum(games_done), 0) FROM import_files") == "0"
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+        thread::sleep(Duration::from_millis(20));
+    }
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(stderr.contains("import summary"), "{stderr}");
+    assert_eq!(
+        db.psql("SELECT count(*) FROM import_files WHERE state = 'interrupted'"),
+        "1"
+    );
+    // The checkpoint covers exactly the committed games.
+    assert_eq!(
+        db.psql(
+            "SELECT bool_and(f.games_imported + f.games_present + f.games_rejected = f.games_done)
+             FROM import_files f"
+        ),
+        "t"
+    );
+    let rerun = run(import_cmd(&db, &files));
+    assert_eq!(
+        rerun.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let clean = fresh_db("sigterm_ref");
+    assert_eq!(run(import_cmd(&clean, &files)).status.code(), Some(0));
+    assert_eq!(content_dump(&db), content_dump(&clean));
+}
+
+#[test]
+fn a_changed_file_is_not_resumed_without_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("games.pgn");
+    let sample = std::fs::read(data("lichess-2025-05-sample.pgn")).expect("sample");
+    std::fs::write(&file, &sample).expect("write");
+    let db = fresh_db("changed");
+    let first = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--batch-games", "50", "--max-rejects", "0"])
+            .arg(&file);
+        c
+    });
+    assert_eq!(first.status.code(), Some(0));
+    // Pretend the first import was interrupted half-way, then change the file.
+    db.psql("UPDATE import_files SET state = 'interrupted', games_done = 100, bytes_done = 1000");
+    let mut changed = sample.clone();
+    changed.extend_from_slice(GOOD.as_bytes());
+    std::fs::write(&file, &changed).expect("write");
+    let refused = run({
+        let mut c = db.pgnload();
+        c.arg("import").arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("changed since its interrupted import"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--restart"), "{stderr}");
+    let restarted = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--restart"]).arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&restarted.stderr);
+    assert_eq!(restarted.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("439 read = 1 imported + 438 already present + 0 rejected"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn max_rejects_stops_cleanly_with_exit_code_4() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("bad.pgn");
+    let bad = "[Event \"illegal\"]\n\n1. e4 e5 2. Ke3 *\n\n".repeat(30);
+    std::fs::write(&file, format!("{GOOD}{bad}")).expect("write");
+    let db = fresh_db("maxrejects");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--batch-games", "5", "--max-rejects", "10"])
+            .arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let rejected: u64 = db
+        .psql("SELECT count(*) FROM import_rejects")
+        .parse()
+        .expect("count");
+    assert!((11..31).contains(&rejected), "{rejected} rejects kept");
+    assert_eq!(db.psql("SELECT state FROM import_files"), "interrupted");
+}
+
+#[test]
+fn status_reports_every_input_as_json() {
+    let db = fresh_db("status");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "-q"])
+            .arg(data("molinari-bordais-1979.pgn"));
+        c
+    });
+    assert_eq!(out.status.code(), Some(0));
+    let status = run({
+        let mut c = db.pgnload();
+        c.args(["status", "--json"]);
+        c
+    });
+    assert_eq!(status.status.code(), Some(0));
+    let json: serde_json::Value =
+        serde_json::from_slice(&status.stdout).expect("status --json is JSON");
+    let files = json.as_array().expect("an array");
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0]["state"], "done");
+    assert_eq!(files[0]["games_done"], 1);
+    assert_eq!(files[0]["bytes_done"], 241);
+    assert!(
+        files[0]["fingerprint"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("241:"))
+    );
+}
+
+#[test]
+fn a_second_importer_of_the_same_file_waits_or_skips_with_no_wait() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = multi_file_corpus(dir.path());
+    let zst = files.last().expect("corpus").clone();
+    let db = fresh_db("lock");
+    assert_eq!(
+        run({
+            let mut c = db.pgnload();
+            c.args(["db", "migrate"]);
+            c
+        })
+        .status
+        .code(),
+        Some(0)
+    );
+    let first = import_cmd(&db, std::slice::from_ref(&zst))
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    while db.psql("SELECT count(*) FROM import_files WHERE state = 'running'") != "1" {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "first never started"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let skipped = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--no-wait"]).arg(&zst);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&skipped.stderr);
+    let first = first.wait_with_output().expect("wait");
+    assert_eq!(first.status.code(), Some(0));
+    assert!(
+        stderr.contains("another pgnload is importing it") || stderr.contains("already imported"),
+        "{stderr}"
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "438");
+}
