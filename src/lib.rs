@@ -28,6 +28,7 @@ pub mod progress;
 pub mod reader;
 pub mod replay;
 pub mod source;
+pub mod verify;
 pub mod writer;
 
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};

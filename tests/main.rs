@@ -9,3 +9,4 @@ mod import;
 mod parity;
 mod resume;
 mod robustness;
+mod verify;

@@ -271,11 +271,9 @@ impl Retry {
 async fn reconnect(slot: &mut Database, target: &Target, staging: bool) {
     match db::connect(target).await {
         Ok(db) => {
-            if staging {
-                if let Err(e) = prepare_connection(&db.client).await {
-                    eprintln!("pgnload: reconnect: {e}");
-                    return;
-                }
+            if staging && let Err(e) = prepare_connection(&db.client).await {
+                eprintln!("pgnload: reconnect: {e}");
+                return;
             }
             let old = std::mem::replace(slot, db);
             let _ = old.close();
