@@ -68,13 +68,67 @@ impl PositionList {
     }
 }
 
+/// A move's UCI or SAN text stored inline (at most 15 ASCII bytes; the
+/// longest SAN is 7, e.g. `Qh4xe1#`), so a ply costs no heap allocation:
+/// two `String`s per ply were a measurable share of the replay time.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MoveText {
+    len: u8,
+    bytes: [u8; 15],
+}
+
+impl MoveText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII from shakmaty's SAN/UCI writers (or `from_text`) is stored.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+
+    /// Formats `value` into a `MoveText` (truncated if it would not fit).
+    pub fn from_display(value: impl std::fmt::Display) -> MoveText {
+        let mut text = MoveText::default();
+        let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{value}"));
+        text
+    }
+}
+
+impl std::fmt::Write for MoveText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let start = usize::from(self.len);
+        let end = start + s.len();
+        let slot = self.bytes.get_mut(start..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end as u8;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for MoveText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for MoveText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for MoveText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// One ply of the mainline, as stored in the `moves` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ply {
     /// UCI (`e2e4`, `e1g1` standard castling, `e1h1` Chess960, `P@e4`, `0000`).
-    pub uci: String,
+    pub uci: MoveText,
     /// Canonical SAN of the move in its position, with `+`/`#` (`--` for a null move).
-    pub san: String,
+    pub san: MoveText,
     /// Clock after the move in milliseconds (`%clk`).
     pub clock_ms: Option<i32>,
     /// Evaluation in centipawns (`%eval`).
@@ -166,12 +220,16 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         };
         let (uci, san, code) = if raw_move.san.san == San::Null {
             board = null_move(board).map_err(illegal)?;
-            ("0000".to_owned(), "--".to_owned(), 0)
+            (
+                MoveText::from_display("0000"),
+                MoveText::from_display("--"),
+                0,
+            )
         } else {
             let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
             (
-                UciMove::from_move(m, mode).to_string(),
-                san.to_string(),
+                MoveText::from_display(UciMove::from_move(m, mode)),
+                MoveText::from_display(san),
                 encode_move(m),
             )
         };
@@ -532,17 +590,17 @@ mod tests {
             "rnbqkbnr/pppp1ppp/8/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq -"
         );
         assert_eq!(game.positions.digest(3), fen_digest(game.positions.fen(3)));
-        assert_eq!(game.plies[2].uci, "g1f3");
-        assert_eq!(game.plies[2].san, "Nf3");
+        assert_eq!(game.plies[2].uci.as_str(), "g1f3");
+        assert_eq!(game.plies[2].san.as_str(), "Nf3");
     }
 
     #[test]
     fn lenient_resolution_matches_python_chess() {
         // Missing capture marker, UCI-style movetext, null move.
         let game = replay_pgn("1. e4 d5 2. ed5 Qxd5 3. b1c3 Qa5 4. Z0 Nf6 *").expect("lenient");
-        assert_eq!(game.plies[2].san, "exd5");
-        assert_eq!(game.plies[4].uci, "b1c3");
-        assert_eq!(game.plies[6].uci, "0000");
+        assert_eq!(game.plies[2].san.as_str(), "exd5");
+        assert_eq!(game.plies[4].uci.as_str(), "b1c3");
+        assert_eq!(game.plies[6].uci.as_str(), "0000");
         assert!(game.positions.fen(7).contains(" b "));
     }
 
@@ -569,15 +627,16 @@ mod tests {
         )
         .expect("legal");
         for ply in &game.plies {
-            assert_eq!(decode_move_uci(ply.code, false), ply.uci);
+            assert_eq!(decode_move_uci(ply.code, false), ply.uci.as_str());
         }
         let game = replay_pgn("[Variant \"Chess960\"]\n[FEN \"rk5r/8/8/8/8/8/8/RK5R w HAha - 0 1\"]\n\n1. O-O O-O-O *")
             .expect("legal");
         assert_eq!(game.variant, GameVariant::Chess960);
         let ucis: Vec<_> = game.plies.iter().map(|p| p.uci.as_str()).collect();
         assert_eq!(ucis, ["b1h1", "b8a8"]);
+        assert_eq!(MoveText::from_display("Qh4xe1#").len(), 7);
         for ply in &game.plies {
-            assert_eq!(decode_move_uci(ply.code, true), ply.uci);
+            assert_eq!(decode_move_uci(ply.code, true), ply.uci.as_str());
         }
     }
 

@@ -1446,7 +1446,7 @@ mod tests {
             .enumerate()
             .map(|(i, p)| MoveRow {
                 ply: i as i32 + 1,
-                uci: p.uci.clone(),
+                uci: p.uci.to_string(),
                 position_id: id(i),
                 position_after_id: id(i + 1),
             })
