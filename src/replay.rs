@@ -293,18 +293,18 @@ fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus
         San::Castle(side) => board.castling_moves(side),
         San::Null => return Err("null move".to_owned()),
     };
-    let (m, candidates) = match find_written(san, &candidates) {
-        Ok(m) => (m, candidates),
+    // MoveList is a 2 KiB array: disambiguate in place rather than moving it.
+    let (m, canonical) = match find_written(san, &candidates) {
+        Ok(m) => (m, San::disambiguate(m, &candidates)),
         Err(reason) => {
             let m = uci_fallback(san, board).ok_or(reason)?;
-            let candidates = match m {
-                Move::Castle { .. } => candidates_of_castle(board, m),
-                _ => board.san_candidates(m.role(), m.to()),
+            let canonical = match m {
+                Move::Castle { .. } => San::disambiguate(m, &candidates_of_castle(board, m)),
+                _ => San::disambiguate(m, &board.san_candidates(m.role(), m.to())),
             };
-            (m, candidates)
+            (m, canonical)
         }
     };
-    let canonical = San::disambiguate(m, &candidates);
     board.play_unchecked(m);
     let suffix = if board.variant() == shakmaty::variant::Variant::Chess {
         // In standard chess a decisive outcome is a checkmate, which needs a check.
