@@ -406,8 +406,8 @@ fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
 }
 
 /// A null move (`--`, `Z0`): the other side to move, no en passant, as
-/// python-chess `push(Move.null())` does.
-fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
+/// python-chess `push(Move.null())` does. Shared with `verify --games`.
+pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
     let variant = pos.variant();
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);

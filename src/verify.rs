@@ -25,7 +25,7 @@
 use std::{collections::HashMap, fmt};
 
 use shakmaty::{
-    CastlingMode, Color, EnPassantMode, Position, PositionError,
+    CastlingMode, Position,
     uci::UciMove,
     variant::{Variant, VariantPosition},
 };
@@ -836,22 +836,6 @@ pub fn start_position(
     }
 }
 
-/// A null move as python-chess plays it (and as `replay_game` does): the
-/// other side to move, no en passant square.
-fn play_null(pos: VariantPosition) -> Result<VariantPosition, String> {
-    let variant = pos.variant();
-    let mode = pos.castles().mode();
-    let mut setup = pos.to_setup(EnPassantMode::Legal);
-    setup.ep_square = None;
-    setup.turn = !setup.turn;
-    if setup.turn == Color::White {
-        setup.fullmoves = setup.fullmoves.saturating_add(1);
-    }
-    VariantPosition::from_setup(variant, setup, mode)
-        .or_else(PositionError::ignore_invalid_castling_rights)
-        .map_err(|e| format!("null move leads to an impossible position: {e}"))
-}
-
 /// A game replayed from `games.moves`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replayed {
@@ -876,7 +860,7 @@ pub fn replay_codes(mut board: VariantPosition, codes: &[u16]) -> Replayed {
     for (i, &code) in codes.iter().enumerate() {
         let uci = decode_move_uci(code, chess960);
         let next = if code == 0 {
-            play_null(board.clone())
+            crate::replay::null_move(board.clone())
         } else {
             uci.parse::<UciMove>()
                 .map_err(|e| e.to_string())

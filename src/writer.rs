@@ -755,14 +755,24 @@ async fn get_or_create_players<'a>(
             &[],
         )
         .await?;
+    collect_ids(&mut ids, found, games);
+    Ok(ids)
+}
+
+/// Maps `(id, source, key)` rows back to `(source, key) → id`, with the
+/// source borrowed from the batch so the map outlives the rows.
+fn collect_ids<'a>(
+    ids: &mut HashMap<(&'a str, String), i64>,
+    rows: Vec<tokio_postgres::Row>,
+    games: &[NewGame<'a>],
+) {
     let sources: HashMap<&str, &'a str> = games.iter().map(|g| (g.source, g.source)).collect();
-    for row in found {
+    for row in rows {
         let source: &str = row.get(1);
         if let Some(&source) = sources.get(source) {
             ids.insert((source, row.get::<_, String>(2)), row.get(0));
         }
     }
-    Ok(ids)
 }
 
 async fn get_or_create_events<'a>(
@@ -805,12 +815,6 @@ async fn get_or_create_events<'a>(
             &[],
         )
         .await?;
-    let sources: HashMap<&str, &'a str> = games.iter().map(|g| (g.source, g.source)).collect();
-    for row in found {
-        let source: &str = row.get(1);
-        if let Some(&source) = sources.get(source) {
-            ids.insert((source, row.get::<_, String>(2)), row.get(0));
-        }
-    }
+    collect_ids(&mut ids, found, games);
     Ok(ids)
 }
