@@ -476,34 +476,39 @@ pub async fn write_batch(
         )
         .await
         .map_err(at("staging positions"))?;
-        stats.positions_new = tx
-            .execute(
+        // New rows come back from RETURNING; only the conflicting ones (rows
+        // that existed, or a concurrent importer just committed) need a
+        // second index probe to learn their ids.
+        let inserted = tx
+            .query(
                 "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
                  SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
                  FROM stage_positions ORDER BY normalized_fen
-                 ON CONFLICT (normalized_fen) DO NOTHING",
+                 ON CONFLICT (normalized_fen) DO NOTHING
+                 RETURNING id, normalized_fen",
                 &[],
             )
             .await
             .map_err(at("inserting positions"))?;
+        stats.positions_new = inserted.len() as u64;
         stats.positions_reused += staged.len() as u64 - stats.positions_new;
-        let rows = tx
-            .query(
-                "SELECT p.id, p.normalized_fen FROM stage_positions s
-                 JOIN positions p ON p.normalized_fen = s.normalized_fen",
-                &[],
-            )
-            .await
-            .map_err(at("reading position ids"))?;
         let by_text: HashMap<&str, &str, RandomState> =
             staged.iter().map(|r| (r.fen, r.fen)).collect();
-        for row in rows {
-            let id: i64 = row.get(0);
-            let fen: &str = row.get(1);
-            if let Some(&key) = by_text.get(fen) {
-                position_ids.insert(key, id);
-                pending.push((key.to_owned(), id));
-            }
+        learn_ids(inserted, &by_text, &mut position_ids, &mut pending);
+        let existing: Vec<&str> = staged
+            .iter()
+            .map(|r| r.fen)
+            .filter(|fen| !position_ids.contains_key(fen))
+            .collect();
+        if !existing.is_empty() {
+            let rows = tx
+                .query(
+                    "SELECT id, normalized_fen FROM positions WHERE normalized_fen = ANY($1)",
+                    &[&existing],
+                )
+                .await
+                .map_err(at("reading position ids"))?;
+            learn_ids(rows, &by_text, &mut position_ids, &mut pending);
         }
     }
 
@@ -683,6 +688,23 @@ pub async fn write_batch(
     }
     tx.commit().await.map_err(at("committing"))?;
     Ok((stats, pending))
+}
+
+/// Records `(id, normalized_fen)` rows as resolved positions of the batch.
+fn learn_ids<'a>(
+    rows: Vec<tokio_postgres::Row>,
+    by_text: &HashMap<&str, &'a str, RandomState>,
+    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    pending: &mut PendingIds,
+) {
+    for row in rows {
+        let id: i64 = row.get(0);
+        let fen: &str = row.get(1);
+        if let Some(&key) = by_text.get(fen) {
+            position_ids.insert(key, id);
+            pending.push((key.to_owned(), id));
+        }
+    }
 }
 
 fn unresolved(game: &GameRecord) -> Error {
