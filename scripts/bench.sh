@@ -1,0 +1,527 @@
+#!/usr/bin/env bash
+# The project's one benchmark: pgnload bulk and incremental imports against
+# PostgreSQL's own binary COPY of the same rows and against the Python
+# reference, all measured in one run on one fresh embedded cluster, so the
+# ratios hold even on a noisy machine. See scripts/README.md ("bench.sh").
+#
+#   scripts/bench.sh [--games N] [--out DIR] [--no-import]
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/bench.sh [--games N] [--out DIR] [--no-import]
+
+  --games N     games in corpus A (default 200000); corpus B has N/4
+  --out DIR     work and result directory (default target/bench); holds the
+                corpora, logs, DIR/cluster (recreated) and DIR/bench.json
+  --no-import   skip the pgnload import runs and fill the database from
+                `pgnload positions` with SQL instead, to test the rest of the
+                script (raw COPY, Python baseline, report) without `import`
+EOF
+}
+
+games=200000
+out=target/bench
+no_import=0
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --games) games=${2:?--games needs a value}; shift 2 ;;
+        --out) out=${2:?--out needs a value}; shift 2 ;;
+        --no-import) no_import=1; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "bench.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+if ! [[ $games =~ ^[0-9]+$ ]] || ((games < 4)); then
+    echo "bench.sh: --games must be an integer >= 4" >&2
+    exit 2
+fi
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cluster=$out/cluster
+pgnload=$root/target/release/pgnload
+gen=$root/target/release/examples/gen_corpus
+psql=${PSQL:-psql}
+results=$out/results.tsv
+# A failed run must not leave an earlier run's results looking current.
+rm -f "$results" "$out/bench.json"
+b_games=$((games / 4))
+py_games=$((games < 5000 ? games : 5000))
+seed_a=1
+seed_b=2
+
+log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() {
+    printf 'bench.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+now_ns() { date +%s%N; }
+# Seconds between two now_ns values.
+seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
+# Records one measurement for the report: run, key, value.
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+
+# ---------------------------------------------------------------- cleanup
+cluster_started=0
+sampler_pid=
+cleanup() {
+    local status=$?
+    if [[ -n $sampler_pid ]]; then
+        kill "$sampler_pid" 2>/dev/null || true
+        wait "$sampler_pid" 2>/dev/null || true
+        sampler_pid=
+    fi
+    if ((cluster_started)); then
+        if "$pgnload" --data-dir "$cluster" db stop >/dev/null 2>&1; then
+            log "cluster stopped"
+        else
+            echo "bench.sh: could not stop the cluster; run: $pgnload --data-dir $cluster db stop" >&2
+        fi
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- checks
+command -v "$psql" >/dev/null || die "psql not found (install postgresql-client or set PSQL)"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time not found (apt-get install time): needed for peak RSS"
+command -v pgrep >/dev/null || die "pgrep not found (apt-get install procps)"
+python3 -c 'import chess, xxhash' 2>/dev/null ||
+    die "python3 with chess and xxhash is needed for the baseline: pip install chess==1.11.2 xxhash"
+
+# ---------------------------------------------------------------- 1. build
+log "building release binaries"
+cargo build --release --quiet --bin pgnload --example gen_corpus
+# Until bulk and incremental modes land, both runs use the one import path
+# (reported as such); with --mode they are the two modes.
+mode_flag=1
+if ((!no_import)) && ! "$pgnload" import --help 2>/dev/null | grep -q -- '--mode'; then
+    mode_flag=0
+    log "this pgnload's import has no --mode: both import runs use its single mode"
+fi
+
+: >"$results"
+record meta games "$games"
+record meta b_games "$b_games"
+record meta py_games "$py_games"
+record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+record meta cores "$(nproc)"
+record meta mem_kb "$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)"
+record meta no_import "$no_import"
+record meta import_modes "$mode_flag"
+
+# ---------------------------------------------------------------- 2. corpora
+# Parses gen_corpus's summary (stderr) into results.
+record_corpus() {
+    local name=$1 logfile=$2
+    record "corpus_$name" games "$(sed -n 's/^games written: //p' "$logfile")"
+    record "corpus_$name" plies "$(sed -n 's/^plies: //p' "$logfile")"
+    record "corpus_$name" avg_plies "$(sed -n 's/^average plies: //p' "$logfile")"
+    record "corpus_$name" gen_games_per_s "$(sed -n 's/^elapsed: .*(\([0-9.]*\) games\/s)/\1/p' "$logfile")"
+    record "corpus_$name" distinct "$(sed -n 's/^positions: .*distinct: \([0-9]*\).*/\1/p' "$logfile")"
+    record "corpus_$name" known_pct "$(sed -n 's/^known in .*: \([0-9.]*\)% of positions.*/\1/p' "$logfile")"
+    record "corpus_$name" known_distinct_pct "$(sed -n 's/^known in .*, \([0-9.]*\)% of distinct.*/\1/p' "$logfile")"
+    record "corpus_$name" bytes "$(stat -c %s "$out/$name.pgn")"
+}
+log "generating corpus A ($games games)"
+"$gen" --games "$games" --seed "$seed_a" --out "$out/A.pgn" --stats 2>"$out/gen_A.log" ||
+    die "gen_corpus failed for A: $(tail -5 "$out/gen_A.log")"
+record_corpus A "$out/gen_A.log"
+log "generating corpus B ($b_games games, half of their positions from A)"
+"$gen" --games "$b_games" --seed "$seed_b" --out "$out/B.pgn" --stats \
+    --known-seed "$seed_a" --known-games "$games" --known-fraction 0.5 2>"$out/gen_B.log" ||
+    die "gen_corpus failed for B: $(tail -5 "$out/gen_B.log")"
+record_corpus B "$out/gen_B.log"
+
+# ---------------------------------------------------------------- cluster
+if [[ -e $cluster ]]; then
+    if [[ -n $(ls -A "$cluster") && ! -d $cluster/pgdata ]]; then
+        die "$cluster exists and is not a pgnload data directory; refusing to delete it"
+    fi
+    "$pgnload" --data-dir "$cluster" db stop >/dev/null 2>&1 || true
+    rm -rf -- "$cluster"
+fi
+log "starting a fresh cluster in $cluster"
+cluster_started=1
+"$pgnload" --data-dir "$cluster" db start >/dev/null
+url=$("$pgnload" --data-dir "$cluster" db url)
+postmaster=$("$pgnload" --data-dir "$cluster" db status | sed -n 's/^running, pid \([0-9]*\).*/\1/p')
+[[ -n $postmaster ]] || die "cannot find the server's pid in 'pgnload db status'"
+# URL of another database on the same cluster.
+db_url() { printf '%s' "${url/\/\/\/pgnload\?/\/\/\/$1?}"; }
+q() { PGOPTIONS='-c client_min_messages=warning' "$psql" "$1" -X -q -v ON_ERROR_STOP=1 -At -c "$2"; }
+
+# Row counts of the five data tables, space-separated.
+tables=(positions games moves players events)
+counts() {
+    q "$1" "SELECT (SELECT count(*) FROM positions), (SELECT count(*) FROM games),
+        (SELECT count(*) FROM moves), (SELECT count(*) FROM players), (SELECT count(*) FROM events)" |
+        tr '|' ' '
+}
+
+# Server memory: every 0.5 s, the summed Rss and Pss of the postmaster and
+# its children (Rss counts shared buffers once per process; Pss splits them).
+start_sampler() {
+    local file=$1
+    : >"$file"
+    (
+        while kill -0 "$postmaster" 2>/dev/null; do
+            # shellcheck disable=SC2046 # one pid per word
+            for pid in "$postmaster" $(pgrep -P "$postmaster" || true); do
+                cat "/proc/$pid/smaps_rollup" 2>/dev/null || true
+            done | awk '$1 == "Rss:" { r += $2 } $1 == "Pss:" { p += $2 } END { print r + 0, p + 0 }' >>"$file"
+            sleep 0.5
+        done
+    ) &
+    sampler_pid=$!
+}
+stop_sampler() {
+    local run=$1 file=$2 peaks
+    kill "$sampler_pid" 2>/dev/null || true
+    wait "$sampler_pid" 2>/dev/null || true
+    sampler_pid=
+    peaks=$(awk '$1 > r { r = $1 } $2 > p { p = $2 } END { print r + 0, p + 0 }' "$file")
+    record "$run" server_rss_kb "${peaks% *}"
+    record "$run" server_pss_kb "${peaks#* }"
+}
+client_rss() { sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$1"; }
+
+# Runs "$@" timed, with the client under /usr/bin/time and (unless
+# sample_server=0) the server sampled; records wall seconds, peak RSS and the
+# exit code. Stdout goes to DIR/<run>.out, stderr to DIR/<run>.log.
+sample_server=1
+measure() {
+    local run=$1 start end rc=0
+    shift
+    ((!sample_server)) || start_sampler "$out/$run.server"
+    start=$(now_ns)
+    /usr/bin/time -v -o "$out/$run.time" "$@" >"$out/$run.out" 2>"$out/$run.log" || rc=$?
+    end=$(now_ns)
+    ((!sample_server)) || stop_sampler "$run" "$out/$run.server"
+    record "$run" wall_s "$(seconds "$start" "$end")"
+    record "$run" client_rss_kb "$(client_rss "$out/$run.time")"
+    record "$run" exit_code "$rc"
+    return "$rc"
+}
+# Records the row deltas of a run: "before" and "after" as printed by counts.
+record_rows() {
+    local run=$1 i
+    local -a old new
+    read -r -a old <<<"$2"
+    read -r -a new <<<"$3"
+    for i in "${!tables[@]}"; do
+        record "$run" "rows_${tables[$i]}" $((new[i] - old[i]))
+    done
+}
+
+bulk_url=$url
+"$pgnload" --data-dir "$cluster" db migrate >/dev/null
+
+# pgnload import, checked: exit 1 means rejected games (reported, not fatal).
+import_run() {
+    local run=$1 mode=$2 file=$3 games_in=$4 before after rc=0 hit
+    before=$(counts "$bulk_url")
+    local mode_args=()
+    ((mode_flag)) && mode_args=(--mode "$mode")
+    log "pgnload import ${mode_args[*]} $(basename "$file")"
+    measure "$run" "$pgnload" --data-dir "$cluster" import "${mode_args[@]}" --quiet "$file" || rc=$?
+    if ((rc != 0 && rc != 1)); then
+        die "pgnload import --mode $mode failed (exit $rc); last lines of $out/$run.log:
+$(tail -15 "$out/$run.log")"
+    fi
+    ((rc == 0)) || log "warning: pgnload import --mode $mode exited 1 (rejected games); see $out/$run.log"
+    after=$(counts "$bulk_url")
+    record_rows "$run" "$before" "$after"
+    record "$run" games "$games_in"
+    hit=$(grep -i 'cache hit rate' "$out/$run.log" | tail -1 |
+        sed -n 's/.*[Cc]ache hit rate[^0-9]*\([0-9][0-9.]*%\{0,1\}\).*/\1/p')
+    record "$run" cache_hit_rate "${hit:-n/a}"
+}
+
+# Test mode: fill the database like an import would, from `pgnload positions`
+# (positions deduplicated, one games row per game, one moves row per ply).
+fill_without_import() {
+    log "--no-import: filling the database from 'pgnload positions' with SQL"
+    "$pgnload" positions "$out/A.pgn" >"$out/fill_positions.tsv" 2>"$out/fill_positions.log"
+    "$psql" "$bulk_url" -X -q -v ON_ERROR_STOP=1 <<SQL
+CREATE TEMP TABLE p (game_key text, ply int, fen text, digest bigint);
+\copy p FROM '$out/fill_positions.tsv'
+INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+SELECT fen, min(digest), split_part(fen, ' ', 1), split_part(fen, ' ', 2),
+       split_part(fen, ' ', 3), split_part(fen, ' ', 4)
+FROM p GROUP BY fen;
+CREATE TEMP TABLE pp AS
+SELECT p.game_key, p.ply, s.id FROM p JOIN positions s ON s.normalized_fen = p.fen;
+INSERT INTO games (source, external_id, variant, initial_position_id, final_position_id, ply_count, moves)
+SELECT 'lichess', game_key, 'standard', min(id) FILTER (WHERE ply = 0),
+       (array_agg(id ORDER BY ply DESC))[1], max(ply), ''::bytea
+FROM pp GROUP BY game_key;
+INSERT INTO moves (game_id, ply, position_id, position_after_id, uci, san)
+SELECT g.id, b.ply, a.id, b.id, '', ''
+FROM pp b JOIN pp a ON a.game_key = b.game_key AND a.ply = b.ply - 1
+JOIN games g ON g.source = 'lichess' AND g.external_id = b.game_key;
+SQL
+    rm -f "$out/fill_positions.tsv"
+}
+
+# ---------------------------------------------------------------- 3. bulk
+if ((no_import)); then
+    fill_without_import
+else
+    import_run pgnload_bulk bulk "$out/A.pgn" "$games"
+fi
+
+# ---------------------------------------------------------------- 5a. export
+# The rows as they stand after the bulk import, in COPY's binary format,
+# in foreign-key order; import_files only because games reference it.
+copy_tables=(import_files events players positions games moves)
+log "exporting the loaded rows (binary COPY)"
+mkdir -p "$out/raw"
+for t in "${copy_tables[@]}"; do
+    q "$bulk_url" "\\copy $t TO '$out/raw/$t.bin' (FORMAT binary)"
+done
+
+# ---------------------------------------------------------------- 4. incremental
+if ((!no_import)); then
+    import_run pgnload_incremental incremental "$out/B.pgn" "$b_games"
+fi
+
+# ---------------------------------------------------------------- 5b. raw limit
+copy_script() {
+    local t
+    for t in "${copy_tables[@]}"; do
+        printf "\\\\copy %s FROM '%s' (FORMAT binary)\n" "$t" "$out/raw/$t.bin"
+    done
+}
+# A fresh, migrated database named $1; prints its URL.
+fresh_db() {
+    q "$url" "DROP DATABASE IF EXISTS $1" >/dev/null
+    q "$url" "CREATE DATABASE $1" >/dev/null
+    "$pgnload" --database-url "$(db_url "$1")" db migrate >/dev/null
+    db_url "$1"
+}
+
+# (a) COPY into the schema as migrated, every index and constraint in place.
+log "raw COPY into the schema as-is"
+raw_url=$(fresh_db bench_raw)
+copy_script >"$out/raw/copy.sql"
+before=$(counts "$raw_url")
+measure raw_copy_indexed "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/raw/copy.sql" ||
+    die "raw COPY failed; see $out/raw_copy_indexed.log"
+after=$(counts "$raw_url")
+record_rows raw_copy_indexed "$before" "$after"
+q "$url" "DROP DATABASE bench_raw"
+
+# (b) Drop primary keys, unique and foreign keys and secondary indexes,
+# COPY, then build them again: the best a bulk load can do with this schema.
+log "raw COPY with indexes and constraints dropped and rebuilt"
+raw_url=$(fresh_db bench_raw)
+q "$raw_url" "
+SELECT format('ALTER TABLE %s DROP CONSTRAINT %I;', conrelid::regclass, conname)
+FROM pg_constraint
+WHERE connamespace = 'public'::regnamespace AND contype IN ('p', 'u', 'f')
+  AND conrelid <> 'pgnload_migrations'::regclass
+ORDER BY contype = 'f' DESC;
+SELECT format('DROP INDEX %s;', indexrelid::regclass)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relname <> 'pgnload_migrations'
+  AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.contype IN ('p', 'u', 'x'));
+" >"$out/raw/drop.sql"
+q "$raw_url" "
+SELECT format('ALTER TABLE %s ADD CONSTRAINT %I %s;', conrelid::regclass, conname, pg_get_constraintdef(oid))
+FROM pg_constraint
+WHERE connamespace = 'public'::regnamespace AND contype IN ('p', 'u')
+  AND conrelid <> 'pgnload_migrations'::regclass;
+SELECT pg_get_indexdef(indexrelid) || ';'
+FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+WHERE c.relnamespace = 'public'::regnamespace AND c.relname <> 'pgnload_migrations'
+  AND NOT EXISTS (SELECT FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.contype IN ('p', 'u', 'x'));
+SELECT format('ALTER TABLE %s ADD CONSTRAINT %I %s;', conrelid::regclass, conname, pg_get_constraintdef(oid))
+FROM pg_constraint
+WHERE connamespace = 'public'::regnamespace AND contype = 'f';
+" >"$out/raw/rebuild.sql"
+# psql runs the backquoted `date` when it reaches each mark: phase times.
+# shellcheck disable=SC2016
+phase_mark() { printf '\\echo phase %s `date +%%s%%N`\n' "$1"; }
+{
+    phase_mark drop
+    cat "$out/raw/drop.sql"
+    phase_mark copy
+    copy_script
+    phase_mark rebuild
+    cat "$out/raw/rebuild.sql"
+    phase_mark end
+} >"$out/raw/copy_rebuild.sql"
+before=$(counts "$raw_url")
+measure raw_copy_rebuild "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/raw/copy_rebuild.sql" ||
+    die "raw COPY with rebuild failed; see $out/raw_copy_rebuild.log"
+after=$(counts "$raw_url")
+record_rows raw_copy_rebuild "$before" "$after"
+phase() { sed -n "s/^phase $1 //p" "$out/raw_copy_rebuild.out"; }
+record raw_copy_rebuild copy_s "$(seconds "$(phase copy)" "$(phase rebuild)")"
+record raw_copy_rebuild rebuild_s "$(seconds "$(phase rebuild)" "$(phase end)")"
+q "$url" "DROP DATABASE bench_raw"
+rm -f "$out"/raw/*.bin
+
+# ---------------------------------------------------------------- 6. Python
+log "Python baseline on the first $py_games games of A"
+awk -v n="$py_games" '/^\[Event / { if (++g > n) exit } { print }' "$out/A.pgn" >"$out/slice.pgn"
+sample_server=0
+measure python python3 "$root/scripts/py_digests.py" "$out/slice.pgn" ||
+    die "py_digests.py failed; see $out/python.log"
+sample_server=1
+record python games "$py_games"
+record python positions_replayed "$(wc -l <"$out/python.out")"
+rm -f "$out/python.out" "$out/slice.pgn"
+
+# ---------------------------------------------------------------- 7. report
+python3 - "$results" "$out/bench.json" <<'PY'
+"""Turns results.tsv into the table (stdout) and bench.json."""
+import json
+import sys
+
+results, json_path = sys.argv[1], sys.argv[2]
+data = {}
+for line in open(results, encoding="utf-8"):
+    run, key, value = line.rstrip("\n").split("\t", 2)
+    data.setdefault(run, {})[key] = value
+
+
+def num(value):
+    try:
+        return float(value) if "." in value else int(value)
+    except (TypeError, ValueError):
+        return None if value in (None, "", "n/a") else value
+
+
+meta = {k: v if k == "commit" else num(v) for k, v in data.pop("meta").items()}
+corpora = {k[len("corpus_"):]: {kk: num(vv) for kk, vv in v.items()}
+           for k, v in data.items() if k.startswith("corpus_")}
+TABLES = ["positions", "games", "moves", "players", "events"]
+MODES = bool(meta.get("import_modes"))
+LABELS = {
+    "pgnload_bulk": "pgnload bulk (A)" if MODES else "pgnload import (A, empty db)",
+    "pgnload_incremental": "pgnload incremental (B)" if MODES else "pgnload import (B, loaded db)",
+    "raw_copy_indexed": "raw COPY, indexes kept",
+    "raw_copy_rebuild": "raw COPY, indexes rebuilt",
+    "python": "python-chess (slice, no DB)",
+}
+runs = {}
+for name in LABELS:
+    raw = data.get(name)
+    if raw is None:
+        runs[name] = {"status": "skipped"}
+        continue
+    r = {k: num(v) for k, v in raw.items()}
+    wall = r["wall_s"] or 1e-9
+    rows = {t: r.get(f"rows_{t}") for t in TABLES if f"rows_{t}" in r}
+    # The raw runs load games rows rather than read games.
+    games = r.get("games") or (rows or {}).get("games")
+    run = {
+        "status": "ok",
+        "games": games,
+        "wall_s": r["wall_s"],
+        "games_per_s": games / wall if games else None,
+        "rows": rows or None,
+        "positions_per_s": rows["positions"] / wall if rows else None,
+        "rows_per_s": sum(rows.values()) / wall if rows else None,
+        "client_peak_rss_kb": r.get("client_rss_kb"),
+        "server_peak_rss_kb": r.get("server_rss_kb"),
+        "server_peak_pss_kb": r.get("server_pss_kb"),
+        "cache_hit_rate": r.get("cache_hit_rate"),
+        "exit_code": r.get("exit_code"),
+    }
+    for extra in ("copy_s", "rebuild_s", "positions_replayed"):
+        if extra in r:
+            run[extra] = r[extra]
+    if name == "python":
+        run["positions_per_s"] = r["positions_replayed"] / wall
+        run["note"] = "positions/s counts positions replayed, not rows"
+    runs[name] = run
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+bulk = runs["pgnload_bulk"]
+ratios = {}
+for raw in ("raw_copy_indexed", "raw_copy_rebuild"):
+    if bulk["status"] == "ok" and runs[raw]["status"] == "ok":
+        ratios[f"bulk_vs_{raw}"] = {
+            "time": ratio(bulk["wall_s"], runs[raw]["wall_s"]),
+            "rows_per_s": ratio(bulk["rows_per_s"], runs[raw]["rows_per_s"]),
+        }
+for name in ("pgnload_bulk", "pgnload_incremental"):
+    if runs[name]["status"] == "ok":
+        ratios[f"{name}_vs_python_games_per_s"] = ratio(
+            runs[name]["games_per_s"], runs["python"]["games_per_s"])
+
+
+def fmt(value, digits=0, scale=1.0):
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    return f"{value / scale:,.{digits}f}"
+
+
+a, b = corpora["A"], corpora["B"]
+print()
+print(f"pgnload benchmark: {meta['games']:,} games (A) + {meta['b_games']:,} (B), "
+      f"commit {meta['commit']}, {meta['cores']} cores, {meta['mem_kb'] / 2**20:.0f} GiB")
+print(f"corpus A: {a['plies']:,} plies ({a['avg_plies']} per game), {a['distinct']:,} distinct positions, "
+      f"{a['bytes'] / 2**20:.0f} MiB, generated at {fmt(a['gen_games_per_s'])} games/s")
+print(f"corpus B: {b['plies']:,} plies, {fmt(b['known_pct'], 1)}% of its positions "
+      f"({fmt(b['known_distinct_pct'], 1)}% of distinct ones) already in A")
+header = ["run", "games", "wall s", "games/s", "positions/s", "rows/s",
+          "client RSS MB", "server RSS/PSS MB", "cache hit"]
+rows = []
+for name, label in LABELS.items():
+    r = runs[name]
+    if r["status"] != "ok":
+        rows.append([label, "skipped"] + [""] * (len(header) - 2))
+        continue
+    rows.append([label, fmt(r["games"]), fmt(r["wall_s"], 2), fmt(r["games_per_s"]),
+                 fmt(r["positions_per_s"]), fmt(r["rows_per_s"]),
+                 fmt(r["client_peak_rss_kb"], 0, 1024),
+                 "" if name == "python" else
+                 f'{fmt(r["server_peak_rss_kb"], 0, 1024)}/{fmt(r["server_peak_pss_kb"], 0, 1024)}',
+                 fmt(r["cache_hit_rate"]) if name.startswith("pgnload") else ""])
+widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header))]
+for i, row in enumerate([header] + rows):
+    print("  ".join(str(c).ljust(w) if j == 0 else str(c).rjust(w)
+                    for j, (c, w) in enumerate(zip(row, widths))).rstrip())
+    if i == 0:
+        print("  ".join("-" * w for w in widths))
+if runs["raw_copy_rebuild"]["status"] == "ok":
+    r = runs["raw_copy_rebuild"]
+    print(f"(rebuilt: COPY {r['copy_s']:.2f} s + indexes and constraints {r['rebuild_s']:.2f} s; "
+          "python positions/s = positions replayed)")
+print()
+if not ratios:
+    print("ratios: n/a (pgnload import runs skipped)")
+for key, value in ratios.items():
+    if isinstance(value, dict):
+        print(f"{key}: time x{fmt(value['time'], 2)}, rows/s x{fmt(value['rows_per_s'], 3)}")
+    else:
+        print(f"{key}: x{fmt(value, 1)}")
+
+with open(json_path, "w", encoding="utf-8") as f:
+    def rounded(value):
+        if isinstance(value, float):
+            return round(value, 3)
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items()}
+        return value
+
+    json.dump(rounded({"meta": meta, "corpora": corpora, "runs": runs, "ratios": ratios}),
+              f, indent=2)
+    f.write("\n")
+print(f"\nwritten: {json_path}")
+PY
