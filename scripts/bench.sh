@@ -42,8 +42,9 @@ cd "$root"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cluster=$out/cluster
-pgnload=$root/target/release/pgnload
-gen=$root/target/release/examples/gen_corpus
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+pgnload=$target_dir/release/pgnload
+gen=$target_dir/release/examples/gen_corpus
 psql=${PSQL:-psql}
 results=$out/results.tsv
 # A failed run must not leave an earlier run's results looking current.

@@ -15,8 +15,9 @@ cargo build --release --locked
 cluster_dir="$(mktemp -d /tmp/pgnload-test-cluster.XXXXXX)"
 chmod 0755 "$cluster_dir"
 export PGNLOAD_TEST_CLUSTER_DIR="$cluster_dir/data"
+pgnload="${CARGO_TARGET_DIR:-target}/release/pgnload"
 cleanup() {
-    target/release/pgnload --data-dir "$PGNLOAD_TEST_CLUSTER_DIR" db stop >/dev/null 2>&1 || true
+    "$pgnload" --data-dir "$PGNLOAD_TEST_CLUSTER_DIR" db stop >/dev/null 2>&1 || true
     rm -rf "$cluster_dir"
 }
 trap cleanup EXIT
