@@ -115,9 +115,10 @@ pub struct Batch {
     pub games_through: u64,
 }
 
-/// What the consumer receives.
+/// What the consumer receives (`B` = [`Batch`]); the read stage sends the
+/// same events with raw chunks instead.
 #[derive(Debug)]
-pub enum Event {
+pub enum Event<B = Batch> {
     /// An input was opened.
     Opened {
         /// Index into the inputs.
@@ -128,7 +129,7 @@ pub enum Event {
         consumed: Arc<std::sync::atomic::AtomicU64>,
     },
     /// Games.
-    Batch(Batch),
+    Batch(B),
     /// An input ended cleanly.
     Finished {
         /// Index into the inputs.
@@ -170,23 +171,7 @@ struct ChunkBatch {
     games_through: u64,
 }
 
-enum ReadEvent {
-    Opened {
-        input: usize,
-        len: Option<u64>,
-        consumed: Arc<std::sync::atomic::AtomicU64>,
-    },
-    Chunks(ChunkBatch),
-    Finished {
-        input: usize,
-        games: u64,
-        bytes: u64,
-    },
-    Failed {
-        input: usize,
-        error: Error,
-    },
-}
+type ReadEvent = Event<ChunkBatch>;
 
 /// Handle on a running parse pipeline.
 pub struct Pipeline {
@@ -367,7 +352,7 @@ fn read_input(
                 end_offset,
                 games_through: splitter.games_read(),
             };
-            if tx.send(ReadEvent::Chunks(batch)).is_err() {
+            if tx.send(ReadEvent::Batch(batch)).is_err() {
                 return Ok(None);
             }
         }
@@ -390,16 +375,7 @@ fn read_input(
 fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimits) {
     for event in rx {
         let out = match event {
-            ReadEvent::Opened {
-                input,
-                len,
-                consumed,
-            } => Event::Opened {
-                input,
-                len,
-                consumed,
-            },
-            ReadEvent::Chunks(batch) => Event::Batch(Batch {
+            Event::Batch(batch) => Event::Batch(Batch {
                 input: batch.input,
                 outcomes: batch
                     .chunks
@@ -409,7 +385,16 @@ fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimit
                 end_offset: batch.end_offset,
                 games_through: batch.games_through,
             }),
-            ReadEvent::Finished {
+            Event::Opened {
+                input,
+                len,
+                consumed,
+            } => Event::Opened {
+                input,
+                len,
+                consumed,
+            },
+            Event::Finished {
                 input,
                 games,
                 bytes,
@@ -418,7 +403,7 @@ fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimit
                 games,
                 bytes,
             },
-            ReadEvent::Failed { input, error } => Event::Failed { input, error },
+            Event::Failed { input, error } => Event::Failed { input, error },
         };
         if tx.send(out).is_err() {
             return;

@@ -164,15 +164,7 @@ fn terminated_backends_are_retried_and_the_result_equals_a_clean_import() {
 
 #[test]
 fn a_server_restart_mid_import_is_survived() {
-    let dir = tempfile::Builder::new()
-        .prefix("pgnload-restart")
-        .tempdir_in("/tmp")
-        .expect("temp dir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
+    let dir = crate::common::scratch_dir("pgnload-restart");
     let files = multi_file_corpus(dir.path());
     let cluster =
         pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");

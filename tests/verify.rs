@@ -218,18 +218,7 @@ fn by_id(lines: &[ReportLine]) -> BTreeMap<i64, Vec<String>> {
 }
 
 fn scratch() -> tempfile::TempDir {
-    // Under /tmp with 0755: psql's \copy reads the files as this user, but
-    // keep them reachable whatever the umask.
-    let dir = tempfile::Builder::new()
-        .prefix("pgnload-verify-")
-        .tempdir_in("/tmp")
-        .expect("temp dir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    dir
+    crate::common::scratch_dir("pgnload-verify-")
 }
 
 fn corpus(names: &[&str]) -> Vec<GameRecord> {

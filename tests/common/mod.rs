@@ -184,3 +184,19 @@ impl TestDb {
         cmd
     }
 }
+
+/// A scratch directory under /tmp with mode 0755: the `postgres` user (when
+/// the tests run as root) and psql's `\copy` must be able to enter it
+/// whatever the umask.
+pub fn scratch_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    dir
+}
