@@ -18,27 +18,37 @@ use crate::{
     import::content_dump,
 };
 
-/// A multi-file corpus: the shipped files, plus the Lichess sample again
-/// with every game id reversed (new games), zstd-compressed.
-fn multi_file_corpus(dir: &Path) -> Vec<PathBuf> {
+/// A multi-file corpus: the shipped files, plus `copies` more copies of the
+/// Lichess sample with every game id rotated (new games), zstd-compressed.
+fn corpus_with_copies(dir: &Path, copies: usize) -> Vec<PathBuf> {
     let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
-    let renamed: String = sample
-        .split("https://lichess.org/")
-        .enumerate()
-        .map(|(i, part)| {
-            if i == 0 || part.len() < 8 {
-                part.to_owned()
-            } else {
-                let id: String = part[..8].chars().rev().collect();
-                format!("https://lichess.org/{id}{}", &part[8..])
-            }
-        })
-        .collect();
-    let zst = dir.join("renamed.pgn.zst");
-    std::fs::write(&zst, zstd::encode_all(renamed.as_bytes(), 3).expect("zstd")).expect("write");
     let mut files = data_pgns();
-    files.push(zst);
+    for copy in 1..=copies {
+        let renamed: String = sample
+            .split("https://lichess.org/")
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 0 || part.len() < 8 {
+                    part.to_owned()
+                } else {
+                    let mut id: Vec<char> = part[..8].chars().collect();
+                    id.rotate_left(copy);
+                    let id: String = id.into_iter().collect();
+                    format!("https://lichess.org/{id}{}", &part[8..])
+                }
+            })
+            .collect();
+        let zst = dir.join(format!("renamed-{copy}.pgn.zst"));
+        std::fs::write(&zst, zstd::encode_all(renamed.as_bytes(), 3).expect("zstd"))
+            .expect("write");
+        files.push(zst);
+    }
     files
+}
+
+/// The shipped files plus one renamed, compressed copy of the sample.
+fn multi_file_corpus(dir: &Path) -> Vec<PathBuf> {
+    corpus_with_copies(dir, 1)
 }
 
 fn import_cmd(db: &TestDb, files: &[PathBuf]) -> Command {
@@ -66,7 +76,8 @@ impl Lcg {
 #[test]
 fn killed_at_random_moments_then_rerun_equals_a_clean_import() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let files = multi_file_corpus(dir.path());
+    // Long enough that ten kills always land before it could finish.
+    let files = corpus_with_copies(dir.path(), 4);
 
     let clean = fresh_db("crash_ref");
     let out = run(import_cmd(&clean, &files));
@@ -88,7 +99,7 @@ fn killed_at_random_moments_then_rerun_equals_a_clean_import() {
         let mut child = import_cmd(&db, &files).spawn().expect("spawn pgnload");
         // Early kills land in start-up and parsing, later ones in COPY and
         // between batches; after 10 kills let it finish.
-        let delay = Duration::from_millis(20 + rng.below(400));
+        let delay = Duration::from_millis(20 + rng.below(300));
         let started = Instant::now();
         let finished = loop {
             if let Some(status) = child.try_wait().expect("wait") {
