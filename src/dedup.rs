@@ -17,9 +17,6 @@ use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 
-/// Approximate heap cost of one cache entry (FEN text, key box, id, table slot).
-pub const BYTES_PER_ENTRY: usize = 110;
-
 /// Bounded FEN → id cache.
 #[derive(Debug)]
 pub struct PositionCache {

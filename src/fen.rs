@@ -13,7 +13,7 @@
 //! `String` per position would double it.
 
 use shakmaty::{
-    Bitboard, CastlingMode, Color, EnPassantMode, Position, PositionError, Role, Square,
+    Bitboard, CastlingMode, Color, Position, PositionError, Role, Square,
     fen::Fen,
     variant::{Variant, VariantPosition},
 };
@@ -359,11 +359,6 @@ fn python_castling_rights(board: &shakmaty::Board, field: &str) -> Option<Bitboa
 /// Parses a FEN and re-emits it as python-chess would (`pgnload hash --canonical`).
 pub fn canonical_fen(fen: &str, variant: Variant, chess960: bool) -> Result<String, FenError> {
     position_from_fen(fen, variant, chess960).map(|pos| normalized_fen(&pos))
-}
-
-/// The FEN of `pos` with all six fields (for diagnostics, not for keys).
-pub fn full_fen<P: Position>(pos: &P) -> String {
-    Fen::from_position(pos, EnPassantMode::Legal).to_string()
 }
 
 #[cfg(test)]

@@ -210,11 +210,6 @@ impl Pipeline {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
     }
-
-    /// Whether [`Pipeline::stop`] was called.
-    pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
 }
 
 impl Drop for Pipeline {
