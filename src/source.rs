@@ -131,26 +131,20 @@ pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
             consumed: Arc::clone(&consumed),
         },
     );
-    let head = read_head(&mut counted, 4).map_err(|source| Error::Open {
-        path: path.clone().unwrap_or_else(|| PathBuf::from("-")),
+    let open_err = |source| Error::Open {
+        path: path.clone().unwrap_or_else(|| PathBuf::from(name)),
         source,
-    })?;
+    };
+    let head = read_head(&mut counted, 4).map_err(open_err)?;
     let compression = Compression::sniff(&head);
     let stream = io::Cursor::new(head).chain(counted);
     let reader: Box<dyn Read + Send> = match compression {
         Compression::None => Box::new(stream),
         Compression::Zstd => {
-            let mut decoder =
-                zstd::stream::read::Decoder::new(stream).map_err(|source| Error::Open {
-                    path: path.clone().unwrap_or_else(|| PathBuf::from("-")),
-                    source,
-                })?;
+            let mut decoder = zstd::stream::read::Decoder::new(stream).map_err(open_err)?;
             decoder
                 .window_log_max(options.zstd_window_log_max)
-                .map_err(|source| Error::Open {
-                    path: path.clone().unwrap_or_else(|| PathBuf::from("-")),
-                    source,
-                })?;
+                .map_err(open_err)?;
             Box::new(decoder)
         }
         Compression::Bzip2 => Box::new(BufReader::with_capacity(
