@@ -239,8 +239,8 @@ $(tail -15 "$out/$run.log")"
     after=$(counts "$bulk_url")
     record_rows "$run" "$before" "$after"
     record "$run" games "$games_in"
-    hit=$(grep -i 'cache hit rate' "$out/$run.log" | tail -1 |
-        sed -n 's/.*[Cc]ache hit rate[^0-9]*\([0-9][0-9.]*%\{0,1\}\).*/\1/p')
+    hit=$(grep -i 'resolved in memory' "$out/$run.log" | tail -1 |
+        sed -n 's/.* \([0-9][0-9.]*%\) resolved in memory.*/\1/p')
     record "$run" cache_hit_rate "${hit:-n/a}"
 }
 

@@ -14,6 +14,12 @@ use serde::Deserialize;
 
 use crate::{error::Error, pipeline::PipelineConfig, reader::ParseLimits, source::SourceOptions};
 
+/// Positions in the dedup map by default: ~40 bytes each with the hash
+/// tables' slack (see `dedup`), so ~500 MiB at most, leaving room for the
+/// pipeline's batches within 1 GiB of RSS; in bulk mode a load with fewer
+/// distinct positions than this needs no duplicate pass.
+pub const DEFAULT_CACHE_POSITIONS: usize = 12_000_000;
+
 /// The config file as written (every key optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +68,8 @@ pub struct ImportSection {
     pub max_rejects: Option<u64>,
     /// Reconnect budget in seconds.
     pub retry_seconds: Option<u64>,
+    /// auto, bulk or incremental.
+    pub mode: Option<crate::bulk::Mode>,
 }
 
 /// Reads and parses a config file.
@@ -90,6 +98,8 @@ pub struct Settings {
     pub max_rejects: u64,
     /// Reconnect budget.
     pub retry_seconds: u64,
+    /// How positions are written.
+    pub mode: crate::bulk::Mode,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -109,6 +119,8 @@ pub struct Overrides {
     pub source: Option<String>,
     /// `--max-rejects` / `PGNLOAD_MAX_REJECTS`.
     pub max_rejects: Option<u64>,
+    /// `--mode` / `PGNLOAD_MODE`.
+    pub mode: Option<crate::bulk::Mode>,
 }
 
 impl Settings {
@@ -157,9 +169,13 @@ impl Settings {
             cache_positions: cli
                 .cache_positions
                 .or(file.import.cache_positions)
-                .unwrap_or(2_000_000),
+                .unwrap_or(DEFAULT_CACHE_POSITIONS),
             max_rejects: cli.max_rejects.or(file.import.max_rejects).unwrap_or(0),
             retry_seconds: file.import.retry_seconds.unwrap_or(120),
+            mode: cli
+                .mode
+                .or(file.import.mode)
+                .unwrap_or(crate::bulk::Mode::Auto),
         })
     }
 

@@ -30,11 +30,18 @@ pub struct Migration {
 }
 
 /// Every migration, in order. A test checks this list against `sql/`.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_schema.sql",
-    sql: include_str!("../sql/0001_schema.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_schema.sql",
+        sql: include_str!("../sql/0001_schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_bulk_loads.sql",
+        sql: include_str!("../sql/0002_bulk_loads.sql"),
+    },
+];
 
 /// Checksum recorded for an applied migration.
 pub fn checksum(sql: &str) -> String {

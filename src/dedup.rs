@@ -1,106 +1,153 @@
-//! Position dedup: a bounded in-memory cache in front of the database's
-//! get-or-create.
+//! Position dedup: a bounded in-memory map from position to `positions.id`.
 //!
-//! The cache maps normalized FEN → `positions.id`. It keeps the hot
-//! positions (openings, common endgames) off the database without growing
-//! with the input: two generations of at most `capacity / 2` entries each;
-//! when the young one is full the old one is dropped and the young one ages.
-//! A hit in the old generation is promoted, so positions in steady use
-//! survive (an approximation of LRU at hash-map cost).
+//! In incremental mode it is a cache in front of the database's
+//! get-or-create, keeping hot positions (openings, common endgames) off the
+//! unique index. In bulk mode it is the dedup itself: a position it does not
+//! know gets a new id without asking the database, and the bulk load's
+//! final pass ([`crate::bulk`]) merges the duplicates that evictions let
+//! through.
 //!
-//! Keys are the FEN text itself, never only its 64-bit digest, so an xxh64
-//! collision between different FENs can never merge two positions.
+//! It never grows with the input: two generations of at most
+//! `capacity / 2` entries each; when the young one is full the old one is
+//! dropped (its entries counted as evicted) and the young one ages. A hit in
+//! the old generation is promoted while the young one has room, so
+//! positions in steady use survive (an approximation of LRU at hash-map
+//! cost), and nothing is evicted before `capacity` positions were inserted.
+//!
+//! Keys are the 128-bit xxh3 digest of the normalized FEN (24 bytes per
+//! entry with the id, against ~110 for the FEN text), so the default budget
+//! holds five times as many positions. Two different FENs share a key with
+//! probability ~n²/2¹²⁹: for 10¹⁰ positions about 10⁻¹⁹. The database key
+//! stays the FEN text, so an xxh64 collision never merges positions.
 //! Entries are inserted only after the transaction that created or found
-//! them committed: a rolled-back id never enters the cache.
+//! them committed: a rolled-back id never enters the map.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    hash::{BuildHasherDefault, Hash, Hasher},
+};
 
-use foldhash::fast::RandomState;
+/// A position's identity in memory: xxh3-128 of its normalized FEN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PositionKey {
+    high: u64,
+    low: u64,
+}
 
-/// Bounded FEN → id cache.
+impl PositionKey {
+    /// The key of a normalized FEN.
+    pub fn of(fen: &str) -> PositionKey {
+        let digest = xxhash_rust::xxh3::xxh3_128(fen.as_bytes());
+        PositionKey {
+            high: (digest >> 64) as u64,
+            low: digest as u64,
+        }
+    }
+}
+
+impl Hash for PositionKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Already a uniform digest: half of it is a perfect table hash.
+        state.write_u64(self.low);
+    }
+}
+
+/// Hands the key's own bits to the table (see [`PositionKey`]'s `Hash`).
+#[derive(Debug, Default)]
+pub struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached if a key type other than PositionKey is used; fold
+        // the bytes in so the hasher stays correct, if not fast.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Generation = HashMap<PositionKey, i64, BuildHasherDefault<PassThrough>>;
+
+/// Bounded position → id map.
 #[derive(Debug)]
 pub struct PositionCache {
-    young: HashMap<Box<str>, i64, RandomState>,
-    old: HashMap<Box<str>, i64, RandomState>,
+    young: Generation,
+    old: Generation,
     generation: usize,
-    hits: u64,
-    misses: u64,
+    evicted: u64,
 }
 
 impl PositionCache {
-    /// A cache holding at most `capacity` positions (0 disables it).
+    /// A map holding at most `capacity` positions (0 disables it).
     pub fn new(capacity: usize) -> Self {
         PositionCache {
-            young: HashMap::with_hasher(RandomState::default()),
-            old: HashMap::with_hasher(RandomState::default()),
+            young: Generation::default(),
+            old: Generation::default(),
             generation: capacity / 2,
-            hits: 0,
-            misses: 0,
+            evicted: 0,
         }
     }
 
-    /// The id of `fen`, if cached.
-    pub fn get(&mut self, fen: &str) -> Option<i64> {
-        if let Some(&id) = self.young.get(fen) {
-            self.hits += 1;
+    /// The id of the position, if known.
+    pub fn get(&mut self, key: PositionKey) -> Option<i64> {
+        if let Some(&id) = self.young.get(&key) {
             return Some(id);
         }
-        if let Some((key, id)) = self.old.remove_entry(fen) {
-            self.hits += 1;
-            self.put(key, id);
-            return Some(id);
+        let id = *self.old.get(&key)?;
+        // Promote only into free room: a promotion must never be what ages
+        // the young generation and drops the old one.
+        if self.young.len() < self.generation {
+            self.old.remove(&key);
+            self.young.insert(key, id);
         }
-        self.misses += 1;
-        None
+        Some(id)
     }
 
-    /// Remembers `fen` → `id` (call only after the id's transaction committed).
-    pub fn insert(&mut self, fen: &str, id: i64) {
-        if self.generation == 0 || self.young.contains_key(fen) {
+    /// Remembers the position's id (call only after the id's transaction
+    /// committed).
+    pub fn insert(&mut self, key: PositionKey, id: i64) {
+        if self.young.contains_key(&key) {
             return;
         }
-        self.put(Box::from(fen), id);
+        self.put(key, id);
     }
 
-    fn put(&mut self, key: Box<str>, id: i64) {
+    fn put(&mut self, key: PositionKey, id: i64) {
         if self.generation == 0 {
+            self.evicted += 1;
             return;
         }
         if self.young.len() >= self.generation {
+            self.evicted += self.old.len() as u64;
             self.old = std::mem::take(&mut self.young);
             self.young.reserve(self.generation.min(1 << 16));
         }
         self.young.insert(key, id);
     }
 
-    /// Positions cached now.
+    /// Positions held now.
     pub fn len(&self) -> usize {
         self.young.len() + self.old.len()
     }
 
-    /// Whether nothing is cached.
+    /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Lookups answered from memory.
-    pub fn hits(&self) -> u64 {
-        self.hits
-    }
-
-    /// Lookups that had to go to the database.
-    pub fn misses(&self) -> u64 {
-        self.misses
-    }
-
-    /// Fraction of lookups answered from memory.
-    pub fn hit_rate(&self) -> f64 {
-        let total = self.hits + self.misses;
-        if total == 0 {
-            0.0
-        } else {
-            self.hits as f64 / total as f64
-        }
+    /// Positions that were inserted and have since been dropped (or never
+    /// kept, with capacity 0). While this is 0, every position inserted is
+    /// still known: bulk mode relies on it to skip its duplicate pass.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
     }
 }
 
@@ -108,32 +155,63 @@ impl PositionCache {
 mod tests {
     use super::*;
 
+    fn key(i: usize) -> PositionKey {
+        PositionKey::of(&format!("fen {i}"))
+    }
+
     #[test]
-    fn cache_never_exceeds_its_capacity() {
+    fn cache_never_exceeds_its_capacity_and_counts_evictions() {
         let mut cache = PositionCache::new(100);
         for i in 0..10_000 {
-            cache.insert(&format!("fen {i}"), i);
+            cache.insert(key(i), i as i64);
             assert!(cache.len() <= 100, "{} entries", cache.len());
+        }
+        assert_eq!(cache.evicted() + cache.len() as u64, 10_000);
+    }
+
+    #[test]
+    fn nothing_is_evicted_below_capacity() {
+        let mut cache = PositionCache::new(1000);
+        for i in 0..1000 {
+            cache.insert(key(i), i as i64);
+        }
+        assert_eq!(cache.evicted(), 0);
+        for i in 0..1000 {
+            assert_eq!(cache.get(key(i)), Some(i as i64), "{i}");
         }
     }
 
     #[test]
     fn hot_entries_survive_generations() {
         let mut cache = PositionCache::new(10);
-        cache.insert("start", 1);
+        let start = PositionKey::of("start");
+        cache.insert(start, 1);
         for i in 0..100 {
-            cache.insert(&format!("cold {i}"), i);
-            assert_eq!(cache.get("start"), Some(1), "round {i}");
+            cache.insert(key(i), i as i64);
+            assert_eq!(cache.get(start), Some(1), "round {i}");
         }
-        assert_eq!(cache.get("cold 0"), None);
-        assert!(cache.hit_rate() > 0.9);
+        assert_eq!(cache.get(key(0)), None);
     }
 
     #[test]
     fn zero_capacity_disables_the_cache() {
         let mut cache = PositionCache::new(0);
-        cache.insert("x", 1);
-        assert_eq!(cache.get("x"), None);
+        cache.insert(PositionKey::of("x"), 1);
+        assert_eq!(cache.get(PositionKey::of("x")), None);
         assert!(cache.is_empty());
+        assert_eq!(cache.evicted(), 1);
+    }
+
+    #[test]
+    fn keys_differ_for_different_fens() {
+        let a = PositionKey::of("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -");
+        let b = PositionKey::of("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR b KQkq -");
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            PositionKey::of(&String::from(
+                "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"
+            ))
+        );
     }
 }

@@ -13,6 +13,7 @@
 //! Every stage is a pure function over one item; the pipeline modules wrap
 //! them in loops over bounded channels.
 
+pub mod bulk;
 pub mod cli;
 pub mod cmd;
 pub mod config;
@@ -28,6 +29,7 @@ pub mod progress;
 pub mod reader;
 pub mod replay;
 pub mod source;
+pub mod tuning;
 pub mod verify;
 pub mod writer;
 

@@ -16,8 +16,8 @@ pub struct Snapshot {
     pub games: u64,
     /// Positions referenced so far.
     pub positions: u64,
-    /// Dedup cache hit rate.
-    pub cache_hit_rate: f64,
+    /// Fraction of position references resolved without the database.
+    pub memory_hit_rate: f64,
     /// Bytes of the current input consumed.
     pub bytes: u64,
 }
@@ -83,11 +83,11 @@ impl Progress {
     pub fn update(&mut self, now: Snapshot) {
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
         let message = format!(
-            "{} games ({:.0}/s), {:.0} positions/s, cache hit {:.1}%",
+            "{} games ({:.0}/s), {:.0} positions/s, {:.1}% in memory",
             now.games,
             now.games as f64 / elapsed,
             now.positions as f64 / elapsed,
-            100.0 * now.cache_hit_rate
+            100.0 * now.memory_hit_rate
         );
         match &mut self.mode {
             Mode::Quiet => {}

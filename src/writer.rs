@@ -3,11 +3,14 @@
 //! Inside the transaction, in this order:
 //! 1. games already in the database (by `(source, external_id)`) are set
 //!    aside as "already present";
-//! 2. positions of the new games are resolved: cache first, the misses are
-//!    `COPY`ed (binary) into a temporary staging table, inserted with
-//!    `ON CONFLICT DO NOTHING` (sorted, so concurrent importers take row
-//!    locks in the same order) and joined back for their ids;
-//! 3. players and events are get-or-created the same way;
+//! 2. positions of the new games are resolved, cache first. In incremental
+//!    mode the misses are `COPY`ed (binary) into a temporary staging table,
+//!    inserted with `ON CONFLICT DO NOTHING` (sorted, so concurrent
+//!    importers take row locks in the same order) and joined back for their
+//!    ids; in bulk mode a miss is a new position, given the next id and
+//!    `COPY`ed straight into the table (see [`crate::bulk`]);
+//! 3. players and events are get-or-created through staging tables (both
+//!    modes: they are few, and their unique keys stay);
 //! 4. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
 //!    game another importer committed meanwhile is "already present" too;
 //! 5. moves of the inserted games and the rejected games are `COPY`ed;
@@ -28,7 +31,7 @@ use tokio_postgres::{
 };
 
 use crate::{
-    dedup::PositionCache,
+    dedup::{PositionCache, PositionKey},
     error::Error,
     fen::split_normalized,
     model::termination_label,
@@ -87,11 +90,24 @@ pub struct BatchStats {
     pub positions_new: u64,
     /// Position references resolved to existing rows (cache or database).
     pub positions_reused: u64,
+    /// Position references resolved in memory: repeats within the batch
+    /// and cache hits (the rest went to the database, or were new).
+    pub positions_in_memory: u64,
     /// Move rows inserted.
     pub moves: u64,
 }
 
 impl BatchStats {
+    /// Fraction of position references resolved in memory (0 when none).
+    pub fn memory_hit_rate(&self) -> f64 {
+        let total = self.positions_new + self.positions_reused;
+        if total == 0 {
+            0.0
+        } else {
+            self.positions_in_memory as f64 / total as f64
+        }
+    }
+
     /// Adds another batch's counts.
     pub fn add(&mut self, other: BatchStats) {
         self.read += other.read;
@@ -100,16 +116,26 @@ impl BatchStats {
         self.rejected += other.rejected;
         self.positions_new += other.positions_new;
         self.positions_reused += other.positions_reused;
+        self.positions_in_memory += other.positions_in_memory;
         self.moves += other.moves;
     }
 }
 
-/// Creates the staging tables on a fresh connection.
+/// Prepares a fresh data connection: the staging tables, and
+/// `synchronous_commit = off` for this session only. That is safe here
+/// because each batch commits together with its checkpoint: a server crash
+/// can lose the last batches, never split one from its checkpoint, and the
+/// rerun redoes them. The run's final bookkeeping commits synchronously on
+/// the other connection, which flushes everything before it.
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
         .batch_execute(STAGING_DDL)
         .await
-        .map_err(crate::db::db_err("creating staging tables"))
+        .map_err(crate::db::db_err("creating staging tables"))?;
+    client
+        .batch_execute("SET synchronous_commit = off")
+        .await
+        .map_err(crate::db::db_err("setting synchronous_commit"))
 }
 
 /// A row of a binary COPY.
@@ -141,7 +167,7 @@ struct PositionRow<'a> {
     en_passant: &'a str,
 }
 
-impl CopyRow<6> for PositionRow<'_> {
+impl CopyRow<6> for &PositionRow<'_> {
     const TYPES: [Type; 6] = [
         Type::TEXT,
         Type::INT8,
@@ -158,6 +184,36 @@ impl CopyRow<6> for PositionRow<'_> {
             &self.color,
             &self.castling,
             &self.en_passant,
+        ]
+    }
+}
+
+/// A bulk-mode position row, with the id the importer gave it.
+struct NewPosition<'a> {
+    id: i64,
+    row: &'a PositionRow<'a>,
+}
+
+impl CopyRow<7> for NewPosition<'_> {
+    const TYPES: [Type; 7] = [
+        Type::INT8,
+        Type::TEXT,
+        Type::INT8,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+        Type::TEXT,
+    ];
+    fn fields(&self) -> [&(dyn ToSql + Sync); 7] {
+        let r = self.row;
+        [
+            &self.id,
+            &r.fen,
+            &r.hash,
+            &r.placement,
+            &r.color,
+            &r.castling,
+            &r.en_passant,
         ]
     }
 }
@@ -375,7 +431,7 @@ struct NewGame<'a> {
 }
 
 /// Position ids resolved in this transaction, to be cached after commit.
-pub type PendingIds = Vec<(String, i64)>;
+pub type PendingIds = Vec<(PositionKey, i64)>;
 
 /// Writes one batch in one transaction. On success returns the stats and
 /// the position ids to add to the cache; on error nothing was committed.
@@ -384,6 +440,7 @@ pub async fn write_batch(
     batch: &Batch,
     file: &FileContext,
     cache: &mut PositionCache,
+    mode: &mut PositionMode,
 ) -> Result<(BatchStats, PendingIds), Error> {
     let at = |what: &str| {
         crate::db::db_err(format!(
@@ -436,79 +493,24 @@ pub async fn write_batch(
         })
         .collect();
 
-    // 2. Positions: cache first, then staged get-or-create for the misses.
-    let mut position_ids: HashMap<&str, i64, RandomState> = HashMap::default();
-    let mut staged: Vec<PositionRow<'_>> = Vec::new();
-    let mut missing: HashSet<&str, RandomState> = HashSet::default();
-    for new in &new_games {
-        for (fen, hash) in new.game.positions.iter() {
-            if position_ids.contains_key(fen) || missing.contains(fen) {
-                stats.positions_reused += 1;
-                continue;
-            }
-            match cache.get(fen) {
-                Some(id) => {
-                    stats.positions_reused += 1;
-                    position_ids.insert(fen, id);
-                }
-                None => {
-                    missing.insert(fen);
-                    if let Some(parts) = split_normalized(fen) {
-                        staged.push(PositionRow {
-                            fen,
-                            hash,
-                            placement: parts.piece_placement,
-                            color: parts.active_color,
-                            castling: parts.castling,
-                            en_passant: parts.en_passant,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    let mut pending: PendingIds = Vec::with_capacity(staged.len());
-    if !staged.is_empty() {
-        copy_rows(
-            &tx,
-            "COPY stage_positions FROM STDIN (FORMAT binary)",
-            &staged,
-        )
-        .await
-        .map_err(at("staging positions"))?;
-        // New rows come back from RETURNING; only the conflicting ones (rows
-        // that existed, or a concurrent importer just committed) need a
-        // second index probe to learn their ids.
-        let inserted = tx
-            .query(
-                "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-                 SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
-                 FROM stage_positions ORDER BY normalized_fen
-                 ON CONFLICT (normalized_fen) DO NOTHING
-                 RETURNING id, normalized_fen",
-                &[],
-            )
-            .await
-            .map_err(at("inserting positions"))?;
-        stats.positions_new = inserted.len() as u64;
-        stats.positions_reused += staged.len() as u64 - stats.positions_new;
-        let by_text: HashMap<&str, &str, RandomState> =
-            staged.iter().map(|r| (r.fen, r.fen)).collect();
-        learn_ids(inserted, &by_text, &mut position_ids, &mut pending);
-        let existing: Vec<&str> = staged
-            .iter()
-            .map(|r| r.fen)
-            .filter(|fen| !position_ids.contains_key(fen))
-            .collect();
-        if !existing.is_empty() {
-            let rows = tx
-                .query(
-                    "SELECT id, normalized_fen FROM positions WHERE normalized_fen = ANY($1)",
-                    &[&existing],
-                )
+    // 2. Positions: the cache first; then the misses get-or-created
+    //    (incremental) or given new ids (bulk).
+    let Unresolved {
+        mut position_ids,
+        misses,
+    } = collect_positions(&new_games, cache, &mut stats);
+    let mut pending: PendingIds = Vec::with_capacity(misses.len());
+    match mode {
+        PositionMode::Incremental => {
+            get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
                 .await
-                .map_err(at("reading position ids"))?;
-            learn_ids(rows, &by_text, &mut position_ids, &mut pending);
+                .map_err(at("get-or-create positions"))?;
+        }
+        PositionMode::Bulk(ids) => {
+            insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
+                .await
+                .map_err(at("copying new positions"))?;
+            stats.positions_new = misses.len() as u64;
         }
     }
 
@@ -690,19 +692,180 @@ pub async fn write_batch(
     Ok((stats, pending))
 }
 
+/// How a batch's positions that the cache does not know get their ids.
+#[derive(Debug)]
+pub enum PositionMode {
+    /// Get-or-create against the unique index on `normalized_fen`: correct
+    /// whatever the table holds and whoever else is importing.
+    Incremental,
+    /// Bulk load: the cache is the dedup, a miss is a new position and gets
+    /// the next id without asking the database (see [`crate::bulk`]).
+    Bulk(IdAllocator),
+}
+
+/// Hands out `positions.id` values in bulk mode. The table's identity
+/// sequence is advanced past every id handed out before the batch commits,
+/// so ids are never reused even across crashes (a rolled-back batch leaves
+/// a gap, nothing worse).
+#[derive(Debug)]
+pub struct IdAllocator {
+    /// The next id to hand out.
+    pub next: i64,
+    /// The identity sequence of `positions.id`.
+    pub sequence: String,
+}
+
+/// A batch's positions after the cache: ids known so far, and the rest.
+struct Unresolved<'a> {
+    position_ids: HashMap<&'a str, i64, RandomState>,
+    misses: Vec<(PositionRow<'a>, PositionKey)>,
+}
+
+/// Looks every distinct position of the new games up in the cache.
+fn collect_positions<'a>(
+    new_games: &[NewGame<'a>],
+    cache: &mut PositionCache,
+    stats: &mut BatchStats,
+) -> Unresolved<'a> {
+    let mut position_ids: HashMap<&str, i64, RandomState> = HashMap::default();
+    let mut misses = Vec::new();
+    let mut missing: HashSet<&str, RandomState> = HashSet::default();
+    for new in new_games {
+        for (fen, hash) in new.game.positions.iter() {
+            if position_ids.contains_key(fen) || missing.contains(fen) {
+                stats.positions_reused += 1;
+                stats.positions_in_memory += 1;
+                continue;
+            }
+            let key = PositionKey::of(fen);
+            if let Some(id) = cache.get(key) {
+                stats.positions_reused += 1;
+                stats.positions_in_memory += 1;
+                position_ids.insert(fen, id);
+                continue;
+            }
+            missing.insert(fen);
+            if let Some(parts) = split_normalized(fen) {
+                let row = PositionRow {
+                    fen,
+                    hash,
+                    placement: parts.piece_placement,
+                    color: parts.active_color,
+                    castling: parts.castling,
+                    en_passant: parts.en_passant,
+                };
+                misses.push((row, key));
+            }
+        }
+    }
+    Unresolved {
+        position_ids,
+        misses,
+    }
+}
+
+/// Incremental mode: staged `INSERT … ON CONFLICT DO NOTHING`, sorted so
+/// concurrent importers take row locks in the same order. New rows' ids
+/// come back from RETURNING; only the conflicting ones (rows that existed,
+/// or a concurrent importer just committed) need a second index probe.
+async fn get_or_create_positions<'a>(
+    tx: &Transaction<'_>,
+    misses: &[(PositionRow<'a>, PositionKey)],
+    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    pending: &mut PendingIds,
+    stats: &mut BatchStats,
+) -> Result<(), tokio_postgres::Error> {
+    if misses.is_empty() {
+        return Ok(());
+    }
+    let staged: Vec<&PositionRow<'a>> = misses.iter().map(|(row, _)| row).collect();
+    copy_rows(
+        tx,
+        "COPY stage_positions FROM STDIN (FORMAT binary)",
+        &staged,
+    )
+    .await?;
+    let inserted = tx
+        .query(
+            "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+             SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
+             FROM stage_positions ORDER BY normalized_fen
+             ON CONFLICT (normalized_fen) DO NOTHING
+             RETURNING id, normalized_fen",
+            &[],
+        )
+        .await?;
+    stats.positions_new = inserted.len() as u64;
+    stats.positions_reused += misses.len() as u64 - stats.positions_new;
+    let by_text: HashMap<&str, (&'a str, PositionKey), RandomState> = misses
+        .iter()
+        .map(|(row, key)| (row.fen, (row.fen, *key)))
+        .collect();
+    learn_ids(inserted, &by_text, position_ids, pending);
+    let existing: Vec<&str> = misses
+        .iter()
+        .map(|(row, _)| row.fen)
+        .filter(|fen| !position_ids.contains_key(fen))
+        .collect();
+    if !existing.is_empty() {
+        let rows = tx
+            .query(
+                "SELECT id, normalized_fen FROM positions WHERE normalized_fen = ANY($1)",
+                &[&existing],
+            )
+            .await?;
+        learn_ids(rows, &by_text, position_ids, pending);
+    }
+    Ok(())
+}
+
+/// Bulk mode: every miss is a new position with the next id, `COPY`ed
+/// straight into the (index-less) table.
+async fn insert_new_positions<'a>(
+    tx: &Transaction<'_>,
+    misses: &[(PositionRow<'a>, PositionKey)],
+    ids: &mut IdAllocator,
+    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    pending: &mut PendingIds,
+) -> Result<(), tokio_postgres::Error> {
+    if misses.is_empty() {
+        return Ok(());
+    }
+    let mut rows = Vec::with_capacity(misses.len());
+    for (row, key) in misses {
+        let id = ids.next;
+        ids.next += 1;
+        position_ids.insert(row.fen, id);
+        pending.push((*key, id));
+        rows.push(NewPosition { id, row });
+    }
+    tx.execute(
+        "SELECT setval($1::text::regclass, $2)",
+        &[&ids.sequence, &(ids.next - 1)],
+    )
+    .await?;
+    copy_rows(
+        tx,
+        "COPY positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant) FROM STDIN (FORMAT binary)",
+        &rows,
+    )
+    .await?;
+    Ok(())
+}
+
 /// Records `(id, normalized_fen)` rows as resolved positions of the batch.
 fn learn_ids<'a>(
     rows: Vec<tokio_postgres::Row>,
-    by_text: &HashMap<&str, &'a str, RandomState>,
+    by_text: &HashMap<&str, (&'a str, PositionKey), RandomState>,
     position_ids: &mut HashMap<&'a str, i64, RandomState>,
     pending: &mut PendingIds,
 ) {
     for row in rows {
         let id: i64 = row.get(0);
         let fen: &str = row.get(1);
-        if let Some(&key) = by_text.get(fen) {
-            position_ids.insert(key, id);
-            pending.push((key.to_owned(), id));
+        if let Some(&(text, key)) = by_text.get(fen) {
+            position_ids.insert(text, id);
+            pending.push((key, id));
         }
     }
 }

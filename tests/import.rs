@@ -8,13 +8,13 @@ use std::{
 
 use crate::common::{TestDb, data, data_pgns, fresh_db, pgnload, run};
 
-fn import(db: &TestDb, args: &[&str], files: &[PathBuf]) -> Output {
+pub fn import(db: &TestDb, args: &[&str], files: &[PathBuf]) -> Output {
     let mut cmd = db.pgnload();
     cmd.arg("import").args(args).args(files);
     run(cmd)
 }
 
-fn assert_ok(out: &Output, codes: &[i32]) {
+pub fn assert_ok(out: &Output, codes: &[i32]) {
     let code = out.status.code().unwrap_or(-1);
     assert!(
         codes.contains(&code),
@@ -156,7 +156,18 @@ fn overlapping_halves(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 #[test]
-fn concurrent_imports_of_overlapping_files_leave_no_duplicates() {
+fn concurrent_incremental_imports_of_overlapping_files_leave_no_duplicates() {
+    concurrent_imports_of_overlapping_files("incremental");
+}
+
+/// In auto mode on an empty database one of the two takes a bulk load and
+/// the other waits for it, then adds what is left incrementally.
+#[test]
+fn concurrent_auto_imports_of_overlapping_files_leave_no_duplicates() {
+    concurrent_imports_of_overlapping_files("auto");
+}
+
+fn concurrent_imports_of_overlapping_files(mode: &str) {
     let db = fresh_db("concurrent");
     let dir = tempfile::tempdir().expect("temp dir");
     let (a, b) = overlapping_halves(dir.path());
@@ -170,7 +181,7 @@ fn concurrent_imports_of_overlapping_files_leave_no_duplicates() {
     );
     let spawn = |files: Vec<PathBuf>| {
         let mut cmd = db.pgnload();
-        cmd.args(["-q", "import", "--batch-games", "25"])
+        cmd.args(["-q", "import", "--batch-games", "25", "--mode", mode])
             .args(files);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

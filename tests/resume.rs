@@ -20,7 +20,7 @@ use crate::{
 
 /// A multi-file corpus: the shipped files, plus `copies` more copies of the
 /// Lichess sample with every game id rotated (new games), zstd-compressed.
-fn corpus_with_copies(dir: &Path, copies: usize) -> Vec<PathBuf> {
+pub fn corpus_with_copies(dir: &Path, copies: usize) -> Vec<PathBuf> {
     let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
     let mut files = data_pgns();
     for copy in 1..=copies {
@@ -586,28 +586,37 @@ fn a_second_importer_of_the_same_file_waits_or_skips_with_no_wait() {
         .code(),
         Some(0)
     );
-    let first = import_cmd(&db, std::slice::from_ref(&zst))
-        .spawn()
-        .expect("spawn");
-    let started = Instant::now();
-    while db.psql("SELECT count(*) FROM import_files WHERE state = 'running'") != "1" {
+    // Incremental imports share the database and lock per input file; a
+    // bulk load locks the whole database. Either way --no-wait skips.
+    for (mode, busy) in [
+        ("incremental", "another pgnload is importing it"),
+        ("bulk", "a bulk load holds the database"),
+    ] {
+        db.psql("TRUNCATE games, moves, positions, import_files CASCADE");
+        let mut first = import_cmd(&db, std::slice::from_ref(&zst));
+        let first = first.args(["--mode", mode]).spawn().expect("spawn");
+        let started = Instant::now();
+        while db.psql("SELECT count(*) FROM import_files WHERE state = 'running'") != "1" {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "first never started"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+        let skipped = run({
+            let mut c = db.pgnload();
+            c.args(["import", "--no-wait", "--mode", "incremental"])
+                .arg(&zst);
+            c
+        });
+        let stderr = String::from_utf8_lossy(&skipped.stderr);
+        let first = first.wait_with_output().expect("wait");
+        assert_eq!(first.status.code(), Some(0));
+        assert_eq!(skipped.status.code(), Some(0), "{stderr}");
         assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "first never started"
+            stderr.contains(busy) || stderr.contains("already imported"),
+            "{mode}: {stderr}"
         );
-        thread::sleep(Duration::from_millis(10));
+        assert_eq!(db.psql("SELECT count(*) FROM games"), "438");
     }
-    let skipped = run({
-        let mut c = db.pgnload();
-        c.args(["import", "--no-wait"]).arg(&zst);
-        c
-    });
-    let stderr = String::from_utf8_lossy(&skipped.stderr);
-    let first = first.wait_with_output().expect("wait");
-    assert_eq!(first.status.code(), Some(0));
-    assert!(
-        stderr.contains("another pgnload is importing it") || stderr.contains("already imported"),
-        "{stderr}"
-    );
-    assert_eq!(db.psql("SELECT count(*) FROM games"), "438");
 }

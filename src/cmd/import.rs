@@ -22,6 +22,7 @@ use std::{
 };
 
 use crate::{
+    bulk::{self, BulkLoad, Chosen, FinishReport, Mode},
     cmd::ExitStatus,
     config::{Overrides, Settings},
     db::{self, Database, Target, db_err},
@@ -30,7 +31,7 @@ use crate::{
     pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
     progress::{Progress, Snapshot},
     source::fingerprint,
-    writer::{BatchStats, FileContext, PendingIds, prepare_connection, write_batch},
+    writer::{BatchStats, FileContext, PendingIds, PositionMode, prepare_connection, write_batch},
 };
 
 /// Options of `pgnload import`.
@@ -62,9 +63,15 @@ pub struct ImportArgs {
     #[arg(long)]
     pub restart: bool,
     /// Skip an input another pgnload is importing right now instead of
-    /// waiting for it.
+    /// waiting for it (and skip the run if a bulk load holds the database).
     #[arg(long)]
     pub no_wait: bool,
+    /// bulk: drop indexes, dedup in memory, rebuild at the end (backfills);
+    /// incremental: keep indexes (nightly imports, concurrent importers);
+    /// auto: bulk when the database holds fewer positions than the inputs
+    /// should bring and no other import runs [default: auto].
+    #[arg(long, value_enum, env = "PGNLOAD_MODE")]
+    pub mode: Option<Mode>,
 }
 
 impl ImportArgs {
@@ -74,6 +81,7 @@ impl ImportArgs {
         overrides.cache_positions = self.cache_positions;
         overrides.batch_games = self.batch_games;
         overrides.max_rejects = self.max_rejects;
+        overrides.mode = self.mode;
     }
 }
 
@@ -105,6 +113,12 @@ struct Importer<'a> {
     db: Database,
     control: Database,
     cache: PositionCache,
+    positions: PositionMode,
+    /// The bulk load this run is part of.
+    bulk_load: Option<i64>,
+    bulk_report: Option<FinishReport>,
+    /// Re-takes the import lock after the control connection was replaced.
+    relock_sql: &'static str,
     progress: Progress,
     totals: Totals,
     run_id: i64,
@@ -150,6 +164,40 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             ),
             None => None,
         };
+        if let Target::Url(_) = &target {
+            for advice in crate::tuning::advice(&control.client).await? {
+                eprintln!("pgnload: advice: {advice}");
+            }
+        }
+        let incoming = estimated_positions(&args.inputs);
+        let Some(chosen) =
+            bulk::choose(&control.client, settings.mode, incoming, args.no_wait).await?
+        else {
+            eprintln!(
+                "pgnload: a bulk load holds the database (or other imports block one); skipped (--no-wait)"
+            );
+            db.close()?;
+            control.close()?;
+            return Ok(ExitStatus::Clean);
+        };
+        let (positions, bulk_load, relock_sql) = match chosen {
+            Chosen::Incremental => (
+                PositionMode::Incremental,
+                None,
+                "SELECT pg_try_advisory_lock_shared($1)",
+            ),
+            Chosen::Bulk { resuming } => {
+                if resuming {
+                    eprintln!("pgnload: continuing an unfinished bulk load");
+                }
+                let BulkLoad { id, ids } = bulk::begin(&mut db.client).await?;
+                (
+                    PositionMode::Bulk(ids),
+                    Some(id),
+                    "SELECT pg_try_advisory_lock($1)",
+                )
+            }
+        };
         let mut importer = Importer {
             settings,
             args,
@@ -157,6 +205,10 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             db,
             control,
             cache: PositionCache::new(settings.cache_positions),
+            positions,
+            bulk_load,
+            bulk_report: None,
+            relock_sql,
             progress: Progress::new(quiet),
             totals: Totals::default(),
             run_id,
@@ -164,8 +216,30 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             rejects_file,
             started: Instant::now(),
         };
-        let status = importer.run_all().await;
+        let mut status = importer.run_all().await;
         importer.progress.finish();
+        if let (Ok(ExitStatus::Clean | ExitStatus::CompletedWithRejects | ExitStatus::Failed), Some(load)) =
+            (&status, importer.bulk_load)
+        {
+            let evicted = importer.cache.evicted() > 0;
+            match bulk::finish(
+                &importer.target,
+                &mut importer.db.client,
+                load,
+                evicted,
+                &importer.interrupts,
+                quiet,
+            )
+            .await
+            {
+                Ok(Some(report)) => importer.bulk_report = Some(report),
+                Ok(None) => status = Ok(ExitStatus::Interrupted),
+                Err(error) => status = Err(error),
+            }
+        }
+        if let Ok(code) = status {
+            importer.record_run(code).await?;
+        }
         importer.print_summary();
         let Importer { db, control, .. } = importer;
         db.close()?;
@@ -308,9 +382,33 @@ impl Importer<'_> {
                     }
                     if self.control.client.is_closed() {
                         reconnect(&mut self.control, &self.target, false).await;
+                        self.relock().await?;
                     }
                 }
             }
+        }
+    }
+
+    /// The import lock went with the old control session: take it again,
+    /// without waiting (someone taking it meanwhile is not safe to join).
+    async fn relock(&mut self) -> Result<(), Error> {
+        if self.control.client.is_closed() {
+            return Ok(());
+        }
+        let locked: bool = self
+            .control
+            .client
+            .query_one(self.relock_sql, &[&bulk::LOCK])
+            .await
+            .map_err(db_err("re-taking the import lock"))?
+            .get(0);
+        if locked {
+            Ok(())
+        } else {
+            Err(Error::Internal(
+                "lost the import lock with the database connection, and another import took it"
+                    .into(),
+            ))
         }
     }
 
@@ -360,6 +458,11 @@ impl Importer<'_> {
                 status = ExitStatus::CompletedWithRejects;
             }
         }
+        Ok(status)
+    }
+
+    /// Records how the run ended in `import_runs`.
+    async fn record_run(&mut self, status: ExitStatus) -> Result<(), Error> {
         let t = self.totals.games;
         let (run_id, label) = (self.run_id, format!("{status:?}").to_lowercase());
         let counts = [t.read, t.imported, t.present, t.rejected].map(to_i64);
@@ -373,7 +476,7 @@ impl Importer<'_> {
             ],
         )
         .await?;
-        Ok(status)
+        Ok(())
     }
 
     fn interrupted(&self) -> bool {
@@ -569,7 +672,7 @@ impl Importer<'_> {
                         games: self.totals.games.read,
                         positions: self.totals.games.positions_new
                             + self.totals.games.positions_reused,
-                        cache_hit_rate: self.cache.hit_rate(),
+                        memory_hit_rate: self.totals.games.memory_hit_rate(),
                         bytes,
                     });
                     let max = self.settings.max_rejects;
@@ -620,7 +723,14 @@ impl Importer<'_> {
             let result = if self.db.client.is_closed() {
                 Err(Error::Internal("connection closed".into()))
             } else {
-                write_batch(&mut self.db.client, batch, file, &mut self.cache).await
+                write_batch(
+                    &mut self.db.client,
+                    batch,
+                    file,
+                    &mut self.cache,
+                    &mut self.positions,
+                )
+                .await
             };
             match result {
                 Ok((stats, pending)) => {
@@ -647,8 +757,8 @@ impl Importer<'_> {
         stats: BatchStats,
         pending: PendingIds,
     ) -> Result<(), Error> {
-        for (fen, id) in pending {
-            self.cache.insert(&fen, id);
+        for (key, id) in pending {
+            self.cache.insert(key, id);
         }
         self.totals.games.add(stats);
         if let Some(out) = &mut self.rejects_file {
@@ -680,12 +790,23 @@ impl Importer<'_> {
             g.read, g.imported, g.present, g.rejected
         );
         eprintln!(
-            "  positions: {} new, {} reused; cache hit rate {:.1}%",
+            "  positions: {} new, {} reused; {:.1}% resolved in memory",
             g.positions_new,
             g.positions_reused,
-            100.0 * self.cache.hit_rate()
+            100.0 * g.memory_hit_rate()
         );
         eprintln!("  moves:     {}", g.moves);
+        match (self.bulk_load, &self.bulk_report) {
+            (None, _) => eprintln!("  mode:      incremental"),
+            (Some(load), Some(r)) => eprintln!(
+                "  mode:      bulk (load #{load}); {} duplicate positions merged in {:.1} s; \
+                 indexes rebuilt and tables analyzed in {:.1} s",
+                r.duplicates_merged, r.dedup_s, r.rebuild_s
+            ),
+            (Some(load), None) => eprintln!(
+                "  mode:      bulk (load #{load}), unfinished: the indexes are rebuilt when a rerun completes"
+            ),
+        }
         eprintln!(
             "  elapsed:   {secs:.2} s; {:.0} games/s, {:.0} positions/s, {:.0} moves/s",
             g.read as f64 / secs,
@@ -702,6 +823,31 @@ fn to_i64(n: u64) -> i64 {
 /// `lichess_db_2025-05.pgn.zst` → `lichess_db_2025-05` (file_stem leaves `.pgn`).
 fn strip_pgn_suffix(stem: &str) -> String {
     stem.strip_suffix(".pgn").unwrap_or(stem).to_owned()
+}
+
+/// Uncompressed PGN bytes per new position, roughly, for a Lichess month
+/// (games of ~1.5 kB with clocks, ~35 positions each not seen before).
+const BYTES_PER_NEW_POSITION: u64 = 40;
+/// How much a compressed dump grows when decompressed, roughly.
+const COMPRESSION_RATIO: u64 = 5;
+
+/// How many new positions the inputs may bring: the scale `--mode auto`
+/// compares with the database's positions (stdin counts as nothing).
+fn estimated_positions(inputs: &[String]) -> u64 {
+    inputs
+        .iter()
+        .filter(|name| name.as_str() != "-")
+        .map(|name| {
+            let path = Path::new(name);
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            let plain = if sniff_compression(path) == "plain" {
+                size
+            } else {
+                size.saturating_mul(COMPRESSION_RATIO)
+            };
+            plain / BYTES_PER_NEW_POSITION
+        })
+        .sum()
 }
 
 fn sniff_compression(path: &Path) -> String {

@@ -1,0 +1,568 @@
+//! Bulk loads: a backfill into an empty (or small) database at the speed of
+//! PostgreSQL's own `COPY`, not of its index maintenance.
+//!
+//! The unique text index on `positions.normalized_fen` makes every new
+//! position cost a random B-tree probe and insert; in a backfill those
+//! dominate everything else. A bulk load therefore:
+//!
+//! 1. takes the database for itself (the exclusive side of [`LOCK`];
+//!    incremental importers hold the shared side, so they wait for the
+//!    bulk load and it waits for them);
+//! 2. drops the indexes and constraints of `positions` and `moves`,
+//!    recording each with its `CREATE` statement in `import_bulk_objects`
+//!    in the same transaction (`games` keeps its unique key: it is how a
+//!    re-imported game is recognized, and costs one row per game);
+//! 3. dedups positions in the importer: the position map
+//!    ([`crate::dedup::PositionCache`]) is the dedup, a miss gets the next
+//!    id ([`crate::writer::IdAllocator`]) and is `COPY`ed straight in;
+//! 4. finishes ([`finish`]): merges duplicate positions if any can exist
+//!    (the table was not empty, a run resumed the load, or the map had to
+//!    evict), rebuilds the recorded objects on two connections at once,
+//!    validates the foreign key, and analyzes the tables.
+//!
+//! Tables stay logged throughout: an unlogged table is emptied by a server
+//! crash, which would break "crash, rerun, same database". A crash of the
+//! importer at any point is resumable: every batch commits with its
+//! checkpoint as in incremental mode, and a rerun of any `pgnload import`
+//! sees the unfinished load, drops again whatever a half-done finish
+//! rebuilt, continues the inputs and finishes. While a load is unfinished
+//! the tables have no indexes: queries work but are slow.
+
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use tokio_postgres::Client;
+
+use crate::{
+    db::{self, Target, db_err},
+    error::Error,
+    writer::IdAllocator,
+};
+
+/// Advisory lock key: held exclusively by a bulk load, shared by
+/// incremental imports ("pgnload bulk").
+pub const LOCK: i64 = 0x7067_6e6c_6275_6c6b;
+
+/// How `pgnload import` writes positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Bulk when the database holds fewer positions than the inputs are
+    /// expected to bring and no other import is running; else incremental.
+    Auto,
+    /// Drop indexes, dedup in memory, rebuild at the end; takes the
+    /// database for itself.
+    Bulk,
+    /// Keep every index; get-or-create positions; runs beside other imports.
+    Incremental,
+}
+
+/// The mode a run got, with the lock that goes with it held on the
+/// control connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chosen {
+    /// Exclusive lock held; `resuming` when an unfinished load exists.
+    Bulk {
+        /// Whether an earlier run's load is being continued.
+        resuming: bool,
+    },
+    /// Shared lock held.
+    Incremental,
+}
+
+/// Decides the mode and takes its lock. Returns `None` if the lock is
+/// taken and `no_wait` is set. An unfinished bulk load always wins: the
+/// tables have no indexes until it finishes, so this run finishes it.
+pub async fn choose(
+    control: &Client,
+    requested: Mode,
+    incoming_positions: u64,
+    no_wait: bool,
+) -> Result<Option<Chosen>, Error> {
+    let try_lock = |sql: &'static str| async move {
+        control
+            .query_one(sql, &[&LOCK])
+            .await
+            .map(|row| row.get::<_, bool>(0))
+            .map_err(db_err("taking the import lock"))
+    };
+    let lock = |sql: &'static str| async move {
+        control
+            .execute(sql, &[&LOCK])
+            .await
+            .map_err(db_err("waiting for the import lock"))
+    };
+    loop {
+        let open = unfinished(control).await?;
+        let want_bulk = open.is_some()
+            || match requested {
+                Mode::Bulk => true,
+                Mode::Incremental => false,
+                Mode::Auto => {
+                    position_count(control, incoming_positions).await? <= incoming_positions
+                }
+            };
+        if want_bulk {
+            if try_lock("SELECT pg_try_advisory_lock($1)").await? {
+                return Ok(Some(Chosen::Bulk {
+                    resuming: unfinished(control).await?.is_some(),
+                }));
+            }
+            if open.is_some() || requested == Mode::Bulk {
+                if no_wait {
+                    return Ok(None);
+                }
+                eprintln!(
+                    "pgnload: waiting for the other imports to end (bulk mode needs the database to itself)"
+                );
+                lock("SELECT pg_advisory_lock($1)").await?;
+                return Ok(Some(Chosen::Bulk {
+                    resuming: unfinished(control).await?.is_some(),
+                }));
+            }
+            // Auto, and others are importing: join them incrementally.
+        }
+        if !try_lock("SELECT pg_try_advisory_lock_shared($1)").await? {
+            if no_wait {
+                return Ok(None);
+            }
+            eprintln!("pgnload: waiting for a bulk load to finish");
+            lock("SELECT pg_advisory_lock_shared($1)").await?;
+        }
+        if unfinished(control).await?.is_none() {
+            return Ok(Some(Chosen::Incremental));
+        }
+        // A bulk load began (and stopped unfinished) while we waited.
+        lock("SELECT pg_advisory_unlock_shared($1)").await?;
+    }
+}
+
+/// Positions in the table, counted up to `limit + 1` at most (an exact
+/// count of a billion rows would take minutes; the planner's estimate is
+/// used when the table was analyzed).
+async fn position_count(client: &Client, limit: u64) -> Result<u64, Error> {
+    let estimate: f32 = client
+        .query_one(
+            "SELECT reltuples FROM pg_class WHERE oid = 'positions'::regclass",
+            &[],
+        )
+        .await
+        .map_err(db_err("estimating the positions table"))?
+        .get(0);
+    if estimate >= 0.0 && f64::from(estimate) > 1e6 {
+        return Ok(estimate as u64);
+    }
+    let limit = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM positions LIMIT $1) p",
+            &[&limit],
+        )
+        .await
+        .map_err(db_err("counting positions"))?
+        .get(0);
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// The unfinished bulk load, if any.
+pub async fn unfinished(client: &Client) -> Result<Option<i64>, Error> {
+    Ok(client
+        .query_opt(
+            "SELECT id FROM import_bulk_loads WHERE state <> 'done'",
+            &[],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_loads"))?
+        .map(|row| row.get(0)))
+}
+
+/// A bulk load in progress.
+#[derive(Debug)]
+pub struct BulkLoad {
+    /// `import_bulk_loads.id`.
+    pub id: i64,
+    /// Where new position ids come from.
+    pub ids: IdAllocator,
+}
+
+/// The indexes and constraints of `positions` and `moves`, with the
+/// statements that drop and recreate them: unique keys first (they are
+/// the slowest to build, so they start first), then plain indexes, then
+/// foreign keys (validated when added).
+const OBJECTS_SQL: &str = "
+SELECT table_name, object_name, kind, drop_sql, create_sql FROM (
+    SELECT c.conrelid::regclass::text AS table_name, c.conname::text AS object_name,
+           'constraint' AS kind,
+           format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname) AS drop_sql,
+           format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname,
+                  pg_get_constraintdef(c.oid)) AS create_sql,
+           CASE WHEN c.contype = 'f' THEN 3 ELSE 1 END AS rank,
+           pg_relation_size(c.conindid) AS size
+    FROM pg_constraint c
+    WHERE c.conrelid IN ('positions'::regclass, 'moves'::regclass)
+      AND c.contype IN ('p', 'u', 'x', 'f')
+    UNION ALL
+    SELECT i.indrelid::regclass::text, ic.relname::text, 'index',
+           format('DROP INDEX %s', i.indexrelid::regclass),
+           pg_get_indexdef(i.indexrelid), 2, pg_relation_size(i.indexrelid)
+    FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+    WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass)
+      AND NOT EXISTS (SELECT 1 FROM pg_constraint c
+                      WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
+) o
+ORDER BY rank, table_name DESC, object_name";
+
+/// Whether a recorded object exists now.
+const EXISTS_SQL: &str = "
+SELECT CASE WHEN $3::text = 'constraint'
+    THEN EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::text::regclass AND conname = $2::text)
+    ELSE EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                 WHERE i.indrelid = $1::text::regclass AND c.relname = $2::text)
+END";
+
+/// Begins a bulk load, or continues the unfinished one. Call with the
+/// exclusive [`LOCK`] held.
+pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(db_err("beginning the bulk load"))?;
+    let sequence: String = tx
+        .query_one("SELECT pg_get_serial_sequence('positions', 'id')", &[])
+        .await
+        .map_err(db_err("finding the positions id sequence"))?
+        .get(0);
+    let open = tx
+        .query_opt(
+            "SELECT id FROM import_bulk_loads WHERE state <> 'done' FOR UPDATE",
+            &[],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_loads"))?;
+    let id: i64 = match open {
+        Some(row) => {
+            let id: i64 = row.get(0);
+            // Positions loaded by earlier runs are not in this process's
+            // map, so they may come again.
+            tx.execute(
+                "UPDATE import_bulk_loads SET state = 'loading', needs_dedup = true,
+                     runs = runs + 1, updated_at = now() WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db_err("resuming the bulk load"))?;
+            // A finish that was cut short rebuilt some objects: drop them again.
+            let objects = tx
+                .query(
+                    "SELECT table_name, object_name, kind, drop_sql FROM import_bulk_objects
+                     WHERE load_id = $1 ORDER BY position DESC",
+                    &[&id],
+                )
+                .await
+                .map_err(db_err("reading import_bulk_objects"))?;
+            for object in objects {
+                let (table, name, kind, drop_sql): (String, String, String, String) =
+                    (object.get(0), object.get(1), object.get(2), object.get(3));
+                let exists: bool = tx
+                    .query_one(EXISTS_SQL, &[&table, &name, &kind])
+                    .await
+                    .map_err(db_err("checking a dropped object"))?
+                    .get(0);
+                if exists {
+                    tx.batch_execute(&drop_sql)
+                        .await
+                        .map_err(db_err(format!("dropping {name} again")))?;
+                }
+            }
+            id
+        }
+        None => {
+            // Rows inserted with explicit ids do not advance the sequence;
+            // new ids must sort after every existing one, because the
+            // duplicate merge keeps the smallest id (the pre-existing row).
+            // Runs while the primary key still exists, so it is one probe.
+            tx.execute(
+                "SELECT setval($1::text::regclass, m) FROM (SELECT max(id) AS m FROM positions) x
+                 WHERE m > coalesce(pg_sequence_last_value($1::text::regclass), 0)",
+                &[&sequence],
+            )
+            .await
+            .map_err(db_err("moving the positions id sequence past existing ids"))?;
+            let not_empty: bool = tx
+                .query_one("SELECT EXISTS (SELECT 1 FROM positions)", &[])
+                .await
+                .map_err(db_err("looking at positions"))?
+                .get(0);
+            let id: i64 = tx
+                .query_one(
+                    "INSERT INTO import_bulk_loads (state, needs_dedup) VALUES ('loading', $1) RETURNING id",
+                    &[&not_empty],
+                )
+                .await
+                .map_err(db_err("recording the bulk load"))?
+                .get(0);
+            let objects = tx
+                .query(OBJECTS_SQL, &[])
+                .await
+                .map_err(db_err("listing indexes and constraints"))?;
+            // Drop foreign keys before the keys they may depend on.
+            for (position, object) in objects.iter().enumerate() {
+                let position = i32::try_from(position).unwrap_or(i32::MAX);
+                tx.execute(
+                    "INSERT INTO import_bulk_objects
+                         (load_id, position, table_name, object_name, kind, drop_sql, create_sql)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &id,
+                        &position,
+                        &object.get::<_, String>(0),
+                        &object.get::<_, String>(1),
+                        &object.get::<_, String>(2),
+                        &object.get::<_, String>(3),
+                        &object.get::<_, String>(4),
+                    ],
+                )
+                .await
+                .map_err(db_err("recording a dropped object"))?;
+            }
+            for object in objects.iter().rev() {
+                let name: String = object.get(1);
+                let drop_sql: String = object.get(3);
+                tx.batch_execute(&drop_sql)
+                    .await
+                    .map_err(db_err(format!("dropping {name}")))?;
+            }
+            id
+        }
+    };
+    let next: i64 = tx
+        .query_one("SELECT nextval($1::text::regclass)", &[&sequence])
+        .await
+        .map_err(db_err("reserving position ids"))?
+        .get(0);
+    tx.commit()
+        .await
+        .map_err(db_err("committing the bulk load's start"))?;
+    Ok(BulkLoad {
+        id,
+        ids: IdAllocator { next, sequence },
+    })
+}
+
+/// What finishing a bulk load did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinishReport {
+    /// Duplicate position rows merged into their oldest twin.
+    pub duplicates_merged: u64,
+    /// Seconds spent merging duplicates.
+    pub dedup_s: f64,
+    /// Seconds spent rebuilding indexes and constraints and analyzing.
+    pub rebuild_s: f64,
+}
+
+/// Finds duplicate positions: one aggregate over `fen_hash` finds the
+/// candidates, the FEN text decides (an xxh64 collision stays two rows).
+const DEDUP_SQL: [&str; 2] = [
+    "CREATE TEMP TABLE pgnload_position_remap ON COMMIT DROP AS
+     SELECT id AS old_id, keep_id FROM (
+         SELECT p.id, min(p.id) OVER (PARTITION BY p.normalized_fen) AS keep_id
+         FROM positions p
+         WHERE p.fen_hash IN (SELECT fen_hash FROM positions GROUP BY fen_hash HAVING count(*) > 1)
+     ) d
+     WHERE id <> keep_id",
+    "ANALYZE pgnload_position_remap",
+];
+
+/// Points moves and games at the surviving row, then deletes the others.
+const REMAP_SQL: [&str; 5] = [
+    "UPDATE moves m SET position_id = r.keep_id FROM pgnload_position_remap r WHERE m.position_id = r.old_id",
+    "UPDATE moves m SET position_after_id = r.keep_id FROM pgnload_position_remap r WHERE m.position_after_id = r.old_id",
+    "UPDATE games g SET initial_position_id = r.keep_id FROM pgnload_position_remap r WHERE g.initial_position_id = r.old_id",
+    "UPDATE games g SET final_position_id = r.keep_id FROM pgnload_position_remap r WHERE g.final_position_id = r.old_id",
+    "DELETE FROM positions p USING pgnload_position_remap r WHERE p.id = r.old_id",
+];
+
+/// Merges duplicate positions into the row with the smallest id (so
+/// positions that existed before the load keep their ids), in one
+/// transaction. Returns the number of rows merged.
+async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Error> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(db_err("merging duplicate positions"))?;
+    for sql in DEDUP_SQL {
+        tx.batch_execute(sql)
+            .await
+            .map_err(db_err("finding duplicate positions"))?;
+    }
+    let merged: i64 = tx
+        .query_one("SELECT count(*) FROM pgnload_position_remap", &[])
+        .await
+        .map_err(db_err("counting duplicate positions"))?
+        .get(0);
+    if merged > 0 {
+        for sql in REMAP_SQL {
+            tx.batch_execute(sql)
+                .await
+                .map_err(db_err("merging duplicate positions"))?;
+        }
+    }
+    tx.execute(
+        "UPDATE import_bulk_loads SET needs_dedup = false, updated_at = now(),
+             duplicates_merged = coalesce(duplicates_merged, 0) + $2
+         WHERE id = $1",
+        &[&load_id, &merged],
+    )
+    .await
+    .map_err(db_err("recording the merge"))?;
+    tx.commit().await.map_err(db_err("committing the merge"))?;
+    Ok(u64::try_from(merged).unwrap_or(0))
+}
+
+/// Connections rebuilding indexes at once: PostgreSQL builds one index per
+/// backend (plus its parallel workers), and positions' text index and
+/// moves' keys are independent sorts.
+const REBUILD_CONNECTIONS: usize = 2;
+
+/// Finishes the bulk load: merge duplicates if any can exist, rebuild what
+/// was dropped, analyze, mark it done. `evicted` says whether this run's
+/// position map dropped entries. Returns `None` if interrupted (the load
+/// stays open; a rerun finishes it).
+pub async fn finish(
+    target: &Target,
+    client: &mut Client,
+    load_id: i64,
+    evicted: bool,
+    interrupts: &Arc<AtomicUsize>,
+    quiet: bool,
+) -> Result<Option<FinishReport>, Error> {
+    let started = Instant::now();
+    let say = |text: String| {
+        if !quiet {
+            eprintln!("pgnload: bulk load: {text}");
+        }
+    };
+    let needs_dedup: bool = client
+        .query_one(
+            "UPDATE import_bulk_loads SET state = 'finishing', updated_at = now(),
+                 needs_dedup = needs_dedup OR $2
+             WHERE id = $1 RETURNING needs_dedup",
+            &[&load_id, &evicted],
+        )
+        .await
+        .map_err(db_err("marking the bulk load finishing"))?
+        .get(0);
+    let mut report = FinishReport::default();
+    if needs_dedup {
+        say("merging duplicate positions".into());
+        report.duplicates_merged = merge_duplicates(client, load_id).await?;
+        report.dedup_s = started.elapsed().as_secs_f64();
+        say(format!(
+            "{} duplicate positions merged in {:.1} s",
+            report.duplicates_merged, report.dedup_s
+        ));
+    }
+    if interrupts.load(Ordering::SeqCst) > 0 {
+        return Ok(None);
+    }
+    let mut work: VecDeque<(String, String)> = VecDeque::new();
+    for row in client
+        .query(
+            "SELECT table_name, object_name, kind, create_sql FROM import_bulk_objects
+             WHERE load_id = $1 ORDER BY position",
+            &[&load_id],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_objects"))?
+    {
+        let (table, name, kind, create_sql): (String, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let exists: bool = client
+            .query_one(EXISTS_SQL, &[&table, &name, &kind])
+            .await
+            .map_err(db_err("checking a dropped object"))?
+            .get(0);
+        if !exists {
+            work.push_back((name, create_sql));
+        }
+    }
+    say(format!(
+        "rebuilding {} indexes and constraints, then analyzing",
+        work.len()
+    ));
+    for table in ["positions", "moves", "games"] {
+        work.push_back((format!("statistics of {table}"), format!("ANALYZE {table}")));
+    }
+    let rebuild_started = Instant::now();
+    let work = Arc::new(Mutex::new(work));
+    let mut workers = Vec::new();
+    for _ in 0..REBUILD_CONNECTIONS {
+        let connection = db::connect(target).await?;
+        workers.push(rebuild_worker(
+            connection,
+            Arc::clone(&work),
+            Arc::clone(interrupts),
+            quiet,
+        ));
+    }
+    for result in futures_util::future::join_all(workers).await {
+        result?;
+    }
+    if interrupts.load(Ordering::SeqCst) > 0 {
+        return Ok(None);
+    }
+    report.rebuild_s = rebuild_started.elapsed().as_secs_f64();
+    client
+        .execute(
+            "UPDATE import_bulk_loads SET state = 'done', finished_at = now(), updated_at = now(),
+                 finish_seconds = $2
+             WHERE id = $1",
+            &[&load_id, &started.elapsed().as_secs_f64()],
+        )
+        .await
+        .map_err(db_err("marking the bulk load done"))?;
+    say(format!(
+        "indexes and constraints rebuilt, tables analyzed in {:.1} s",
+        report.rebuild_s
+    ));
+    Ok(Some(report))
+}
+
+/// Takes statements off the shared queue until it is empty (or an
+/// interrupt came), each in its own transaction.
+async fn rebuild_worker(
+    connection: db::Database,
+    work: Arc<Mutex<VecDeque<(String, String)>>>,
+    interrupts: Arc<AtomicUsize>,
+    quiet: bool,
+) -> Result<(), Error> {
+    loop {
+        if interrupts.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        let next = work
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let Some((name, sql)) = next else {
+            break;
+        };
+        let started = Instant::now();
+        connection
+            .client
+            .batch_execute(&sql)
+            .await
+            .map_err(db_err(format!("rebuilding {name}")))?;
+        let seconds = started.elapsed().as_secs_f64();
+        if !quiet && seconds >= 1.0 {
+            eprintln!("pgnload: bulk load: {name} in {seconds:.1} s");
+        }
+    }
+    connection.close()
+}

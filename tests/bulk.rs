@@ -1,0 +1,246 @@
+//! Bulk and incremental modes give the same database; an interrupted or
+//! half-finished bulk load is finished by the next import, whatever its mode.
+
+use std::{
+    path::PathBuf,
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    common::{TestDb, fresh_db, run, scratch_dir},
+    import::{assert_ok, content_dump, import},
+    resume::corpus_with_copies,
+};
+
+/// Index and constraint definitions of the tables a bulk load rebuilds.
+fn schema_objects(db: &TestDb) -> String {
+    db.psql(
+        "SELECT string_agg(d, E'\\n' ORDER BY d) FROM (
+             SELECT conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) AS d
+             FROM pg_constraint WHERE conrelid IN ('positions'::regclass, 'moves'::regclass)
+             UNION ALL
+             SELECT pg_get_indexdef(indexrelid) FROM pg_index
+             WHERE indrelid IN ('positions'::regclass, 'moves'::regclass)
+         ) x",
+    )
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The number in "N duplicate positions merged" of a bulk summary.
+fn merged(summary: &str) -> u64 {
+    let line = summary
+        .lines()
+        .find(|l| l.contains("duplicate positions merged"))
+        .unwrap_or_else(|| panic!("no merge line in {summary}"));
+    let after = line.split("); ").nth(1).unwrap_or("");
+    after
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"))
+}
+
+/// The corpus imported incrementally into a fresh database: the reference.
+fn incremental_reference(files: &[PathBuf]) -> TestDb {
+    let db = fresh_db("mode_ref");
+    let out = import(&db, &["-q", "--mode", "incremental"], files);
+    assert_ok(&out, &[0]);
+    assert!(
+        stderr(&out).contains("mode:      incremental"),
+        "{}",
+        stderr(&out)
+    );
+    db
+}
+
+#[test]
+fn bulk_and_incremental_imports_give_the_same_database() {
+    let dir = scratch_dir("pgnload-bulk-");
+    let files = corpus_with_copies(dir.path(), 1);
+    let reference = incremental_reference(&files);
+
+    let db = fresh_db("bulk");
+    let out = import(
+        &db,
+        &["-q", "--mode", "bulk", "--batch-games", "50"],
+        &files,
+    );
+    assert_ok(&out, &[0]);
+    let summary = stderr(&out);
+    assert!(summary.contains("mode:      bulk"), "{summary}");
+    // An empty database and a map that never evicted: no duplicates possible.
+    assert_eq!(merged(&summary), 0, "{summary}");
+    assert_eq!(content_dump(&db), content_dump(&reference));
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
+    assert_eq!(
+        db.psql("SELECT state, needs_dedup, runs FROM import_bulk_loads"),
+        "done|f|1"
+    );
+    let verify = run({
+        let mut c = db.pgnload();
+        c.args(["-q", "verify", "--games"]);
+        c
+    });
+    assert_ok(&verify, &[0]);
+}
+
+#[test]
+fn a_bulk_load_whose_map_evicts_merges_the_duplicates_it_let_through() {
+    let dir = scratch_dir("pgnload-bulk-evict-");
+    let files = corpus_with_copies(dir.path(), 1);
+    let reference = incremental_reference(&files);
+
+    let db = fresh_db("bulk_evict");
+    let out = import(
+        &db,
+        &["-q", "--mode", "bulk", "--cache-positions", "200"],
+        &files,
+    );
+    assert_ok(&out, &[0]);
+    let summary = stderr(&out);
+    assert!(merged(&summary) > 0, "{summary}");
+    assert_eq!(content_dump(&db), content_dump(&reference));
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
+    assert_eq!(
+        db.psql("SELECT count(*) = count(DISTINCT normalized_fen) FROM positions"),
+        "t"
+    );
+}
+
+#[test]
+fn auto_mode_bulk_loads_an_empty_database_and_adds_small_files_incrementally() {
+    let dir = scratch_dir("pgnload-auto-");
+    let files = corpus_with_copies(dir.path(), 1);
+    let db = fresh_db("auto");
+    let (big, small) = files.split_at(files.len() - 1);
+    let first = import(&db, &["-q"], big);
+    assert_ok(&first, &[0]);
+    assert!(
+        stderr(&first).contains("mode:      bulk"),
+        "{}",
+        stderr(&first)
+    );
+    // The renamed copy brings fewer positions than the database holds.
+    let second = import(&db, &["-q"], small);
+    assert_ok(&second, &[0]);
+    assert!(
+        stderr(&second).contains("mode:      incremental"),
+        "{}",
+        stderr(&second)
+    );
+    assert_eq!(
+        content_dump(&db),
+        content_dump(&incremental_reference(&files))
+    );
+}
+
+#[test]
+fn an_interrupted_bulk_load_is_finished_by_the_next_import_of_any_mode() {
+    let dir = scratch_dir("pgnload-bulk-resume-");
+    let files = corpus_with_copies(dir.path(), 3);
+    let (first_files, last) = files.split_at(files.len() - 1);
+    let db = fresh_db("bulk_resume");
+
+    // Stop a bulk load mid-way: the indexes are gone, the load is open.
+    let mut cmd = db.pgnload();
+    cmd.args(["-q", "import", "--mode", "bulk", "--batch-games", "10"])
+        .args(first_files)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn pgnload");
+    let started = Instant::now();
+    while db.psql(
+        "SELECT count(*) FROM pg_tables t WHERE t.tablename = 'import_files'
+           AND EXISTS (SELECT 1 FROM import_files WHERE games_done > 0)",
+    ) != "1"
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unfinished"), "{}", stderr(&out));
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "loading");
+    assert_eq!(
+        db.psql("SELECT count(*) FROM pg_indexes WHERE tablename IN ('positions', 'moves')"),
+        "0"
+    );
+
+    // An incremental import continues and finishes the bulk load first.
+    let out = import(&db, &["-q", "--mode", "incremental"], first_files);
+    assert_ok(&out, &[0]);
+    assert!(
+        stderr(&out).contains("continuing an unfinished bulk load"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        db.psql("SELECT state, runs FROM import_bulk_loads"),
+        "done|2"
+    );
+    let reference = incremental_reference(first_files);
+    assert_eq!(content_dump(&db), content_dump(&reference));
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
+
+    // A finish cut short after rebuilding some objects: the next run drops
+    // them again, loads, merges the positions it re-created, and rebuilds.
+    db.psql(
+        "UPDATE import_bulk_loads SET state = 'finishing';
+         DROP INDEX positions_fen_hash_idx;
+         ALTER TABLE moves DROP CONSTRAINT moves_pkey",
+    );
+    let max_before = db.psql("SELECT max(id) FROM positions");
+    let ids_before = |db: &TestDb| {
+        db.psql(&format!(
+            "SELECT md5(string_agg(id || normalized_fen, ',' ORDER BY id)) FROM positions
+             WHERE id <= {max_before}"
+        ))
+    };
+    let before = ids_before(&db);
+    let out = import(&db, &["-q", "--mode", "incremental"], last);
+    assert_ok(&out, &[0]);
+    assert!(merged(&stderr(&out)) > 0, "{}", stderr(&out));
+    assert_eq!(
+        db.psql("SELECT state, runs FROM import_bulk_loads"),
+        "done|3"
+    );
+    let reference = incremental_reference(&files);
+    assert_eq!(content_dump(&db), content_dump(&reference));
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
+    // Positions that existed before keep their ids.
+    assert_eq!(ids_before(&db), before);
+}
+
+#[test]
+fn settings_that_cost_throughput_are_advised_on_never_changed() {
+    let db = fresh_db("advice");
+    let dbname = db.psql("SELECT current_database()");
+    db.psql(&format!(
+        "ALTER DATABASE {dbname} SET maintenance_work_mem = '64MB';
+         ALTER DATABASE {dbname} SET wal_compression = off"
+    ));
+    let out = import(
+        &db,
+        &["-q"],
+        &[crate::common::data("lichess-2025-05-sample.pgn")],
+    );
+    assert_ok(&out, &[0]);
+    let text = stderr(&out);
+    assert!(
+        text.contains("advice: maintenance_work_mem is 64 MiB"),
+        "{text}"
+    );
+    assert!(text.contains("advice: wal_compression is off"), "{text}");
+    assert_eq!(db.psql("SHOW maintenance_work_mem"), "64MB");
+}
