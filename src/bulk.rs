@@ -8,13 +8,15 @@
 //! 1. takes the database for itself (the exclusive side of [`LOCK`];
 //!    incremental importers hold the shared side, so they wait for the
 //!    bulk load and it waits for them);
-//! 2. drops the indexes and constraints of `positions` and `moves`,
-//!    recording each with its `CREATE` statement in `import_bulk_objects`
-//!    in the same transaction (`games` keeps its unique key: it is how a
-//!    re-imported game is recognized, and costs one row per game);
+//! 2. drops the indexes and constraints of `positions` and `moves`, and the
+//!    foreign keys and plain indexes of `games`, recording each with its
+//!    `CREATE` statement in `import_bulk_objects` in the same transaction
+//!    (`games` keeps its primary and unique keys: the unique key is how a
+//!    re-imported game is recognized, and costs one probe per game);
 //! 3. dedups positions in the importer: the position map
 //!    ([`crate::dedup::PositionCache`]) is the dedup, a miss gets the next
-//!    id ([`crate::writer::IdAllocator`]) and is `COPY`ed straight in;
+//!    id ([`crate::writer::IdSequence`]) and is `COPY`ed straight in, and
+//!    so are games;
 //! 4. finishes ([`finish`]): merges duplicate positions if any can exist
 //!    (the table was not empty, a run resumed the load, or the map had to
 //!    evict), rebuilds the recorded objects on two connections at once,
@@ -42,7 +44,7 @@ use tokio_postgres::Client;
 use crate::{
     db::{self, Target, db_err},
     error::Error,
-    writer::IdAllocator,
+    writer::{IdSequence, WriteMode},
 };
 
 /// Advisory lock key: held exclusively by a bulk load, shared by
@@ -187,13 +189,14 @@ pub async fn unfinished(client: &Client) -> Result<Option<i64>, Error> {
 pub struct BulkLoad {
     /// `import_bulk_loads.id`.
     pub id: i64,
-    /// Where new position ids come from.
-    pub ids: IdAllocator,
+    /// [`WriteMode::Bulk`], with the next ids of positions and games.
+    pub mode: WriteMode,
 }
 
-/// The indexes and constraints of `positions` and `moves`, with the
-/// statements that drop and recreate them: unique keys first (they are
-/// the slowest to build, so they start first), then plain indexes, then
+/// The indexes and constraints a bulk load drops, with the statements that
+/// drop and recreate them: all of `positions` and `moves`, the foreign
+/// keys and plain indexes of `games`. Unique keys first (they are the
+/// slowest to build, so they start first), then plain indexes, then
 /// foreign keys (validated when added).
 const OBJECTS_SQL: &str = "
 SELECT table_name, object_name, kind, drop_sql, create_sql FROM (
@@ -205,14 +208,15 @@ SELECT table_name, object_name, kind, drop_sql, create_sql FROM (
            CASE WHEN c.contype = 'f' THEN 3 ELSE 1 END AS rank,
            pg_relation_size(c.conindid) AS size
     FROM pg_constraint c
-    WHERE c.conrelid IN ('positions'::regclass, 'moves'::regclass)
-      AND c.contype IN ('p', 'u', 'x', 'f')
+    WHERE (c.conrelid IN ('positions'::regclass, 'moves'::regclass)
+           AND c.contype IN ('p', 'u', 'x', 'f'))
+       OR (c.conrelid = 'games'::regclass AND c.contype = 'f')
     UNION ALL
     SELECT i.indrelid::regclass::text, ic.relname::text, 'index',
            format('DROP INDEX %s', i.indexrelid::regclass),
            pg_get_indexdef(i.indexrelid), 2, pg_relation_size(i.indexrelid)
     FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-    WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass)
+    WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)
       AND NOT EXISTS (SELECT 1 FROM pg_constraint c
                       WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
 ) o
@@ -233,11 +237,6 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
         .transaction()
         .await
         .map_err(db_err("beginning the bulk load"))?;
-    let sequence: String = tx
-        .query_one("SELECT pg_get_serial_sequence('positions', 'id')", &[])
-        .await
-        .map_err(db_err("finding the positions id sequence"))?
-        .get(0);
     let open = tx
         .query_opt(
             "SELECT id FROM import_bulk_loads WHERE state <> 'done' FOR UPDATE",
@@ -245,6 +244,7 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
         )
         .await
         .map_err(db_err("reading import_bulk_loads"))?;
+    let open_before = open.as_ref().map(|row| row.get::<_, i64>(0));
     let id: i64 = match open {
         Some(row) => {
             let id: i64 = row.get(0);
@@ -283,17 +283,6 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
             id
         }
         None => {
-            // Rows inserted with explicit ids do not advance the sequence;
-            // new ids must sort after every existing one, because the
-            // duplicate merge keeps the smallest id (the pre-existing row).
-            // Runs while the primary key still exists, so it is one probe.
-            tx.execute(
-                "SELECT setval($1::text::regclass, m) FROM (SELECT max(id) AS m FROM positions) x
-                 WHERE m > coalesce(pg_sequence_last_value($1::text::regclass), 0)",
-                &[&sequence],
-            )
-            .await
-            .map_err(db_err("moving the positions id sequence past existing ids"))?;
             let not_empty: bool = tx
                 .query_one("SELECT EXISTS (SELECT 1 FROM positions)", &[])
                 .await
@@ -341,18 +330,52 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
             id
         }
     };
-    let next: i64 = tx
-        .query_one("SELECT nextval($1::text::regclass)", &[&sequence])
-        .await
-        .map_err(db_err("reserving position ids"))?
-        .get(0);
+    // Positions' primary key is gone while a load is open: only a fresh
+    // load can look for the largest id cheaply (earlier runs of an open
+    // load took their ids from the sequence, so it is already past them).
+    let positions = next_ids(&tx, "positions", open_before.is_none()).await?;
+    let games = next_ids(&tx, "games", true).await?;
     tx.commit()
         .await
         .map_err(db_err("committing the bulk load's start"))?;
     Ok(BulkLoad {
         id,
-        ids: IdAllocator { next, sequence },
+        mode: WriteMode::Bulk { positions, games },
     })
+}
+
+/// The table's identity sequence, moved past the largest id in the table
+/// when `past_max`: rows inserted with explicit ids do not advance it, and
+/// new ids must sort after every existing one, because the duplicate merge
+/// keeps the smallest id (so the pre-existing row).
+async fn next_ids(
+    tx: &tokio_postgres::Transaction<'_>,
+    table: &str,
+    past_max: bool,
+) -> Result<IdSequence, Error> {
+    let what = |w: &str| db_err(format!("{w} of {table}.id"));
+    let sequence: String = tx
+        .query_one("SELECT pg_get_serial_sequence($1, 'id')", &[&table])
+        .await
+        .map_err(what("finding the sequence"))?
+        .get(0);
+    if past_max {
+        tx.execute(
+            &format!(
+                "SELECT setval($1::text::regclass, m) FROM (SELECT max(id) AS m FROM {table}) x
+                 WHERE m > coalesce(pg_sequence_last_value($1::text::regclass), 0)"
+            ),
+            &[&sequence],
+        )
+        .await
+        .map_err(what("moving the sequence past the largest id"))?;
+    }
+    let next: i64 = tx
+        .query_one("SELECT nextval($1::text::regclass)", &[&sequence])
+        .await
+        .map_err(what("reserving the next id"))?
+        .get(0);
+    Ok(IdSequence { next, sequence })
 }
 
 /// What finishing a bulk load did.

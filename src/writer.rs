@@ -52,7 +52,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_events (
     source text, event_key text, external_id text, name text, kind text
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_games (
-    source text, external_id text, event_id bigint, site text, round text,
+    id bigint, source text, external_id text, event_id bigint, site text, round text,
     white_player_id bigint, black_player_id bigint,
     white_elo integer, black_elo integer, white_rating_diff integer, black_rating_diff integer,
     time_control text, time_initial_s integer, time_increment_s integer,
@@ -261,6 +261,8 @@ impl CopyRow<5> for EventRow<'_> {
 }
 
 struct GameRow<'a> {
+    /// Set in bulk mode; incremental mode lets the table's identity decide.
+    id: Option<i64>,
     game: &'a GameRecord,
     source: &'a str,
     external_id: String,
@@ -281,8 +283,9 @@ struct GameRow<'a> {
     game_number: i64,
 }
 
-impl CopyRow<28> for GameRow<'_> {
-    const TYPES: [Type; 28] = [
+impl CopyRow<29> for GameRow<'_> {
+    const TYPES: [Type; 29] = [
+        Type::INT8,
         Type::TEXT,
         Type::TEXT,
         Type::INT8,
@@ -312,9 +315,10 @@ impl CopyRow<28> for GameRow<'_> {
         Type::INT8,
         Type::INT8,
     ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 28] {
+    fn fields(&self) -> [&(dyn ToSql + Sync); 29] {
         let meta = &self.game.meta;
         [
+            &self.id,
             &self.source,
             &self.external_id,
             &self.event_id,
@@ -440,7 +444,7 @@ pub async fn write_batch(
     batch: &Batch,
     file: &FileContext,
     cache: &mut PositionCache,
-    mode: &mut PositionMode,
+    mode: &mut WriteMode,
 ) -> Result<(BatchStats, PendingIds), Error> {
     let at = |what: &str| {
         crate::db::db_err(format!(
@@ -501,13 +505,13 @@ pub async fn write_batch(
     } = collect_positions(&new_games, cache, &mut stats);
     let mut pending: PendingIds = Vec::with_capacity(misses.len());
     match mode {
-        PositionMode::Incremental => {
+        WriteMode::Incremental => {
             get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
                 .await
                 .map_err(at("get-or-create positions"))?;
         }
-        PositionMode::Bulk(ids) => {
-            insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
+        WriteMode::Bulk { positions, .. } => {
+            insert_new_positions(&tx, &misses, positions, &mut position_ids, &mut pending)
                 .await
                 .map_err(at("copying new positions"))?;
             stats.positions_new = misses.len() as u64;
@@ -523,7 +527,7 @@ pub async fn write_batch(
         .map_err(at("get-or-create events"))?;
 
     // 4. Games.
-    let mut game_rows = Vec::with_capacity(new_games.len());
+    let mut game_rows: Vec<GameRow<'_>> = Vec::with_capacity(new_games.len());
     for new in &new_games {
         let game = new.game;
         let id_of = |i: usize| position_ids.get(game.positions.fen(i)).copied();
@@ -546,6 +550,7 @@ pub async fn write_batch(
             .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect();
         game_rows.push(GameRow {
+            id: None,
             game,
             source: new.source,
             external_id: new.external_id.clone(),
@@ -568,37 +573,17 @@ pub async fn write_batch(
     }
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
-        copy_rows(
-            &tx,
-            "COPY stage_games FROM STDIN (FORMAT binary)",
-            &game_rows,
-        )
-        .await
-        .map_err(at("staging games"))?;
-        let rows = tx
-            .query(
-                "INSERT INTO games (source, external_id, event_id, site, round,
-                     white_player_id, black_player_id, white_elo, black_elo,
-                     white_rating_diff, black_rating_diff, time_control, time_initial_s,
-                     time_increment_s, variant, termination, result, eco, opening, started_at,
-                     initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                     import_file_id, game_number)
-                 SELECT source, external_id, event_id, site, round,
-                     white_player_id, black_player_id, white_elo, black_elo,
-                     white_rating_diff, black_rating_diff, time_control, time_initial_s,
-                     time_increment_s, variant::game_variant, termination::game_termination,
-                     result, eco, opening, started_at,
-                     initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                     import_file_id, game_number
-                 FROM stage_games ORDER BY source, external_id
-                 ON CONFLICT (source, external_id) DO NOTHING
-                 RETURNING id, source, external_id",
-                &[],
-            )
-            .await
-            .map_err(at("inserting games"))?;
-        for row in rows {
-            inserted.insert((row.get(1), row.get(2)), row.get(0));
+        match mode {
+            WriteMode::Incremental => {
+                insert_games_if_absent(&tx, &game_rows, &mut inserted)
+                    .await
+                    .map_err(at("inserting games"))?;
+            }
+            WriteMode::Bulk { games, .. } => {
+                copy_new_games(&tx, &mut game_rows, games, &mut inserted)
+                    .await
+                    .map_err(at("copying games"))?;
+            }
         }
     }
     stats.imported = inserted.len() as u64;
@@ -692,27 +677,54 @@ pub async fn write_batch(
     Ok((stats, pending))
 }
 
-/// How a batch's positions that the cache does not know get their ids.
+/// How a batch's new rows get their ids.
 #[derive(Debug)]
-pub enum PositionMode {
-    /// Get-or-create against the unique index on `normalized_fen`: correct
-    /// whatever the table holds and whoever else is importing.
+pub enum WriteMode {
+    /// Get-or-create positions against the unique index on
+    /// `normalized_fen`, insert games with `ON CONFLICT DO NOTHING`: correct
+    /// whatever the tables hold and whoever else is importing.
     Incremental,
-    /// Bulk load: the cache is the dedup, a miss is a new position and gets
-    /// the next id without asking the database (see [`crate::bulk`]).
-    Bulk(IdAllocator),
+    /// Bulk load, which has the database to itself: the cache is the dedup,
+    /// a miss is a new position; positions and games get the next ids
+    /// without asking the database and are `COPY`ed straight into their
+    /// tables (see [`crate::bulk`]).
+    Bulk {
+        /// `positions.id`.
+        positions: IdSequence,
+        /// `games.id`.
+        games: IdSequence,
+    },
 }
 
-/// Hands out `positions.id` values in bulk mode. The table's identity
-/// sequence is advanced past every id handed out before the batch commits,
-/// so ids are never reused even across crashes (a rolled-back batch leaves
-/// a gap, nothing worse).
+/// Hands out a table's ids in bulk mode. The table's identity sequence is
+/// advanced past every id handed out before the batch commits, so ids are
+/// never reused even across crashes (a rolled-back batch leaves a gap,
+/// nothing worse).
 #[derive(Debug)]
-pub struct IdAllocator {
+pub struct IdSequence {
     /// The next id to hand out.
     pub next: i64,
-    /// The identity sequence of `positions.id`.
+    /// The identity sequence of the table's `id`.
     pub sequence: String,
+}
+
+impl IdSequence {
+    /// The next id.
+    fn take(&mut self) -> i64 {
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+
+    /// Moves the sequence past every id taken so far.
+    async fn advance(&self, tx: &Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+        tx.execute(
+            "SELECT setval($1::text::regclass, $2)",
+            &[&self.sequence, &(self.next - 1)],
+        )
+        .await
+        .map(drop)
+    }
 }
 
 /// A batch's positions after the cache: ids known so far, and the rest.
@@ -824,7 +836,7 @@ async fn get_or_create_positions<'a>(
 async fn insert_new_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
-    ids: &mut IdAllocator,
+    ids: &mut IdSequence,
     position_ids: &mut HashMap<&'a str, i64, RandomState>,
     pending: &mut PendingIds,
 ) -> Result<(), tokio_postgres::Error> {
@@ -833,21 +845,71 @@ async fn insert_new_positions<'a>(
     }
     let mut rows = Vec::with_capacity(misses.len());
     for (row, key) in misses {
-        let id = ids.next;
-        ids.next += 1;
+        let id = ids.take();
         position_ids.insert(row.fen, id);
         pending.push((*key, id));
         rows.push(NewPosition { id, row });
     }
-    tx.execute(
-        "SELECT setval($1::text::regclass, $2)",
-        &[&ids.sequence, &(ids.next - 1)],
-    )
-    .await?;
+    ids.advance(tx).await?;
     copy_rows(
         tx,
         "COPY positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant) FROM STDIN (FORMAT binary)",
         &rows,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Incremental mode: staged, then `INSERT … ON CONFLICT DO NOTHING
+/// RETURNING`, so a game another importer committed meanwhile is "already
+/// present" rather than an error.
+async fn insert_games_if_absent(
+    tx: &Transaction<'_>,
+    game_rows: &[GameRow<'_>],
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), tokio_postgres::Error> {
+    copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
+    let rows = tx
+        .query(
+            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number)
+             SELECT source, external_id, event_id, site, round,
+                 white_player_id, black_player_id, white_elo, black_elo,
+                 white_rating_diff, black_rating_diff, time_control, time_initial_s,
+                 time_increment_s, variant::game_variant, termination::game_termination,
+                 result, eco, opening, started_at,
+                 initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
+                 import_file_id, game_number
+             FROM stage_games ORDER BY source, external_id
+             ON CONFLICT (source, external_id) DO NOTHING
+             RETURNING id, source, external_id",
+            &[],
+        )
+        .await?;
+    for row in rows {
+        inserted.insert((row.get(1), row.get(2)), row.get(0));
+    }
+    Ok(())
+}
+
+/// Bulk mode: nobody else writes, and the batch's games were checked
+/// against the table and each other, so they get ids here and go straight
+/// in (the unique key would still refuse a duplicate).
+async fn copy_new_games(
+    tx: &Transaction<'_>,
+    game_rows: &mut [GameRow<'_>],
+    ids: &mut IdSequence,
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), tokio_postgres::Error> {
+    for row in game_rows.iter_mut() {
+        let id = ids.take();
+        row.id = Some(id);
+        inserted.insert((row.source.to_owned(), row.external_id.clone()), id);
+    }
+    ids.advance(tx).await?;
+    copy_rows(
+        tx,
+        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number) FROM STDIN (FORMAT binary)",
+        game_rows,
     )
     .await?;
     Ok(())

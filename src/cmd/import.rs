@@ -31,7 +31,7 @@ use crate::{
     pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
     progress::{Progress, Snapshot},
     source::fingerprint,
-    writer::{BatchStats, FileContext, PendingIds, PositionMode, prepare_connection, write_batch},
+    writer::{BatchStats, FileContext, PendingIds, WriteMode, prepare_connection, write_batch},
 };
 
 /// Options of `pgnload import`.
@@ -113,7 +113,7 @@ struct Importer<'a> {
     db: Database,
     control: Database,
     cache: PositionCache,
-    positions: PositionMode,
+    positions: WriteMode,
     /// The bulk load this run is part of.
     bulk_load: Option<i64>,
     bulk_report: Option<FinishReport>,
@@ -182,7 +182,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         };
         let (positions, bulk_load, relock_sql) = match chosen {
             Chosen::Incremental => (
-                PositionMode::Incremental,
+                WriteMode::Incremental,
                 None,
                 "SELECT pg_try_advisory_lock_shared($1)",
             ),
@@ -190,9 +190,9 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
                 if resuming {
                     eprintln!("pgnload: continuing an unfinished bulk load");
                 }
-                let BulkLoad { id, ids } = bulk::begin(&mut db.client).await?;
+                let BulkLoad { id, mode } = bulk::begin(&mut db.client).await?;
                 (
-                    PositionMode::Bulk(ids),
+                    mode,
                     Some(id),
                     "SELECT pg_try_advisory_lock($1)",
                 )

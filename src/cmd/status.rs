@@ -68,8 +68,25 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
             table = serde_json::to_string_pretty(&out)
                 .map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
             table.push('\n');
-        } else if rows.is_empty() {
-            table = format!("no inputs imported yet ({})\n", database.description);
+        } else {
+            if rows.is_empty() {
+                table = format!("no inputs imported yet ({})\n", database.description);
+            }
+            if let Some(row) = database
+                .client
+                .query_opt(
+                    "SELECT id, state, runs FROM import_bulk_loads WHERE state <> 'done'",
+                    &[],
+                )
+                .await
+                .map_err(db_err("reading import_bulk_loads"))?
+            {
+                let (id, state, runs): (i64, String, i32) = (row.get(0), row.get(1), row.get(2));
+                table.push_str(&format!(
+                    "bulk load #{id} unfinished ({state}, {runs} runs so far): positions and moves \
+                     have no indexes until a rerun of pgnload import finishes it\n"
+                ));
+            }
         }
         database.close()?;
         super::print(&table)?;
