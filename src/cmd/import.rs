@@ -113,7 +113,7 @@ struct Importer<'a> {
     db: Database,
     control: Database,
     cache: PositionCache,
-    positions: WriteMode,
+    write_mode: WriteMode,
     /// The bulk load this run is part of.
     bulk_load: Option<i64>,
     bulk_report: Option<FinishReport>,
@@ -180,7 +180,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             control.close()?;
             return Ok(ExitStatus::Clean);
         };
-        let (positions, bulk_load, relock_sql) = match chosen {
+        let (write_mode, bulk_load, relock_sql) = match chosen {
             Chosen::Incremental => (
                 WriteMode::Incremental,
                 None,
@@ -205,7 +205,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             db,
             control,
             cache: PositionCache::new(settings.cache_positions),
-            positions,
+            write_mode,
             bulk_load,
             bulk_report: None,
             relock_sql,
@@ -728,7 +728,7 @@ impl Importer<'_> {
                     batch,
                     file,
                     &mut self.cache,
-                    &mut self.positions,
+                    &mut self.write_mode,
                 )
                 .await
             };
