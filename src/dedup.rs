@@ -74,7 +74,10 @@ impl Hasher for PassThrough {
     }
 }
 
-type Generation = HashMap<PositionKey, i64, BuildHasherDefault<PassThrough>>;
+/// A hash map keyed by [`PositionKey`], hashing with the key's own bits.
+pub type KeyMap<V> = HashMap<PositionKey, V, BuildHasherDefault<PassThrough>>;
+
+type Generation = KeyMap<i64>;
 
 /// Bounded position → id map.
 #[derive(Debug)]

@@ -24,6 +24,7 @@ use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 use futures_util::pin_mut;
+use rayon::prelude::*;
 use tokio_postgres::{
     Client, Transaction,
     binary_copy::BinaryCopyInWriter,
@@ -31,7 +32,7 @@ use tokio_postgres::{
 };
 
 use crate::{
-    dedup::{PositionCache, PositionKey},
+    dedup::{KeyMap, PositionCache, PositionKey},
     error::Error,
     fen::split_normalized,
     model::termination_label,
@@ -263,6 +264,8 @@ impl CopyRow<5> for EventRow<'_> {
 struct GameRow<'a> {
     /// Set in bulk mode; incremental mode lets the table's identity decide.
     id: Option<i64>,
+    /// The game's position keys (not a column).
+    keys: &'a [PositionKey],
     game: &'a GameRecord,
     source: &'a str,
     external_id: String,
@@ -432,6 +435,8 @@ struct NewGame<'a> {
     game: &'a GameRecord,
     source: &'a str,
     external_id: String,
+    /// The dedup key of each of the game's positions, in order.
+    keys: Vec<PositionKey>,
 }
 
 /// Position ids resolved in this transaction, to be cached after commit.
@@ -470,6 +475,7 @@ pub async fn write_batch(
                 game,
                 source: game.source(&file.source),
                 external_id: game.external_id(),
+                keys: Vec::new(),
             }),
             Outcome::Rejected(r) => rejected.push(r),
         }
@@ -489,13 +495,24 @@ pub async fn write_batch(
         .map(|row| (row.get(0), row.get(1)))
         .collect();
     let mut seen = HashSet::with_capacity(candidates.len());
-    let new_games: Vec<NewGame<'_>> = candidates
+    let mut new_games: Vec<NewGame<'_>> = candidates
         .into_iter()
         .filter(|g| {
             let key = (g.source.to_owned(), g.external_id.clone());
             !existing.contains(&key) && seen.insert(key)
         })
         .collect();
+    // Every later lookup of a position in this batch is by key: hashing
+    // each FEN once, on all cores, is cheaper than hashing and comparing
+    // the text in each map.
+    new_games.par_iter_mut().for_each(|g| {
+        g.keys = g
+            .game
+            .positions
+            .iter()
+            .map(|(fen, _)| PositionKey::of(fen))
+            .collect();
+    });
 
     // 2. Positions: the cache first; then the misses get-or-created
     //    (incremental) or given new ids (bulk).
@@ -530,7 +547,7 @@ pub async fn write_batch(
     let mut game_rows: Vec<GameRow<'_>> = Vec::with_capacity(new_games.len());
     for new in &new_games {
         let game = new.game;
-        let id_of = |i: usize| position_ids.get(game.positions.fen(i)).copied();
+        let id_of = |i: usize| id_at(&new.keys, &position_ids, i);
         let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
             return Err(unresolved(game));
         };
@@ -551,6 +568,7 @@ pub async fn write_batch(
             .collect();
         game_rows.push(GameRow {
             id: None,
+            keys: &new.keys,
             game,
             source: new.source,
             external_id: new.external_id.clone(),
@@ -597,9 +615,9 @@ pub async fn write_batch(
             continue;
         };
         let game = row.game;
+        let id_of = |i: usize| id_at(row.keys, &position_ids, i);
         for (i, ply) in game.plies.iter().enumerate() {
-            let before = position_ids.get(game.positions.fen(i)).copied();
-            let after = position_ids.get(game.positions.fen(i + 1)).copied();
+            let (before, after) = (id_of(i), id_of(i + 1));
             let (Some(before), Some(after)) = (before, after) else {
                 return Err(unresolved(game));
             };
@@ -729,7 +747,7 @@ impl IdSequence {
 
 /// A batch's positions after the cache: ids known so far, and the rest.
 struct Unresolved<'a> {
-    position_ids: HashMap<&'a str, i64, RandomState>,
+    position_ids: KeyMap<i64>,
     misses: Vec<(PositionRow<'a>, PositionKey)>,
 }
 
@@ -739,24 +757,23 @@ fn collect_positions<'a>(
     cache: &mut PositionCache,
     stats: &mut BatchStats,
 ) -> Unresolved<'a> {
-    let mut position_ids: HashMap<&str, i64, RandomState> = HashMap::default();
+    let mut position_ids = KeyMap::default();
     let mut misses = Vec::new();
-    let mut missing: HashSet<&str, RandomState> = HashSet::default();
+    let mut missing = KeyMap::default();
     for new in new_games {
-        for (fen, hash) in new.game.positions.iter() {
-            if position_ids.contains_key(fen) || missing.contains(fen) {
+        for ((fen, hash), &key) in new.game.positions.iter().zip(&new.keys) {
+            if position_ids.contains_key(&key) || missing.contains_key(&key) {
                 stats.positions_reused += 1;
                 stats.positions_in_memory += 1;
                 continue;
             }
-            let key = PositionKey::of(fen);
             if let Some(id) = cache.get(key) {
                 stats.positions_reused += 1;
                 stats.positions_in_memory += 1;
-                position_ids.insert(fen, id);
+                position_ids.insert(key, id);
                 continue;
             }
-            missing.insert(fen);
+            missing.insert(key, ());
             if let Some(parts) = split_normalized(fen) {
                 let row = PositionRow {
                     fen,
@@ -783,7 +800,7 @@ fn collect_positions<'a>(
 async fn get_or_create_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
-    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
     stats: &mut BatchStats,
 ) -> Result<(), tokio_postgres::Error> {
@@ -809,15 +826,13 @@ async fn get_or_create_positions<'a>(
         .await?;
     stats.positions_new = inserted.len() as u64;
     stats.positions_reused += misses.len() as u64 - stats.positions_new;
-    let by_text: HashMap<&str, (&'a str, PositionKey), RandomState> = misses
-        .iter()
-        .map(|(row, key)| (row.fen, (row.fen, *key)))
-        .collect();
+    let by_text: HashMap<&str, PositionKey, RandomState> =
+        misses.iter().map(|(row, key)| (row.fen, *key)).collect();
     learn_ids(inserted, &by_text, position_ids, pending);
     let existing: Vec<&str> = misses
         .iter()
+        .filter(|(_, key)| !position_ids.contains_key(key))
         .map(|(row, _)| row.fen)
-        .filter(|fen| !position_ids.contains_key(fen))
         .collect();
     if !existing.is_empty() {
         let rows = tx
@@ -837,7 +852,7 @@ async fn insert_new_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
     ids: &mut IdSequence,
-    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
 ) -> Result<(), tokio_postgres::Error> {
     if misses.is_empty() {
@@ -846,7 +861,7 @@ async fn insert_new_positions<'a>(
     let mut rows = Vec::with_capacity(misses.len());
     for (row, key) in misses {
         let id = ids.take();
-        position_ids.insert(row.fen, id);
+        position_ids.insert(*key, id);
         pending.push((*key, id));
         rows.push(NewPosition { id, row });
     }
@@ -916,20 +931,25 @@ async fn copy_new_games(
 }
 
 /// Records `(id, normalized_fen)` rows as resolved positions of the batch.
-fn learn_ids<'a>(
+fn learn_ids(
     rows: Vec<tokio_postgres::Row>,
-    by_text: &HashMap<&str, (&'a str, PositionKey), RandomState>,
-    position_ids: &mut HashMap<&'a str, i64, RandomState>,
+    by_text: &HashMap<&str, PositionKey, RandomState>,
+    position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
 ) {
     for row in rows {
         let id: i64 = row.get(0);
         let fen: &str = row.get(1);
-        if let Some(&(text, key)) = by_text.get(fen) {
-            position_ids.insert(text, id);
+        if let Some(&key) = by_text.get(fen) {
+            position_ids.insert(key, id);
             pending.push((key, id));
         }
     }
+}
+
+/// The id resolved for a game's `i`-th position.
+fn id_at(keys: &[PositionKey], ids: &KeyMap<i64>, i: usize) -> Option<i64> {
+    keys.get(i).and_then(|key| ids.get(key)).copied()
 }
 
 fn unresolved(game: &GameRecord) -> Error {
