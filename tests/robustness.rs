@@ -38,12 +38,15 @@ fn check_accounting(bytes: &[u8]) {
                 "chunks must tile the stream"
             );
         } else {
-            // Only whitespace, `%` lines or a BOM may precede the first game.
+            // Only whitespace, `%` escape lines (pgn-reader also takes them
+            // after leading blanks) or a BOM may precede the first game.
             let lead = &bytes[..chunk.pos.byte_offset as usize];
+            let escape_lines = lead.split(|b| *b == b'\n').all(|line| {
+                let line = line.trim_ascii_start();
+                line.is_empty() || line.starts_with(b"%")
+            });
             assert!(
-                lead.len() <= 3
-                    || lead.iter().all(|b| b.is_ascii_whitespace() || *b == b'%')
-                    || lead.starts_with(b"%"),
+                lead.len() <= 3 || escape_lines || lead.starts_with(b"%"),
                 "unexpected lead-in {lead:?}"
             );
         }

@@ -221,17 +221,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         if let (Ok(ExitStatus::Clean | ExitStatus::CompletedWithRejects | ExitStatus::Failed), Some(load)) =
             (&status, importer.bulk_load)
         {
-            let evicted = importer.cache.evicted() > 0;
-            match bulk::finish(
-                &importer.target,
-                &mut importer.db.client,
-                load,
-                evicted,
-                &importer.interrupts,
-                quiet,
-            )
-            .await
-            {
+            match importer.finish_bulk(load, quiet).await {
                 Ok(Some(report)) => importer.bulk_report = Some(report),
                 Ok(None) => status = Ok(ExitStatus::Interrupted),
                 Err(error) => status = Err(error),
@@ -412,6 +402,50 @@ impl Importer<'_> {
         }
     }
 
+    /// Finishes the bulk load, retrying (on a new connection if needed)
+    /// after transient failures: every step is idempotent.
+    async fn finish_bulk(&mut self, load: i64, quiet: bool) -> Result<Option<FinishReport>, Error> {
+        let evicted = self.cache.evicted() > 0;
+        let mut retry = Retry::new(self.settings.retry_seconds);
+        loop {
+            let result = bulk::finish(
+                &self.target,
+                &mut self.db.client,
+                load,
+                evicted,
+                &self.interrupts,
+                quiet,
+            )
+            .await;
+            match result {
+                Err(error) if retry.wait(&error, self.db.client.is_closed()).await => {
+                    if self.db.client.is_closed() {
+                        reconnect(&mut self.db, &self.target, true).await;
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Self::import_input`], started again after a transient failure of
+    /// the bookkeeping connection (its steps are idempotent: the input's
+    /// checkpoint says where to resume).
+    async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        let mut retry = Retry::new(self.settings.retry_seconds);
+        loop {
+            match self.import_input(index, name).await {
+                Err(error) if retry.wait(&error, self.control.client.is_closed()).await => {
+                    if self.control.client.is_closed() {
+                        reconnect(&mut self.control, &self.target, false).await;
+                        self.relock().await?;
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
         let inputs = self.args.inputs.clone();
         let mut status = ExitStatus::Clean;
@@ -419,7 +453,7 @@ impl Importer<'_> {
             if self.interrupted() {
                 break;
             }
-            match self.import_input(index, name).await? {
+            match self.import_input_retrying(index, name).await? {
                 InputEnd::Done => self.totals.files_done += 1,
                 InputEnd::AlreadyImported => {
                     self.totals.files_skipped += 1;
