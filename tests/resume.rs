@@ -619,4 +619,8 @@ fn a_second_importer_of_the_same_file_waits_or_skips_with_no_wait() {
         );
         assert_eq!(db.psql("SELECT count(*) FROM games"), "438");
     }
+    assert_eq!(
+        db.psql("SELECT count(*) FROM import_runs WHERE finished_at IS NULL"),
+        "0"
+    );
 }

@@ -176,6 +176,14 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             eprintln!(
                 "pgnload: a bulk load holds the database (or other imports block one); skipped (--no-wait)"
             );
+            control
+                .client
+                .execute(
+                    "UPDATE import_runs SET finished_at = now(), status = 'skipped' WHERE id = $1",
+                    &[&run_id],
+                )
+                .await
+                .map_err(db_err("recording the run"))?;
             db.close()?;
             control.close()?;
             return Ok(ExitStatus::Clean);
