@@ -87,7 +87,8 @@ fn bulk_and_incremental_imports_give_the_same_database() {
     );
     let verify = run({
         let mut c = db.pgnload();
-        c.args(["-q", "verify", "--games"]);
+        c.args(["-q", "verify", "--games", "--report"])
+            .arg(dir.path().join("verify.tsv"));
         c
     });
     assert_ok(&verify, &[0]);
