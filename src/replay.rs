@@ -18,8 +18,8 @@ use shakmaty::{
 
 use crate::{
     error::{RejectReason, SourcePos},
-    fen::{position_from_fen, write_normalized_fen},
-    hash::fen_digest,
+    fen::{FEN_CAP, position_from_fen, write_fen},
+    hash::fen_digest_bytes,
     model::{Eval, GameMeta, GameResult, GameVariant, RawGame, game_key},
 };
 
@@ -32,15 +32,52 @@ pub struct PositionList {
     digests: Vec<i64>,
 }
 
-impl PositionList {
-    fn push(&mut self, fen: &str) {
-        self.text.push_str(fen);
+/// A [`PositionList`] being filled: FENs are written straight into the
+/// byte buffer (no copy, no UTF-8 check per position), which becomes the
+/// list's string once, at the end of the game.
+struct PositionsBuilder {
+    text: Vec<u8>,
+    ends: Vec<u32>,
+    digests: Vec<i64>,
+}
+
+impl PositionsBuilder {
+    fn with_capacity(positions: usize) -> Self {
+        PositionsBuilder {
+            text: Vec::with_capacity(64 * positions + FEN_CAP),
+            ends: Vec::with_capacity(positions),
+            digests: Vec::with_capacity(positions),
+        }
+    }
+
+    #[inline]
+    fn push<P: Position>(&mut self, pos: &P) {
+        let start = self.text.len();
+        self.text.resize(start + FEN_CAP, 0);
+        let len = match self.text.get_mut(start..) {
+            Some(tail) => <&mut [u8; FEN_CAP]>::try_from(tail).map_or(0, |out| write_fen(pos, out)),
+            None => 0,
+        };
+        self.text.truncate(start + len);
+        let fen = &self.text[start..];
         // A game is capped far below 4 GiB of FEN text (max_plies × ~100 bytes).
         self.ends
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
-        self.digests.push(fen_digest(fen));
+        self.digests.push(fen_digest_bytes(fen));
     }
 
+    fn finish(self) -> PositionList {
+        PositionList {
+            // Only ASCII is written; the lossy branch is never taken.
+            text: String::from_utf8(self.text)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ends: self.ends,
+            digests: self.digests,
+        }
+    }
+}
+
+impl PositionList {
     /// Number of positions (plies + 1).
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -201,14 +238,8 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 
     let meta = GameMeta::from_tags(&raw.tags);
     let result = meta.result.or(raw.movetext_result);
-    let mut positions = PositionList {
-        text: String::with_capacity(64 * (raw.moves.len() + 1)),
-        ends: Vec::with_capacity(raw.moves.len() + 1),
-        digests: Vec::with_capacity(raw.moves.len() + 1),
-    };
-    let mut fen = String::with_capacity(100);
-    write_normalized_fen(&board, &mut fen);
-    positions.push(&fen);
+    let mut positions = PositionsBuilder::with_capacity(raw.moves.len() + 1);
+    positions.push(&board);
 
     let mut plies = Vec::with_capacity(raw.moves.len());
     for (i, raw_move) in raw.moves.into_iter().enumerate() {
@@ -233,8 +264,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
                 encode_move(m),
             )
         };
-        write_normalized_fen(&board, &mut fen);
-        positions.push(&fen);
+        positions.push(&board);
         let (eval_cp, eval_mate) = match raw_move.eval {
             Some(Eval::Centipawns(cp)) => (Some(cp), None),
             Some(Eval::MateIn(n)) => (None, Some(n)),
@@ -257,7 +287,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         variant,
         start_fen,
         result,
-        positions,
+        positions: positions.finish(),
         plies,
     })
 }
@@ -562,6 +592,7 @@ impl GameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::fen_digest;
     use crate::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
