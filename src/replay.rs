@@ -10,8 +10,9 @@
 use std::sync::Arc;
 
 use shakmaty::{
-    CastlingMode, Color, EnPassantMode, Move, Position, PositionError, Role, Square,
-    san::{San, SanPlus, Suffix},
+    CastlingMode, CastlingSide, Color, EnPassantMode, FromSetup, Move, Position, PositionError,
+    Role, Square,
+    san::{San, Suffix},
     uci::UciMove,
     variant::VariantPosition,
 };
@@ -20,7 +21,7 @@ use crate::{
     error::{RejectReason, SourcePos},
     fen::{FEN_CAP, position_from_fen, write_fen},
     hash::fen_digest_bytes,
-    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, game_key},
+    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
 };
 
 /// Normalized FENs of a game's positions, stored back to back in one string
@@ -127,6 +128,111 @@ impl MoveText {
         let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{value}"));
         text
     }
+
+    /// The move's canonical SAN, byte for byte what shakmaty's `SanPlus`
+    /// `Display` writes, without going through `fmt` (which cost ~5% of a
+    /// replay, twice per ply).
+    fn san(san: San, suffix: Option<Suffix>) -> MoveText {
+        let mut text = MoveText::default();
+        match san {
+            San::Normal {
+                role,
+                file,
+                rank,
+                capture,
+                to,
+                promotion,
+            } => {
+                if role != Role::Pawn {
+                    text.push(role.upper_char());
+                }
+                if let Some(file) = file {
+                    text.push(file.char());
+                }
+                if let Some(rank) = rank {
+                    text.push(rank.char());
+                }
+                if capture {
+                    text.push('x');
+                }
+                text.push_square(to);
+                if let Some(promotion) = promotion {
+                    text.push('=');
+                    text.push(promotion.upper_char());
+                }
+            }
+            San::Castle(CastlingSide::KingSide) => text.push_str("O-O"),
+            San::Castle(CastlingSide::QueenSide) => text.push_str("O-O-O"),
+            San::Put { role, to } => {
+                if role != Role::Pawn {
+                    text.push(role.upper_char());
+                }
+                text.push('@');
+                text.push_square(to);
+            }
+            San::Null => text.push_str("--"),
+        }
+        if let Some(suffix) = suffix {
+            text.push(suffix.char());
+        }
+        text
+    }
+
+    /// The move in UCI, byte for byte what shakmaty's
+    /// `UciMove::from_move(m, mode)` displays.
+    fn uci(m: Move, mode: CastlingMode) -> MoveText {
+        let mut text = MoveText::default();
+        let (from, to, promotion) = match m {
+            Move::Normal {
+                from,
+                to,
+                promotion,
+                ..
+            } => (from, to, promotion),
+            Move::EnPassant { from, to } => (from, to, None),
+            Move::Castle { king, rook } => match mode {
+                CastlingMode::Standard => {
+                    let side = CastlingSide::from_king_side(king < rook);
+                    (
+                        king,
+                        Square::from_coords(side.king_to_file(), king.rank()),
+                        None,
+                    )
+                }
+                CastlingMode::Chess960 => (king, rook, None),
+            },
+            Move::Put { role, to } => {
+                text.push(role.upper_char());
+                text.push('@');
+                text.push_square(to);
+                return text;
+            }
+        };
+        text.push_square(from);
+        text.push_square(to);
+        if let Some(promotion) = promotion {
+            text.push(promotion.char());
+        }
+        text
+    }
+
+    /// Appends an ASCII character (dropped if the text is full, which the
+    /// at most 9-byte SAN and 5-byte UCI never are).
+    fn push(&mut self, ch: char) {
+        if let Some(slot) = self.bytes.get_mut(usize::from(self.len)) {
+            *slot = ch as u8;
+            self.len += 1;
+        }
+    }
+
+    fn push_str(&mut self, s: &str) {
+        s.chars().for_each(|ch| self.push(ch));
+    }
+
+    fn push_square(&mut self, sq: Square) {
+        self.push(sq.file().char());
+        self.push(sq.rank().char());
+    }
 }
 
 impl std::fmt::Write for MoveText {
@@ -230,7 +336,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
                 || matches!(variant, GameVariant::Standard | GameVariant::Chess960)
         })
         .map(str::to_owned);
-    let mut board = initial_position(variant, start_fen.as_deref())?;
+    let board = initial_position(variant, start_fen.as_deref())?;
     if variant == GameVariant::Standard && board.castles().mode() == CastlingMode::Chess960 {
         variant = GameVariant::Chess960;
     }
@@ -238,11 +344,43 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 
     let meta = GameMeta::from_tags(&raw.tags);
     let result = meta.result.or(raw.movetext_result);
-    let mut positions = PositionsBuilder::with_capacity(raw.moves.len() + 1);
-    positions.push(&board);
+    // One dispatch per game: the loop runs on the concrete position type, so
+    // move generation is neither dispatched nor its move lists copied per ply.
+    let (positions, plies) = match board {
+        VariantPosition::Chess(board) => replay_mainline(board, raw.moves, mode, true),
+        VariantPosition::Atomic(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::Antichess(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::KingOfTheHill(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::ThreeCheck(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::Crazyhouse(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::RacingKings(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::Horde(board) => replay_mainline(board, raw.moves, mode, false),
+    }?;
 
-    let mut plies = Vec::with_capacity(raw.moves.len());
-    for (i, raw_move) in raw.moves.into_iter().enumerate() {
+    Ok(GameRecord {
+        pos,
+        meta,
+        variant,
+        start_fen,
+        result,
+        positions,
+        plies,
+    })
+}
+
+/// Replays the mainline from `board`: every position's FEN and digest and
+/// every ply. `standard` is set for standard chess (and Chess960), where a
+/// check suffix needs no variant outcome.
+fn replay_mainline<P: Position + FromSetup>(
+    mut board: P,
+    moves: Vec<RawMove>,
+    mode: CastlingMode,
+    standard: bool,
+) -> Result<(PositionList, Vec<Ply>), RejectReason> {
+    let mut positions = PositionsBuilder::with_capacity(moves.len() + 1);
+    positions.push(&board);
+    let mut plies = Vec::with_capacity(moves.len());
+    for (i, raw_move) in moves.into_iter().enumerate() {
         let ply = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let illegal = |reason: String| RejectReason::IllegalMove {
             ply,
@@ -250,19 +388,16 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             reason,
         };
         let (uci, san, code) = if raw_move.san.san == San::Null {
-            board = null_move(board).map_err(illegal)?;
+            board = null_move_of(board).map_err(illegal)?;
             (
                 MoveText::from_display("0000"),
                 MoveText::from_display("--"),
                 0,
             )
         } else {
-            let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
-            (
-                MoveText::from_display(UciMove::from_move(m, mode)),
-                MoveText::from_display(san),
-                encode_move(m),
-            )
+            let (m, san) =
+                play_written(&raw_move.san.san, &mut board, standard).map_err(illegal)?;
+            (MoveText::uci(m, mode), san, encode_move(m))
         };
         positions.push(&board);
         let (eval_cp, eval_mate) = match raw_move.eval {
@@ -280,16 +415,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             code,
         });
     }
-
-    Ok(GameRecord {
-        pos,
-        meta,
-        variant,
-        start_fen,
-        result,
-        positions: positions.finish(),
-        plies,
-    })
+    Ok((positions.finish(), plies))
 }
 
 fn initial_position(
@@ -317,7 +443,11 @@ fn initial_position(
 /// written move and to disambiguate the canonical SAN; the check/mate suffix
 /// needs a legal move generation only when the move gives check. This is
 /// the hottest loop of an import.
-fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus), String> {
+fn play_written<P: Position>(
+    san: &San,
+    board: &mut P,
+    standard: bool,
+) -> Result<(Move, MoveText), String> {
     let candidates = match *san {
         San::Normal { role, to, .. } | San::Put { role, to } => board.san_candidates(role, to),
         San::Castle(side) => board.castling_moves(side),
@@ -336,7 +466,7 @@ fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus
         }
     };
     board.play_unchecked(m);
-    let suffix = if board.variant() == shakmaty::variant::Variant::Chess {
+    let suffix = if standard {
         // In standard chess a decisive outcome is a checkmate, which needs a check.
         board.is_check().then(|| {
             if board.legal_moves().is_empty() {
@@ -348,16 +478,10 @@ fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus
     } else {
         Suffix::from_position(board)
     };
-    Ok((
-        m,
-        SanPlus {
-            san: canonical,
-            suffix,
-        },
-    ))
+    Ok((m, MoveText::san(canonical, suffix)))
 }
 
-fn candidates_of_castle(board: &VariantPosition, m: Move) -> shakmaty::MoveList {
+fn candidates_of_castle<P: Position>(board: &P, m: Move) -> shakmaty::MoveList {
     match m {
         Move::Castle { king, rook } if king.file() < rook.file() => {
             board.castling_moves(shakmaty::CastlingSide::KingSide)
@@ -414,7 +538,7 @@ fn find_written(san: &San, candidates: &shakmaty::MoveList) -> Result<Move, Stri
 
 /// A fully specified origin without a piece letter (`g1f3`, UCI movetext)
 /// names any piece, castling included, as python-chess accepts it.
-fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
+fn uci_fallback<P: Position>(san: &San, board: &P) -> Option<Move> {
     let San::Normal {
         role: Role::Pawn,
         file: Some(file),
@@ -438,7 +562,20 @@ fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
 /// A null move (`--`, `Z0`): the other side to move, no en passant, as
 /// python-chess `push(Move.null())` does. Shared with `verify --games`.
 pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
-    let variant = pos.variant();
+    match pos {
+        VariantPosition::Chess(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Atomic(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Antichess(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::KingOfTheHill(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::ThreeCheck(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Crazyhouse(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::RacingKings(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Horde(pos) => null_move_of(pos).map(Into::into),
+    }
+}
+
+/// [`null_move`] on a concrete position type (the replay loop's).
+fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);
     setup.ep_square = None;
@@ -446,7 +583,7 @@ pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
     if setup.turn == Color::White {
         setup.fullmoves = setup.fullmoves.saturating_add(1);
     }
-    VariantPosition::from_setup(variant, setup, mode)
+    P::from_setup(setup, mode)
         .or_else(PositionError::ignore_invalid_castling_rights)
         .map_err(|e| format!("null move leads to an impossible position: {e}"))
 }
