@@ -405,7 +405,10 @@ pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
         let end = memchr_pos(rest, b']').unwrap_or(rest.len());
         let command = &rest[..end];
         if let Some(value) = command.strip_prefix(b"%clk") {
-            clock = clock.or_else(|| parse_clock(trim_ascii(value)));
+            clock = clock.or_else(|| {
+                let value = value.trim_ascii();
+                clock_digits(value).unwrap_or_else(|| parse_clock(trim_ascii(value)))
+            });
         } else if let Some(value) = command.strip_prefix(b"%eval") {
             eval = eval.or_else(|| parse_eval(trim_ascii(value)));
         }
@@ -420,6 +423,36 @@ fn memchr_pos(haystack: &[u8], needle: u8) -> Option<usize> {
 
 fn trim_ascii(s: &[u8]) -> &str {
     std::str::from_utf8(s.trim_ascii()).unwrap_or("")
+}
+
+/// [`parse_clock`] for the form Lichess writes on every move, without
+/// `str` parsing (which was most of the comment cost): `Some` when `value`
+/// is `h:m:s[.f]` with 1–9 ASCII digits per number and at most 3 fraction
+/// digits, where it agrees with `parse_clock`; `None` for anything else,
+/// which `parse_clock` then judges.
+fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
+    fn number(digits: &[u8]) -> Option<i64> {
+        (!digits.is_empty() && digits.len() <= 9 && digits.iter().all(u8::is_ascii_digit))
+            .then(|| digits.iter().fold(0, |n, &d| n * 10 + i64::from(d - b'0')))
+    }
+    let mut parts = value.split(|&b| b == b':');
+    let (h, m, sec) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let (whole, frac) = match sec.iter().position(|&b| b == b'.') {
+        Some(dot) => (&sec[..dot], &sec[dot + 1..]),
+        None => (sec, &[][..]),
+    };
+    let frac_ms = match frac.len() {
+        0 => 0,
+        // At most 3 digits: the shift is 1, 10 or 100.
+        len @ 1..=3 => number(frac)? * 10i64.pow(3 - len as u32),
+        _ => return None,
+    };
+    // Below 4e15 with 9-digit numbers: no overflow.
+    let ms = ((number(h)? * 60 + number(m)?) * 60 + number(whole)?) * 1000 + frac_ms;
+    Some(i32::try_from(ms).ok())
 }
 
 fn parse_clock(s: &str) -> Option<i32> {
@@ -581,6 +614,41 @@ mod tests {
             parse_comment_commands(b"[%clk 999999999:00:00]"),
             (None, None)
         );
+    }
+
+    #[test]
+    fn clock_fast_path_agrees_with_parse_clock() {
+        let numbers = [
+            "",
+            "0",
+            "5",
+            "05",
+            "59",
+            "+1",
+            "-1",
+            " 1",
+            "123456789",
+            "1234567890",
+            "99999999999999999999",
+        ];
+        let fractions = ["", ".", ".3", ".30", ".305", ".3000", ".+1", ".-", "..1"];
+        let mut fast = 0;
+        for h in numbers {
+            for m in numbers {
+                for s in numbers {
+                    for f in fractions {
+                        let value = format!("{h}:{m}:{s}{f}");
+                        if let Some(clock) = clock_digits(value.as_bytes()) {
+                            assert_eq!(clock, parse_clock(&value), "{value:?}");
+                            fast += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast > 500, "the fast path took only {fast} cases");
+        assert_eq!(clock_digits(b"0:05"), None);
+        assert_eq!(clock_digits(b"0:05:00:00"), None);
     }
 
     #[test]
