@@ -10,11 +10,14 @@
 use std::sync::Arc;
 
 use shakmaty::{
-    CastlingMode, CastlingSide, Color, EnPassantMode, FromSetup, Move, Position, PositionError,
-    Role, Square,
+    Bitboard, CastlingMode, CastlingSide, Chess, Color, EnPassantMode, FromSetup, Move, Position,
+    PositionError, Rank, Role, Square, attacks,
     san::{San, Suffix},
     uci::UciMove,
-    variant::VariantPosition,
+    variant::{
+        Antichess, Atomic, Crazyhouse, Horde, KingOfTheHill, RacingKings, ThreeCheck,
+        VariantPosition,
+    },
 };
 
 use crate::{
@@ -347,14 +350,14 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
     // One dispatch per game: the loop runs on the concrete position type, so
     // move generation is neither dispatched nor its move lists copied per ply.
     let (positions, plies) = match board {
-        VariantPosition::Chess(board) => replay_mainline(board, raw.moves, mode, true),
-        VariantPosition::Atomic(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::Antichess(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::KingOfTheHill(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::ThreeCheck(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::Crazyhouse(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::RacingKings(board) => replay_mainline(board, raw.moves, mode, false),
-        VariantPosition::Horde(board) => replay_mainline(board, raw.moves, mode, false),
+        VariantPosition::Chess(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Atomic(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Antichess(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::KingOfTheHill(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::ThreeCheck(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Crazyhouse(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::RacingKings(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Horde(board) => replay_mainline(board, raw.moves, mode),
     }?;
 
     Ok(GameRecord {
@@ -369,13 +372,11 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 }
 
 /// Replays the mainline from `board`: every position's FEN and digest and
-/// every ply. `standard` is set for standard chess (and Chess960), where a
-/// check suffix needs no variant outcome.
-fn replay_mainline<P: Position + FromSetup>(
+/// every ply.
+fn replay_mainline<P: Rules>(
     mut board: P,
     moves: Vec<RawMove>,
     mode: CastlingMode,
-    standard: bool,
 ) -> Result<(PositionList, Vec<Ply>), RejectReason> {
     let mut positions = PositionsBuilder::with_capacity(moves.len() + 1);
     positions.push(&board);
@@ -395,8 +396,7 @@ fn replay_mainline<P: Position + FromSetup>(
                 0,
             )
         } else {
-            let (m, san) =
-                play_written(&raw_move.san.san, &mut board, standard).map_err(illegal)?;
+            let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
             (MoveText::uci(m, mode), san, encode_move(m))
         };
         positions.push(&board);
@@ -436,25 +436,70 @@ fn initial_position(
     }
 }
 
+/// What replay needs from a concrete position type beyond `Position`:
+/// shortcuts for standard chess, where nearly all games are.
+trait Rules: Position + FromSetup {
+    /// The unique legal move matching a written normal move, with its
+    /// canonical SAN, exactly as [`resolve_written`] would find it; `None`
+    /// (no shortcut, no match, several matches) leaves the move to
+    /// [`resolve_written`].
+    fn resolve_unique(&self, _san: &San) -> Option<(Move, San)> {
+        None
+    }
+
+    /// The check or checkmate suffix of the position just reached.
+    fn suffix(&self) -> Option<Suffix> {
+        Suffix::from_position(self)
+    }
+}
+
+impl Rules for Chess {
+    fn resolve_unique(&self, san: &San) -> Option<(Move, San)> {
+        chess_unique(self, san)
+    }
+
+    fn suffix(&self) -> Option<Suffix> {
+        // A decisive outcome is a checkmate, which needs a check.
+        self.is_check().then(|| {
+            if chess_has_evasion(self) {
+                Suffix::Check
+            } else {
+                Suffix::Checkmate
+            }
+        })
+    }
+}
+
+impl Rules for Atomic {}
+impl Rules for Antichess {}
+impl Rules for KingOfTheHill {}
+impl Rules for ThreeCheck {}
+impl Rules for Crazyhouse {}
+impl Rules for RacingKings {}
+impl Rules for Horde {}
+
 /// Resolves a written move like python-chess `parse_san` does, plays it,
-/// and returns the move with its canonical SAN.
-///
-/// The SAN candidates are generated once and serve both to resolve the
-/// written move and to disambiguate the canonical SAN; the check/mate suffix
-/// needs a legal move generation only when the move gives check. This is
-/// the hottest loop of an import.
-fn play_written<P: Position>(
-    san: &San,
-    board: &mut P,
-    standard: bool,
-) -> Result<(Move, MoveText), String> {
+/// and returns the move with its canonical SAN. This is the hottest loop of
+/// an import.
+fn play_written<P: Rules>(san: &San, board: &mut P) -> Result<(Move, MoveText), String> {
+    let (m, canonical) = match board.resolve_unique(san) {
+        Some(found) => found,
+        None => resolve_written(san, board)?,
+    };
+    board.play_unchecked(m);
+    Ok((m, MoveText::san(canonical, board.suffix())))
+}
+
+/// The general resolution: the SAN candidates are generated once and serve
+/// both to resolve the written move and to disambiguate the canonical SAN.
+fn resolve_written<P: Position>(san: &San, board: &P) -> Result<(Move, San), String> {
     let candidates = match *san {
         San::Normal { role, to, .. } | San::Put { role, to } => board.san_candidates(role, to),
         San::Castle(side) => board.castling_moves(side),
         San::Null => return Err("null move".to_owned()),
     };
     // MoveList is a 2 KiB array: disambiguate in place rather than moving it.
-    let (m, canonical) = match find_written(san, &candidates) {
+    Ok(match find_written(san, &candidates) {
         Ok(m) => (m, San::disambiguate(m, &candidates)),
         Err(reason) => {
             let m = uci_fallback(san, board).ok_or(reason)?;
@@ -464,21 +509,214 @@ fn play_written<P: Position>(
             };
             (m, canonical)
         }
+    })
+}
+
+/// Standard chess: the squares from which a piece of `role` of the side to
+/// move can legally move to `to` (castling aside), and apart from them the
+/// pawns that can take en passant there. These are the moves shakmaty's
+/// `san_candidates` lists, found from bitboards without building (and
+/// copying) a 2.7 KB move list. Legal means: the own king is not attacked
+/// afterwards.
+fn chess_froms(pos: &Chess, role: Role, to: Square) -> (Bitboard, Bitboard) {
+    let board = pos.board();
+    let us = pos.turn();
+    let them = !us;
+    let none = (Bitboard::EMPTY, Bitboard::EMPTY);
+    let Some(king) = board.king_of(us) else {
+        return none;
     };
-    board.play_unchecked(m);
-    let suffix = if standard {
-        // In standard chess a decisive outcome is a checkmate, which needs a check.
-        board.is_check().then(|| {
-            if board.legal_moves().is_empty() {
-                Suffix::Checkmate
-            } else {
-                Suffix::Check
+    if pos.us().contains(to) {
+        return none;
+    }
+    let occupied = board.occupied();
+    let ours = pos.our(role);
+    let pseudo = match role {
+        Role::Pawn if pos.them().contains(to) => attacks::pawn_attacks(them, to) & ours,
+        Role::Pawn => {
+            // Pushes: one step, or two from the second rank over an empty square.
+            let back = |steps: i32| to.offset(us.fold_wb(-8, 8) * steps);
+            match back(1) {
+                Some(from) if ours.contains(from) => Bitboard::from(from),
+                Some(over)
+                    if !occupied.contains(over) && to.rank() == us.relative_rank(Rank::Fourth) =>
+                {
+                    back(2).map_or(Bitboard::EMPTY, |from| ours & Bitboard::from(from))
+                }
+                _ => Bitboard::EMPTY,
             }
-        })
-    } else {
-        Suffix::from_position(board)
+        }
+        _ => attacks::attacks(to, role.of(us), occupied) & ours,
     };
-    Ok((m, MoveText::san(canonical, suffix)))
+    let safe = |from: Square| {
+        if role == Role::King {
+            board
+                .attacks_to(to, them, occupied.without(from))
+                .is_empty()
+        } else {
+            board
+                .attacks_to(king, them, occupied.without(from).with(to))
+                .without(to)
+                .is_empty()
+        }
+    };
+    let legal = pseudo.into_iter().filter(|&from| safe(from)).collect();
+    let en_passant = if role == Role::Pawn && pos.maybe_ep_square() == Some(to) {
+        (attacks::pawn_attacks(them, to) & ours)
+            .into_iter()
+            .filter(|&from| {
+                let captured = Square::from_coords(to.file(), from.rank());
+                board
+                    .attacks_to(
+                        king,
+                        them,
+                        occupied.without(from).without(captured).with(to),
+                    )
+                    .without(captured)
+                    .is_empty()
+            })
+            .collect()
+    } else {
+        Bitboard::EMPTY
+    };
+    (legal, en_passant)
+}
+
+/// [`resolve_written`] for standard chess when exactly one legal move
+/// matches a written normal move: the same move and canonical SAN (the
+/// filter of [`find_written`] and the disambiguation of
+/// `San::disambiguate`, over the sets of [`chess_froms`]).
+fn chess_unique(pos: &Chess, san: &San) -> Option<(Move, San)> {
+    let San::Normal {
+        role,
+        file,
+        rank,
+        to,
+        promotion,
+        ..
+    } = *san
+    else {
+        return None;
+    };
+    let (froms, en_passant) = chess_froms(pos, role, to);
+    let written = |mut squares: Bitboard| {
+        if let Some(file) = file {
+            squares &= Bitboard::from_file(file);
+        }
+        if let Some(rank) = rank {
+            squares &= Bitboard::from_rank(rank);
+        }
+        squares
+    };
+    // A pawn reaching a back rank promotes to one of these; no other move
+    // promotes.
+    let promotion_fits = if role == Role::Pawn && Bitboard::BACKRANKS.contains(to) {
+        matches!(
+            promotion,
+            Some(Role::Queen | Role::Rook | Role::Bishop | Role::Knight)
+        )
+    } else {
+        promotion.is_none()
+    };
+    let normal = if promotion_fits {
+        written(froms)
+    } else {
+        Bitboard::EMPTY
+    };
+    let en_passant = if promotion.is_none() {
+        written(en_passant)
+    } else {
+        Bitboard::EMPTY
+    };
+    let capture = pos.board().role_at(to);
+    Some(match (normal.single_square(), en_passant.single_square()) {
+        (Some(from), None) if en_passant.is_empty() => {
+            let m = Move::Normal {
+                role,
+                from,
+                capture,
+                to,
+                promotion,
+            };
+            let canonical = if role == Role::Pawn {
+                San::Normal {
+                    role,
+                    file: capture.is_some().then(|| from.file()),
+                    rank: None,
+                    capture: capture.is_some(),
+                    to,
+                    promotion,
+                }
+            } else {
+                let others = froms.without(from);
+                let same_rank = (others & Bitboard::from_rank(from.rank())).any();
+                let same_file = (others & Bitboard::from_file(from.file())).any();
+                San::Normal {
+                    role,
+                    file: (others.any() && (!same_file || same_rank)).then(|| from.file()),
+                    rank: same_file.then(|| from.rank()),
+                    capture: capture.is_some(),
+                    to,
+                    promotion,
+                }
+            };
+            (m, canonical)
+        }
+        (None, Some(from)) if normal.is_empty() => (
+            Move::EnPassant { from, to },
+            San::Normal {
+                role: Role::Pawn,
+                file: Some(from.file()),
+                rank: None,
+                capture: true,
+                to,
+                promotion: None,
+            },
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether the side to move, in check in standard chess, has a legal move:
+/// a king move to a safe square, an en passant capture, or (against a
+/// single checker) a capture of the checker or a block. Castling never
+/// answers a check.
+fn chess_has_evasion(pos: &Chess) -> bool {
+    let board = pos.board();
+    let us = pos.turn();
+    let Some(king) = board.king_of(us) else {
+        return false;
+    };
+    let king_moves = attacks::king_attacks(king) & !pos.us();
+    if king_moves.into_iter().any(|to| {
+        board
+            .attacks_to(to, !us, board.occupied().without(king))
+            .is_empty()
+    }) {
+        return true;
+    }
+    if let Some(ep) = pos.maybe_ep_square()
+        && chess_froms(pos, Role::Pawn, ep).1.any()
+    {
+        return true;
+    }
+    let Some(checker) = pos.checkers().single_square() else {
+        return false;
+    };
+    attacks::between(king, checker)
+        .with(checker)
+        .into_iter()
+        .any(|to| {
+            [
+                Role::Pawn,
+                Role::Knight,
+                Role::Bishop,
+                Role::Rook,
+                Role::Queen,
+            ]
+            .into_iter()
+            .any(|role| chess_froms(pos, role, to).0.any())
+        })
 }
 
 fn candidates_of_castle<P: Position>(board: &P, m: Move) -> shakmaty::MoveList {
@@ -743,6 +981,135 @@ mod tests {
             .expect("in-memory source cannot fail")
             .expect("one game");
         replay_game(take_game(&mut chunk, limits)?, chunk.pos)
+    }
+
+    /// Standard-chess positions from seeded random games (biased towards
+    /// checks, captures, double pushes and promotions so that pins, en
+    /// passant, double checks and mates occur), Chess960 starts included.
+    fn random_chess_positions() -> Vec<Chess> {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut out = Vec::new();
+        for game in 0..160 {
+            let mut pos = if game % 4 == 3 {
+                let fen = "nrbbqkrn/pppppppp/8/8/8/8/PPPPPPPP/NRBBQKRN w GBgb - 0 1";
+                match position_from_fen(fen, shakmaty::variant::Variant::Chess, true) {
+                    Ok(VariantPosition::Chess(pos)) => pos,
+                    other => panic!("960 start: {other:?}"),
+                }
+            } else {
+                Chess::default()
+            };
+            for _ in 0..200 {
+                out.push(pos.clone());
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    break;
+                }
+                let special: Vec<Move> = moves
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        m.is_capture()
+                            || m.is_promotion()
+                            || m.is_en_passant()
+                            || (m.role() == Role::Pawn
+                                && m.from().is_some_and(|f| f.distance(m.to()) == 2))
+                            || pos.clone().play(*m).is_ok_and(|p| p.is_check())
+                    })
+                    .collect();
+                let m = if !special.is_empty() && next(3) > 0 {
+                    special[next(special.len())]
+                } else {
+                    moves[next(moves.len())]
+                };
+                pos.play_unchecked(m);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn chess_shortcuts_agree_with_shakmaty() {
+        let positions = random_chess_positions();
+        let (mut checks, mut mates, mut en_passant, mut unique) = (0, 0, 0, 0);
+        for pos in &positions {
+            // chess_froms: the san_candidates sets, square for square.
+            for role in Role::ALL {
+                for to in Square::ALL {
+                    let mut froms = Bitboard::EMPTY;
+                    let mut ep = Bitboard::EMPTY;
+                    for m in pos.san_candidates(role, to) {
+                        match m {
+                            Move::EnPassant { from, .. } => ep.add(from),
+                            Move::Normal { from, .. } => froms.add(from),
+                            other => panic!("unexpected candidate {other:?}"),
+                        }
+                    }
+                    en_passant += ep.count();
+                    assert_eq!(
+                        chess_froms(pos, role, to),
+                        (froms, ep),
+                        "{role:?} to {to} in {pos:?}"
+                    );
+                }
+            }
+            if pos.is_check() {
+                checks += 1;
+                let mate = pos.legal_moves().is_empty();
+                mates += usize::from(mate);
+                assert_eq!(chess_has_evasion(pos), !mate, "{pos:?}");
+            }
+            // chess_unique: whenever it answers, the general path agrees.
+            for m in pos.legal_moves() {
+                let canonical = San::from_move(pos, m);
+                let mut written = vec![canonical];
+                if let San::Normal {
+                    role,
+                    to,
+                    promotion,
+                    ..
+                } = canonical
+                {
+                    let from = m.from().expect("normal moves have an origin");
+                    for (file, rank) in [
+                        (None, None),
+                        (Some(from.file()), None),
+                        (None, Some(from.rank())),
+                        (Some(from.file()), Some(from.rank())),
+                    ] {
+                        for capture in [false, true] {
+                            for promotion in [promotion, None, Some(Role::Queen), Some(Role::King)]
+                            {
+                                written.push(San::Normal {
+                                    role,
+                                    file,
+                                    rank,
+                                    capture,
+                                    to,
+                                    promotion,
+                                });
+                            }
+                        }
+                    }
+                }
+                for san in written {
+                    if let Some(found) = chess_unique(pos, &san) {
+                        unique += 1;
+                        assert_eq!(Ok(found), resolve_written(&san, pos), "{san} in {pos:?}");
+                    }
+                }
+            }
+        }
+        assert!(
+            checks > 500 && mates > 10 && en_passant > 50 && unique > 10_000,
+            "{checks} checks, {mates} mates, {en_passant} en passant, {unique} unique"
+        );
     }
 
     #[test]
