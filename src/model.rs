@@ -258,69 +258,122 @@ pub struct GameMeta {
 }
 
 /// Tags that [`GameMeta::from_tags`] maps to typed fields (and so leaves out
-/// of `other_tags`). `Variant`, `FEN` and `SetUp` are consumed by replay.
-const TYPED_TAGS: &[&str] = &[
-    "Event",
-    "Site",
-    "Round",
-    "White",
-    "Black",
-    "WhiteElo",
-    "BlackElo",
-    "WhiteRatingDiff",
-    "BlackRatingDiff",
-    "WhiteTitle",
-    "BlackTitle",
-    "Date",
-    "UTCDate",
-    "UTCTime",
-    "TimeControl",
-    "Termination",
-    "ECO",
-    "Opening",
-    "Result",
-    "Variant",
-    "FEN",
-    "SetUp",
-];
+/// of `other_tags`), by slot. `Variant`, `FEN` and `SetUp` are consumed by
+/// replay. One `match` per tag instead of a search of the tag list per field.
+#[derive(Clone, Copy)]
+enum Typed {
+    Event,
+    Site,
+    Round,
+    White,
+    Black,
+    WhiteElo,
+    BlackElo,
+    WhiteRatingDiff,
+    BlackRatingDiff,
+    WhiteTitle,
+    BlackTitle,
+    Date,
+    UtcDate,
+    UtcTime,
+    TimeControl,
+    Termination,
+    Eco,
+    Opening,
+    Result,
+    Variant,
+    Fen,
+    SetUp,
+}
+
+impl Typed {
+    const COUNT: usize = Typed::SetUp as usize + 1;
+
+    fn of(name: &str) -> Option<Typed> {
+        Some(match name {
+            "Event" => Typed::Event,
+            "Site" => Typed::Site,
+            "Round" => Typed::Round,
+            "White" => Typed::White,
+            "Black" => Typed::Black,
+            "WhiteElo" => Typed::WhiteElo,
+            "BlackElo" => Typed::BlackElo,
+            "WhiteRatingDiff" => Typed::WhiteRatingDiff,
+            "BlackRatingDiff" => Typed::BlackRatingDiff,
+            "WhiteTitle" => Typed::WhiteTitle,
+            "BlackTitle" => Typed::BlackTitle,
+            "Date" => Typed::Date,
+            "UTCDate" => Typed::UtcDate,
+            "UTCTime" => Typed::UtcTime,
+            "TimeControl" => Typed::TimeControl,
+            "Termination" => Typed::Termination,
+            "ECO" => Typed::Eco,
+            "Opening" => Typed::Opening,
+            "Result" => Typed::Result,
+            "Variant" => Typed::Variant,
+            "FEN" => Typed::Fen,
+            "SetUp" => Typed::SetUp,
+            _ => return None,
+        })
+    }
+}
 
 impl GameMeta {
-    /// Builds the typed view of `tags`.
+    /// Builds the typed view of `tags`. A field comes from the first tag of
+    /// its name, trimmed; empty and `?` values count as absent.
     pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
-        let get = |name: &str| {
-            tags.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.trim())
+        // One pass: the first value of each typed tag, and the other tags.
+        let mut first: [Option<&str>; Typed::COUNT] = [None; Typed::COUNT];
+        let mut other_tags = Vec::new();
+        for (name, value) in tags {
+            match Typed::of(name) {
+                Some(typed) => {
+                    first[typed as usize].get_or_insert(value.as_str());
+                }
+                None => other_tags.push((name.clone(), value.clone())),
+            }
+        }
+        let get = |typed: Typed| {
+            first[typed as usize]
+                .map(str::trim)
                 .filter(|v| !v.is_empty() && *v != "?")
         };
-        let owned = |name: &str| get(name).map(str::to_owned);
-        let player = |prefix: &str| PlayerTags {
-            name: owned(prefix),
-            elo: get(&format!("{prefix}Elo")).and_then(parse_int),
-            rating_diff: get(&format!("{prefix}RatingDiff")).and_then(parse_int),
-            title: owned(&format!("{prefix}Title")),
+        let owned = |typed: Typed| get(typed).map(str::to_owned);
+        let player = |name, elo, rating_diff, title| PlayerTags {
+            name: owned(name),
+            elo: get(elo).and_then(parse_int),
+            rating_diff: get(rating_diff).and_then(parse_int),
+            title: owned(title),
         };
-        let time_control = owned("TimeControl");
+        let time_control = owned(Typed::TimeControl);
         GameMeta {
-            lichess_id: get("Site").and_then(lichess_game_id).map(str::to_owned),
-            event: owned("Event"),
-            event_ref: get("Event").and_then(lichess_event_ref),
-            site: owned("Site"),
-            round: owned("Round").filter(|r| r != "-"),
-            white: player("White"),
-            black: player("Black"),
-            started_at: started_at(get("UTCDate"), get("UTCTime"), get("Date")),
+            lichess_id: get(Typed::Site)
+                .and_then(lichess_game_id)
+                .map(str::to_owned),
+            event: owned(Typed::Event),
+            event_ref: get(Typed::Event).and_then(lichess_event_ref),
+            site: owned(Typed::Site),
+            round: owned(Typed::Round).filter(|r| r != "-"),
+            white: player(
+                Typed::White,
+                Typed::WhiteElo,
+                Typed::WhiteRatingDiff,
+                Typed::WhiteTitle,
+            ),
+            black: player(
+                Typed::Black,
+                Typed::BlackElo,
+                Typed::BlackRatingDiff,
+                Typed::BlackTitle,
+            ),
+            started_at: started_at(get(Typed::UtcDate), get(Typed::UtcTime), get(Typed::Date)),
             clock: time_control.as_deref().and_then(parse_time_control),
             time_control,
-            termination: owned("Termination"),
-            eco: owned("ECO"),
-            opening: owned("Opening"),
-            result: get("Result").and_then(GameResult::from_tag),
-            other_tags: tags
-                .iter()
-                .filter(|(k, _)| !TYPED_TAGS.contains(&k.as_str()))
-                .cloned()
-                .collect(),
+            termination: owned(Typed::Termination),
+            eco: owned(Typed::Eco),
+            opening: owned(Typed::Opening),
+            result: get(Typed::Result).and_then(GameResult::from_tag),
+            other_tags,
         }
     }
 }
@@ -553,6 +606,27 @@ mod tests {
         );
         assert_eq!(meta.result.and_then(GameResult::score), Some(-1));
         assert_eq!(meta.other_tags, tags(&[("Annotator", "lichess.org")]));
+    }
+
+    #[test]
+    fn the_first_tag_of_a_name_counts_even_when_empty() {
+        let meta = GameMeta::from_tags(&tags(&[
+            ("White", "?"),
+            ("White", "later"),
+            ("BlackElo", " 1500 "),
+            ("BlackElo", "1600"),
+            ("Round", "-"),
+            ("SetUp", "1"),
+            ("Annotator", "a"),
+            ("Annotator", "b"),
+        ]));
+        assert_eq!(meta.white.name, None);
+        assert_eq!(meta.black.elo, Some(1500));
+        assert_eq!(meta.round, None);
+        assert_eq!(
+            meta.other_tags,
+            tags(&[("Annotator", "a"), ("Annotator", "b")])
+        );
     }
 
     #[test]
