@@ -42,7 +42,6 @@ pub struct PositionList {
 struct PositionsBuilder {
     text: Vec<u8>,
     ends: Vec<u32>,
-    digests: Vec<i64>,
 }
 
 impl PositionsBuilder {
@@ -50,7 +49,6 @@ impl PositionsBuilder {
         PositionsBuilder {
             text: Vec::with_capacity(64 * positions + FEN_CAP),
             ends: Vec::with_capacity(positions),
-            digests: Vec::with_capacity(positions),
         }
     }
 
@@ -63,20 +61,31 @@ impl PositionsBuilder {
             None => 0,
         };
         self.text.truncate(start + len);
-        let fen = &self.text[start..];
         // A game is capped far below 4 GiB of FEN text (max_plies × ~100 bytes).
         self.ends
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
-        self.digests.push(fen_digest_bytes(fen));
     }
 
+    /// Hashes every FEN in one loop at the end: the hashes are independent
+    /// latency-bound chains, which the CPU overlaps when they run back to
+    /// back (interleaved with move generation they did not).
     fn finish(self) -> PositionList {
+        let mut start = 0;
+        let digests = self
+            .ends
+            .iter()
+            .map(|&end| {
+                let fen = self.text.get(start..end as usize).unwrap_or_default();
+                start = end as usize;
+                fen_digest_bytes(fen)
+            })
+            .collect();
         PositionList {
             // Only ASCII is written; the lossy branch is never taken.
             text: String::from_utf8(self.text)
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             ends: self.ends,
-            digests: self.digests,
+            digests,
         }
     }
 }
