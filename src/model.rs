@@ -450,6 +450,22 @@ fn started_at(
 /// `[%clk 0:05:00]`, sometimes with tenths (`0:00:09.3`), and
 /// `[%eval 0.17]` / `[%eval #-3]` (with an optional `,depth`).
 pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
+    // Lichess's usual comment, ` [%clk h:mm:ss] ` alone, without the search
+    // loop (the loop would find that one command and nothing else).
+    if let Some(value) = comment
+        .trim_ascii()
+        .strip_prefix(b"[%clk")
+        .and_then(|rest| rest.strip_suffix(b"]"))
+        .filter(|value| !value.iter().any(|&b| b == b'[' || b == b']'))
+    {
+        return (clock_value(value), None);
+    }
+    scan_comment_commands(comment)
+}
+
+/// [`parse_comment_commands`] for any comment: every `[...]` in turn, the
+/// first valid `%clk` and `%eval` win.
+fn scan_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
     let mut clock = None;
     let mut eval = None;
     let mut rest = comment;
@@ -458,16 +474,19 @@ pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
         let end = memchr_pos(rest, b']').unwrap_or(rest.len());
         let command = &rest[..end];
         if let Some(value) = command.strip_prefix(b"%clk") {
-            clock = clock.or_else(|| {
-                let value = value.trim_ascii();
-                clock_digits(value).unwrap_or_else(|| parse_clock(trim_ascii(value)))
-            });
+            clock = clock.or_else(|| clock_value(value));
         } else if let Some(value) = command.strip_prefix(b"%eval") {
             eval = eval.or_else(|| parse_eval(trim_ascii(value)));
         }
         rest = &rest[end..];
     }
     (clock, eval)
+}
+
+/// The value of a `%clk` command (the bytes after `%clk`).
+fn clock_value(value: &[u8]) -> Option<i32> {
+    let value = value.trim_ascii();
+    clock_digits(value).unwrap_or_else(|| parse_clock(trim_ascii(value)))
 }
 
 fn memchr_pos(haystack: &[u8], needle: u8) -> Option<usize> {
@@ -484,28 +503,34 @@ fn trim_ascii(s: &[u8]) -> &str {
 /// digits, where it agrees with `parse_clock`; `None` for anything else,
 /// which `parse_clock` then judges.
 fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
-    fn number(digits: &[u8]) -> Option<i64> {
-        (!digits.is_empty() && digits.len() <= 9 && digits.iter().all(u8::is_ascii_digit))
-            .then(|| digits.iter().fold(0, |n, &d| n * 10 + i64::from(d - b'0')))
+    // One pass: hours, minutes, whole seconds, then fraction digits.
+    let mut numbers = [0i64; 3];
+    let mut digits = [0u32; 3];
+    let mut field = 0;
+    let (mut frac, mut frac_digits, mut in_frac) = (0i64, 0u32, false);
+    for &b in value {
+        match b {
+            b'0'..=b'9' if in_frac && frac_digits < 3 => {
+                frac = frac * 10 + i64::from(b - b'0');
+                frac_digits += 1;
+            }
+            b'0'..=b'9' if !in_frac && digits[field] < 9 => {
+                numbers[field] = numbers[field] * 10 + i64::from(b - b'0');
+                digits[field] += 1;
+            }
+            b':' if !in_frac && field < 2 => field += 1,
+            b'.' if !in_frac && field == 2 => in_frac = true,
+            _ => return None,
+        }
     }
-    let mut parts = value.split(|&b| b == b':');
-    let (h, m, sec) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
+    if field != 2 || digits.contains(&0) {
         return None;
     }
-    let (whole, frac) = match sec.iter().position(|&b| b == b'.') {
-        Some(dot) => (&sec[..dot], &sec[dot + 1..]),
-        None => (sec, &[][..]),
-    };
-    let frac_ms = match frac.len() {
-        0 => 0,
-        // At most 3 digits: the shift is 1, 10 or 100.
-        len @ 1..=3 => number(frac)? * 10i64.pow(3 - len as u32),
-        _ => return None,
-    };
+    // At most 3 fraction digits: the shift is 1, 10 or 100 (or none at all).
+    let frac_ms = frac * 10i64.pow(3 - frac_digits);
     // Below 4e15 with 9-digit numbers: no overflow.
-    let ms = ((number(h)? * 60 + number(m)?) * 60 + number(whole)?) * 1000 + frac_ms;
-    Some(i32::try_from(ms).ok())
+    let [h, m, whole] = numbers;
+    Some(i32::try_from(((h * 60 + m) * 60 + whole) * 1000 + frac_ms).ok())
 }
 
 fn parse_clock(s: &str) -> Option<i32> {
@@ -688,6 +713,29 @@ mod tests {
             parse_comment_commands(b"[%clk 999999999:00:00]"),
             (None, None)
         );
+    }
+
+    #[test]
+    fn lone_clock_comments_read_like_any_comment() {
+        for comment in [
+            &b" [%clk 0:03:00] "[..],
+            b"[%clk 0:00:09.3]",
+            b"\n[%clk\t1:00:00]\r\n",
+            b"[%clk]",
+            b"[%clk 1:00:00] [%clk 2:00:00]",
+            b"[%clk 1:00:00]x",
+            b"[%clk garbage] [%eval 1.5]",
+            b"[%clk 0:01:00] ]",
+            b"[[%clk 0:01:00]",
+            b"[%clkx 0:01:00]",
+        ] {
+            assert_eq!(
+                parse_comment_commands(comment),
+                scan_comment_commands(comment),
+                "{}",
+                String::from_utf8_lossy(comment)
+            );
+        }
     }
 
     #[test]
