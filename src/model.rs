@@ -503,6 +503,15 @@ fn trim_ascii(s: &[u8]) -> &str {
 /// digits, where it agrees with `parse_clock`; `None` for anything else,
 /// which `parse_clock` then judges.
 fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
+    // Lichess's own layout, `h:mm:ss`, by position.
+    if let &[h, b':', m1, m2, b':', s1, s2] = value
+        && [h, m1, m2, s1, s2].iter().all(u8::is_ascii_digit)
+    {
+        let n = |d: u8| i32::from(d - b'0');
+        return Some(Some(
+            ((n(h) * 60 + n(m1) * 10 + n(m2)) * 60 + n(s1) * 10 + n(s2)) * 1000,
+        ));
+    }
     // One pass: hours, minutes, whole seconds, then fraction digits.
     let mut numbers = [0i64; 3];
     let mut digits = [0u32; 3];
