@@ -8,9 +8,10 @@
 //! fullmove clocks, and the three-check counters (python-chess's fifth
 //! field), are not part of it.
 //!
-//! [`write_normalized_fen`] writes into a caller-owned buffer because FEN
-//! formatting is about half the per-position cost of an import; a fresh
-//! `String` per position would double it.
+//! FEN formatting is a large share of the per-position cost of an import,
+//! so the replay loop writes each FEN with `write_fen` straight into the
+//! game's text (no allocation, copy or UTF-8 check per position);
+//! [`write_normalized_fen`] and [`normalized_fen`] serve the cold paths.
 
 use shakmaty::{
     Bitboard, CastlingMode, Color, Position, PositionError, Role, Square,
