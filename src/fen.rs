@@ -8,9 +8,10 @@
 //! fullmove clocks, and the three-check counters (python-chess's fifth
 //! field), are not part of it.
 //!
-//! [`write_normalized_fen`] writes into a caller-owned buffer because FEN
-//! formatting is about half the per-position cost of an import; a fresh
-//! `String` per position would double it.
+//! FEN formatting is a large share of the per-position cost of an import,
+//! so the replay loop writes each FEN with `write_fen` straight into the
+//! game's text (no allocation, copy or UTF-8 check per position);
+//! [`write_normalized_fen`] and [`normalized_fen`] serve the cold paths.
 
 use shakmaty::{
     Bitboard, CastlingMode, Color, Position, PositionError, Role, Square,
@@ -20,58 +21,11 @@ use shakmaty::{
 
 /// Writes the normalized FEN of `pos` into `out` (which is cleared first).
 pub fn write_normalized_fen<P: Position>(pos: &P, out: &mut String) {
-    let mut buf = AsciiBuf::new();
-    write_placement(pos, &mut buf);
-    buf.push(b' ');
-    buf.push(match pos.turn() {
-        Color::White => b'w',
-        Color::Black => b'b',
-    });
-    buf.push(b' ');
-    write_castling_xfen(pos, &mut buf);
-    buf.push(b' ');
-    match pos.legal_ep_square() {
-        Some(sq) => {
-            buf.push(sq.file().char() as u8);
-            buf.push(sq.rank().char() as u8);
-        }
-        None => buf.push(b'-'),
-    }
+    let mut bytes = [0; FEN_CAP];
+    let len = write_fen(pos, &mut bytes);
     out.clear();
-    out.push_str(buf.as_str());
-}
-
-/// A fixed stack buffer for one FEN: byte pushes without the capacity and
-/// UTF-8 bookkeeping of `String::push`, then one copy into the caller's
-/// string. The longest FEN (64 squares, 7 slashes, 16 promotion marks, a
-/// crazyhouse pocket of 30 pieces, the other fields) is far below `CAP`.
-struct AsciiBuf {
-    bytes: [u8; AsciiBuf::CAP],
-    len: usize,
-}
-
-impl AsciiBuf {
-    const CAP: usize = 256;
-
-    fn new() -> Self {
-        AsciiBuf {
-            bytes: [0; Self::CAP],
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, byte: u8) {
-        if let Some(slot) = self.bytes.get_mut(self.len) {
-            *slot = byte;
-            self.len += 1;
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        // Only ASCII bytes are ever pushed.
-        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
-    }
+    // Only ASCII is written.
+    out.push_str(std::str::from_utf8(&bytes[..len]).unwrap_or_default());
 }
 
 /// The normalized FEN of `pos` as a fresh string (convenience for cold paths).
@@ -81,113 +35,254 @@ pub fn normalized_fen<P: Position>(pos: &P) -> String {
     out
 }
 
-fn write_placement<P: Position>(pos: &P, out: &mut AsciiBuf) {
-    // One pass per piece bitboard fills a 64-cell table; far cheaper than
-    // asking the board for the piece on each of the 64 squares.
-    let board = pos.board();
-    let mut cells = [0u8; 64];
-    for color in [Color::White, Color::Black] {
-        let ours = board.by_color(color);
-        for role in Role::ALL {
-            let symbol = match color {
-                Color::White => role.upper_char(),
-                Color::Black => role.char(),
-            };
-            for sq in board.by_role(role) & ours {
-                cells[usize::from(sq)] = symbol as u8;
-            }
+/// Room for one normalized FEN. The longest fits with room to spare: at
+/// most 64 pieces counting a crazyhouse pocket (shakmaty refuses more), a
+/// `~` after each piece on the board, 7 slashes, 2 pocket brackets, and at
+/// most 12 bytes of other fields. Being exactly `u8::MAX + 1` lets a `u8`
+/// length index it without bounds checks.
+pub(crate) const FEN_CAP: usize = 256;
+
+/// Writes the normalized FEN of `pos` (ASCII) at the start of `out` and
+/// returns its length. The hot path: the replay loop writes each position
+/// straight into the game's text with it, so the length lives in a register
+/// and no byte is copied or validated twice.
+#[inline]
+pub(crate) fn write_fen<P: Position>(pos: &P, out: &mut [u8; FEN_CAP]) -> usize {
+    let mut len = write_placement(pos, out);
+    put(out, &mut len, b' ');
+    put(
+        out,
+        &mut len,
+        match pos.turn() {
+            Color::White => b'w',
+            Color::Black => b'b',
+        },
+    );
+    put(out, &mut len, b' ');
+    write_castling_xfen(pos, out, &mut len);
+    put(out, &mut len, b' ');
+    // Only a double push leaves an en passant square behind; skip the
+    // legality check (a move generation) for every other position.
+    match pos.maybe_ep_square().and_then(|_| pos.legal_ep_square()) {
+        Some(sq) => {
+            put(out, &mut len, sq.file().char() as u8);
+            put(out, &mut len, sq.rank().char() as u8);
         }
+        None => put(out, &mut len, b'-'),
     }
-    let promoted = pos.promoted();
-    let occupied = board.occupied().0;
-    for rank in (0..8u32).rev() {
-        // Walk only the occupied squares of the rank; gaps become digits.
-        let mut row = (occupied >> (rank * 8)) & 0xFF;
-        let mut next_file = 0u32;
-        while row != 0 {
-            let file = row.trailing_zeros();
-            if file > next_file {
-                out.push(b'0' + (file - next_file) as u8);
+    usize::from(len)
+}
+
+#[inline(always)]
+fn put(out: &mut [u8; FEN_CAP], len: &mut u8, byte: u8) {
+    out[usize::from(*len)] = byte;
+    *len = len.wrapping_add(1);
+}
+
+/// `SPREAD[m]` has byte `f` set to 1 when bit `f` of `m` is set: one rank
+/// of a bitboard widened to one byte per file.
+const SPREAD: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut m = 0;
+    while m < 256 {
+        let mut f = 0;
+        while f < 8 {
+            if m & (1 << f) != 0 {
+                table[m] |= 1 << (8 * f);
             }
-            let index = rank * 8 + file;
-            out.push(cells[index as usize]);
-            if promoted.contains(Square::new(index)) {
-                out.push(b'~');
-            }
-            next_file = file + 1;
-            row &= row - 1;
+            f += 1;
         }
-        if next_file < 8 {
-            out.push(b'0' + (8 - next_file) as u8);
+        m += 1;
+    }
+    table
+};
+
+/// The FEN text of one rank by its occupancy `m`, pieces left out:
+/// `digits` holds the empty-square digits in place (zero bytes where the
+/// pieces go), `len` its length, and `slot[f]` where the piece on file `f`
+/// goes (`len`, a scratch byte the next write overwrites, for an empty file).
+struct RankLayout {
+    digits: [u64; 256],
+    slot: [[u8; 8]; 256],
+    len: [u8; 256],
+}
+
+const RANK_LAYOUT: RankLayout = {
+    let mut layout = RankLayout {
+        digits: [0; 256],
+        slot: [[0; 8]; 256],
+        len: [0; 256],
+    };
+    let mut m = 0;
+    while m < 256 {
+        let mut len = 0u8;
+        let mut gap = 0u8;
+        let mut f = 0;
+        while f < 8 {
+            if m & (1 << f) != 0 {
+                if gap > 0 {
+                    layout.digits[m] |= ((b'0' + gap) as u64) << (8 * len);
+                    len += 1;
+                    gap = 0;
+                }
+                layout.slot[m][f] = len;
+                len += 1;
+            } else {
+                gap += 1;
+            }
+            f += 1;
+        }
+        if gap > 0 {
+            layout.digits[m] |= ((b'0' + gap) as u64) << (8 * len);
+            len += 1;
+        }
+        let mut f = 0;
+        while f < 8 {
+            if m & (1 << f) == 0 {
+                layout.slot[m][f] = len;
+            }
+            f += 1;
+        }
+        layout.len[m] = len;
+        m += 1;
+    }
+    layout
+};
+
+/// Piece placement, rank by rank without data-dependent branches (they
+/// mispredicted on almost every position): the rank's letters are computed
+/// for all eight files at once, one byte per file, and dropped into the
+/// rank's precomputed layout. Returns the length written.
+#[inline]
+fn write_placement<P: Position>(pos: &P, out: &mut [u8; FEN_CAP]) -> u8 {
+    let board = pos.board();
+    let roles = [
+        (board.pawns().0, b'p'),
+        (board.knights().0, b'n'),
+        (board.bishops().0, b'b'),
+        (board.rooks().0, b'r'),
+        (board.queens().0, b'q'),
+        (board.kings().0, b'k'),
+    ];
+    let white = board.white().0;
+    let occupied = board.occupied().0;
+    let promoted = pos.promoted().0;
+    let mut len = 0u8;
+    for rank in (0..8u32).rev() {
+        let byte = |bb: u64| usize::from((bb >> (rank * 8)) as u8);
+        // One letter per file (lowercase, minus 0x20 for white pieces:
+        // uppercase); a zero byte on an empty square. No byte carries.
+        let mut letters = 0u64;
+        for (bb, letter) in roles {
+            letters += SPREAD[byte(bb)] * u64::from(letter);
+        }
+        letters -= SPREAD[byte(white)] * 0x20;
+        let letters = letters.to_le_bytes();
+        let m = byte(occupied);
+        let marks = byte(promoted);
+        if marks == 0 {
+            // A 16-byte window: the layout's 8 bytes plus the scratch byte
+            // (the placement never reaches past byte 71, so it always fits).
+            let at = usize::from(len);
+            if let Some(window) = out.get_mut(at..at + 16) {
+                window[..8].copy_from_slice(&RANK_LAYOUT.digits[m].to_le_bytes());
+                for (slot, letter) in RANK_LAYOUT.slot[m].iter().zip(letters) {
+                    window[usize::from(*slot) & 15] = letter;
+                }
+            }
+            len = len.wrapping_add(RANK_LAYOUT.len[m]);
+        } else {
+            // Crazyhouse promoted pieces: a `~` after each, file by file.
+            let mut gap = 0u8;
+            for (file, letter) in letters.into_iter().enumerate() {
+                if m & (1 << file) == 0 {
+                    gap += 1;
+                    continue;
+                }
+                if gap > 0 {
+                    put(out, &mut len, b'0' + gap);
+                    gap = 0;
+                }
+                put(out, &mut len, letter);
+                if marks & (1 << file) != 0 {
+                    put(out, &mut len, b'~');
+                }
+            }
+            if gap > 0 {
+                put(out, &mut len, b'0' + gap);
+            }
         }
         if rank != 0 {
-            out.push(b'/');
+            put(out, &mut len, b'/');
         }
     }
     if let Some(pockets) = pos.pockets() {
         // python-chess: str(pocket) lists K, Q, R, B, N, P (reversed PIECE_TYPES);
         // white's pocket upper-cased first, then black's.
-        const ORDER: [Role; 6] = [
-            Role::King,
-            Role::Queen,
-            Role::Rook,
-            Role::Bishop,
-            Role::Knight,
-            Role::Pawn,
-        ];
-        out.push(b'[');
+        put(out, &mut len, b'[');
         for color in [Color::White, Color::Black] {
             let pocket = pockets.get(color);
-            for role in ORDER {
+            for role in Role::ALL.into_iter().rev() {
+                let symbol = match color {
+                    Color::White => role.upper_char(),
+                    Color::Black => role.char(),
+                } as u8;
                 for _ in 0..*pocket.get(role) {
-                    out.push(match color {
-                        Color::White => role.upper_char(),
-                        Color::Black => role.char(),
-                    } as u8);
+                    put(out, &mut len, symbol);
                 }
             }
         }
-        out.push(b']');
+        put(out, &mut len, b']');
     }
+    len
 }
 
 /// python-chess `castling_xfen()`: per color (white first), castling rooks
 /// from the h-side to the a-side; `K`/`Q` when the rook is the outermost rook
 /// on its side of the king, else the rook's file letter.
-fn write_castling_xfen<P: Position>(pos: &P, out: &mut AsciiBuf) {
-    let board = pos.board();
+#[inline]
+fn write_castling_xfen<P: Position>(pos: &P, out: &mut [u8; FEN_CAP], len: &mut u8) {
     let rights = pos.castles().castling_rights();
-    let before = out.len;
-    for color in [Color::White, Color::Black] {
-        let Some(king) = board.king_of(color) else {
-            continue;
-        };
-        let backrank = Bitboard::from_rank(color.backrank());
-        let rooks_on_backrank = board.rooks() & board.by_color(color) & backrank;
-        for rook in (rights & backrank).into_iter().rev() {
-            let a_side = rook.file() < king.file();
-            let outer = rooks_on_backrank.without(rook).into_iter().any(|other| {
-                if a_side {
-                    other.file() < rook.file()
-                } else {
-                    other.file() > rook.file()
-                }
-            });
-            let ch = if outer {
-                rook.file().char()
-            } else if a_side {
-                'q'
-            } else {
-                'k'
+    let before = *len;
+    if rights.any() {
+        let board = pos.board();
+        for color in [Color::White, Color::Black] {
+            let backrank = Bitboard::from_rank(color.backrank());
+            let ours = rights & backrank;
+            if ours.is_empty() {
+                continue;
+            }
+            let Some(king) = board.king_of(color) else {
+                continue;
             };
-            out.push(match color {
-                Color::White => ch.to_ascii_uppercase(),
-                Color::Black => ch,
-            } as u8);
+            let case = match color {
+                Color::White => 0,
+                Color::Black => b'a' - b'A',
+            };
+            let rooks_on_backrank = (board.rooks() & board.by_color(color) & backrank).0;
+            for rook in ours.into_iter().rev() {
+                // Other back-rank rooks further out: on one rank, lower
+                // squares are lower files.
+                let bit = 1u64 << u32::from(rook);
+                let a_side = rook.file() < king.file();
+                let outer_rooks = if a_side {
+                    rooks_on_backrank & (bit - 1)
+                } else {
+                    rooks_on_backrank & !(bit - 1) & !bit
+                };
+                let letter = if outer_rooks != 0 {
+                    rook.file().upper_char() as u8
+                } else if a_side {
+                    b'Q'
+                } else {
+                    b'K'
+                };
+                put(out, len, letter + case);
+            }
         }
     }
-    if out.len == before {
-        out.push(b'-');
+    if *len == before {
+        put(out, len, b'-');
     }
 }
 

@@ -15,6 +15,12 @@ pub fn fen_digest_unsigned(normalized_fen: &str) -> u64 {
     xxh64(normalized_fen.as_bytes(), 0)
 }
 
+/// [`fen_digest`] of a FEN held as bytes (the replay loop's buffer).
+#[inline]
+pub fn fen_digest_bytes(normalized_fen: &[u8]) -> i64 {
+    to_signed(xxh64(normalized_fen, 0))
+}
+
 /// The signed digest stored in `positions.fen_hash`.
 #[inline]
 pub fn fen_digest(normalized_fen: &str) -> i64 {

@@ -258,69 +258,122 @@ pub struct GameMeta {
 }
 
 /// Tags that [`GameMeta::from_tags`] maps to typed fields (and so leaves out
-/// of `other_tags`). `Variant`, `FEN` and `SetUp` are consumed by replay.
-const TYPED_TAGS: &[&str] = &[
-    "Event",
-    "Site",
-    "Round",
-    "White",
-    "Black",
-    "WhiteElo",
-    "BlackElo",
-    "WhiteRatingDiff",
-    "BlackRatingDiff",
-    "WhiteTitle",
-    "BlackTitle",
-    "Date",
-    "UTCDate",
-    "UTCTime",
-    "TimeControl",
-    "Termination",
-    "ECO",
-    "Opening",
-    "Result",
-    "Variant",
-    "FEN",
-    "SetUp",
-];
+/// of `other_tags`), by slot. `Variant`, `FEN` and `SetUp` are consumed by
+/// replay. One `match` per tag instead of a search of the tag list per field.
+#[derive(Clone, Copy)]
+enum Typed {
+    Event,
+    Site,
+    Round,
+    White,
+    Black,
+    WhiteElo,
+    BlackElo,
+    WhiteRatingDiff,
+    BlackRatingDiff,
+    WhiteTitle,
+    BlackTitle,
+    Date,
+    UtcDate,
+    UtcTime,
+    TimeControl,
+    Termination,
+    Eco,
+    Opening,
+    Result,
+    Variant,
+    Fen,
+    SetUp,
+}
+
+impl Typed {
+    const COUNT: usize = Typed::SetUp as usize + 1;
+
+    fn of(name: &str) -> Option<Typed> {
+        Some(match name {
+            "Event" => Typed::Event,
+            "Site" => Typed::Site,
+            "Round" => Typed::Round,
+            "White" => Typed::White,
+            "Black" => Typed::Black,
+            "WhiteElo" => Typed::WhiteElo,
+            "BlackElo" => Typed::BlackElo,
+            "WhiteRatingDiff" => Typed::WhiteRatingDiff,
+            "BlackRatingDiff" => Typed::BlackRatingDiff,
+            "WhiteTitle" => Typed::WhiteTitle,
+            "BlackTitle" => Typed::BlackTitle,
+            "Date" => Typed::Date,
+            "UTCDate" => Typed::UtcDate,
+            "UTCTime" => Typed::UtcTime,
+            "TimeControl" => Typed::TimeControl,
+            "Termination" => Typed::Termination,
+            "ECO" => Typed::Eco,
+            "Opening" => Typed::Opening,
+            "Result" => Typed::Result,
+            "Variant" => Typed::Variant,
+            "FEN" => Typed::Fen,
+            "SetUp" => Typed::SetUp,
+            _ => return None,
+        })
+    }
+}
 
 impl GameMeta {
-    /// Builds the typed view of `tags`.
+    /// Builds the typed view of `tags`. A field comes from the first tag of
+    /// its name, trimmed; empty and `?` values count as absent.
     pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
-        let get = |name: &str| {
-            tags.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.trim())
+        // One pass: the first value of each typed tag, and the other tags.
+        let mut first: [Option<&str>; Typed::COUNT] = [None; Typed::COUNT];
+        let mut other_tags = Vec::new();
+        for (name, value) in tags {
+            match Typed::of(name) {
+                Some(typed) => {
+                    first[typed as usize].get_or_insert(value.as_str());
+                }
+                None => other_tags.push((name.clone(), value.clone())),
+            }
+        }
+        let get = |typed: Typed| {
+            first[typed as usize]
+                .map(str::trim)
                 .filter(|v| !v.is_empty() && *v != "?")
         };
-        let owned = |name: &str| get(name).map(str::to_owned);
-        let player = |prefix: &str| PlayerTags {
-            name: owned(prefix),
-            elo: get(&format!("{prefix}Elo")).and_then(parse_int),
-            rating_diff: get(&format!("{prefix}RatingDiff")).and_then(parse_int),
-            title: owned(&format!("{prefix}Title")),
+        let owned = |typed: Typed| get(typed).map(str::to_owned);
+        let player = |name, elo, rating_diff, title| PlayerTags {
+            name: owned(name),
+            elo: get(elo).and_then(parse_int),
+            rating_diff: get(rating_diff).and_then(parse_int),
+            title: owned(title),
         };
-        let time_control = owned("TimeControl");
+        let time_control = owned(Typed::TimeControl);
         GameMeta {
-            lichess_id: get("Site").and_then(lichess_game_id).map(str::to_owned),
-            event: owned("Event"),
-            event_ref: get("Event").and_then(lichess_event_ref),
-            site: owned("Site"),
-            round: owned("Round").filter(|r| r != "-"),
-            white: player("White"),
-            black: player("Black"),
-            started_at: started_at(get("UTCDate"), get("UTCTime"), get("Date")),
+            lichess_id: get(Typed::Site)
+                .and_then(lichess_game_id)
+                .map(str::to_owned),
+            event: owned(Typed::Event),
+            event_ref: get(Typed::Event).and_then(lichess_event_ref),
+            site: owned(Typed::Site),
+            round: owned(Typed::Round).filter(|r| r != "-"),
+            white: player(
+                Typed::White,
+                Typed::WhiteElo,
+                Typed::WhiteRatingDiff,
+                Typed::WhiteTitle,
+            ),
+            black: player(
+                Typed::Black,
+                Typed::BlackElo,
+                Typed::BlackRatingDiff,
+                Typed::BlackTitle,
+            ),
+            started_at: started_at(get(Typed::UtcDate), get(Typed::UtcTime), get(Typed::Date)),
             clock: time_control.as_deref().and_then(parse_time_control),
             time_control,
-            termination: owned("Termination"),
-            eco: owned("ECO"),
-            opening: owned("Opening"),
-            result: get("Result").and_then(GameResult::from_tag),
-            other_tags: tags
-                .iter()
-                .filter(|(k, _)| !TYPED_TAGS.contains(&k.as_str()))
-                .cloned()
-                .collect(),
+            termination: owned(Typed::Termination),
+            eco: owned(Typed::Eco),
+            opening: owned(Typed::Opening),
+            result: get(Typed::Result).and_then(GameResult::from_tag),
+            other_tags,
         }
     }
 }
@@ -397,6 +450,22 @@ fn started_at(
 /// `[%clk 0:05:00]`, sometimes with tenths (`0:00:09.3`), and
 /// `[%eval 0.17]` / `[%eval #-3]` (with an optional `,depth`).
 pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
+    // Lichess's usual comment, ` [%clk h:mm:ss] ` alone, without the search
+    // loop (the loop would find that one command and nothing else).
+    if let Some(value) = comment
+        .trim_ascii()
+        .strip_prefix(b"[%clk")
+        .and_then(|rest| rest.strip_suffix(b"]"))
+        .filter(|value| !value.iter().any(|&b| b == b'[' || b == b']'))
+    {
+        return (clock_value(value), None);
+    }
+    scan_comment_commands(comment)
+}
+
+/// [`parse_comment_commands`] for any comment: every `[...]` in turn, the
+/// first valid `%clk` and `%eval` win.
+fn scan_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
     let mut clock = None;
     let mut eval = None;
     let mut rest = comment;
@@ -405,7 +474,7 @@ pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
         let end = memchr_pos(rest, b']').unwrap_or(rest.len());
         let command = &rest[..end];
         if let Some(value) = command.strip_prefix(b"%clk") {
-            clock = clock.or_else(|| parse_clock(trim_ascii(value)));
+            clock = clock.or_else(|| clock_value(value));
         } else if let Some(value) = command.strip_prefix(b"%eval") {
             eval = eval.or_else(|| parse_eval(trim_ascii(value)));
         }
@@ -414,12 +483,63 @@ pub fn parse_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
     (clock, eval)
 }
 
+/// The value of a `%clk` command (the bytes after `%clk`).
+fn clock_value(value: &[u8]) -> Option<i32> {
+    let value = value.trim_ascii();
+    clock_digits(value).unwrap_or_else(|| parse_clock(trim_ascii(value)))
+}
+
 fn memchr_pos(haystack: &[u8], needle: u8) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }
 
 fn trim_ascii(s: &[u8]) -> &str {
     std::str::from_utf8(s.trim_ascii()).unwrap_or("")
+}
+
+/// [`parse_clock`] for the form Lichess writes on every move, without
+/// `str` parsing (which was most of the comment cost): `Some` when `value`
+/// is `h:m:s[.f]` with 1–9 ASCII digits per number and at most 3 fraction
+/// digits, where it agrees with `parse_clock`; `None` for anything else,
+/// which `parse_clock` then judges.
+fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
+    // Lichess's own layout, `h:mm:ss`, by position.
+    if let &[h, b':', m1, m2, b':', s1, s2] = value
+        && [h, m1, m2, s1, s2].iter().all(u8::is_ascii_digit)
+    {
+        let n = |d: u8| i32::from(d - b'0');
+        return Some(Some(
+            ((n(h) * 60 + n(m1) * 10 + n(m2)) * 60 + n(s1) * 10 + n(s2)) * 1000,
+        ));
+    }
+    // One pass: hours, minutes, whole seconds, then fraction digits.
+    let mut numbers = [0i64; 3];
+    let mut digits = [0u32; 3];
+    let mut field = 0;
+    let (mut frac, mut frac_digits, mut in_frac) = (0i64, 0u32, false);
+    for &b in value {
+        match b {
+            b'0'..=b'9' if in_frac && frac_digits < 3 => {
+                frac = frac * 10 + i64::from(b - b'0');
+                frac_digits += 1;
+            }
+            b'0'..=b'9' if !in_frac && digits[field] < 9 => {
+                numbers[field] = numbers[field] * 10 + i64::from(b - b'0');
+                digits[field] += 1;
+            }
+            b':' if !in_frac && field < 2 => field += 1,
+            b'.' if !in_frac && field == 2 => in_frac = true,
+            _ => return None,
+        }
+    }
+    if field != 2 || digits.contains(&0) {
+        return None;
+    }
+    // At most 3 fraction digits: the shift is 1, 10 or 100 (or none at all).
+    let frac_ms = frac * 10i64.pow(3 - frac_digits);
+    // Below 4e15 with 9-digit numbers: no overflow.
+    let [h, m, whole] = numbers;
+    Some(i32::try_from(((h * 60 + m) * 60 + whole) * 1000 + frac_ms).ok())
 }
 
 fn parse_clock(s: &str) -> Option<i32> {
@@ -523,6 +643,27 @@ mod tests {
     }
 
     #[test]
+    fn the_first_tag_of_a_name_counts_even_when_empty() {
+        let meta = GameMeta::from_tags(&tags(&[
+            ("White", "?"),
+            ("White", "later"),
+            ("BlackElo", " 1500 "),
+            ("BlackElo", "1600"),
+            ("Round", "-"),
+            ("SetUp", "1"),
+            ("Annotator", "a"),
+            ("Annotator", "b"),
+        ]));
+        assert_eq!(meta.white.name, None);
+        assert_eq!(meta.black.elo, Some(1500));
+        assert_eq!(meta.round, None);
+        assert_eq!(
+            meta.other_tags,
+            tags(&[("Annotator", "a"), ("Annotator", "b")])
+        );
+    }
+
+    #[test]
     fn site_must_be_a_lichess_game_url() {
         assert_eq!(
             lichess_game_id("https://lichess.org/ENPo6ReH"),
@@ -581,6 +722,64 @@ mod tests {
             parse_comment_commands(b"[%clk 999999999:00:00]"),
             (None, None)
         );
+    }
+
+    #[test]
+    fn lone_clock_comments_read_like_any_comment() {
+        for comment in [
+            &b" [%clk 0:03:00] "[..],
+            b"[%clk 0:00:09.3]",
+            b"\n[%clk\t1:00:00]\r\n",
+            b"[%clk]",
+            b"[%clk 1:00:00] [%clk 2:00:00]",
+            b"[%clk 1:00:00]x",
+            b"[%clk garbage] [%eval 1.5]",
+            b"[%clk 0:01:00] ]",
+            b"[[%clk 0:01:00]",
+            b"[%clkx 0:01:00]",
+        ] {
+            assert_eq!(
+                parse_comment_commands(comment),
+                scan_comment_commands(comment),
+                "{}",
+                String::from_utf8_lossy(comment)
+            );
+        }
+    }
+
+    #[test]
+    fn clock_fast_path_agrees_with_parse_clock() {
+        let numbers = [
+            "",
+            "0",
+            "5",
+            "05",
+            "59",
+            "+1",
+            "-1",
+            " 1",
+            "123456789",
+            "1234567890",
+            "99999999999999999999",
+        ];
+        let fractions = ["", ".", ".3", ".30", ".305", ".3000", ".+1", ".-", "..1"];
+        let mut fast = 0;
+        for h in numbers {
+            for m in numbers {
+                for s in numbers {
+                    for f in fractions {
+                        let value = format!("{h}:{m}:{s}{f}");
+                        if let Some(clock) = clock_digits(value.as_bytes()) {
+                            assert_eq!(clock, parse_clock(&value), "{value:?}");
+                            fast += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast > 500, "the fast path took only {fast} cases");
+        assert_eq!(clock_digits(b"0:05"), None);
+        assert_eq!(clock_digits(b"0:05:00:00"), None);
     }
 
     #[test]

@@ -471,8 +471,7 @@ fn find_garbage(chunk: &[u8]) -> Option<String> {
     let mut i = 0;
     let mut line_start = true;
     let mut in_tags = true;
-    while i < chunk.len() {
-        let b = chunk[i];
+    while let Some(&b) = chunk.get(i) {
         match b {
             b'\n' => {
                 line_start = true;
@@ -504,12 +503,7 @@ fn find_garbage(chunk: &[u8]) -> Option<String> {
                 // At least one byte: a stray `}` is a token of its own.
                 let end = chunk[i + 1..]
                     .iter()
-                    .position(|&c| {
-                        matches!(
-                            c,
-                            b' ' | b'\t' | b'\r' | b'\n' | b'{' | b'}' | b'(' | b')' | b';'
-                        )
-                    })
+                    .position(|&c| TOKEN_END[usize::from(c)])
                     .map_or(chunk.len(), |p| i + 1 + p);
                 let token = &chunk[i..end];
                 if !is_movetext_token(token) {
@@ -527,11 +521,44 @@ fn find_garbage(chunk: &[u8]) -> Option<String> {
     None
 }
 
+/// Bytes that end a movetext token: whitespace, braces, parentheses, `;`.
+const TOKEN_END: [bool; 256] = {
+    let mut table = [false; 256];
+    let ends = b" \t\r\n{}();";
+    let mut k = 0;
+    while k < ends.len() {
+        table[ends[k] as usize] = true;
+        k += 1;
+    }
+    table
+};
+
+/// The index of the first `needle` at or after `from`, else `chunk.len()`.
+/// Eight bytes per step (tag lines and clock comments are most of a game's
+/// bytes): a byte equal to `needle` becomes zero, and the classic zero-byte
+/// test finds it; its lowest hit is always exact.
 fn skip_to(chunk: &[u8], from: usize, needle: u8) -> usize {
-    chunk[from..]
+    const LOW: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let splat = u64::from_ne_bytes([needle; 8]);
+    let rest = chunk.get(from..).unwrap_or_default();
+    let mut words = rest.chunks_exact(8);
+    let mut at = from;
+    for word in &mut words {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes) ^ splat;
+        let hits = x.wrapping_sub(LOW) & !x & HIGH;
+        if hits != 0 {
+            return at + (hits.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    words
+        .remainder()
         .iter()
         .position(|&c| c == needle)
-        .map_or(chunk.len(), |p| from + p)
+        .map_or(chunk.len(), |p| at + p)
 }
 
 fn is_movetext_token(token: &[u8]) -> bool {
@@ -543,7 +570,7 @@ fn is_movetext_token(token: &[u8]) -> bool {
     } else {
         token
     };
-    if rest.is_empty() {
+    if rest.is_empty() || is_plain_san(rest) {
         return true;
     }
     const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
@@ -566,9 +593,90 @@ fn is_movetext_token(token: &[u8]) -> bool {
     mv.is_empty() || SanPlus::from_ascii(mv).is_ok()
 }
 
+/// The common SAN shapes (`e4`, `exd5`, `Nbd7`, `R1xe2+`, `e8=Q#`:
+/// `[NBRQK]?[a-h]?[1-8]?x?[a-h][1-8](=[NBRQ])?[+#]?`), checked without
+/// running the SAN parser again. Every such token parses as `SanPlus`, so
+/// this only skips work: anything else still goes to the parser.
+fn is_plain_san(token: &[u8]) -> bool {
+    let t = match token {
+        [rest @ .., b'+' | b'#'] => rest,
+        _ => token,
+    };
+    let t = match t {
+        [rest @ .., b'=', b'N' | b'B' | b'R' | b'Q'] => rest,
+        _ => t,
+    };
+    let [prefix @ .., b'a'..=b'h', b'1'..=b'8'] = t else {
+        return false;
+    };
+    let mut prefix = prefix;
+    if let [b'N' | b'B' | b'R' | b'Q' | b'K', rest @ ..] = prefix {
+        prefix = rest;
+    }
+    if let [b'a'..=b'h', rest @ ..] = prefix {
+        prefix = rest;
+    }
+    if let [b'1'..=b'8', rest @ ..] = prefix {
+        prefix = rest;
+    }
+    if let [b'x', rest @ ..] = prefix {
+        prefix = rest;
+    }
+    prefix.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_san_shapes_all_parse_as_san() {
+        // Every string of up to 5 bytes over SAN's alphabet: whatever the
+        // shortcut accepts, the parser accepts too.
+        let alphabet = b"NBRQKPaeh18x=+#-O@";
+        let mut tokens: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut accepted = 0;
+        for _ in 0..5 {
+            tokens = tokens
+                .iter()
+                .flat_map(|t| {
+                    alphabet.iter().map(move |&b| {
+                        let mut next = t.clone();
+                        next.push(b);
+                        next
+                    })
+                })
+                .collect();
+            for token in &tokens {
+                if is_plain_san(token) {
+                    assert!(
+                        SanPlus::from_ascii(token).is_ok(),
+                        "{}",
+                        String::from_utf8_lossy(token)
+                    );
+                    accepted += 1;
+                }
+            }
+        }
+        assert!(accepted > 1000, "only {accepted} tokens took the shortcut");
+        assert!(is_plain_san(b"Qh4xe1#") && is_plain_san(b"Nb1c3") && is_plain_san(b"e8=Q+"));
+    }
+
+    #[test]
+    fn skip_to_finds_the_first_needle_at_any_offset() {
+        let text: Vec<u8> = (0..200u32)
+            .map(|i| b"ab}\n{x"[(i * 7 % 11 % 6) as usize])
+            .collect();
+        for from in 0..=text.len() {
+            for needle in [b'}', b'\n', b'{', b'z'] {
+                let expected = text[from..]
+                    .iter()
+                    .position(|&c| c == needle)
+                    .map_or(text.len(), |p| from + p);
+                assert_eq!(skip_to(&text, from, needle), expected, "from {from}");
+            }
+        }
+    }
 
     fn split_all(pgn: &[u8], cap: u64) -> Vec<GameChunk> {
         let limits = ParseLimits {

@@ -10,17 +10,21 @@
 use std::sync::Arc;
 
 use shakmaty::{
-    CastlingMode, Color, EnPassantMode, Move, Position, PositionError, Role, Square,
-    san::{San, SanPlus, Suffix},
+    Bitboard, CastlingMode, CastlingSide, Chess, Color, EnPassantMode, FromSetup, Move, Position,
+    PositionError, Rank, Role, Square, attacks,
+    san::{San, Suffix},
     uci::UciMove,
-    variant::VariantPosition,
+    variant::{
+        Antichess, Atomic, Crazyhouse, Horde, KingOfTheHill, RacingKings, ThreeCheck,
+        VariantPosition,
+    },
 };
 
 use crate::{
     error::{RejectReason, SourcePos},
-    fen::{position_from_fen, write_normalized_fen},
-    hash::fen_digest,
-    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, game_key},
+    fen::{FEN_CAP, position_from_fen, write_fen},
+    hash::fen_digest_bytes,
+    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
 };
 
 /// Normalized FENs of a game's positions, stored back to back in one string
@@ -32,15 +36,61 @@ pub struct PositionList {
     digests: Vec<i64>,
 }
 
-impl PositionList {
-    fn push(&mut self, fen: &str) {
-        self.text.push_str(fen);
+/// A [`PositionList`] being filled: FENs are written straight into the
+/// byte buffer (no copy, no UTF-8 check per position), which becomes the
+/// list's string once, at the end of the game.
+struct PositionsBuilder {
+    text: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl PositionsBuilder {
+    fn with_capacity(positions: usize) -> Self {
+        PositionsBuilder {
+            text: Vec::with_capacity(64 * positions + FEN_CAP),
+            ends: Vec::with_capacity(positions),
+        }
+    }
+
+    #[inline]
+    fn push<P: Position>(&mut self, pos: &P) {
+        let start = self.text.len();
+        self.text.resize(start + FEN_CAP, 0);
+        let len = match self.text.get_mut(start..) {
+            Some(tail) => <&mut [u8; FEN_CAP]>::try_from(tail).map_or(0, |out| write_fen(pos, out)),
+            None => 0,
+        };
+        self.text.truncate(start + len);
         // A game is capped far below 4 GiB of FEN text (max_plies × ~100 bytes).
         self.ends
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
-        self.digests.push(fen_digest(fen));
     }
 
+    /// Hashes every FEN in one loop at the end: the hashes are independent
+    /// latency-bound chains, which the CPU overlaps when they run back to
+    /// back (interleaved with move generation they did not).
+    fn finish(self) -> PositionList {
+        let mut start = 0;
+        let digests = self
+            .ends
+            .iter()
+            .map(|&end| {
+                let fen = self.text.get(start..end as usize).unwrap_or_default();
+                start = end as usize;
+                fen_digest_bytes(fen)
+            })
+            .collect();
+        PositionList {
+            // Only ASCII is written; the lossy branch is never taken.
+            text: String::from_utf8(self.text)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ends: self.ends,
+            digests,
+        }
+    }
+}
+
+impl PositionList {
     /// Number of positions (plies + 1).
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -89,6 +139,111 @@ impl MoveText {
         let mut text = MoveText::default();
         let _ = std::fmt::Write::write_fmt(&mut text, format_args!("{value}"));
         text
+    }
+
+    /// The move's canonical SAN, byte for byte what shakmaty's `SanPlus`
+    /// `Display` writes, without going through `fmt` (which cost ~5% of a
+    /// replay, twice per ply).
+    fn san(san: San, suffix: Option<Suffix>) -> MoveText {
+        let mut text = MoveText::default();
+        match san {
+            San::Normal {
+                role,
+                file,
+                rank,
+                capture,
+                to,
+                promotion,
+            } => {
+                if role != Role::Pawn {
+                    text.push(role.upper_char());
+                }
+                if let Some(file) = file {
+                    text.push(file.char());
+                }
+                if let Some(rank) = rank {
+                    text.push(rank.char());
+                }
+                if capture {
+                    text.push('x');
+                }
+                text.push_square(to);
+                if let Some(promotion) = promotion {
+                    text.push('=');
+                    text.push(promotion.upper_char());
+                }
+            }
+            San::Castle(CastlingSide::KingSide) => text.push_str("O-O"),
+            San::Castle(CastlingSide::QueenSide) => text.push_str("O-O-O"),
+            San::Put { role, to } => {
+                if role != Role::Pawn {
+                    text.push(role.upper_char());
+                }
+                text.push('@');
+                text.push_square(to);
+            }
+            San::Null => text.push_str("--"),
+        }
+        if let Some(suffix) = suffix {
+            text.push(suffix.char());
+        }
+        text
+    }
+
+    /// The move in UCI, byte for byte what shakmaty's
+    /// `UciMove::from_move(m, mode)` displays.
+    fn uci(m: Move, mode: CastlingMode) -> MoveText {
+        let mut text = MoveText::default();
+        let (from, to, promotion) = match m {
+            Move::Normal {
+                from,
+                to,
+                promotion,
+                ..
+            } => (from, to, promotion),
+            Move::EnPassant { from, to } => (from, to, None),
+            Move::Castle { king, rook } => match mode {
+                CastlingMode::Standard => {
+                    let side = CastlingSide::from_king_side(king < rook);
+                    (
+                        king,
+                        Square::from_coords(side.king_to_file(), king.rank()),
+                        None,
+                    )
+                }
+                CastlingMode::Chess960 => (king, rook, None),
+            },
+            Move::Put { role, to } => {
+                text.push(role.upper_char());
+                text.push('@');
+                text.push_square(to);
+                return text;
+            }
+        };
+        text.push_square(from);
+        text.push_square(to);
+        if let Some(promotion) = promotion {
+            text.push(promotion.char());
+        }
+        text
+    }
+
+    /// Appends an ASCII character (dropped if the text is full, which the
+    /// at most 9-byte SAN and 5-byte UCI never are).
+    fn push(&mut self, ch: char) {
+        if let Some(slot) = self.bytes.get_mut(usize::from(self.len)) {
+            *slot = ch as u8;
+            self.len += 1;
+        }
+    }
+
+    fn push_str(&mut self, s: &str) {
+        s.chars().for_each(|ch| self.push(ch));
+    }
+
+    fn push_square(&mut self, sq: Square) {
+        self.push(sq.file().char());
+        self.push(sq.rank().char());
     }
 }
 
@@ -193,7 +348,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
                 || matches!(variant, GameVariant::Standard | GameVariant::Chess960)
         })
         .map(str::to_owned);
-    let mut board = initial_position(variant, start_fen.as_deref())?;
+    let board = initial_position(variant, start_fen.as_deref())?;
     if variant == GameVariant::Standard && board.castles().mode() == CastlingMode::Chess960 {
         variant = GameVariant::Chess960;
     }
@@ -201,17 +356,41 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 
     let meta = GameMeta::from_tags(&raw.tags);
     let result = meta.result.or(raw.movetext_result);
-    let mut positions = PositionList {
-        text: String::with_capacity(64 * (raw.moves.len() + 1)),
-        ends: Vec::with_capacity(raw.moves.len() + 1),
-        digests: Vec::with_capacity(raw.moves.len() + 1),
-    };
-    let mut fen = String::with_capacity(100);
-    write_normalized_fen(&board, &mut fen);
-    positions.push(&fen);
+    // One dispatch per game: the loop runs on the concrete position type, so
+    // move generation is neither dispatched nor its move lists copied per ply.
+    let (positions, plies) = match board {
+        VariantPosition::Chess(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Atomic(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Antichess(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::KingOfTheHill(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::ThreeCheck(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Crazyhouse(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::RacingKings(board) => replay_mainline(board, raw.moves, mode),
+        VariantPosition::Horde(board) => replay_mainline(board, raw.moves, mode),
+    }?;
 
-    let mut plies = Vec::with_capacity(raw.moves.len());
-    for (i, raw_move) in raw.moves.into_iter().enumerate() {
+    Ok(GameRecord {
+        pos,
+        meta,
+        variant,
+        start_fen,
+        result,
+        positions,
+        plies,
+    })
+}
+
+/// Replays the mainline from `board`: every position's FEN and digest and
+/// every ply.
+fn replay_mainline<P: Rules>(
+    mut board: P,
+    moves: Vec<RawMove>,
+    mode: CastlingMode,
+) -> Result<(PositionList, Vec<Ply>), RejectReason> {
+    let mut positions = PositionsBuilder::with_capacity(moves.len() + 1);
+    positions.push(&board);
+    let mut plies = Vec::with_capacity(moves.len());
+    for (i, raw_move) in moves.into_iter().enumerate() {
         let ply = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let illegal = |reason: String| RejectReason::IllegalMove {
             ply,
@@ -219,7 +398,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             reason,
         };
         let (uci, san, code) = if raw_move.san.san == San::Null {
-            board = null_move(board).map_err(illegal)?;
+            board = null_move_of(board).map_err(illegal)?;
             (
                 MoveText::from_display("0000"),
                 MoveText::from_display("--"),
@@ -227,14 +406,9 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             )
         } else {
             let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
-            (
-                MoveText::from_display(UciMove::from_move(m, mode)),
-                MoveText::from_display(san),
-                encode_move(m),
-            )
+            (MoveText::uci(m, mode), san, encode_move(m))
         };
-        write_normalized_fen(&board, &mut fen);
-        positions.push(&fen);
+        positions.push(&board);
         let (eval_cp, eval_mate) = match raw_move.eval {
             Some(Eval::Centipawns(cp)) => (Some(cp), None),
             Some(Eval::MateIn(n)) => (None, Some(n)),
@@ -250,16 +424,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
             code,
         });
     }
-
-    Ok(GameRecord {
-        pos,
-        meta,
-        variant,
-        start_fen,
-        result,
-        positions,
-        plies,
-    })
+    Ok((positions.finish(), plies))
 }
 
 fn initial_position(
@@ -280,21 +445,70 @@ fn initial_position(
     }
 }
 
+/// What replay needs from a concrete position type beyond `Position`:
+/// shortcuts for standard chess, where nearly all games are.
+trait Rules: Position + FromSetup {
+    /// The unique legal move matching a written normal move, with its
+    /// canonical SAN, exactly as [`resolve_written`] would find it; `None`
+    /// (no shortcut, no match, several matches) leaves the move to
+    /// [`resolve_written`].
+    fn resolve_unique(&self, _san: &San) -> Option<(Move, San)> {
+        None
+    }
+
+    /// The check or checkmate suffix of the position just reached.
+    fn suffix(&self) -> Option<Suffix> {
+        Suffix::from_position(self)
+    }
+}
+
+impl Rules for Chess {
+    fn resolve_unique(&self, san: &San) -> Option<(Move, San)> {
+        chess_unique(self, san)
+    }
+
+    fn suffix(&self) -> Option<Suffix> {
+        // A decisive outcome is a checkmate, which needs a check.
+        self.is_check().then(|| {
+            if chess_has_evasion(self) {
+                Suffix::Check
+            } else {
+                Suffix::Checkmate
+            }
+        })
+    }
+}
+
+impl Rules for Atomic {}
+impl Rules for Antichess {}
+impl Rules for KingOfTheHill {}
+impl Rules for ThreeCheck {}
+impl Rules for Crazyhouse {}
+impl Rules for RacingKings {}
+impl Rules for Horde {}
+
 /// Resolves a written move like python-chess `parse_san` does, plays it,
-/// and returns the move with its canonical SAN.
-///
-/// The SAN candidates are generated once and serve both to resolve the
-/// written move and to disambiguate the canonical SAN; the check/mate suffix
-/// needs a legal move generation only when the move gives check. This is
-/// the hottest loop of an import.
-fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus), String> {
+/// and returns the move with its canonical SAN. This is the hottest loop of
+/// an import.
+fn play_written<P: Rules>(san: &San, board: &mut P) -> Result<(Move, MoveText), String> {
+    let (m, canonical) = match board.resolve_unique(san) {
+        Some(found) => found,
+        None => resolve_written(san, board)?,
+    };
+    board.play_unchecked(m);
+    Ok((m, MoveText::san(canonical, board.suffix())))
+}
+
+/// The general resolution: the SAN candidates are generated once and serve
+/// both to resolve the written move and to disambiguate the canonical SAN.
+fn resolve_written<P: Position>(san: &San, board: &P) -> Result<(Move, San), String> {
     let candidates = match *san {
         San::Normal { role, to, .. } | San::Put { role, to } => board.san_candidates(role, to),
         San::Castle(side) => board.castling_moves(side),
         San::Null => return Err("null move".to_owned()),
     };
     // MoveList is a 2 KiB array: disambiguate in place rather than moving it.
-    let (m, canonical) = match find_written(san, &candidates) {
+    Ok(match find_written(san, &candidates) {
         Ok(m) => (m, San::disambiguate(m, &candidates)),
         Err(reason) => {
             let m = uci_fallback(san, board).ok_or(reason)?;
@@ -304,30 +518,217 @@ fn play_written(san: &San, board: &mut VariantPosition) -> Result<(Move, SanPlus
             };
             (m, canonical)
         }
-    };
-    board.play_unchecked(m);
-    let suffix = if board.variant() == shakmaty::variant::Variant::Chess {
-        // In standard chess a decisive outcome is a checkmate, which needs a check.
-        board.is_check().then(|| {
-            if board.legal_moves().is_empty() {
-                Suffix::Checkmate
-            } else {
-                Suffix::Check
-            }
-        })
-    } else {
-        Suffix::from_position(board)
-    };
-    Ok((
-        m,
-        SanPlus {
-            san: canonical,
-            suffix,
-        },
-    ))
+    })
 }
 
-fn candidates_of_castle(board: &VariantPosition, m: Move) -> shakmaty::MoveList {
+/// Standard chess: the squares from which a piece of `role` of the side to
+/// move can legally move to `to` (castling aside), and apart from them the
+/// pawns that can take en passant there. These are the moves shakmaty's
+/// `san_candidates` lists, found from bitboards without building (and
+/// copying) a 2.7 KB move list. Legal means: the own king is not attacked
+/// afterwards.
+fn chess_froms(pos: &Chess, role: Role, to: Square) -> (Bitboard, Bitboard) {
+    let board = pos.board();
+    let us = pos.turn();
+    let them = !us;
+    let none = (Bitboard::EMPTY, Bitboard::EMPTY);
+    let Some(king) = board.king_of(us) else {
+        return none;
+    };
+    if pos.us().contains(to) {
+        return none;
+    }
+    let occupied = board.occupied();
+    let ours = pos.our(role);
+    let pseudo = match role {
+        Role::Pawn if pos.them().contains(to) => attacks::pawn_attacks(them, to) & ours,
+        Role::Pawn => {
+            // Pushes: one step, or two from the second rank over an empty square.
+            let back = |steps: i32| to.offset(us.fold_wb(-8, 8) * steps);
+            match back(1) {
+                Some(from) if ours.contains(from) => Bitboard::from(from),
+                Some(over)
+                    if !occupied.contains(over) && to.rank() == us.relative_rank(Rank::Fourth) =>
+                {
+                    back(2).map_or(Bitboard::EMPTY, |from| ours & Bitboard::from(from))
+                }
+                _ => Bitboard::EMPTY,
+            }
+        }
+        _ => attacks::attacks(to, role.of(us), occupied) & ours,
+    };
+    let safe = |from: Square| {
+        if role == Role::King {
+            board
+                .attacks_to(to, them, occupied.without(from))
+                .is_empty()
+        } else {
+            board
+                .attacks_to(king, them, occupied.without(from).with(to))
+                .without(to)
+                .is_empty()
+        }
+    };
+    let legal = pseudo.into_iter().filter(|&from| safe(from)).collect();
+    let en_passant = if role == Role::Pawn && pos.maybe_ep_square() == Some(to) {
+        (attacks::pawn_attacks(them, to) & ours)
+            .into_iter()
+            .filter(|&from| {
+                let captured = Square::from_coords(to.file(), from.rank());
+                board
+                    .attacks_to(
+                        king,
+                        them,
+                        occupied.without(from).without(captured).with(to),
+                    )
+                    .without(captured)
+                    .is_empty()
+            })
+            .collect()
+    } else {
+        Bitboard::EMPTY
+    };
+    (legal, en_passant)
+}
+
+/// [`resolve_written`] for standard chess when exactly one legal move
+/// matches a written normal move: the same move and canonical SAN (the
+/// filter of [`find_written`] and the disambiguation of
+/// `San::disambiguate`, over the sets of [`chess_froms`]).
+fn chess_unique(pos: &Chess, san: &San) -> Option<(Move, San)> {
+    let San::Normal {
+        role,
+        file,
+        rank,
+        to,
+        promotion,
+        ..
+    } = *san
+    else {
+        return None;
+    };
+    let (froms, en_passant) = chess_froms(pos, role, to);
+    let written = |mut squares: Bitboard| {
+        if let Some(file) = file {
+            squares &= Bitboard::from_file(file);
+        }
+        if let Some(rank) = rank {
+            squares &= Bitboard::from_rank(rank);
+        }
+        squares
+    };
+    // A pawn reaching a back rank promotes to one of these; no other move
+    // promotes.
+    let promotion_fits = if role == Role::Pawn && Bitboard::BACKRANKS.contains(to) {
+        matches!(
+            promotion,
+            Some(Role::Queen | Role::Rook | Role::Bishop | Role::Knight)
+        )
+    } else {
+        promotion.is_none()
+    };
+    let normal = if promotion_fits {
+        written(froms)
+    } else {
+        Bitboard::EMPTY
+    };
+    let en_passant = if promotion.is_none() {
+        written(en_passant)
+    } else {
+        Bitboard::EMPTY
+    };
+    let capture = pos.board().role_at(to);
+    Some(match (normal.single_square(), en_passant.single_square()) {
+        (Some(from), None) if en_passant.is_empty() => {
+            let m = Move::Normal {
+                role,
+                from,
+                capture,
+                to,
+                promotion,
+            };
+            let canonical = if role == Role::Pawn {
+                San::Normal {
+                    role,
+                    file: capture.is_some().then(|| from.file()),
+                    rank: None,
+                    capture: capture.is_some(),
+                    to,
+                    promotion,
+                }
+            } else {
+                let others = froms.without(from);
+                let same_rank = (others & Bitboard::from_rank(from.rank())).any();
+                let same_file = (others & Bitboard::from_file(from.file())).any();
+                San::Normal {
+                    role,
+                    file: (others.any() && (!same_file || same_rank)).then(|| from.file()),
+                    rank: same_file.then(|| from.rank()),
+                    capture: capture.is_some(),
+                    to,
+                    promotion,
+                }
+            };
+            (m, canonical)
+        }
+        (None, Some(from)) if normal.is_empty() => (
+            Move::EnPassant { from, to },
+            San::Normal {
+                role: Role::Pawn,
+                file: Some(from.file()),
+                rank: None,
+                capture: true,
+                to,
+                promotion: None,
+            },
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether the side to move, in check in standard chess, has a legal move:
+/// a king move to a safe square, an en passant capture, or (against a
+/// single checker) a capture of the checker or a block. Castling never
+/// answers a check.
+fn chess_has_evasion(pos: &Chess) -> bool {
+    let board = pos.board();
+    let us = pos.turn();
+    let Some(king) = board.king_of(us) else {
+        return false;
+    };
+    let king_moves = attacks::king_attacks(king) & !pos.us();
+    if king_moves.into_iter().any(|to| {
+        board
+            .attacks_to(to, !us, board.occupied().without(king))
+            .is_empty()
+    }) {
+        return true;
+    }
+    if let Some(ep) = pos.maybe_ep_square()
+        && chess_froms(pos, Role::Pawn, ep).1.any()
+    {
+        return true;
+    }
+    let Some(checker) = pos.checkers().single_square() else {
+        return false;
+    };
+    attacks::between(king, checker)
+        .with(checker)
+        .into_iter()
+        .any(|to| {
+            [
+                Role::Pawn,
+                Role::Knight,
+                Role::Bishop,
+                Role::Rook,
+                Role::Queen,
+            ]
+            .into_iter()
+            .any(|role| chess_froms(pos, role, to).0.any())
+        })
+}
+
+fn candidates_of_castle<P: Position>(board: &P, m: Move) -> shakmaty::MoveList {
     match m {
         Move::Castle { king, rook } if king.file() < rook.file() => {
             board.castling_moves(shakmaty::CastlingSide::KingSide)
@@ -384,7 +785,7 @@ fn find_written(san: &San, candidates: &shakmaty::MoveList) -> Result<Move, Stri
 
 /// A fully specified origin without a piece letter (`g1f3`, UCI movetext)
 /// names any piece, castling included, as python-chess accepts it.
-fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
+fn uci_fallback<P: Position>(san: &San, board: &P) -> Option<Move> {
     let San::Normal {
         role: Role::Pawn,
         file: Some(file),
@@ -408,7 +809,20 @@ fn uci_fallback(san: &San, board: &VariantPosition) -> Option<Move> {
 /// A null move (`--`, `Z0`): the other side to move, no en passant, as
 /// python-chess `push(Move.null())` does. Shared with `verify --games`.
 pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
-    let variant = pos.variant();
+    match pos {
+        VariantPosition::Chess(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Atomic(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Antichess(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::KingOfTheHill(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::ThreeCheck(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Crazyhouse(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::RacingKings(pos) => null_move_of(pos).map(Into::into),
+        VariantPosition::Horde(pos) => null_move_of(pos).map(Into::into),
+    }
+}
+
+/// [`null_move`] on a concrete position type (the replay loop's).
+fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);
     setup.ep_square = None;
@@ -416,7 +830,7 @@ pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
     if setup.turn == Color::White {
         setup.fullmoves = setup.fullmoves.saturating_add(1);
     }
-    VariantPosition::from_setup(variant, setup, mode)
+    P::from_setup(setup, mode)
         .or_else(PositionError::ignore_invalid_castling_rights)
         .map_err(|e| format!("null move leads to an impossible position: {e}"))
 }
@@ -562,6 +976,7 @@ impl GameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::fen_digest;
     use crate::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
@@ -575,6 +990,135 @@ mod tests {
             .expect("in-memory source cannot fail")
             .expect("one game");
         replay_game(take_game(&mut chunk, limits)?, chunk.pos)
+    }
+
+    /// Standard-chess positions from seeded random games (biased towards
+    /// checks, captures, double pushes and promotions so that pins, en
+    /// passant, double checks and mates occur), Chess960 starts included.
+    fn random_chess_positions() -> Vec<Chess> {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut out = Vec::new();
+        for game in 0..160 {
+            let mut pos = if game % 4 == 3 {
+                let fen = "nrbbqkrn/pppppppp/8/8/8/8/PPPPPPPP/NRBBQKRN w GBgb - 0 1";
+                match position_from_fen(fen, shakmaty::variant::Variant::Chess, true) {
+                    Ok(VariantPosition::Chess(pos)) => pos,
+                    other => panic!("960 start: {other:?}"),
+                }
+            } else {
+                Chess::default()
+            };
+            for _ in 0..200 {
+                out.push(pos.clone());
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    break;
+                }
+                let special: Vec<Move> = moves
+                    .iter()
+                    .copied()
+                    .filter(|m| {
+                        m.is_capture()
+                            || m.is_promotion()
+                            || m.is_en_passant()
+                            || (m.role() == Role::Pawn
+                                && m.from().is_some_and(|f| f.distance(m.to()) == 2))
+                            || pos.clone().play(*m).is_ok_and(|p| p.is_check())
+                    })
+                    .collect();
+                let m = if !special.is_empty() && next(3) > 0 {
+                    special[next(special.len())]
+                } else {
+                    moves[next(moves.len())]
+                };
+                pos.play_unchecked(m);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn chess_shortcuts_agree_with_shakmaty() {
+        let positions = random_chess_positions();
+        let (mut checks, mut mates, mut en_passant, mut unique) = (0, 0, 0, 0);
+        for pos in &positions {
+            // chess_froms: the san_candidates sets, square for square.
+            for role in Role::ALL {
+                for to in Square::ALL {
+                    let mut froms = Bitboard::EMPTY;
+                    let mut ep = Bitboard::EMPTY;
+                    for m in pos.san_candidates(role, to) {
+                        match m {
+                            Move::EnPassant { from, .. } => ep.add(from),
+                            Move::Normal { from, .. } => froms.add(from),
+                            other => panic!("unexpected candidate {other:?}"),
+                        }
+                    }
+                    en_passant += ep.count();
+                    assert_eq!(
+                        chess_froms(pos, role, to),
+                        (froms, ep),
+                        "{role:?} to {to} in {pos:?}"
+                    );
+                }
+            }
+            if pos.is_check() {
+                checks += 1;
+                let mate = pos.legal_moves().is_empty();
+                mates += usize::from(mate);
+                assert_eq!(chess_has_evasion(pos), !mate, "{pos:?}");
+            }
+            // chess_unique: whenever it answers, the general path agrees.
+            for m in pos.legal_moves() {
+                let canonical = San::from_move(pos, m);
+                let mut written = vec![canonical];
+                if let San::Normal {
+                    role,
+                    to,
+                    promotion,
+                    ..
+                } = canonical
+                {
+                    let from = m.from().expect("normal moves have an origin");
+                    for (file, rank) in [
+                        (None, None),
+                        (Some(from.file()), None),
+                        (None, Some(from.rank())),
+                        (Some(from.file()), Some(from.rank())),
+                    ] {
+                        for capture in [false, true] {
+                            for promotion in [promotion, None, Some(Role::Queen), Some(Role::King)]
+                            {
+                                written.push(San::Normal {
+                                    role,
+                                    file,
+                                    rank,
+                                    capture,
+                                    to,
+                                    promotion,
+                                });
+                            }
+                        }
+                    }
+                }
+                for san in written {
+                    if let Some(found) = chess_unique(pos, &san) {
+                        unique += 1;
+                        assert_eq!(Ok(found), resolve_written(&san, pos), "{san} in {pos:?}");
+                    }
+                }
+            }
+        }
+        assert!(
+            checks > 500 && mates > 10 && en_passant > 50 && unique > 10_000,
+            "{checks} checks, {mates} mates, {en_passant} en passant, {unique} unique"
+        );
     }
 
     #[test]
