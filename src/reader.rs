@@ -3,16 +3,18 @@
 //!
 //! Two steps, on purpose:
 //!
-//! 1. [`GameSplitter`] (one thread, over the decompressed stream) cuts the
-//!    input into one raw chunk per game, using pgn-reader's fast skipping
-//!    path so the game boundaries are exactly pgn-reader's. Each chunk keeps
-//!    its verbatim bytes (for the rejects table), its game number and the
-//!    byte offset of its first byte (for error messages and checkpoints).
-//!    Memory is bounded: a game larger than `max_game_bytes` is kept only as
-//!    its first bytes and marked too large, whatever its size.
-//! 2. [`parse_game`] (in parallel, per chunk) runs the visitor over one chunk
-//!    and builds a [`RawGame`]: tags plus the mainline with clocks, evals and
-//!    NAGs. Variations are skipped: only the mainline is imported.
+//! 1. [`GameSplitter`] (one thread, over the decompressed stream) reads one
+//!    game at a time with pgn-reader, so the game boundaries are exactly
+//!    pgn-reader's, and keeps with each game its verbatim bytes (for the
+//!    rejects table), its game number and the byte offset of its first byte
+//!    (for error messages and checkpoints), plus what the visitor parsed:
+//!    tags and the mainline with clocks, evals and NAGs (variations are
+//!    skipped: only the mainline is imported). Memory is bounded: a game
+//!    larger than `max_game_bytes` is kept only as its first bytes and
+//!    marked too large, whatever its size.
+//! 2. [`take_game`] (in parallel, per chunk) makes the checks that need the
+//!    raw bytes (size, garbage in the movetext, a missing result marker) and
+//!    hands the [`RawGame`] on to replay.
 
 use std::{
     borrow::Cow,
