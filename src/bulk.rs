@@ -20,7 +20,7 @@
 //! 4. finishes ([`finish`]): merges duplicate positions if any can exist
 //!    (the table was not empty, a run resumed the load, or the map had to
 //!    evict), rebuilds the recorded objects on two connections at once,
-//!    validates the foreign key, and analyzes the tables.
+//!    validates the foreign keys as they are added, and analyzes the tables.
 //!
 //! Tables stay logged throughout: an unlogged table is emptied by a server
 //! crash, which would break "crash, rerun, same database". A crash of the
