@@ -196,6 +196,7 @@ struct NewPosition<'a> {
 }
 
 impl CopyRow<7> for NewPosition<'_> {
+    /// `bigint` id, then the staging row's types.
     const TYPES: [Type; 7] = [
         Type::INT8,
         Type::TEXT,
@@ -206,16 +207,8 @@ impl CopyRow<7> for NewPosition<'_> {
         Type::TEXT,
     ];
     fn fields(&self) -> [&(dyn ToSql + Sync); 7] {
-        let r = self.row;
-        [
-            &self.id,
-            &r.fen,
-            &r.hash,
-            &r.placement,
-            &r.color,
-            &r.castling,
-            &r.en_passant,
-        ]
+        let [fen, hash, placement, color, castling, en_passant] = self.row.fields();
+        [&self.id, fen, hash, placement, color, castling, en_passant]
     }
 }
 
