@@ -30,7 +30,7 @@ use crate::{
     error::Error,
     pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
     progress::{Progress, Snapshot},
-    source::fingerprint,
+    source::{Compression, fingerprint},
     writer::{BatchStats, FileContext, PendingIds, WriteMode, prepare_connection, write_batch},
 };
 
@@ -93,6 +93,15 @@ struct Totals {
     files_skipped: u64,
     files_failed: u64,
     files_interrupted: u64,
+}
+
+/// Which of the importer's two connections an operation runs on.
+#[derive(Debug, Clone, Copy)]
+enum Connection {
+    /// Batches (and the bulk finish).
+    Data,
+    /// Bookkeeping: runs, inputs, locks.
+    Control,
 }
 
 /// How one input ended.
@@ -363,27 +372,51 @@ impl Importer<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, Error> {
-        let mut retry = Retry::new(self.settings.retry_seconds);
-        loop {
-            match self
-                .control
+        self.retrying(Connection::Control, async |this: &mut Self| {
+            this.control
                 .client
                 .execute(sql, params)
                 .await
                 .map_err(db_err(what))
-            {
-                Ok(n) => return Ok(n),
-                Err(error) => {
-                    let closed = self.control.client.is_closed();
-                    if !retry.wait(&error, closed).await {
-                        return Err(error);
-                    }
-                    if self.control.client.is_closed() {
+        })
+        .await
+    }
+
+    /// Runs `op` until it succeeds, retrying transient database errors with
+    /// backoff for `retry_seconds`. A dropped connection is replaced first
+    /// (the control connection also re-takes the import lock that went
+    /// with the old session); failures to reconnect are left to the next
+    /// attempt.
+    async fn retrying<T>(
+        &mut self,
+        connection: Connection,
+        mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut retry = Retry::new(self.settings.retry_seconds);
+        loop {
+            let error = match op(self).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            if !retry.wait(&error, self.is_closed(connection)).await {
+                return Err(error);
+            }
+            if self.is_closed(connection) {
+                match connection {
+                    Connection::Data => reconnect(&mut self.db, &self.target, true).await,
+                    Connection::Control => {
                         reconnect(&mut self.control, &self.target, false).await;
                         self.relock().await?;
                     }
                 }
             }
+        }
+    }
+
+    fn is_closed(&self, connection: Connection) -> bool {
+        match connection {
+            Connection::Data => self.db.client.is_closed(),
+            Connection::Control => self.control.client.is_closed(),
         }
     }
 
@@ -414,44 +447,28 @@ impl Importer<'_> {
     /// after transient failures: every step is idempotent.
     async fn finish_bulk(&mut self, load: i64, quiet: bool) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
-        let mut retry = Retry::new(self.settings.retry_seconds);
-        loop {
-            let result = bulk::finish(
-                &self.target,
-                &mut self.db.client,
+        self.retrying(Connection::Data, async |this: &mut Self| {
+            bulk::finish(
+                &this.target,
+                &mut this.db.client,
                 load,
                 evicted,
-                &self.interrupts,
+                &this.interrupts,
                 quiet,
             )
-            .await;
-            match result {
-                Err(error) if retry.wait(&error, self.db.client.is_closed()).await => {
-                    if self.db.client.is_closed() {
-                        reconnect(&mut self.db, &self.target, true).await;
-                    }
-                }
-                other => return other,
-            }
-        }
+            .await
+        })
+        .await
     }
 
     /// [`Self::import_input`], started again after a transient failure of
     /// the bookkeeping connection (its steps are idempotent: the input's
     /// checkpoint says where to resume).
     async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
-        let mut retry = Retry::new(self.settings.retry_seconds);
-        loop {
-            match self.import_input(index, name).await {
-                Err(error) if retry.wait(&error, self.control.client.is_closed()).await => {
-                    if self.control.client.is_closed() {
-                        reconnect(&mut self.control, &self.target, false).await;
-                        self.relock().await?;
-                    }
-                }
-                other => return other,
-            }
-        }
+        self.retrying(Connection::Control, async |this: &mut Self| {
+            this.import_input(index, name).await
+        })
+        .await
     }
 
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
@@ -651,7 +668,7 @@ impl Importer<'_> {
                 let compression = if name == "-" {
                     "unknown".to_owned()
                 } else {
-                    sniff_compression(Path::new(name))
+                    sniff_compression(Path::new(name)).to_string()
                 };
                 let id: i64 = client
                     .query_one(
@@ -760,37 +777,24 @@ impl Importer<'_> {
         batch: &Batch,
         file: &mut FileContext,
     ) -> Result<(), Error> {
-        let mut retry = Retry::new(self.settings.retry_seconds);
-        loop {
-            let result = if self.db.client.is_closed() {
-                Err(Error::Internal("connection closed".into()))
-            } else {
+        let (stats, pending) = self
+            .retrying(Connection::Data, async |this: &mut Self| {
+                if this.db.client.is_closed() {
+                    return Err(Error::Internal("connection closed".into()));
+                }
                 write_batch(
-                    &mut self.db.client,
+                    &mut this.db.client,
                     batch,
                     file,
-                    &mut self.cache,
-                    &mut self.write_mode,
+                    &mut this.cache,
+                    &mut this.write_mode,
                 )
                 .await
-            };
-            match result {
-                Ok((stats, pending)) => {
-                    self.after_commit(batch, stats, pending)?;
-                    file.expected_bytes_done = to_i64(batch.end_offset);
-                    return Ok(());
-                }
-                Err(error) => {
-                    let closed = self.db.client.is_closed();
-                    if !retry.wait(&error, closed).await {
-                        return Err(error);
-                    }
-                    if self.db.client.is_closed() {
-                        reconnect(&mut self.db, &self.target, true).await;
-                    }
-                }
-            }
-        }
+            })
+            .await?;
+        self.after_commit(batch, stats, pending)?;
+        file.expected_bytes_done = to_i64(batch.end_offset);
+        Ok(())
     }
 
     fn after_commit(
@@ -882,7 +886,7 @@ fn estimated_positions(inputs: &[String]) -> u64 {
         .map(|name| {
             let path = Path::new(name);
             let size = std::fs::metadata(path).map_or(0, |m| m.len());
-            let plain = if sniff_compression(path) == "plain" {
+            let plain = if sniff_compression(path) == Compression::None {
                 size
             } else {
                 size.saturating_mul(COMPRESSION_RATIO)
@@ -892,10 +896,10 @@ fn estimated_positions(inputs: &[String]) -> u64 {
         .sum()
 }
 
-fn sniff_compression(path: &Path) -> String {
+fn sniff_compression(path: &Path) -> Compression {
     let mut head = [0u8; 4];
     let n = File::open(path)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
-    crate::source::Compression::sniff(&head[..n]).to_string()
+    Compression::sniff(&head[..n])
 }
