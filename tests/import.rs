@@ -6,7 +6,7 @@ use std::{
     process::Output,
 };
 
-use crate::common::{TestDb, data, data_pgns, fresh_db, pgnload, run};
+use crate::common::{TestDb, data, data_pgns, fresh_db, migrated_db, pgnload, run};
 
 pub fn import(db: &TestDb, args: &[&str], files: &[PathBuf]) -> Output {
     let mut cmd = db.pgnload();
@@ -168,17 +168,9 @@ fn concurrent_auto_imports_of_overlapping_files_leave_no_duplicates() {
 }
 
 fn concurrent_imports_of_overlapping_files(mode: &str) {
-    let db = fresh_db("concurrent");
+    let db = migrated_db("concurrent");
     let dir = tempfile::tempdir().expect("temp dir");
     let (a, b) = overlapping_halves(dir.path());
-    assert_ok(
-        &run({
-            let mut c = db.pgnload();
-            c.args(["db", "migrate"]);
-            c
-        }),
-        &[0],
-    );
     let spawn = |files: Vec<PathBuf>| {
         let mut cmd = db.pgnload();
         cmd.args(["-q", "import", "--batch-games", "25", "--mode", mode])
@@ -212,15 +204,7 @@ fn concurrent_imports_of_overlapping_files(mode: &str) {
 
 #[test]
 fn existing_positions_keep_their_ids_and_are_reused() {
-    let db = fresh_db("preexisting");
-    assert_ok(
-        &run({
-            let mut c = db.pgnload();
-            c.args(["db", "migrate"]);
-            c
-        }),
-        &[0],
-    );
+    let db = migrated_db("preexisting");
     let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
     let digest = pgnload::hash::fen_digest(start);
     db.psql(&format!(

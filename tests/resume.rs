@@ -14,7 +14,7 @@ use nix::{
 };
 
 use crate::{
-    common::{TestDb, data, data_pgns, fresh_db, run},
+    common::{TestDb, data, data_pgns, fresh_db, migrated_db, run},
     import::content_dump,
 };
 
@@ -575,17 +575,7 @@ fn a_second_importer_of_the_same_file_waits_or_skips_with_no_wait() {
     let dir = tempfile::tempdir().expect("temp dir");
     let files = multi_file_corpus(dir.path());
     let zst = files.last().expect("corpus").clone();
-    let db = fresh_db("lock");
-    assert_eq!(
-        run({
-            let mut c = db.pgnload();
-            c.args(["db", "migrate"]);
-            c
-        })
-        .status
-        .code(),
-        Some(0)
-    );
+    let db = migrated_db("lock");
     // Incremental imports share the database and lock per input file; a
     // bulk load locks the whole database. Either way --no-wait skips.
     for (mode, busy) in [

@@ -22,23 +22,7 @@ use pgnload::{
     replay::GameRecord,
 };
 
-use crate::common::{TestDb, data, fresh_db, python_script, run};
-
-/// A fresh database with the schema applied by `pgnload db migrate`.
-fn migrated_db(label: &str) -> TestDb {
-    let db = fresh_db(label);
-    let out = run({
-        let mut c = db.pgnload();
-        c.args(["db", "migrate"]);
-        c
-    });
-    assert!(
-        out.status.success(),
-        "db migrate: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    db
-}
+use crate::common::{TestDb, data, fresh_db, migrated_db, python_script, run};
 
 /// Every accepted game of `file`, replayed by the library.
 fn replayed(file: &Path) -> Vec<GameRecord> {

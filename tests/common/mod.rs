@@ -151,6 +151,22 @@ pub fn fresh_db(label: &str) -> TestDb {
     TestDb { url }
 }
 
+/// A fresh database with the schema applied by `pgnload db migrate`.
+pub fn migrated_db(label: &str) -> TestDb {
+    let db = fresh_db(label);
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["db", "migrate"]);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "db migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    db
+}
+
 impl TestDb {
     /// Runs SQL with psql and returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
