@@ -989,32 +989,54 @@ async fn get_or_create_players<'a>(
                 });
         }
     }
+    let rows: Vec<PlayerRow<'a>> = rows.into_values().collect();
+    staged_get_or_create(
+        tx,
+        &rows,
+        StagedSql {
+            copy: "COPY stage_players FROM STDIN (FORMAT binary)",
+            insert: "INSERT INTO players (source, username, username_key, title, is_bot)
+                 SELECT source, username, username_key, title, is_bot
+                 FROM stage_players ORDER BY source, username_key
+                 ON CONFLICT (source, username_key) DO UPDATE
+                     SET title = COALESCE(EXCLUDED.title, players.title),
+                         is_bot = players.is_bot OR EXCLUDED.is_bot,
+                         updated_at = now()
+                     WHERE (EXCLUDED.title IS NOT NULL AND players.title IS DISTINCT FROM EXCLUDED.title)
+                        OR (EXCLUDED.is_bot AND NOT players.is_bot)",
+            select: "SELECT p.id, p.source, p.username_key FROM stage_players s
+                 JOIN players p ON p.source = s.source AND p.username_key = s.username_key",
+        },
+        games,
+    )
+    .await
+}
+
+/// The statements of a staged get-or-create.
+struct StagedSql {
+    /// `COPY` into the staging table.
+    copy: &'static str,
+    /// Inserts the staged rows that are new (`ON CONFLICT`).
+    insert: &'static str,
+    /// Reads back `(id, source, key)` for every staged row.
+    select: &'static str,
+}
+
+/// Players and events: the rows are `COPY`ed into their staging table,
+/// the new ones inserted, and every id read back, keyed by `(source, key)`.
+async fn staged_get_or_create<'a, const N: usize, R: CopyRow<N>>(
+    tx: &Transaction<'_>,
+    rows: &[R],
+    sql: StagedSql,
+    games: &[NewGame<'a>],
+) -> Result<HashMap<(&'a str, String), i64>, tokio_postgres::Error> {
     let mut ids = HashMap::with_capacity(rows.len());
     if rows.is_empty() {
         return Ok(ids);
     }
-    let rows: Vec<PlayerRow<'a>> = rows.into_values().collect();
-    copy_rows(tx, "COPY stage_players FROM STDIN (FORMAT binary)", &rows).await?;
-    tx.execute(
-        "INSERT INTO players (source, username, username_key, title, is_bot)
-         SELECT source, username, username_key, title, is_bot
-         FROM stage_players ORDER BY source, username_key
-         ON CONFLICT (source, username_key) DO UPDATE
-             SET title = COALESCE(EXCLUDED.title, players.title),
-                 is_bot = players.is_bot OR EXCLUDED.is_bot,
-                 updated_at = now()
-             WHERE (EXCLUDED.title IS NOT NULL AND players.title IS DISTINCT FROM EXCLUDED.title)
-                OR (EXCLUDED.is_bot AND NOT players.is_bot)",
-        &[],
-    )
-    .await?;
-    let found = tx
-        .query(
-            "SELECT p.id, p.source, p.username_key FROM stage_players s
-             JOIN players p ON p.source = s.source AND p.username_key = s.username_key",
-            &[],
-        )
-        .await?;
+    copy_rows(tx, sql.copy, rows).await?;
+    tx.execute(sql.insert, &[]).await?;
+    let found = tx.query(sql.select, &[]).await?;
     collect_ids(&mut ids, found, games);
     Ok(ids)
 }
@@ -1054,27 +1076,20 @@ async fn get_or_create_events<'a>(
             kind: event_ref.map(|e| e.kind),
         });
     }
-    let mut ids = HashMap::with_capacity(rows.len());
-    if rows.is_empty() {
-        return Ok(ids);
-    }
     let rows: Vec<EventRow<'a>> = rows.into_values().collect();
-    copy_rows(tx, "COPY stage_events FROM STDIN (FORMAT binary)", &rows).await?;
-    tx.execute(
-        "INSERT INTO events (source, event_key, external_id, name, kind)
-         SELECT source, event_key, external_id, name, kind
-         FROM stage_events ORDER BY source, event_key
-         ON CONFLICT (source, event_key) DO NOTHING",
-        &[],
+    staged_get_or_create(
+        tx,
+        &rows,
+        StagedSql {
+            copy: "COPY stage_events FROM STDIN (FORMAT binary)",
+            insert: "INSERT INTO events (source, event_key, external_id, name, kind)
+                 SELECT source, event_key, external_id, name, kind
+                 FROM stage_events ORDER BY source, event_key
+                 ON CONFLICT (source, event_key) DO NOTHING",
+            select: "SELECT e.id, e.source, e.event_key FROM stage_events s
+                 JOIN events e ON e.source = s.source AND e.event_key = s.event_key",
+        },
+        games,
     )
-    .await?;
-    let found = tx
-        .query(
-            "SELECT e.id, e.source, e.event_key FROM stage_events s
-             JOIN events e ON e.source = s.source AND e.event_key = s.event_key",
-            &[],
-        )
-        .await?;
-    collect_ids(&mut ids, found, games);
-    Ok(ids)
+    .await
 }
