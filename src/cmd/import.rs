@@ -475,7 +475,10 @@ impl Importer<'_> {
         let inputs = self.args.inputs.clone();
         let mut status = ExitStatus::Clean;
         for (index, name) in inputs.iter().enumerate() {
+            // A signal between two inputs: the rest are not started, and
+            // the run ends as interrupted (exit 3), not clean.
             if self.interrupted() {
+                status = ExitStatus::Interrupted;
                 break;
             }
             match self.import_input_retrying(index, name).await? {
