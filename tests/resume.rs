@@ -428,17 +428,20 @@ fn a_truncated_compressed_stream_keeps_every_game_before_the_damage() {
 #[test]
 fn sigterm_finishes_the_batch_in_flight_exits_3_and_the_rerun_completes() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let files = multi_file_corpus(dir.path());
+    // Long enough that the signal lands before the last input is done.
+    let files = corpus_with_copies(dir.path(), 4);
     let db = fresh_db("sigterm");
     let child = import_cmd(&db, &files).spawn().expect("spawn");
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-    // Wait until some batches are committed, then ask it to stop.
+    // Wait until an input is part-way through (batches of it committed,
+    // more to come), then ask it to stop.
     let started = Instant::now();
     while db
         .psql("SELECT count(*) FROM pg_tables WHERE tablename = 'import_files'")
         .as_str()
         != "1"
-        || db.psql("SELECT coalesce(sum(games_done), 0) FROM import_files") == "0"
+        || db.psql("SELECT count(*) FROM import_files WHERE state = 'running' AND games_done >= 10")
+            == "0"
     {
         assert!(started.elapsed() < Duration::from_secs(60), "no progress");
         thread::sleep(Duration::from_millis(20));
