@@ -180,9 +180,7 @@ fn a_server_restart_mid_import_is_survived() {
     let cluster =
         pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");
     cluster.start_persistent().expect("start");
-    let db = TestDb {
-        url: cluster.connection_url(),
-    };
+    let db = TestDb::existing(cluster.connection_url());
     let child = import_cmd(&db, &files).spawn().expect("spawn");
     thread::sleep(Duration::from_millis(400));
     let pid = match cluster.status().expect("status") {
@@ -310,44 +308,51 @@ fn hostile_corpus_every_good_game_imported_every_bad_one_kept_with_its_reason() 
     assert_eq!(again_err.matches("REJECT").count(), 5, "{again_err}");
 }
 
-#[test]
-fn oversized_inputs_are_rejected_in_bounded_memory() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("huge.pgn");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&file).expect("create"));
-    out.write_all(GOOD.as_bytes()).expect("write");
-    // A 100 MB comment.
-    out.write_all(b"[Event \"comment\"]\n\n1. e4 {")
-        .expect("write");
+/// Writes 1.1 GB of hostile PGN to `out`: a good game, a 100 MB comment, a
+/// 100,000-ply game, another good game, then a 1 GB line without a newline.
+fn write_oversized_games(out: &mut impl Write) -> std::io::Result<()> {
+    out.write_all(GOOD.as_bytes())?;
+    out.write_all(b"[Event \"comment\"]\n\n1. e4 {")?;
     let block = vec![b'x'; 1 << 20];
     for _ in 0..100 {
-        out.write_all(&block).expect("write");
+        out.write_all(&block)?;
     }
-    out.write_all(b"} e5 *\n\n").expect("write");
-    // A 100,000-ply game.
-    out.write_all(b"[Event \"long\"]\n\n").expect("write");
+    out.write_all(b"} e5 *\n\n")?;
+    out.write_all(b"[Event \"long\"]\n\n")?;
     for _ in 0..25_000 {
-        out.write_all(b"Nf3 Nf6 Ng1 Ng8 ").expect("write");
+        out.write_all(b"Nf3 Nf6 Ng1 Ng8 ")?;
     }
-    out.write_all(b"*\n\n").expect("write");
-    out.write_all(GOOD.replace("goodgam1", "goodgam2").as_bytes())
-        .expect("write");
-    // A 1 GB line without a newline, at the end.
-    out.write_all(b"[Event \"line\"]\n\n1. e4 ").expect("write");
+    out.write_all(b"*\n\n")?;
+    out.write_all(GOOD.replace("goodgam1", "goodgam2").as_bytes())?;
+    out.write_all(b"[Event \"line\"]\n\n1. e4 ")?;
     let block = vec![b'a'; 1 << 20];
     for _ in 0..1024 {
-        out.write_all(&block).expect("write");
+        out.write_all(&block)?;
     }
-    out.flush().expect("flush");
-    drop(out);
+    Ok(())
+}
 
+#[test]
+fn oversized_inputs_are_rejected_in_bounded_memory() {
     let db = fresh_db("oversized");
     let started = Instant::now();
-    let result = run({
-        let mut c = db.pgnload();
-        c.arg("import").arg(&file);
-        c
-    });
+    // Streamed through stdin rather than written to a file: 1.1 GB of
+    // scratch disk is more than a CI machine may have free.
+    let mut child = db
+        .pgnload()
+        .args(["import", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || write_oversized_games(&mut stdin));
+    let result = child.wait_with_output().expect("wait for pgnload");
+    writer
+        .join()
+        .expect("writer thread")
+        .expect("pgnload read the whole input");
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{stderr}");
     assert!(

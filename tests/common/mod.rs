@@ -85,6 +85,34 @@ pub fn assert_same_lines(what: &Path, expected: &[u8], actual: &[u8]) {
 pub struct TestDb {
     /// Connection URL (libpq form, usable by pgnload and psql).
     pub url: String,
+    /// The database's name on the shared test cluster, which dropping the
+    /// `TestDb` drops; `None` for a database the test manages itself.
+    owned: Option<String>,
+}
+
+/// Drops the database when its test passed, so that a run's disk use does
+/// not grow with the number of tests; a failed test's database is kept for
+/// inspection.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(name) = &self.owned else { return };
+        if std::thread::panicking() {
+            return;
+        }
+        let dropped = run({
+            let mut c = Command::new("psql");
+            c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+                .arg(test_cluster().connection_url())
+                .arg("-c")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            c
+        });
+        assert!(
+            dropped.status.success(),
+            "DROP DATABASE {name}: {}",
+            String::from_utf8_lossy(&dropped.stderr)
+        );
+    }
 }
 
 /// The test cluster: one embedded PostgreSQL per test process, shared by all
@@ -148,7 +176,10 @@ pub fn fresh_db(label: &str) -> TestDb {
         1,
     );
     assert_ne!(url, admin, "unexpected embedded URL form {admin}");
-    TestDb { url }
+    TestDb {
+        url,
+        owned: Some(name),
+    }
 }
 
 /// A fresh database with the schema applied by `pgnload db migrate`.
@@ -168,6 +199,12 @@ pub fn migrated_db(label: &str) -> TestDb {
 }
 
 impl TestDb {
+    /// A database outside the shared test cluster, left as it is when
+    /// dropped.
+    pub fn existing(url: String) -> TestDb {
+        TestDb { url, owned: None }
+    }
+
     /// Runs SQL with psql and returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
         let out = run({
