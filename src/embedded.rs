@@ -101,7 +101,7 @@ const REQUIRED_TOOLS: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
 /// Where Debian/Ubuntu install versioned server binaries (`<root>/<version>/bin`).
 const DEBIAN_PG_ROOT: &str = "/usr/lib/postgresql";
 /// How long `pg_ctl` waits for start or stop. Generous on purpose: after a
-/// crash, recovery may replay up to `max_wal_size` (16 GB) of WAL, and the
+/// crash, recovery may replay up to `max_wal_size` (up to 16 GB) of WAL, and the
 /// shutdown checkpoint after a bulk load may write gigabytes of buffers.
 const PG_CTL_TIMEOUT_SECS: &str = "600";
 /// How many lines of the server log an error quotes.
@@ -114,6 +114,10 @@ const ORPHAN_WAIT: Duration = Duration::from_secs(10);
 /// Memory assumed when /proc/meminfo cannot be read.
 const FALLBACK_MEMORY: u64 = 4 << 30;
 const MIB: u64 = 1 << 20;
+/// `max_wal_size` when the disk has room: 16 GiB.
+const MAX_WAL_MB: u64 = 16 * 1024;
+/// The smallest `max_wal_size` pgnload sets however full the disk is.
+const MIN_MAX_WAL_MB: u64 = 256;
 
 /// Errors managing the embedded cluster. Each carries what pgnload was doing
 /// and where, so that the message alone is enough to act on.
@@ -436,10 +440,14 @@ pub struct ClusterSettings {
     /// every query, so it stays moderate; pgnload's queries are simple.
     pub work_mem_mb: u64,
     /// `max_wal_size`: 16 GiB, so that bulk loading is not interrupted by
-    /// checkpoints forced by WAL volume (each rewrites full pages into WAL).
+    /// checkpoints forced by WAL volume (each rewrites full pages into WAL);
+    /// but at most 1/8 of the disk space free at server start (at least
+    /// 256 MiB), because WAL up to this size stays on disk between
+    /// checkpoints and must never be what fills the disk.
     pub max_wal_size_mb: u64,
-    /// `min_wal_size`: 1 GiB of WAL segments kept for reuse instead of
-    /// being deleted and recreated between checkpoints.
+    /// `min_wal_size`: a quarter of `max_wal_size`, 80 MiB (PostgreSQL's
+    /// default) to 1 GiB: WAL segments kept for reuse instead of being
+    /// deleted and recreated between checkpoints.
     pub min_wal_size_mb: u64,
     /// `checkpoint_timeout`: 30 minutes, for the same reason as
     /// `max_wal_size`: fewer checkpoints, fewer full-page images.
@@ -459,17 +467,22 @@ pub struct ClusterSettings {
 }
 
 impl ClusterSettings {
-    /// Settings for this machine: [`ClusterSettings::for_memory`] of the
-    /// total memory (from `/proc/meminfo`, lowered to the cgroup memory
-    /// limit inside a container; 4 GiB when unreadable).
-    pub fn for_machine() -> ClusterSettings {
-        Self::for_memory(total_memory())
+    /// Settings for this machine and a cluster in `data_dir`:
+    /// [`ClusterSettings::for_resources`] of the total memory (from
+    /// `/proc/meminfo`, lowered to the cgroup memory limit inside a
+    /// container; 4 GiB when unreadable) and of the disk space free there.
+    pub fn for_machine(data_dir: &Path) -> ClusterSettings {
+        Self::for_resources(total_memory(), free_disk(data_dir))
     }
 
-    /// Settings for a machine with `total_bytes` of memory. Pure, so the
-    /// sizing rules can be tested; each field's documentation says why.
-    pub fn for_memory(total_bytes: u64) -> ClusterSettings {
+    /// Settings for a machine with `total_bytes` of memory and, when known,
+    /// `free_disk` bytes free where the cluster lives. Pure, so the sizing
+    /// rules can be tested; each field's documentation says why.
+    pub fn for_resources(total_bytes: u64, free_disk: Option<u64>) -> ClusterSettings {
         let mb = total_bytes / MIB;
+        let max_wal_size_mb = free_disk.map_or(MAX_WAL_MB, |free| {
+            (free / MIB / 8).clamp(MIN_MAX_WAL_MB, MAX_WAL_MB)
+        });
         ClusterSettings {
             total_memory: total_bytes,
             shared_buffers_mb: (mb / 8).clamp(128, 4096),
@@ -477,8 +490,8 @@ impl ClusterSettings {
             maintenance_work_mem_mb: (mb / 8).clamp(64, 1024),
             autovacuum_work_mem_mb: (mb / 32).clamp(64, 256),
             work_mem_mb: (mb / 128).clamp(4, 64),
-            max_wal_size_mb: 16 * 1024,
-            min_wal_size_mb: 1024,
+            max_wal_size_mb,
+            min_wal_size_mb: (max_wal_size_mb / 4).clamp(80, 1024),
             checkpoint_timeout: Duration::from_secs(30 * 60),
             wal_compression: true,
             synchronous_commit: false,
@@ -548,7 +561,7 @@ impl ClusterSettings {
         );
         line(
             format!("max_wal_size = {}MB", self.max_wal_size_mb),
-            "Bulk loading should not be interrupted by checkpoints forced by WAL volume.",
+            "Bulk loading should not be interrupted by checkpoints forced by WAL volume; at most 1/8 of the free disk.",
         );
         line(
             format!("min_wal_size = {}MB", self.min_wal_size_mb),
@@ -627,6 +640,14 @@ fn total_memory() -> u64 {
         (None, Some(c)) if c < (1 << 50) => c,
         _ => FALLBACK_MEMORY,
     }
+}
+
+/// Bytes available to unprivileged users on the file system holding
+/// `path` (or its nearest existing ancestor), if it can be read.
+fn free_disk(path: &Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let stat = nix::sys::statvfs::statvfs(existing).ok()?;
+    stat.blocks_available().checked_mul(stat.fragment_size())
 }
 
 /// The `MemTotal:` line of /proc/meminfo, in bytes.
@@ -1030,7 +1051,7 @@ impl EmbeddedCluster {
 
     /// Writes `pgnload.conf` (atomically) for the current machine.
     fn write_conf(&self, pgdata: &Path, acct: Option<&ServiceAccount>) -> Result<()> {
-        let text = ClusterSettings::for_machine().to_conf(&self.socket_dir);
+        let text = ClusterSettings::for_machine(pgdata).to_conf(&self.socket_dir);
         let tmp = pgdata.join("pgnload.conf.tmp");
         let path = pgdata.join("pgnload.conf");
         fs::write(&tmp, text).map_err(io_err("writing", &tmp))?;
@@ -1489,7 +1510,7 @@ mod tests {
 
     #[test]
     fn settings_for_a_large_machine_hit_the_caps() {
-        let s = ClusterSettings::for_memory(64 * GIB);
+        let s = ClusterSettings::for_resources(64 * GIB, None);
         assert_eq!(s.shared_buffers_mb, 4096);
         assert_eq!(s.maintenance_work_mem_mb, 1024);
         assert_eq!(s.autovacuum_work_mem_mb, 256);
@@ -1504,14 +1525,14 @@ mod tests {
 
     #[test]
     fn settings_scale_with_memory() {
-        let s = ClusterSettings::for_memory(8 * GIB);
+        let s = ClusterSettings::for_resources(8 * GIB, None);
         assert_eq!(s.shared_buffers_mb, 1024);
         assert_eq!(s.maintenance_work_mem_mb, 1024);
         assert_eq!(s.autovacuum_work_mem_mb, 256);
         assert_eq!(s.work_mem_mb, 64);
         assert_eq!(s.effective_cache_size_mb, 6 * 1024);
 
-        let s = ClusterSettings::for_memory(4 * GIB);
+        let s = ClusterSettings::for_resources(4 * GIB, None);
         assert_eq!(s.shared_buffers_mb, 512);
         assert_eq!(s.maintenance_work_mem_mb, 512);
         assert_eq!(s.autovacuum_work_mem_mb, 128);
@@ -1521,7 +1542,7 @@ mod tests {
     #[test]
     fn settings_for_a_tiny_machine_keep_the_floors() {
         for total in [0, 256 << 20, GIB] {
-            let s = ClusterSettings::for_memory(total);
+            let s = ClusterSettings::for_resources(total, None);
             assert_eq!(s.shared_buffers_mb, 128, "{total}");
             assert_eq!(
                 s.maintenance_work_mem_mb,
@@ -1536,9 +1557,9 @@ mod tests {
 
     #[test]
     fn settings_are_monotonic_in_memory() {
-        let mut prev = ClusterSettings::for_memory(0);
+        let mut prev = ClusterSettings::for_resources(0, None);
         for gib in 1..=256 {
-            let s = ClusterSettings::for_memory(gib * GIB);
+            let s = ClusterSettings::for_resources(gib * GIB, None);
             assert!(s.shared_buffers_mb >= prev.shared_buffers_mb);
             assert!(s.maintenance_work_mem_mb >= prev.maintenance_work_mem_mb);
             assert!(s.work_mem_mb >= prev.work_mem_mb);
@@ -1549,7 +1570,8 @@ mod tests {
 
     #[test]
     fn conf_has_the_fixed_settings() {
-        let conf = ClusterSettings::for_memory(16 * GIB).to_conf(Path::new("/d/it's,here/run"));
+        let conf =
+            ClusterSettings::for_resources(16 * GIB, None).to_conf(Path::new("/d/it's,here/run"));
         for expected in [
             "listen_addresses = ''",
             "port = 5432",
@@ -1580,6 +1602,20 @@ mod tests {
     fn conf_quote_escapes() {
         assert_eq!(conf_quote(r"a'b\c"), r"'a''b\\c'");
         assert_eq!(list_quote(r#"a"b"#), r#""a""b""#);
+    }
+
+    #[test]
+    fn wal_size_follows_free_disk() {
+        let roomy = ClusterSettings::for_resources(8 * GIB, Some(500 * GIB));
+        assert_eq!(
+            (roomy.max_wal_size_mb, roomy.min_wal_size_mb),
+            (16 * 1024, 1024)
+        );
+        let s = ClusterSettings::for_resources(8 * GIB, Some(8 * GIB));
+        assert_eq!((s.max_wal_size_mb, s.min_wal_size_mb), (1024, 256));
+        let full = ClusterSettings::for_resources(8 * GIB, Some(100 * MIB));
+        assert_eq!((full.max_wal_size_mb, full.min_wal_size_mb), (256, 80));
+        assert!(free_disk(Path::new("/no/such/dir/under/root")).is_some_and(|b| b > 0));
     }
 
     #[test]
