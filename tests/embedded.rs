@@ -151,6 +151,20 @@ fn session_initializes_starts_and_stops() -> TestResult {
     assert_eq!(query_one(cluster, "SHOW jit")?, "off");
     assert_eq!(query_one(cluster, "SHOW max_connections")?, "50");
     assert_eq!(query_one(cluster, "SHOW fsync")?, "on");
+    // lz4 exactly when this server was built with it (it then lists it).
+    let has_lz4 = query_one(
+        cluster,
+        "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'wal_compression'",
+    )?;
+    let expected = if has_lz4 == "t" { "lz4" } else { "pglz" };
+    assert_eq!(query_one(cluster, "SHOW wal_compression")?, expected);
+    // Sized from the free disk, within pgnload's bounds.
+    let max_wal_mb: u64 = query_one(
+        cluster,
+        "SELECT setting FROM pg_settings WHERE name = 'max_wal_size'",
+    )?
+    .parse()?;
+    assert!((256..=16 * 1024).contains(&max_wal_mb), "{max_wal_mb}");
     // Written double-quoted so that a comma in the path cannot split the list.
     assert_eq!(
         query_one(cluster, "SHOW unix_socket_directories")?,
