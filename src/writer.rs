@@ -1,24 +1,32 @@
-//! The database side of an import: one batch of games → one transaction.
+//! The database side of an import: each batch of games in two phases, two
+//! transactions, on two connections (so that PostgreSQL works on the next
+//! batch's positions while it ingests this batch's games and moves).
 //!
-//! Inside the transaction, in this order:
-//! 1. games already in the database (by `(source, external_id)`) are set
-//!    aside as "already present";
+//! [`resolve_positions`], one transaction:
+//! 1. games already in the database (by `(source, external_id)`) or
+//!    repeated in the batch are set aside;
 //! 2. positions of the new games are resolved, cache first. In incremental
 //!    mode the misses are `COPY`ed (binary) into a temporary staging table,
 //!    inserted with `ON CONFLICT DO NOTHING` (sorted, so concurrent
 //!    importers take row locks in the same order) and joined back for their
 //!    ids; in bulk mode a miss is a new position, given the next id and
-//!    `COPY`ed straight into the table (see [`crate::bulk`]);
-//! 3. players and events are get-or-created through staging tables (both
-//!    modes: they are few, and their unique keys stay);
-//! 4. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
-//!    game another importer committed meanwhile is "already present" too;
-//! 5. moves of the inserted games and the rejected games are `COPY`ed;
-//! 6. the input's checkpoint (games read, bytes consumed, counts) is updated.
+//!    `COPY`ed straight into the table (see [`crate::bulk`]). After the
+//!    commit the cache learns the new ids.
 //!
-//! Everything commits together: the database never holds rows a checkpoint
-//! does not cover, or the reverse. The cache learns new ids only after the
-//! commit.
+//! [`write_games`], one transaction:
+//! 1. games already present are looked up again (an earlier batch or
+//!    another importer may have committed them since);
+//! 2. players and events are get-or-created through staging tables (both
+//!    modes: they are few, and their unique keys stay);
+//! 3. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
+//!    game another importer committed meanwhile is "already present" too
+//!    (bulk mode: `COPY`ed with their own ids);
+//! 4. moves of the inserted games and the rejected games are `COPY`ed;
+//! 5. the input's checkpoint (games read, bytes consumed, counts) is updated.
+//!
+//! The database never holds games a checkpoint does not cover, or the
+//! reverse. Positions may be committed without their games (a crash
+//! between the phases): they are shared rows that a rerun reuses.
 
 use std::collections::{HashMap, HashSet};
 
@@ -429,52 +437,44 @@ struct NewGame<'a> {
     source: &'a str,
     external_id: String,
     /// The dedup key of each of the game's positions, in order.
-    keys: Vec<PositionKey>,
+    keys: &'a [PositionKey],
 }
 
 /// Position ids resolved in this transaction, to be cached after commit.
 pub type PendingIds = Vec<(PositionKey, i64)>;
 
-/// Writes one batch in one transaction. On success returns the stats and
-/// the position ids to add to the cache; on error nothing was committed.
-pub async fn write_batch(
-    client: &mut Client,
-    batch: &Batch,
-    file: &FileContext,
-    cache: &mut PositionCache,
-    mode: &mut WriteMode,
-) -> Result<(BatchStats, PendingIds), Error> {
-    let at = |what: &str| {
-        crate::db::db_err(format!(
-            "{what} (batch ending at game #{} of input {})",
-            batch.games_through, file.file_id
-        ))
-    };
-    let mut stats = BatchStats {
-        read: batch.outcomes.len() as u64,
-        ..BatchStats::default()
-    };
-    let tx = client
-        .transaction()
-        .await
-        .map_err(at("starting a transaction"))?;
+/// A batch whose positions are in the database (committed), ready for its
+/// games to be written by [`write_games`].
+#[derive(Debug, Default)]
+pub struct ResolvedBatch {
+    /// Per outcome of the batch: the keys of the game's positions, in
+    /// order; empty for rejected games and games already present (or
+    /// repeated within the batch), which need no positions.
+    keys: Vec<Vec<PositionKey>>,
+    /// The id of every position of those games.
+    position_ids: KeyMap<i64>,
+    /// The position counts.
+    stats: BatchStats,
+}
 
-    // 1. Games already in the database, and duplicates within the batch.
-    let mut candidates = Vec::new();
-    let mut rejected: Vec<&RejectedGame> = Vec::new();
-    for outcome in &batch.outcomes {
-        match outcome {
-            Outcome::Game(game) => candidates.push(NewGame {
-                game,
-                source: game.source(&file.source),
-                external_id: game.external_id(),
-                keys: Vec::new(),
-            }),
-            Outcome::Rejected(r) => rejected.push(r),
-        }
-    }
-    let sources: Vec<&str> = candidates.iter().map(|g| g.source).collect();
-    let ids: Vec<&str> = candidates.iter().map(|g| g.external_id.as_str()).collect();
+/// The games of `batch` that are not in the database and not repeated
+/// within the batch, as (index into the outcomes, game).
+async fn games_to_import<'b>(
+    tx: &Transaction<'_>,
+    batch: &'b Batch,
+    file: &FileContext,
+) -> Result<Vec<(usize, &'b GameRecord, String)>, tokio_postgres::Error> {
+    let games: Vec<(usize, &GameRecord)> = batch
+        .outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, outcome)| match outcome {
+            Outcome::Game(game) => Some((i, &**game)),
+            Outcome::Rejected(_) => None,
+        })
+        .collect();
+    let sources: Vec<&str> = games.iter().map(|(_, g)| g.source(&file.source)).collect();
+    let ids: Vec<String> = games.iter().map(|(_, g)| g.external_id()).collect();
     let existing: HashSet<(String, String)> = tx
         .query(
             "SELECT g.source, g.external_id FROM games g
@@ -482,53 +482,151 @@ pub async fn write_batch(
                ON g.source = k.source AND g.external_id = k.external_id",
             &[&sources, &ids],
         )
-        .await
-        .map_err(at("looking up existing games"))?
+        .await?
         .into_iter()
         .map(|row| (row.get(0), row.get(1)))
         .collect();
-    let mut seen = HashSet::with_capacity(candidates.len());
-    let mut new_games: Vec<NewGame<'_>> = candidates
+    let mut seen = HashSet::with_capacity(games.len());
+    Ok(games
         .into_iter()
-        .filter(|g| {
-            let key = (g.source.to_owned(), g.external_id.clone());
+        .zip(sources)
+        .zip(ids)
+        .filter(|((_, source), id)| {
+            let key = ((*source).to_owned(), id.clone());
             !existing.contains(&key) && seen.insert(key)
         })
-        .collect();
+        .map(|(((i, game), _), id)| (i, game, id))
+        .collect())
+}
+
+/// Phase one of a batch: the positions of its new games, cache first, the
+/// misses get-or-created (incremental) or given new ids (bulk), in a
+/// transaction of their own that commits before the games are written.
+///
+/// Why a separate transaction (and connection): so that the next batch's
+/// positions are resolved while PostgreSQL ingests this batch's games and
+/// moves, which keeps both cores busy. Committing positions first is safe:
+/// positions are shared, get-or-created rows, so a crash between the two
+/// phases leaves positions no game uses yet, which the rerun reuses
+/// (incremental) or the bulk load's duplicate merge folds (bulk). Returns
+/// the ids to add to the cache now that they are committed.
+pub async fn resolve_positions(
+    client: &mut Client,
+    batch: &Batch,
+    file: &FileContext,
+    cache: &mut PositionCache,
+    ids: Option<&mut IdSequence>,
+) -> Result<(ResolvedBatch, PendingIds), Error> {
+    let at = |what: &str| batch_context(what, batch, file);
+    let tx = client
+        .transaction()
+        .await
+        .map_err(at("starting a transaction"))?;
+    let new_games = games_to_import(&tx, batch, file)
+        .await
+        .map_err(at("looking up existing games"))?;
     // Every later lookup of a position in this batch is by key: hashing
     // each FEN once, on all cores, is cheaper than hashing and comparing
     // the text in each map.
-    new_games.par_iter_mut().for_each(|g| {
-        g.keys = g
-            .game
-            .positions
-            .iter()
-            .map(|(fen, _)| PositionKey::of(fen))
-            .collect();
-    });
-
-    // 2. Positions: the cache first; then the misses get-or-created
-    //    (incremental) or given new ids (bulk).
+    let mut keys = vec![Vec::new(); batch.outcomes.len()];
+    let computed: Vec<(usize, Vec<PositionKey>)> = new_games
+        .par_iter()
+        .map(|(i, game, _)| {
+            let game_keys = game.positions.iter().map(|(fen, _)| PositionKey::of(fen));
+            (*i, game_keys.collect())
+        })
+        .collect();
+    for (i, game_keys) in computed {
+        keys[i] = game_keys;
+    }
+    let mut stats = BatchStats::default();
+    let games = new_games.iter().map(|(i, game, _)| (*game, &keys[*i][..]));
     let Unresolved {
         mut position_ids,
         misses,
-    } = collect_positions(&new_games, cache, &mut stats);
+    } = collect_positions(games, cache, &mut stats);
     let mut pending: PendingIds = Vec::with_capacity(misses.len());
-    match mode {
-        WriteMode::Incremental => {
+    match ids {
+        None => {
             get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
                 .await
                 .map_err(at("get-or-create positions"))?;
         }
-        WriteMode::Bulk { positions, .. } => {
-            insert_new_positions(&tx, &misses, positions, &mut position_ids, &mut pending)
+        Some(ids) => {
+            insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
                 .await
                 .map_err(at("copying new positions"))?;
             stats.positions_new = misses.len() as u64;
         }
     }
+    tx.commit().await.map_err(at("committing the positions"))?;
+    let resolved = ResolvedBatch {
+        keys,
+        position_ids,
+        stats,
+    };
+    Ok((resolved, pending))
+}
 
-    // 3. Players and events.
+/// The context for a database error while writing `batch`.
+fn batch_context(
+    what: &str,
+    batch: &Batch,
+    file: &FileContext,
+) -> impl FnOnce(tokio_postgres::Error) -> Error + use<> {
+    crate::db::db_err(format!(
+        "{what} (batch ending at game #{} of input {})",
+        batch.games_through, file.file_id
+    ))
+}
+
+/// Phase two of a batch, after [`resolve_positions`]: its games, moves and
+/// rejects, and the input's checkpoint, in one transaction, so that the
+/// database never holds games a checkpoint does not cover, or the reverse.
+/// `ids` hands out game ids in bulk mode (`None`: incremental). On error
+/// nothing of this phase was committed.
+pub async fn write_games(
+    client: &mut Client,
+    batch: &Batch,
+    file: &FileContext,
+    resolved: &ResolvedBatch,
+    ids: Option<&mut IdSequence>,
+) -> Result<BatchStats, Error> {
+    let at = |what: &str| batch_context(what, batch, file);
+    let mut stats = BatchStats {
+        read: batch.outcomes.len() as u64,
+        ..resolved.stats
+    };
+    let position_ids = &resolved.position_ids;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(at("starting a transaction"))?;
+
+    // 1. Games already in the database, again: another importer, or the
+    //    previous batch, may have committed some since their positions
+    //    were resolved.
+    let new_games: Vec<NewGame<'_>> = games_to_import(&tx, batch, file)
+        .await
+        .map_err(at("looking up existing games"))?
+        .into_iter()
+        .map(|(i, game, external_id)| NewGame {
+            game,
+            source: game.source(&file.source),
+            external_id,
+            keys: &resolved.keys[i],
+        })
+        .collect();
+    let rejected: Vec<&RejectedGame> = batch
+        .outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Rejected(r) => Some(&**r),
+            Outcome::Game(_) => None,
+        })
+        .collect();
+
+    // 2. Players and events.
     let player_ids = get_or_create_players(&tx, &new_games)
         .await
         .map_err(at("get-or-create players"))?;
@@ -536,11 +634,11 @@ pub async fn write_batch(
         .await
         .map_err(at("get-or-create events"))?;
 
-    // 4. Games.
+    // 3. Games.
     let mut game_rows: Vec<GameRow<'_>> = Vec::with_capacity(new_games.len());
     for new in &new_games {
         let game = new.game;
-        let id_of = |i: usize| id_at(&new.keys, &position_ids, i);
+        let id_of = |i: usize| id_at(new.keys, position_ids, i);
         let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
             return Err(unresolved(game));
         };
@@ -561,7 +659,7 @@ pub async fn write_batch(
             .collect();
         game_rows.push(GameRow {
             id: None,
-            keys: &new.keys,
+            keys: new.keys,
             game,
             source: new.source,
             external_id: new.external_id.clone(),
@@ -584,14 +682,14 @@ pub async fn write_batch(
     }
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
-        match mode {
-            WriteMode::Incremental => {
+        match ids {
+            None => {
                 insert_games_if_absent(&tx, &game_rows, &mut inserted)
                     .await
                     .map_err(at("inserting games"))?;
             }
-            WriteMode::Bulk { games, .. } => {
-                copy_new_games(&tx, &mut game_rows, games, &mut inserted)
+            Some(ids) => {
+                copy_new_games(&tx, &mut game_rows, ids, &mut inserted)
                     .await
                     .map_err(at("copying games"))?;
             }
@@ -601,14 +699,14 @@ pub async fn write_batch(
     stats.rejected = rejected.len() as u64;
     stats.present = stats.read - stats.imported - stats.rejected;
 
-    // 5. Moves of the inserted games, and the rejects.
+    // 4. Moves of the inserted games, and the rejects.
     let mut move_rows = Vec::new();
     for row in &game_rows {
         let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
             continue;
         };
         let game = row.game;
-        let id_of = |i: usize| id_at(row.keys, &position_ids, i);
+        let id_of = |i: usize| id_at(row.keys, position_ids, i);
         for (i, ply) in game.plies.iter().enumerate() {
             let (before, after) = (id_of(i), id_of(i + 1));
             let (Some(before), Some(after)) = (before, after) else {
@@ -658,7 +756,7 @@ pub async fn write_batch(
         .map_err(at("copying rejects"))?;
     }
 
-    // 6. The checkpoint, in the same transaction.
+    // 5. The checkpoint, in the same transaction.
     let updated = tx
         .execute(
             "UPDATE import_files SET games_done = $2, bytes_done = $3,
@@ -685,7 +783,7 @@ pub async fn write_batch(
         )));
     }
     tx.commit().await.map_err(at("committing"))?;
-    Ok((stats, pending))
+    Ok(stats)
 }
 
 /// How a batch's new rows get their ids.
@@ -705,6 +803,18 @@ pub enum WriteMode {
         /// `games.id`.
         games: IdSequence,
     },
+}
+
+impl WriteMode {
+    /// The id sequences of positions and of games, for
+    /// [`resolve_positions`] and [`write_games`] (`None` in incremental
+    /// mode), borrowed apart so that the two phases can run at once.
+    pub fn sequences(&mut self) -> (Option<&mut IdSequence>, Option<&mut IdSequence>) {
+        match self {
+            WriteMode::Incremental => (None, None),
+            WriteMode::Bulk { positions, games } => (Some(positions), Some(games)),
+        }
+    }
 }
 
 /// Hands out a table's ids in bulk mode. The table's identity sequence is
@@ -744,17 +854,18 @@ struct Unresolved<'a> {
     misses: Vec<(PositionRow<'a>, PositionKey)>,
 }
 
-/// Looks every distinct position of the new games up in the cache.
+/// Looks every distinct position of the new games (each with its position
+/// keys) up in the cache.
 fn collect_positions<'a>(
-    new_games: &[NewGame<'a>],
+    new_games: impl Iterator<Item = (&'a GameRecord, &'a [PositionKey])>,
     cache: &mut PositionCache,
     stats: &mut BatchStats,
 ) -> Unresolved<'a> {
     let mut position_ids = KeyMap::default();
     let mut misses = Vec::new();
     let mut missing = KeyMap::default();
-    for new in new_games {
-        for ((fen, hash), &key) in new.game.positions.iter().zip(&new.keys) {
+    for (game, keys) in new_games {
+        for ((fen, hash), &key) in game.positions.iter().zip(keys) {
             if position_ids.contains_key(&key) || missing.contains_key(&key) {
                 stats.positions_reused += 1;
                 stats.positions_in_memory += 1;

@@ -3,7 +3,9 @@
 //! Inputs are imported one at a time. For each: identify it by fingerprint,
 //! take an advisory lock on it (two cron runs never import one file at
 //! once), resume from its checkpoint, then stream batches through the parse
-//! pipeline into [`crate::writer::write_batch`], one transaction per batch.
+//! pipeline into the writer's two phases: [`crate::writer::resolve_positions`]
+//! of batch N+1 on one connection while [`crate::writer::write_games`] of
+//! batch N (with its checkpoint) runs on another.
 //! A lost connection is retried with backoff for a bounded time; a bad game
 //! is a reject, never an error; Ctrl-C/SIGTERM finishes the batch in flight
 //! and exits with code 3 (a second one exits at once — the open transaction
@@ -31,7 +33,10 @@ use crate::{
     pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
     progress::{Progress, Snapshot},
     source::{Compression, fingerprint},
-    writer::{BatchStats, FileContext, PendingIds, WriteMode, prepare_connection, write_batch},
+    writer::{
+        BatchStats, FileContext, PendingIds, ResolvedBatch, WriteMode, prepare_connection,
+        resolve_positions, write_games,
+    },
 };
 
 /// Options of `pgnload import`.
@@ -119,7 +124,10 @@ struct Importer<'a> {
     settings: &'a Settings,
     args: &'a ImportArgs,
     target: Target,
+    /// Writes games, moves and checkpoints (and finishes a bulk load).
     db: Database,
+    /// Resolves positions, one batch ahead of `db`.
+    positions_db: Database,
     control: Database,
     cache: PositionCache,
     write_mode: WriteMode,
@@ -146,6 +154,8 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         let mut db = db::connect(&target).await?;
         db::migrate(&mut db.client).await?;
         prepare_connection(&db.client).await?;
+        let positions_db = db::connect(&target).await?;
+        prepare_connection(&positions_db.client).await?;
         let control = db::connect(&target).await?;
         let run_id: i64 = control
             .client
@@ -194,6 +204,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
                 .await
                 .map_err(db_err("recording the run"))?;
             db.close()?;
+            positions_db.close()?;
             control.close()?;
             return Ok(ExitStatus::Clean);
         };
@@ -220,6 +231,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             args,
             target,
             db,
+            positions_db,
             control,
             cache: PositionCache::new(settings.cache_positions),
             write_mode,
@@ -248,8 +260,14 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             importer.record_run(code).await?;
         }
         importer.print_summary();
-        let Importer { db, control, .. } = importer;
+        let Importer {
+            db,
+            positions_db,
+            control,
+            ..
+        } = importer;
         db.close()?;
+        positions_db.close()?;
         control.close()?;
         status
     })
@@ -345,6 +363,35 @@ impl Retry {
         );
         tokio::time::sleep(delay).await;
         true
+    }
+}
+
+/// Runs `op` on a data connection until it succeeds, retrying transient
+/// failures with backoff for `retry_seconds` and replacing the connection
+/// when it dropped (see [`Importer::retrying`] for the connections whose
+/// owner needs more than a reconnect).
+async fn retry_on<T>(
+    db: &mut Database,
+    target: &Target,
+    retry_seconds: u64,
+    mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let mut retry = Retry::new(retry_seconds);
+    loop {
+        let error = if db.client.is_closed() {
+            Error::Internal("connection closed".into())
+        } else {
+            match op(&mut db.client).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            }
+        };
+        if !retry.wait(&error, db.client.is_closed()).await {
+            return Err(error);
+        }
+        if db.client.is_closed() {
+            reconnect(db, target, true).await;
+        }
     }
 }
 
@@ -713,47 +760,74 @@ impl Importer<'_> {
         };
         let pipeline = Pipeline::start(vec![spec], self.settings.pipeline);
         let mut consumed = None;
-        let mut end = InputEnd::Done;
-        while let Ok(event) = pipeline.events.recv() {
-            match event {
-                Event::Opened {
-                    len, consumed: c, ..
-                } => {
-                    self.progress.start_input(name, len);
-                    consumed = Some(c);
-                }
-                Event::Batch(batch) => {
-                    if let Err(error) = self.write_with_retry(&batch, &mut file).await {
-                        end = InputEnd::Failed(error);
-                        break;
+        // Batches move through two phases (see `Self::step`): `ready` has
+        // its positions committed and waits for its games to be written.
+        let mut ready: Option<(Batch, ResolvedBatch)> = None;
+        let mut upstream_end = None;
+        let end = loop {
+            let next = if upstream_end.is_some() {
+                None
+            } else {
+                match pipeline.events.recv() {
+                    Ok(Event::Opened {
+                        len, consumed: c, ..
+                    }) => {
+                        self.progress.start_input(name, len);
+                        consumed = Some(c);
+                        continue;
                     }
-                    let bytes = consumed
-                        .as_ref()
-                        .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
-                    self.progress.update(Snapshot {
-                        games: self.totals.games.read,
-                        positions: self.totals.games.positions_new
-                            + self.totals.games.positions_reused,
-                        memory_hit_rate: self.totals.games.memory_hit_rate(),
-                        bytes,
-                    });
-                    let max = self.settings.max_rejects;
-                    if max > 0 && self.totals.games.rejected > max {
-                        end = InputEnd::TooManyRejects;
-                        break;
+                    Ok(Event::Batch(batch)) => Some(batch),
+                    Ok(Event::Finished { .. }) | Err(_) => {
+                        upstream_end = Some(InputEnd::Done);
+                        None
                     }
-                    if self.interrupted() {
-                        end = InputEnd::Interrupted;
-                        break;
+                    // The batches before the failure are still written.
+                    Ok(Event::Failed { error, .. }) => {
+                        upstream_end = Some(InputEnd::Failed(error));
+                        None
                     }
                 }
-                Event::Finished { .. } => break,
-                Event::Failed { error, .. } => {
-                    end = InputEnd::Failed(error);
-                    break;
+            };
+            if next.is_none() && ready.is_none() {
+                break upstream_end.unwrap_or(InputEnd::Done);
+            }
+            let (resolved, written) = self
+                .step(next.as_ref(), ready.as_ref().map(|(b, r)| (b, r)), &file)
+                .await;
+            if let (Some((batch, _)), Some(written)) = (ready.take(), written) {
+                if let Err(error) = written.and_then(|stats| self.after_commit(&batch, stats)) {
+                    break InputEnd::Failed(error);
+                }
+                file.expected_bytes_done = to_i64(batch.end_offset);
+                let bytes = consumed
+                    .as_ref()
+                    .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
+                self.progress.update(Snapshot {
+                    games: self.totals.games.read,
+                    positions: self.totals.games.positions_new + self.totals.games.positions_reused,
+                    memory_hit_rate: self.totals.games.memory_hit_rate(),
+                    bytes,
+                });
+                let max = self.settings.max_rejects;
+                if max > 0 && self.totals.games.rejected > max {
+                    break InputEnd::TooManyRejects;
+                }
+                if self.interrupted() {
+                    break InputEnd::Interrupted;
                 }
             }
-        }
+            if let (Some(batch), Some(resolved)) = (next, resolved) {
+                match resolved {
+                    Ok((resolved, pending)) => {
+                        for (key, id) in pending {
+                            self.cache.insert(key, id);
+                        }
+                        ready = Some((batch, resolved));
+                    }
+                    Err(error) => break InputEnd::Failed(error),
+                }
+            }
+        };
         pipeline.stop();
         drop(pipeline);
         let (state, error) = match &end {
@@ -773,42 +847,50 @@ impl Importer<'_> {
         Ok(end)
     }
 
-    /// Writes a batch, retrying transient database failures with backoff
-    /// (reconnecting if the connection is gone) for `retry_seconds`.
-    async fn write_with_retry(
+    /// One step of the two-phase write: resolves the positions of `next`
+    /// on the positions connection while the games of `ready` (whose
+    /// positions a previous step committed) are written on the data
+    /// connection, so that PostgreSQL works on both at once. Each phase
+    /// retries transient failures on its own connection; a phase with
+    /// nothing to do returns `None`.
+    async fn step(
         &mut self,
-        batch: &Batch,
-        file: &mut FileContext,
-    ) -> Result<(), Error> {
-        let (stats, pending) = self
-            .retrying(Connection::Data, async |this: &mut Self| {
-                if this.db.client.is_closed() {
-                    return Err(Error::Internal("connection closed".into()));
-                }
-                write_batch(
-                    &mut this.db.client,
-                    batch,
-                    file,
-                    &mut this.cache,
-                    &mut this.write_mode,
-                )
-                .await
-            })
-            .await?;
-        self.after_commit(batch, stats, pending)?;
-        file.expected_bytes_done = to_i64(batch.end_offset);
-        Ok(())
+        next: Option<&Batch>,
+        ready: Option<(&Batch, &ResolvedBatch)>,
+        file: &FileContext,
+    ) -> (
+        Option<Result<(ResolvedBatch, PendingIds), Error>>,
+        Option<Result<BatchStats, Error>>,
+    ) {
+        let retry_seconds = self.settings.retry_seconds;
+        let target = &self.target;
+        let (mut position_seq, mut game_seq) = self.write_mode.sequences();
+        let cache = &mut self.cache;
+        let positions_db = &mut self.positions_db;
+        let db = &mut self.db;
+        let resolve = async {
+            let batch = next?;
+            Some(
+                retry_on(positions_db, target, retry_seconds, async |client| {
+                    resolve_positions(client, batch, file, cache, position_seq.as_deref_mut()).await
+                })
+                .await,
+            )
+        };
+        let write = async {
+            let (batch, resolved) = ready?;
+            Some(
+                retry_on(db, target, retry_seconds, async |client| {
+                    write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
+                })
+                .await,
+            )
+        };
+        tokio::join!(resolve, write)
     }
 
-    fn after_commit(
-        &mut self,
-        batch: &Batch,
-        stats: BatchStats,
-        pending: PendingIds,
-    ) -> Result<(), Error> {
-        for (key, id) in pending {
-            self.cache.insert(key, id);
-        }
+    /// Accounts for a batch whose games committed.
+    fn after_commit(&mut self, batch: &Batch, stats: BatchStats) -> Result<(), Error> {
         self.totals.games.add(stats);
         if let Some(out) = &mut self.rejects_file {
             for outcome in &batch.outcomes {
