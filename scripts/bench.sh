@@ -289,14 +289,32 @@ done
 
 # ---------------------------------------------------------------- 4. incremental
 if ((!no_import)); then
+    # What corpus B adds is exported afterwards, for the raw incremental run:
+    # every row with an id above A's (moves by their game).
+    a_max=$(q "$bulk_url" "SELECT (SELECT coalesce(max(id), 0) FROM import_files),
+        (SELECT coalesce(max(id), 0) FROM events), (SELECT coalesce(max(id), 0) FROM players),
+        (SELECT coalesce(max(id), 0) FROM positions), (SELECT coalesce(max(id), 0) FROM games)" |
+        tr '|' ' ')
+    # Both incremental runs, pgnload's and the raw one, start right after a
+    # checkpoint, so both write a full-page image of every page they touch.
+    q "$bulk_url" "CHECKPOINT"
     import_run pgnload_incremental incremental "$out/B.pgn" "$b_games"
+    read -r max_file max_event max_player max_position max_game <<<"$a_max"
+    declare -A b_rows=(
+        [import_files]="id > $max_file" [events]="id > $max_event" [players]="id > $max_player"
+        [positions]="id > $max_position" [games]="id > $max_game" [moves]="game_id > $max_game"
+    )
+    for t in "${copy_tables[@]}"; do
+        q "$bulk_url" "\\copy (SELECT * FROM $t WHERE ${b_rows[$t]}) TO '$out/raw/B_$t.bin' (FORMAT binary)"
+    done
 fi
 
 # ---------------------------------------------------------------- 5b. raw limit
+# psql commands loading exported rows: `copy_script` A's, `copy_script B_` B's.
 copy_script() {
-    local t
+    local prefix=${1:-} t
     for t in "${copy_tables[@]}"; do
-        printf "\\\\copy %s FROM '%s' (FORMAT binary)\n" "$t" "$out/raw/$t.bin"
+        printf "\\\\copy %s FROM '%s' (FORMAT binary)\n" "$t" "$out/raw/$prefix$t.bin"
     done
 }
 # A fresh, migrated database named $1; prints its URL.
@@ -316,6 +334,15 @@ measure raw_copy_indexed "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/ra
     die "raw COPY failed; see $out/raw_copy_indexed.log"
 after=$(counts "$raw_url")
 record_rows raw_copy_indexed "$before" "$after"
+if ((!no_import)); then
+    log "raw COPY of B's rows into A's, indexes kept"
+    copy_script B_ >"$out/raw/copy_B.sql"
+    q "$raw_url" "CHECKPOINT"
+    measure raw_copy_incremental "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/raw/copy_B.sql" ||
+        die "raw COPY of B failed; see $out/raw_copy_incremental.log"
+    record_rows raw_copy_incremental "$after" "$(counts "$raw_url")"
+    record raw_copy_incremental games "$b_games"
+fi
 q "$url" "DROP DATABASE bench_raw"
 
 # (b) Drop primary keys, unique and foreign keys and secondary indexes,
@@ -410,6 +437,7 @@ LABELS = {
     "pgnload_incremental": "pgnload incremental (B)" if MODES else "pgnload import (B, loaded db)",
     "raw_copy_indexed": "raw COPY, indexes kept",
     "raw_copy_rebuild": "raw COPY, indexes rebuilt",
+    "raw_copy_incremental": "raw COPY of B into A, indexed",
     "python": "python-chess (slice, no DB)",
 }
 runs = {}
@@ -458,6 +486,12 @@ for raw in ("raw_copy_indexed", "raw_copy_rebuild"):
             "time": ratio(bulk["wall_s"], runs[raw]["wall_s"]),
             "rows_per_s": ratio(bulk["rows_per_s"], runs[raw]["rows_per_s"]),
         }
+incremental = runs["pgnload_incremental"]
+if incremental["status"] == "ok" and runs["raw_copy_incremental"]["status"] == "ok":
+    ratios["incremental_vs_raw_copy_incremental"] = {
+        "time": ratio(incremental["wall_s"], runs["raw_copy_incremental"]["wall_s"]),
+        "rows_per_s": ratio(incremental["rows_per_s"], runs["raw_copy_incremental"]["rows_per_s"]),
+    }
 for name in ("pgnload_bulk", "pgnload_incremental"):
     if runs[name]["status"] == "ok":
         ratios[f"{name}_vs_python_games_per_s"] = ratio(
