@@ -170,26 +170,32 @@ const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 const COPY_TRAILER: &[u8] = &[0xff, 0xff];
 /// Rows encoded per rayon task.
 const ROWS_PER_CHUNK: usize = 4096;
+/// Chunks encoded ahead of sending: bounds what one COPY holds encoded (a
+/// few MiB) whatever the number of rows.
+const CHUNKS_AHEAD: usize = 8;
 
 /// `COPY … FROM STDIN (FORMAT binary)` of `rows`. The rows are encoded on
-/// all cores first, then sent in large chunks. Why not tokio-postgres's
-/// `BinaryCopyInWriter`: it encodes on the writer thread and awaits the
-/// connection every 4 KiB, so the writer thread, which serves both write
-/// phases, became the bottleneck of a bulk load (half of its CPU).
+/// all cores, a few chunks at a time, and sent in large chunks. Why not
+/// tokio-postgres's `BinaryCopyInWriter`: it encodes on the writer thread
+/// and awaits the connection every 4 KiB, so the writer thread, which
+/// serves both write phases, became the bottleneck of a bulk load (half of
+/// its CPU).
 async fn copy_rows<const N: usize, R: CopyRow<N> + Sync>(
     tx: &Transaction<'_>,
     statement: &str,
     rows: &[R],
 ) -> Result<u64, WriteError> {
-    let chunks = rows
-        .par_chunks(ROWS_PER_CHUNK)
-        .map(encode_rows)
-        .collect::<Result<Vec<Bytes>, WriteError>>()?;
     let sink = tx.copy_in::<_, Bytes>(statement).await?;
     pin_mut!(sink);
     sink.send(Bytes::from_static(COPY_HEADER)).await?;
-    for chunk in chunks {
-        sink.send(chunk).await?;
+    for group in rows.chunks(ROWS_PER_CHUNK * CHUNKS_AHEAD) {
+        let chunks = group
+            .par_chunks(ROWS_PER_CHUNK)
+            .map(encode_rows)
+            .collect::<Result<Vec<Bytes>, WriteError>>()?;
+        for chunk in chunks {
+            sink.send(chunk).await?;
+        }
     }
     sink.send(Bytes::from_static(COPY_TRAILER)).await?;
     Ok(sink.as_mut().finish().await?)
