@@ -230,6 +230,13 @@ record_rows() {
 bulk_url=$url
 "$pgnload" --data-dir "$cluster" db migrate >/dev/null
 
+# VACUUM (unmeasured) after a load into a database that stays, so that the
+# autovacuum the load triggers does not run during the next measured step.
+settle() {
+    log "VACUUM (not measured), so that no autovacuum overlaps the next run"
+    q "$1" "VACUUM"
+}
+
 # pgnload import, checked: exit 1 means rejected games (reported, not fatal).
 # Into the cluster's own database, or into database $5 when given.
 import_run() {
@@ -288,6 +295,7 @@ if ((no_import)); then
     fill_without_import
 else
     import_run pgnload_bulk bulk "$out/A.pgn" "$games"
+    settle "$bulk_url"
 fi
 
 # ---------------------------------------------------------------- 5a. export
@@ -323,6 +331,7 @@ if ((!no_import)); then
     # checkpoint, so both write a full-page image of every page they touch.
     q "$bulk_url" "CHECKPOINT"
     import_run pgnload_incremental incremental "$out/B.pgn" "$b_games"
+    settle "$bulk_url"
     read -r max_file max_event max_player max_position max_game <<<"$a_max"
     declare -A b_rows=(
         [import_files]="id > $max_file" [events]="id > $max_event" [players]="id > $max_player"
@@ -351,6 +360,7 @@ measure raw_copy_indexed "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/ra
     die "raw COPY failed; see $out/raw_copy_indexed.log"
 after=$(counts "$raw_url")
 record_rows raw_copy_indexed "$before" "$after"
+settle "$raw_url"
 if ((!no_import)); then
     log "raw COPY of B's rows into A's, indexes kept"
     copy_script B_ >"$out/raw/copy_B.sql"
