@@ -100,15 +100,6 @@ struct Totals {
     files_interrupted: u64,
 }
 
-/// Which of the importer's two connections an operation runs on.
-#[derive(Debug, Clone, Copy)]
-enum Connection {
-    /// Batches (and the bulk finish).
-    Data,
-    /// Bookkeeping: runs, inputs, locks.
-    Control,
-}
-
 /// How one input ended.
 enum InputEnd {
     Done,
@@ -368,8 +359,8 @@ impl Retry {
 
 /// Runs `op` on a data connection until it succeeds, retrying transient
 /// failures with backoff for `retry_seconds` and replacing the connection
-/// when it dropped (see [`Importer::retrying`] for the connections whose
-/// owner needs more than a reconnect).
+/// when it dropped (the control connection needs more than that: see
+/// [`Importer::retrying_control`]).
 async fn retry_on<T>(
     db: &mut Database,
     target: &Target,
@@ -419,7 +410,7 @@ impl Importer<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, Error> {
-        self.retrying(Connection::Control, async |this: &mut Self| {
+        self.retrying_control(async |this: &mut Self| {
             this.control
                 .client
                 .execute(sql, params)
@@ -429,14 +420,12 @@ impl Importer<'_> {
         .await
     }
 
-    /// Runs `op` until it succeeds, retrying transient database errors with
-    /// backoff for `retry_seconds`. A dropped connection is replaced first
-    /// (the control connection also re-takes the import lock that went
-    /// with the old session); failures to reconnect are left to the next
-    /// attempt.
-    async fn retrying<T>(
+    /// Runs `op`, which works on the control connection, until it
+    /// succeeds: like [`retry_on`], but a replaced control connection also
+    /// re-takes the import lock that went with the old session. `op` gets
+    /// the whole importer because bookkeeping steps use its state.
+    async fn retrying_control<T>(
         &mut self,
-        connection: Connection,
         mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let mut retry = Retry::new(self.settings.retry_seconds);
@@ -445,25 +434,13 @@ impl Importer<'_> {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            if !retry.wait(&error, self.is_closed(connection)).await {
+            if !retry.wait(&error, self.control.client.is_closed()).await {
                 return Err(error);
             }
-            if self.is_closed(connection) {
-                match connection {
-                    Connection::Data => reconnect(&mut self.db, &self.target, true).await,
-                    Connection::Control => {
-                        reconnect(&mut self.control, &self.target, false).await;
-                        self.relock().await?;
-                    }
-                }
+            if self.control.client.is_closed() {
+                reconnect(&mut self.control, &self.target, false).await;
+                self.relock().await?;
             }
-        }
-    }
-
-    fn is_closed(&self, connection: Connection) -> bool {
-        match connection {
-            Connection::Data => self.db.client.is_closed(),
-            Connection::Control => self.control.client.is_closed(),
         }
     }
 
@@ -494,17 +471,13 @@ impl Importer<'_> {
     /// after transient failures: every step is idempotent.
     async fn finish_bulk(&mut self, load: i64, quiet: bool) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
-        self.retrying(Connection::Data, async |this: &mut Self| {
-            bulk::finish(
-                &this.target,
-                &mut this.db.client,
-                load,
-                evicted,
-                &this.interrupts,
-                quiet,
-            )
-            .await
-        })
+        let (target, interrupts) = (&self.target, &self.interrupts);
+        retry_on(
+            &mut self.db,
+            target,
+            self.settings.retry_seconds,
+            async |client| bulk::finish(target, client, load, evicted, interrupts, quiet).await,
+        )
         .await
     }
 
@@ -512,10 +485,8 @@ impl Importer<'_> {
     /// the bookkeeping connection (its steps are idempotent: the input's
     /// checkpoint says where to resume).
     async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
-        self.retrying(Connection::Control, async |this: &mut Self| {
-            this.import_input(index, name).await
-        })
-        .await
+        self.retrying_control(async |this: &mut Self| this.import_input(index, name).await)
+            .await
     }
 
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
