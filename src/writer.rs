@@ -503,18 +503,48 @@ pub type PendingIds = Vec<(PositionKey, i64)>;
 /// games to be written by [`write_games`].
 #[derive(Debug, Default)]
 pub struct ResolvedBatch {
-    /// Per outcome of the batch: the keys of the game's positions, in
-    /// order; empty for rejected games and games already present (or
-    /// repeated within the batch), which need no positions.
-    keys: Vec<Vec<PositionKey>>,
+    /// The games that were new when the positions were resolved (not in
+    /// the database, not repeated within the batch), in batch order.
+    games: Vec<ResolvedGame>,
     /// The id of every position of those games.
     position_ids: KeyMap<i64>,
     /// The position counts.
     stats: BatchStats,
 }
 
+/// A game of a [`ResolvedBatch`].
+#[derive(Debug)]
+struct ResolvedGame {
+    /// Index into the batch's outcomes.
+    index: usize,
+    /// Its `games.external_id` (a content digest for non-Lichess games:
+    /// computed once, in the first phase).
+    external_id: String,
+    /// The dedup key of each of its positions, in order.
+    keys: Vec<PositionKey>,
+}
+
+/// Which of the `(source, external_id)` pairs are already in `games`.
+async fn existing_games(
+    tx: &Transaction<'_>,
+    sources: &[&str],
+    external_ids: &[&str],
+) -> Result<HashSet<(String, String)>, tokio_postgres::Error> {
+    Ok(tx
+        .query(
+            "SELECT g.source, g.external_id FROM games g
+             JOIN unnest($1::text[], $2::text[]) AS k(source, external_id)
+               ON g.source = k.source AND g.external_id = k.external_id",
+            &[&sources, &external_ids],
+        )
+        .await?
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect())
+}
+
 /// The games of `batch` that are not in the database and not repeated
-/// within the batch, as (index into the outcomes, game).
+/// within the batch, as (index into the outcomes, game, external id).
 async fn games_to_import<'b>(
     tx: &Transaction<'_>,
     batch: &'b Batch,
@@ -531,17 +561,8 @@ async fn games_to_import<'b>(
         .collect();
     let sources: Vec<&str> = games.iter().map(|(_, g)| g.source(&file.source)).collect();
     let ids: Vec<String> = games.iter().map(|(_, g)| g.external_id()).collect();
-    let existing: HashSet<(String, String)> = tx
-        .query(
-            "SELECT g.source, g.external_id FROM games g
-             JOIN unnest($1::text[], $2::text[]) AS k(source, external_id)
-               ON g.source = k.source AND g.external_id = k.external_id",
-            &[&sources, &ids],
-        )
-        .await?
-        .into_iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let existing = existing_games(tx, &sources, &id_refs).await?;
     let mut seen = HashSet::with_capacity(games.len());
     Ok(games
         .into_iter()
@@ -584,19 +605,22 @@ pub async fn resolve_positions(
     // Every later lookup of a position in this batch is by key: hashing
     // each FEN once, on all cores, is cheaper than hashing and comparing
     // the text in each map.
-    let mut keys = vec![Vec::new(); batch.outcomes.len()];
-    let computed: Vec<(usize, Vec<PositionKey>)> = new_games
-        .par_iter()
-        .map(|(i, game, _)| {
-            let game_keys = game.positions.iter().map(|(fen, _)| PositionKey::of(fen));
-            (*i, game_keys.collect())
+    let resolved_games: Vec<ResolvedGame> = new_games
+        .into_par_iter()
+        .map(|(index, game, external_id)| ResolvedGame {
+            index,
+            external_id,
+            keys: game
+                .positions
+                .iter()
+                .map(|(fen, _)| PositionKey::of(fen))
+                .collect(),
         })
         .collect();
-    for (i, game_keys) in computed {
-        keys[i] = game_keys;
-    }
     let mut stats = BatchStats::default();
-    let games = new_games.iter().map(|(i, game, _)| (*game, &keys[*i][..]));
+    let games = resolved_games
+        .iter()
+        .filter_map(|g| Some((batch_game(batch, g.index)?, &g.keys[..])));
     let Unresolved {
         mut position_ids,
         misses,
@@ -619,11 +643,20 @@ pub async fn resolve_positions(
         .await
         .map_err(|e| at.err("committing the positions", e))?;
     let resolved = ResolvedBatch {
-        keys,
+        games: resolved_games,
         position_ids,
         stats,
     };
     Ok((resolved, pending))
+}
+
+/// The game at `index` of the batch's outcomes (`None` if that outcome is
+/// a reject, which a [`ResolvedBatch`] never points at).
+fn batch_game(batch: &Batch, index: usize) -> Option<&GameRecord> {
+    match batch.outcomes.get(index)? {
+        Outcome::Game(game) => Some(game),
+        Outcome::Rejected(_) => None,
+    }
 }
 
 /// Where in the input a batch ends, for the context of its errors.
@@ -671,19 +704,30 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("starting a transaction", e))?;
 
-    // 1. Games already in the database, again: another importer, or the
-    //    previous batch, may have committed some since their positions
-    //    were resolved.
-    let new_games: Vec<NewGame<'_>> = games_to_import(&tx, batch, file)
-        .await
-        .map_err(|e| at.err("looking up existing games", e))?
-        .into_iter()
-        .map(|(i, game, external_id)| NewGame {
-            game,
-            source: game.source(&file.source),
-            external_id,
-            keys: &resolved.keys[i],
+    // 1. The resolved games already in the database, again: another
+    //    importer, or the previous batch, may have committed some since
+    //    their positions were resolved.
+    let candidates: Vec<NewGame<'_>> = resolved
+        .games
+        .iter()
+        .filter_map(|g| {
+            let game = batch_game(batch, g.index)?;
+            Some(NewGame {
+                game,
+                source: game.source(&file.source),
+                external_id: g.external_id.clone(),
+                keys: &g.keys,
+            })
         })
+        .collect();
+    let sources: Vec<&str> = candidates.iter().map(|g| g.source).collect();
+    let external_ids: Vec<&str> = candidates.iter().map(|g| g.external_id.as_str()).collect();
+    let existing = existing_games(&tx, &sources, &external_ids)
+        .await
+        .map_err(|e| at.err("looking up existing games", e))?;
+    let new_games: Vec<NewGame<'_>> = candidates
+        .into_iter()
+        .filter(|g| !existing.contains(&(g.source.to_owned(), g.external_id.clone())))
         .collect();
     let rejected: Vec<&RejectedGame> = batch
         .outcomes
