@@ -99,20 +99,25 @@ impl Drop for TestDb {
         if std::thread::panicking() {
             return;
         }
-        let dropped = run({
-            let mut c = Command::new("psql");
-            c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
-                .arg(test_cluster().connection_url())
-                .arg("-c")
-                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-            c
-        });
-        assert!(
-            dropped.status.success(),
-            "DROP DATABASE {name}: {}",
-            String::from_utf8_lossy(&dropped.stderr)
-        );
+        cluster_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
     }
+}
+
+/// Runs one statement on the test cluster's own database, failing the test
+/// if it fails.
+fn cluster_sql(sql: &str) {
+    let out = run({
+        let mut c = Command::new("psql");
+        c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .arg(test_cluster().connection_url())
+            .args(["-c", sql]);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The test cluster: one embedded PostgreSQL per test process, shared by all
@@ -159,17 +164,7 @@ pub fn fresh_db(label: &str) -> TestDb {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let admin = cluster.connection_url();
-    let create = run({
-        let mut c = Command::new("psql");
-        c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &admin, "-c"])
-            .arg(format!("CREATE DATABASE {name}"));
-        c
-    });
-    assert!(
-        create.status.success(),
-        "CREATE DATABASE {name}: {}",
-        String::from_utf8_lossy(&create.stderr)
-    );
+    cluster_sql(&format!("CREATE DATABASE {name}"));
     let url = admin.replacen(
         "postgresql:///pgnload?",
         &format!("postgresql:///{name}?"),
