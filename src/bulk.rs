@@ -79,8 +79,12 @@ pub enum Chosen {
 }
 
 /// Decides the mode and takes its lock. Returns `None` if the lock is
-/// taken and `no_wait` is set. An unfinished bulk load always wins: the
-/// tables have no indexes until it finishes, so this run finishes it.
+/// taken and `no_wait` is set. An explicit mode is obeyed or refused, never
+/// changed: `--mode incremental` waits for a running bulk load to end and
+/// refuses to write into a database whose bulk load stopped unfinished
+/// (its tables have no indexes); `--mode bulk` waits for running imports.
+/// `--mode auto` continues an unfinished bulk load (the tables have no
+/// indexes until it finishes), else picks by the database's size.
 pub async fn choose(
     control: &Client,
     requested: Mode,
@@ -102,14 +106,14 @@ pub async fn choose(
     };
     loop {
         let open = unfinished(control).await?;
-        let want_bulk = open.is_some()
-            || match requested {
-                Mode::Bulk => true,
-                Mode::Incremental => false,
-                Mode::Auto => {
-                    position_count(control, incoming_positions).await? <= incoming_positions
-                }
-            };
+        let want_bulk = match requested {
+            Mode::Bulk => true,
+            Mode::Incremental => false,
+            Mode::Auto => {
+                open.is_some()
+                    || position_count(control, incoming_positions).await? <= incoming_positions
+            }
+        };
         if want_bulk {
             if try_lock("SELECT pg_try_advisory_lock($1)").await? {
                 return Ok(Some(Chosen::Bulk {
@@ -137,11 +141,20 @@ pub async fn choose(
             eprintln!("pgnload: waiting for a bulk load to finish");
             lock("SELECT pg_advisory_lock_shared($1)").await?;
         }
-        if unfinished(control).await?.is_none() {
+        let Some(load) = unfinished(control).await? else {
             return Ok(Some(Chosen::Incremental));
-        }
-        // A bulk load began (and stopped unfinished) while we waited.
+        };
         lock("SELECT pg_advisory_unlock_shared($1)").await?;
+        if requested == Mode::Incremental {
+            return Err(Error::Config(format!(
+                "bulk load #{load} stopped unfinished: positions and moves have no indexes until it \
+                 finishes, so --mode incremental will not write into them. Finish it with \
+                 `pgnload import --mode bulk` (or --mode auto) and the inputs of the stopped load, \
+                 then import incrementally"
+            )));
+        }
+        // Auto: a bulk load began (and stopped unfinished) while we
+        // waited; go round and continue it.
     }
 }
 
@@ -233,6 +246,7 @@ END";
 /// Begins a bulk load, or continues the unfinished one. Call with the
 /// exclusive [`LOCK`] held.
 pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
+    end_orphaned_rebuilds(client).await?;
     let tx = client
         .transaction()
         .await
@@ -448,6 +462,42 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
     Ok(u64::try_from(merged).unwrap_or(0))
 }
 
+/// `application_name` of the sessions that rebuild a bulk load's indexes,
+/// so that a later run can find the ones a killed run left behind.
+const REBUILD_APPLICATION: &str = "pgnload bulk rebuild";
+
+/// Ends the index builds a killed run left running on the server. A client
+/// killed mid-rebuild leaves its sessions building (the server notices the
+/// client is gone only when the statement ends), and a rerun's own DROP or
+/// CREATE of the same objects would then fail ("already exists") or
+/// deadlock. Call with the exclusive [`LOCK`] held: every rebuild session
+/// is then an orphan. Their open transactions roll back.
+async fn end_orphaned_rebuilds(client: &Client) -> Result<(), Error> {
+    let started = Instant::now();
+    loop {
+        let left: i64 = client
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = $1
+                   AND pid <> pg_backend_pid()",
+                &[&REBUILD_APPLICATION],
+            )
+            .await
+            .map_err(db_err("ending index builds left by a stopped run"))?
+            .get(0);
+        if left == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            return Err(Error::Config(format!(
+                "{left} index builds left by a stopped run (application_name '{REBUILD_APPLICATION}') \
+                 did not end within 120 s of pg_terminate_backend; end them, then rerun"
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Connections rebuilding indexes at once: PostgreSQL builds one index per
 /// backend (plus its parallel workers), and positions' text index and
 /// moves' keys are independent sorts.
@@ -481,6 +531,7 @@ pub async fn finish(
         .await
         .map_err(db_err("marking the bulk load finishing"))?
         .get(0);
+    end_orphaned_rebuilds(client).await?;
     let mut report = FinishReport::default();
     if needs_dedup {
         say("merging duplicate positions".into());
@@ -527,6 +578,14 @@ pub async fn finish(
     let mut workers = Vec::new();
     for _ in 0..REBUILD_CONNECTIONS {
         let connection = db::connect(target).await?;
+        connection
+            .client
+            .execute(
+                "SELECT set_config('application_name', $1, false)",
+                &[&REBUILD_APPLICATION],
+            )
+            .await
+            .map_err(db_err("naming a rebuild session"))?;
         workers.push(rebuild_worker(
             connection,
             Arc::clone(&work),

@@ -155,9 +155,9 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
     let (config, session, description) = match target {
         Target::Url(url) => {
             let mut config: tokio_postgres::Config =
-                url.parse().map_err(|source| Error::Database {
+                url.parse().map_err(|cause| Error::Database {
                     context: format!("parsing the connection string {}", redact_url(url)),
-                    source,
+                    cause,
                 })?;
             if config.get_application_name().is_none() {
                 // Lets operators find (and tests terminate) pgnload's sessions.
@@ -177,14 +177,25 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
             (config, Some(session), target.describe())
         }
     };
-    let client_config = config.clone();
+    // Every session commits synchronously, whatever the server's default
+    // (the embedded cluster's is off): the importer acts on what a commit
+    // acknowledged — position ids go into the dedup map, a batch's games
+    // into the run's counts, a bulk load's dropped indexes into its record —
+    // so an acknowledged commit must survive a server crash. It costs one
+    // WAL flush per phase of a batch of thousands of games.
+    let mut client_config = config.clone();
+    let options = match client_config.get_options() {
+        Some(own) if !own.trim().is_empty() => format!("{own} -c synchronous_commit=on"),
+        _ => "-c synchronous_commit=on".to_owned(),
+    };
+    client_config.options(&options);
     let (client, connection) =
         client_config
             .connect(NoTls)
             .await
-            .map_err(|source| Error::Database {
+            .map_err(|cause| Error::Database {
                 context: format!("connecting to {description}"),
-                source,
+                cause,
             })?;
     let connection = tokio::spawn(async move {
         // Errors surface on the client's next call; nothing to do here.
@@ -201,11 +212,31 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
 /// Wraps a driver error with what pgnload was doing.
 pub fn db_err(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> Error {
     let context = context.into();
-    move |source| Error::Database { context, source }
+    move |cause| Error::Database { context, cause }
 }
 
-/// Applies pending migrations; returns the names applied now.
+/// Applies pending migrations; returns the names applied now. The whole
+/// run holds a session-level advisory lock, taken before anything is
+/// created (`CREATE TABLE IF NOT EXISTS` is not safe against a concurrent
+/// twin: one of them fails on the catalog), so that importers starting
+/// together apply each migration once and the others wait, then see it.
 pub async fn migrate(client: &mut Client) -> Result<Vec<&'static str>, Error> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db_err("waiting for the migration lock"))?;
+    let applied = apply_migrations(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(db_err("releasing the migration lock"));
+    let applied = applied?;
+    unlocked?;
+    Ok(applied)
+}
+
+/// The body of [`migrate`], run under its lock.
+async fn apply_migrations(client: &mut Client) -> Result<Vec<&'static str>, Error> {
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS pgnload_migrations (
@@ -216,15 +247,6 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<&'static str>, Error> {
              )",
         )
         .await
-        .or_else(|e| {
-            // Two processes racing to create the table: the loser sees a
-            // unique violation on the catalog; the table exists either way.
-            if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })
         .map_err(db_err("creating pgnload_migrations"))?;
     let mut applied = Vec::new();
     for migration in MIGRATIONS {
@@ -232,9 +254,6 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<&'static str>, Error> {
             .transaction()
             .await
             .map_err(db_err("starting a migration"))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(db_err("locking migrations"))?;
         let row = tx
             .query_opt(
                 "SELECT checksum FROM pgnload_migrations WHERE version = $1",

@@ -131,15 +131,63 @@ pub enum Error {
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
-    /// A database operation failed.
-    #[error("database: {context}: {source}")]
+    /// A database operation failed. The server's own message (with its
+    /// SQLSTATE, detail and hint) is part of the text, once: the driver's
+    /// error is kept as `cause`, not as a `source` that a printer would
+    /// add again after its bare "db error".
+    #[error("database: {context}: {}", describe_postgres_error(.cause))]
     Database {
         /// What pgnload was doing.
         context: String,
         /// The driver's error.
-        #[source]
-        source: tokio_postgres::Error,
+        cause: tokio_postgres::Error,
     },
+}
+
+/// What a driver error says, as a user needs it: the server's severity,
+/// message and SQLSTATE (plus detail and hint) for an error the server
+/// sent; "connection closed" for a closed connection; else the driver's
+/// text with its causes (an I/O error, say).
+pub fn describe_postgres_error(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str("; detail: ");
+            text.push_str(detail);
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str("; hint: ");
+            text.push_str(hint);
+        }
+        return text;
+    }
+    if error.is_closed() {
+        return "connection closed".to_owned();
+    }
+    report(error)
+}
+
+/// An error and its chain of causes on one line, each cause added only if
+/// the text so far does not already say it (most of pgnload's errors
+/// quote their cause in their own message). This is how every error is
+/// printed, so a message never repeats itself.
+pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text
 }
 
 /// Result alias for the library.

@@ -15,8 +15,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            let err = anyhow::Error::from(err);
-            eprintln!("pgnload: error: {err:#}");
+            eprintln!("pgnload: error: {}", pgnload::error::report(&err));
             ExitCode::from(ExitStatus::Failed.code())
         }
     }

@@ -130,21 +130,13 @@ impl BatchStats {
     }
 }
 
-/// Prepares a fresh data connection: the staging tables, and
-/// `synchronous_commit = off` for this session only. That is safe here
-/// because each batch commits together with its checkpoint: a server crash
-/// can lose the last batches, never split one from its checkpoint, and the
-/// rerun redoes them. The run's final bookkeeping commits synchronously on
-/// the other connection, which flushes everything before it.
+/// Prepares a fresh data connection: its staging tables. (Its commits are
+/// synchronous, as every pgnload session's: see [`crate::db::connect`].)
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
         .batch_execute(STAGING_DDL)
         .await
-        .map_err(crate::db::db_err("creating staging tables"))?;
-    client
-        .batch_execute("SET synchronous_commit = off")
-        .await
-        .map_err(crate::db::db_err("setting synchronous_commit"))
+        .map_err(crate::db::db_err("creating staging tables"))
 }
 
 /// A failed write step: the database refused, or a row could not be

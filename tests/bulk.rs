@@ -1,5 +1,6 @@
 //! Bulk and incremental modes give the same database; an interrupted or
-//! half-finished bulk load is finished by the next import, whatever its mode.
+//! half-finished bulk load is finished by the next bulk or auto import
+//! (an explicit incremental one refuses to write into it).
 
 use std::{
     path::PathBuf,
@@ -145,7 +146,7 @@ fn auto_mode_bulk_loads_an_empty_database_and_adds_small_files_incrementally() {
 }
 
 #[test]
-fn an_interrupted_bulk_load_is_finished_by_the_next_import_of_any_mode() {
+fn an_interrupted_bulk_load_is_refused_by_incremental_and_finished_by_auto() {
     let dir = scratch_dir("pgnload-bulk-resume-");
     let files = corpus_with_copies(dir.path(), 3);
     let (first_files, last) = files.split_at(files.len() - 1);
@@ -186,8 +187,22 @@ fn an_interrupted_bulk_load_is_finished_by_the_next_import_of_any_mode() {
         "0"
     );
 
-    // An incremental import continues and finishes the bulk load first.
+    // An explicit incremental import is refused, not turned into a bulk
+    // load; the open load is left as it was.
     let out = import(&db, &["-q", "--mode", "incremental"], first_files);
+    assert_ok(&out, &[2]);
+    assert!(
+        stderr(&out).contains("bulk load #1 stopped unfinished"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        db.psql("SELECT state, runs FROM import_bulk_loads"),
+        "loading|1"
+    );
+
+    // An auto import continues and finishes the bulk load.
+    let out = import(&db, &["-q", "--mode", "auto"], first_files);
     assert_ok(&out, &[0]);
     assert!(
         stderr(&out).contains("continuing an unfinished bulk load"),
@@ -217,7 +232,7 @@ fn an_interrupted_bulk_load_is_finished_by_the_next_import_of_any_mode() {
         ))
     };
     let before = ids_before(&db);
-    let out = import(&db, &["-q", "--mode", "incremental"], last);
+    let out = import(&db, &["-q", "--mode", "auto"], last);
     assert_ok(&out, &[0]);
     assert!(merged(&stderr(&out)) > 0, "{}", stderr(&out));
     assert_eq!(
@@ -229,6 +244,157 @@ fn an_interrupted_bulk_load_is_finished_by_the_next_import_of_any_mode() {
     assert_eq!(schema_objects(&db), schema_objects(&reference));
     // Positions that existed before keep their ids.
     assert_eq!(ids_before(&db), before);
+}
+
+/// OIDs of the indexes of positions and moves: a rebuild changes them.
+fn index_oids(db: &TestDb) -> String {
+    db.psql(
+        "SELECT string_agg(indexrelid::text, ',' ORDER BY indexrelid) FROM pg_index
+         WHERE indrelid IN ('positions'::regclass, 'moves'::regclass)",
+    )
+}
+
+/// Starts a slow bulk import (two-game batches) and returns once its load
+/// is under way.
+fn bulk_import_under_way(db: &TestDb, files: &[PathBuf]) -> std::process::Child {
+    let mut cmd = db.pgnload();
+    cmd.args(["-q", "import", "--mode", "bulk", "--batch-games", "2"])
+        .args(files)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn pgnload");
+    let started = Instant::now();
+    while db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "0" {
+        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+        thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn an_explicit_incremental_import_waits_for_a_bulk_load_and_stays_incremental() {
+    let dir = scratch_dir("pgnload-bulk-then-inc-");
+    let files = corpus_with_copies(dir.path(), 2);
+    let (bulk_files, last) = files.split_at(files.len() - 1);
+    let db = migrated_db("bulk_then_inc");
+    let bulk = bulk_import_under_way(&db, bulk_files);
+    let out = import(&db, &["--mode", "incremental"], last);
+    assert_ok(&out, &[0]);
+    assert!(
+        stderr(&out).contains("waiting for a bulk load to finish"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("mode:      incremental"),
+        "{}",
+        stderr(&out)
+    );
+    let bulk = bulk.wait_with_output().expect("bulk import");
+    assert_ok(&bulk, &[0]);
+    assert_eq!(
+        db.psql("SELECT count(*), min(state) FROM import_bulk_loads"),
+        "1|done"
+    );
+    let reference = incremental_reference(&files);
+    assert_eq!(content_dump(&db), content_dump(&reference));
+}
+
+#[test]
+fn a_bulk_rerun_with_nothing_to_import_rebuilds_nothing() {
+    let db = migrated_db("bulk_noop");
+    let file = crate::common::data("lichess-2025-05-sample.pgn");
+    assert_ok(
+        &import(&db, &["-q", "--mode", "bulk"], std::slice::from_ref(&file)),
+        &[0],
+    );
+    let oids = index_oids(&db);
+    let out = import(&db, &["--mode", "bulk"], &[file]);
+    assert_ok(&out, &[0]);
+    assert!(
+        stderr(&out).contains("nothing to import: no load begun"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("rebuilding"), "{}", stderr(&out));
+    assert_eq!(index_oids(&db), oids);
+    assert_eq!(db.psql("SELECT count(*) FROM import_bulk_loads"), "1");
+}
+
+#[test]
+fn index_builds_left_running_by_a_killed_finish_are_ended_by_the_rerun() {
+    let dir = scratch_dir("pgnload-bulk-orphan-");
+    let files = corpus_with_copies(dir.path(), 1);
+    let db = migrated_db("bulk_orphan");
+    let child = bulk_import_under_way(&db, &files);
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
+        Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+    let _ = child.wait_with_output();
+    // What a client killed in the middle of the finish leaves behind: a
+    // session still building one of the load's indexes, uncommitted.
+    let create_sql = db.psql(
+        "SELECT create_sql FROM import_bulk_objects WHERE table_name = 'moves' AND kind = 'index' LIMIT 1",
+    );
+    assert!(create_sql.starts_with("CREATE INDEX"), "{create_sql}");
+    let mut orphan = std::process::Command::new("psql")
+        .env("PGAPPNAME", "pgnload bulk rebuild")
+        .args(["-X", "-q", &db.url, "-c"])
+        .arg(format!("{create_sql}; SELECT pg_sleep(120);"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn psql");
+    let started = Instant::now();
+    while db.psql(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE application_name = 'pgnload bulk rebuild' AND query LIKE '%pg_sleep%'",
+    ) == "0"
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "orphan not started"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = import(&db, &["-q", "--mode", "auto"], &files);
+    assert_ok(&out, &[0]);
+    let orphan_status = orphan.wait().expect("orphan");
+    assert!(!orphan_status.success(), "the orphan build was not ended");
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    let reference = incremental_reference(&files);
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
+    assert_eq!(content_dump(&db), content_dump(&reference));
+}
+
+#[test]
+fn a_bulk_load_stopped_by_max_rejects_is_finished_with_its_indexes() {
+    let dir = scratch_dir("pgnload-bulk-maxrej-");
+    let bad = "[Event \"bad\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Ke3 1-0\n\n";
+    let good =
+        std::fs::read_to_string(crate::common::data("lichess-2025-05-sample.pgn")).expect("sample");
+    let file = dir.path().join("rejects-first.pgn");
+    std::fs::write(&file, format!("{bad}{bad}{bad}{good}")).expect("write");
+    let db = migrated_db("bulk_maxrej");
+    let out = import(
+        &db,
+        &[
+            "-q",
+            "--mode",
+            "bulk",
+            "--batch-games",
+            "2",
+            "--max-rejects",
+            "1",
+        ],
+        &[file],
+    );
+    assert_ok(&out, &[4]);
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    let reference = migrated_db("bulk_maxrej_ref");
+    assert_eq!(schema_objects(&db), schema_objects(&reference));
 }
 
 #[test]

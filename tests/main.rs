@@ -5,9 +5,11 @@
 
 mod bulk;
 mod common;
+mod crash;
 mod embedded;
 mod import;
 mod parity;
+mod reliability;
 mod resume;
 mod robustness;
 mod verify;

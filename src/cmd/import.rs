@@ -133,6 +133,51 @@ struct Importer<'a> {
     interrupts: Arc<AtomicUsize>,
     rejects_file: Option<File>,
     started: Instant,
+    /// Set when an attempt at an input failed: a connection may have been
+    /// replaced, and a server crash may have lost commits the importer
+    /// saw succeed, so the position map and the checkpoint are re-read
+    /// from the database before anything is written again.
+    stale: bool,
+    /// The input being imported, across the attempts a lost connection
+    /// forces: what the database and the totals held when it began.
+    attempt: Option<InputAttempt>,
+    /// Bulk mode was chosen but no load begun yet: it begins (dropping the
+    /// indexes) with the first input that has games to read, so that a run
+    /// whose inputs were all imported already leaves the indexes alone.
+    bulk_pending: bool,
+}
+
+/// The start of an input's import, kept across retried attempts so that
+/// its counts come from what the database committed, however many
+/// attempts it took.
+#[derive(Debug, Clone, Copy)]
+struct InputAttempt {
+    /// `import_files.id`.
+    file_id: i64,
+    /// The input's counters in `import_files` when the first attempt began.
+    committed_before: GameCounts,
+    /// The run's totals when the first attempt began.
+    totals_before: BatchStats,
+}
+
+/// An input's game counters, as `import_files` holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct GameCounts {
+    imported: i64,
+    present: i64,
+    rejected: i64,
+}
+
+impl GameCounts {
+    /// The counters from a row of `(games_imported, games_present, games_rejected)`
+    /// starting at column `first`.
+    fn from_row(row: &tokio_postgres::Row, first: usize) -> GameCounts {
+        GameCounts {
+            imported: row.get(first),
+            present: row.get(first + 1),
+            rejected: row.get(first + 2),
+        }
+    }
 }
 
 /// Runs `pgnload import`.
@@ -205,18 +250,21 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
                 None,
                 "SELECT pg_try_advisory_lock_shared($1)",
             ),
-            Chosen::Bulk { resuming } => {
-                if resuming {
-                    eprintln!("pgnload: continuing an unfinished bulk load");
-                }
+            // An unfinished load is continued now (its tables have no
+            // indexes until it finishes, whatever this run imports); a new
+            // one begins with the first input that has games to read.
+            Chosen::Bulk { resuming: true } => {
+                eprintln!("pgnload: continuing an unfinished bulk load");
                 let BulkLoad { id, mode } = bulk::begin(&mut db.client).await?;
-                (
-                    mode,
-                    Some(id),
-                    "SELECT pg_try_advisory_lock($1)",
-                )
+                (mode, Some(id), "SELECT pg_try_advisory_lock($1)")
             }
+            Chosen::Bulk { resuming: false } => (
+                WriteMode::Incremental,
+                None,
+                "SELECT pg_try_advisory_lock($1)",
+            ),
         };
+        let bulk_pending = chosen == Chosen::Bulk { resuming: false };
         let mut importer = Importer {
             settings,
             args,
@@ -235,10 +283,24 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             interrupts,
             rejects_file,
             started: Instant::now(),
+            stale: false,
+            attempt: None,
+            bulk_pending,
         };
         let mut status = importer.run_all().await;
         importer.progress.finish();
-        if let (Ok(ExitStatus::Clean | ExitStatus::CompletedWithRejects | ExitStatus::Failed), Some(load)) =
+        // Interrupted: the user asked to stop now, and a rerun finishes.
+        // Stopped for too many rejects: the load is finished so that the
+        // database is not left without indexes while the rejects are fixed.
+        if let (
+            Ok(
+                ExitStatus::Clean
+                | ExitStatus::CompletedWithRejects
+                | ExitStatus::Failed
+                | ExitStatus::TooManyRejects,
+            ),
+            Some(load),
+        ) =
             (&status, importer.bulk_load)
         {
             match importer.finish_bulk(load, quiet).await {
@@ -305,7 +367,7 @@ fn lock_key(fingerprint: &str) -> i64 {
 /// Errors worth retrying: the connection or server went away, or the
 /// transaction lost a deadlock / serialization race.
 fn is_transient(error: &Error) -> bool {
-    let Error::Database { source, .. } = error else {
+    let Error::Database { cause: source, .. } = error else {
         return false;
     };
     if source.is_closed() {
@@ -358,13 +420,16 @@ impl Retry {
 }
 
 /// Runs `op` on a data connection until it succeeds, retrying transient
-/// failures with backoff for `retry_seconds` and replacing the connection
-/// when it dropped (the control connection needs more than that: see
-/// [`Importer::retrying_control`]).
+/// failures with backoff for `retry_seconds`. With `reconnect`, a dropped
+/// connection is replaced and `op` runs again (for steps that re-read all
+/// they need, such as the bulk finish); without it, a dropped connection
+/// ends the retrying: the caller must re-read its state first (see
+/// `Importer::lost_or_failed`).
 async fn retry_on<T>(
     db: &mut Database,
     target: &Target,
     retry_seconds: u64,
+    reconnect_dropped: bool,
     mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let mut retry = Retry::new(retry_seconds);
@@ -377,7 +442,8 @@ async fn retry_on<T>(
                 Err(error) => error,
             }
         };
-        if !retry.wait(&error, db.client.is_closed()).await {
+        let closed = db.client.is_closed();
+        if (closed && !reconnect_dropped) || !retry.wait(&error, closed).await {
             return Err(error);
         }
         if db.client.is_closed() {
@@ -434,8 +500,16 @@ impl Importer<'_> {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            if !retry.wait(&error, self.control.client.is_closed()).await {
+            let closed = [&self.control, &self.db, &self.positions_db]
+                .iter()
+                .any(|db| db.client.is_closed());
+            if !retry.wait(&error, closed).await {
                 return Err(error);
+            }
+            for data in [&mut self.db, &mut self.positions_db] {
+                if data.client.is_closed() {
+                    reconnect(data, &self.target, true).await;
+                }
             }
             if self.control.client.is_closed() {
                 reconnect(&mut self.control, &self.target, false).await;
@@ -476,17 +550,48 @@ impl Importer<'_> {
             &mut self.db,
             target,
             self.settings.retry_seconds,
+            true,
             async |client| bulk::finish(target, client, load, evicted, interrupts, quiet).await,
         )
         .await
     }
 
-    /// [`Self::import_input`], started again after a transient failure of
-    /// the bookkeeping connection (its steps are idempotent: the input's
-    /// checkpoint says where to resume).
+    /// [`Self::import_input`], started again after a transient failure or
+    /// a lost connection (its steps are idempotent: the input's checkpoint
+    /// in the database says where to resume, and a failed attempt marks
+    /// the importer's own state stale so that it is re-read first).
     async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
-        self.retrying_control(async |this: &mut Self| this.import_input(index, name).await)
-            .await
+        self.attempt = None;
+        let end = self
+            .retrying_control(async |this: &mut Self| {
+                let end = this.import_input(index, name).await;
+                if end.is_err() {
+                    this.stale = true;
+                }
+                end
+            })
+            .await;
+        self.attempt = None;
+        end
+    }
+
+    /// Forgets what a lost connection may have made untrue: position ids
+    /// learnt from commits a server crash can have undone. In a bulk load
+    /// the forgotten positions come again as new rows, so the load is
+    /// marked to merge duplicates at its finish.
+    async fn forget_unverified(&mut self) -> Result<(), Error> {
+        self.cache = PositionCache::new(self.settings.cache_positions);
+        if let Some(load) = self.bulk_load {
+            self.control
+                .client
+                .execute(
+                    "UPDATE import_bulk_loads SET needs_dedup = true, updated_at = now() WHERE id = $1",
+                    &[&load],
+                )
+                .await
+                .map_err(db_err("marking the bulk load for a duplicate merge"))?;
+        }
+        Ok(())
     }
 
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
@@ -527,7 +632,12 @@ impl Importer<'_> {
                 }
                 InputEnd::Failed(error) => {
                     self.totals.files_failed += 1;
-                    eprintln!("pgnload: {name}: {error}");
+                    let text = crate::error::report(&error);
+                    if text.contains(name.as_str()) {
+                        eprintln!("pgnload: {text}");
+                    } else {
+                        eprintln!("pgnload: {name}: {text}");
+                    }
                 }
             }
         }
@@ -630,10 +740,18 @@ impl Importer<'_> {
         fingerprint: &str,
         size: Option<u64>,
     ) -> Result<InputEnd, Error> {
+        if std::mem::take(&mut self.stale) {
+            self.forget_unverified().await?;
+        }
+        // `--restart` applies to an input's first attempt only: a retry
+        // after a lost connection continues from what the first committed.
+        let retrying = self.attempt.is_some();
+        let restart = self.args.restart && !retrying;
         let client = &self.control.client;
         let row = client
             .query_opt(
-                "SELECT id, state, games_done, bytes_done FROM import_files WHERE fingerprint = $1",
+                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected
+                 FROM import_files WHERE fingerprint = $1",
                 &[&fingerprint],
             )
             .await
@@ -670,10 +788,15 @@ impl Importer<'_> {
         let (file_id, games_done, bytes_done) = match row {
             Some(row) => {
                 let state: String = row.get(1);
-                if state == "done" && !self.args.restart {
+                if state == "done" && !restart {
+                    if retrying {
+                        // The attempt that lost its connection had finished.
+                        self.account_input(GameCounts::from_row(&row, 4))?;
+                        return Ok(InputEnd::Done);
+                    }
                     return Ok(InputEnd::AlreadyImported);
                 }
-                let (games, bytes): (i64, i64) = if self.args.restart {
+                let (games, bytes): (i64, i64) = if restart {
                     (0, 0)
                 } else {
                     (row.get(2), row.get(3))
@@ -703,15 +826,37 @@ impl Importer<'_> {
                 (id, 0, 0)
             }
         };
-        client
-            .execute(
-                "UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
+        let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
+        {
+            (Ok(bytes), Ok(games)) => (bytes, games),
+            _ => {
+                return Ok(InputEnd::Failed(Error::Internal(format!(
+                    "import_files row {file_id} holds a negative checkpoint \
+                     ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
+                ))));
+            }
+        };
+        // A restart reads the input again from its first game, so the
+        // rejects recorded for it are recorded again (and only once).
+        let committed: GameCounts = client
+            .query_one(
+                "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
+                 UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
                      games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
-                 WHERE id = $1",
-                &[&file_id, &path, &games_done, &bytes_done],
+                 WHERE id = $1
+                 RETURNING games_imported, games_present, games_rejected",
+                &[&file_id, &path, &games_done, &bytes_done, &restart],
             )
             .await
+            .map(|row| GameCounts::from_row(&row, 0))
             .map_err(db_err("marking the input running"))?;
+        if !retrying {
+            self.attempt = Some(InputAttempt {
+                file_id,
+                committed_before: committed,
+                totals_before: self.totals.games,
+            });
+        }
 
         let source = self.settings.source.clone().unwrap_or_else(|| {
             Path::new(name).file_stem().map_or_else(
@@ -726,9 +871,15 @@ impl Importer<'_> {
         };
         let spec = InputSpec {
             name: name.to_owned(),
-            skip_bytes: u64::try_from(bytes_done).unwrap_or(0),
-            skip_games: u64::try_from(games_done).unwrap_or(0),
+            skip_bytes,
+            skip_games,
         };
+        if self.bulk_pending {
+            let BulkLoad { id, mode } = bulk::begin(&mut self.db.client).await?;
+            self.write_mode = mode;
+            self.bulk_load = Some(id);
+            self.bulk_pending = false;
+        }
         let pipeline = Pipeline::start(vec![spec], self.settings.pipeline);
         let mut consumed = None;
         // Batches move through two phases (see `Self::step`): `ready` has
@@ -760,14 +911,26 @@ impl Importer<'_> {
                 }
             };
             if next.is_none() && ready.is_none() {
-                break upstream_end.unwrap_or(InputEnd::Done);
+                break Ok(upstream_end.unwrap_or(InputEnd::Done));
             }
             let (resolved, written) = self
                 .step(next.as_ref(), ready.as_ref().map(|(b, r)| (b, r)), &file)
                 .await;
+            // Committed positions are learnt even if the other phase
+            // failed: a bulk load must not insert them a second time.
+            let resolved = match (next, resolved) {
+                (Some(batch), Some(Ok((resolved, pending)))) => {
+                    for (key, id) in pending {
+                        self.cache.insert(key, id);
+                    }
+                    Some(Ok((batch, resolved)))
+                }
+                (_, Some(Err(error))) => Some(Err(error)),
+                _ => None,
+            };
             if let (Some((batch, _)), Some(written)) = (ready.take(), written) {
                 if let Err(error) = written.and_then(|stats| self.after_commit(&batch, stats)) {
-                    break InputEnd::Failed(error);
+                    break self.lost_or_failed(error);
                 }
                 file.expected_bytes_done = to_i64(batch.end_offset);
                 let bytes = consumed
@@ -781,41 +944,91 @@ impl Importer<'_> {
                 });
                 let max = self.settings.max_rejects;
                 if max > 0 && self.totals.games.rejected > max {
-                    break InputEnd::TooManyRejects;
+                    break Ok(InputEnd::TooManyRejects);
                 }
                 if self.interrupted() {
-                    break InputEnd::Interrupted;
+                    break Ok(InputEnd::Interrupted);
                 }
             }
-            if let (Some(batch), Some(resolved)) = (next, resolved) {
-                match resolved {
-                    Ok((resolved, pending)) => {
-                        for (key, id) in pending {
-                            self.cache.insert(key, id);
-                        }
-                        ready = Some((batch, resolved));
-                    }
-                    Err(error) => break InputEnd::Failed(error),
-                }
+            match resolved {
+                Some(Ok(resolved)) => ready = Some(resolved),
+                Some(Err(error)) => break self.lost_or_failed(error),
+                None => {}
             }
         };
         pipeline.stop();
         drop(pipeline);
-        let (state, error) = match &end {
+        // A lost connection: the caller re-reads its state and retries.
+        let end = end?;
+        let (state, error) = match end {
             InputEnd::Done => ("done", None),
             InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
-            InputEnd::Failed(e) => ("failed", Some(e.to_string())),
+            InputEnd::Failed(ref e) => ("failed", Some(e.to_string())),
             InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
         };
-        self.control_execute(
-            "recording the input's state",
-            "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
-                 finished_at = CASE WHEN $2 = 'done' THEN now() END
-             WHERE id = $1",
-            &[&file_id, &state, &error],
-        )
-        .await?;
+        let committed = self
+            .retrying_control(async |this: &mut Self| {
+                this.control
+                    .client
+                    .query_one(
+                        "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
+                             finished_at = CASE WHEN $2 = 'done' THEN now() END
+                         WHERE id = $1
+                         RETURNING games_imported, games_present, games_rejected",
+                        &[&file_id, &state, &error],
+                    )
+                    .await
+                    .map(|row| GameCounts::from_row(&row, 0))
+                    .map_err(db_err("recording the input's state"))
+            })
+            .await?;
+        self.account_input(committed)?;
         Ok(end)
+    }
+
+    /// How an input ends after a failed write: a dropped data connection
+    /// (server crash or restart, terminated backend) is an `Err`, after
+    /// which nothing the importer derived from earlier commits is trusted
+    /// and the input starts again from the checkpoint the database holds;
+    /// anything else fails the input.
+    fn lost_or_failed(&self, error: Error) -> Result<InputEnd, Error> {
+        if self.db.client.is_closed() || self.positions_db.client.is_closed() {
+            Err(error)
+        } else {
+            Ok(InputEnd::Failed(error))
+        }
+    }
+
+    /// Sets the run's game counts for the current input to what the
+    /// database committed for it (`committed`: its counters now), so that
+    /// a batch whose commit was acknowledged and then lost to a server
+    /// crash, or committed though its acknowledgement was lost, is counted
+    /// exactly once.
+    fn account_input(&mut self, committed: GameCounts) -> Result<(), Error> {
+        let Some(attempt) = self.attempt else {
+            return Err(Error::Internal(
+                "an input ended before its import began".into(),
+            ));
+        };
+        let before = attempt.committed_before;
+        let delta = |now: i64, then: i64| {
+            u64::try_from(now - then).map_err(|_| {
+                Error::Internal(format!(
+                    "the counters of import_files row {} went down during the import ({then} → {now})",
+                    attempt.file_id
+                ))
+            })
+        };
+        let imported = delta(committed.imported, before.imported)?;
+        let present = delta(committed.present, before.present)?;
+        let rejected = delta(committed.rejected, before.rejected)?;
+        let games = &mut self.totals.games;
+        let base = attempt.totals_before;
+        games.imported = base.imported + imported;
+        games.present = base.present + present;
+        games.rejected = base.rejected + rejected;
+        games.read = base.read + imported + present + rejected;
+        Ok(())
     }
 
     /// One step of the two-phase write: resolves the positions of `next`
@@ -842,7 +1055,7 @@ impl Importer<'_> {
         let resolve = async {
             let batch = next?;
             Some(
-                retry_on(positions_db, target, retry_seconds, async |client| {
+                retry_on(positions_db, target, retry_seconds, false, async |client| {
                     resolve_positions(client, batch, file, cache, position_seq.as_deref_mut()).await
                 })
                 .await,
@@ -851,7 +1064,7 @@ impl Importer<'_> {
         let write = async {
             let (batch, resolved) = ready?;
             Some(
-                retry_on(db, target, retry_seconds, async |client| {
+                retry_on(db, target, retry_seconds, false, async |client| {
                     write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
                 })
                 .await,
@@ -899,6 +1112,11 @@ impl Importer<'_> {
         );
         eprintln!("  moves:     {}", g.moves);
         match (self.bulk_load, &self.bulk_report) {
+            (None, _) if self.bulk_pending => {
+                eprintln!(
+                    "  mode:      bulk, but nothing to import: no load begun, indexes untouched"
+                )
+            }
             (None, _) => eprintln!("  mode:      incremental"),
             (Some(load), Some(r)) => eprintln!(
                 "  mode:      bulk (load #{load}); {} duplicate positions merged in {:.1} s; \
