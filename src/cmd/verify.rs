@@ -69,7 +69,7 @@ pub struct VerifyArgs {
     /// `fen,signed,unsigned` (py_digests.py --fens, pgnload hash) or
     /// `game_key,ply,fen,digest` (py_digests.py FILE, pgnload positions);
     /// plain, gzip or zstd; `-` for stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = utf8_file_name())]
     pub digests: Option<String>,
     /// With --digests: also look every FEN up in `positions` and report FENs
     /// that are missing or have another fen_hash.
@@ -103,6 +103,17 @@ pub struct VerifyArgs {
     /// header when everything is clean).
     #[arg(long, value_name = "FILE", default_value = "pgnload-verify-report.tsv")]
     pub report: PathBuf,
+}
+
+/// `--digests`: inputs are named by UTF-8 strings (`-` is stdin), so a
+/// file name that is not UTF-8 is refused naming the flag, with a way out.
+fn utf8_file_name() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser as _;
+    // clap's message shows the name (lossily) before this reason.
+    clap::builder::OsStringValueParser::new().try_map(|name| {
+        name.into_string()
+            .map_err(|_| "the file name is not UTF-8; rename the file or pass it on stdin as -")
+    })
 }
 
 /// The smallest `--sample`: PostgreSQL's BERNOULLI keeps a row when a 32-bit
@@ -1039,6 +1050,26 @@ mod tests {
         assert!(refusal(&["--limit=-1"]).contains("--limit"));
         let args = parse(&["--limit", "9223372036854775807"]).expect("i64::MAX fits");
         assert!(selection(&args, false).ends_with("LIMIT 9223372036854775807"));
+    }
+
+    #[test]
+    fn a_digest_file_name_that_is_not_utf8_is_refused_naming_the_flag() {
+        use std::os::unix::ffi::OsStringExt;
+        let argv = [
+            "verify".into(),
+            "--digests".into(),
+            std::ffi::OsString::from_vec(b"/tmp/d\xff.tsv".to_vec()),
+        ];
+        let message = match Wrapper::try_parse_from(argv) {
+            Ok(w) => panic!("accepted: {:?}", w.args),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            message.contains("--digests") && message.contains("not UTF-8"),
+            "{message}"
+        );
+        let args = parse(&["--digests", "-"]).expect("stdin");
+        assert_eq!(args.digests.as_deref(), Some("-"));
     }
 
     #[test]
