@@ -785,3 +785,29 @@ fn sigterm_stops_verify_games_between_batches_with_whole_findings() {
         stdout(&out)
     );
 }
+
+#[test]
+fn sigint_stops_a_digest_file_check_between_batches() {
+    let dir = scratch();
+    let db = fresh_db("verify_sigint_digests");
+    let total = 30_000;
+    let mut text = String::new();
+    for n in 0..total {
+        let fen = format!("8/8/8/8/8/8/{n}/8 w - -");
+        writeln!(text, "{fen}\t{}", fen_digest(&fen) ^ 4096).expect("string write");
+    }
+    let digests = dir.path().join("digests.tsv");
+    std::fs::write(&digests, text).expect("write digests");
+
+    let file = digests.to_str().expect("utf-8 path");
+    let (out, report) = verify_interrupted(&db, dir.path(), &["--digests", file], Signal::SIGINT);
+    assert_exit(&out, 3);
+    let lines = whole_lines(&report);
+    let checked = verified(&out);
+    assert!(checked > 0 && checked < total, "{checked} of {total} lines");
+    assert_eq!(lines.len() as u64, checked);
+    let odd = lines
+        .iter()
+        .find(|l| l.kind != "digest_mismatch" || l.id as u64 > checked);
+    assert!(odd.is_none(), "{odd:?}");
+}
