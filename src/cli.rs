@@ -39,7 +39,8 @@ pub struct GlobalArgs {
     /// Data directory of the embedded cluster [default: ./pgnload-data].
     #[arg(long, global = true, env = "PGNLOAD_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Worker threads for parsing and replay (0 = one per core).
+    /// Worker threads for parsing and replay (0 = one per core; at most 256
+    /// or the core count, if larger).
     #[arg(long, global = true, env = "PGNLOAD_THREADS")]
     pub threads: Option<usize>,
     /// No progress output, only the summary and errors.

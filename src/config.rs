@@ -123,55 +123,182 @@ pub struct Overrides {
     pub mode: Option<crate::bulk::Mode>,
 }
 
+/// Fewest explicit worker threads refused as absurd: above this (or the
+/// core count, if larger) a thread only adds start-up and scheduling cost —
+/// 1,024 threads took a second to start on two cores, 10,000 over a minute.
+pub const MAX_THREADS_FLOOR: usize = 256;
+
+/// Largest `batch_games`: a batch is one transaction, and the chunks of a
+/// batch are allocated up front.
+pub const MAX_BATCH_GAMES: usize = 1_000_000;
+
+/// Largest `channel_capacity × batch_bytes`: what one stage may queue, so the
+/// pipeline's memory stays a few GiB at worst (1 GiB at most per batch).
+pub const MAX_QUEUED_BYTES: usize = 4 << 30;
+
+/// Largest `max_game_bytes`: a game is buffered whole up to this size.
+pub const MAX_GAME_BYTES: usize = 1 << 30;
+
+/// Largest `max_plies`: replay keeps every position's FEN of a game in one
+/// buffer that must stay far below 4 GiB (≈ 100 bytes per ply).
+pub const MAX_PLIES: u32 = 1_000_000;
+
+/// Largest `cache_positions` (2^32, ≈ 170 GB of map): beyond any machine's
+/// memory.
+pub const MAX_CACHE_POSITIONS: usize = 1 << 32;
+
+/// Largest `retry_seconds` (one day): longer is a hang, not a retry.
+pub const MAX_RETRY_SECONDS: u64 = 86_400;
+
+/// The most worker threads `threads` may ask for on this machine.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, NonZeroUsize::get)
+        .max(MAX_THREADS_FLOOR)
+}
+
+/// A setting as an error should name it: its flag when the value came from
+/// the command line or the environment (`flag` is `Some`), else its key in
+/// the config file (defaults are always within bounds).
+fn origin(flag: Option<&str>, key: &str) -> String {
+    match flag {
+        Some(flag) => flag.to_owned(),
+        None => format!("{key} in the config file"),
+    }
+}
+
+/// `value` if it is within `min..=max`; else an error naming the setting
+/// (`origin`), the bounds and why they exist.
+fn within<T: PartialOrd + std::fmt::Display>(
+    value: T,
+    min: T,
+    max: T,
+    origin: &str,
+    why: &str,
+) -> Result<T, Error> {
+    if value < min || value > max {
+        Err(Error::Config(format!(
+            "{origin} is {value}; it must be between {min} and {max} ({why})"
+        )))
+    } else {
+        Ok(value)
+    }
+}
+
 impl Settings {
-    /// Applies the precedence rules.
+    /// Applies the precedence rules and refuses any value that would make a
+    /// run hang, overflow or exhaust memory, naming the setting.
     pub fn resolve(file: FileConfig, cli: Overrides) -> Result<Settings, Error> {
         let defaults = PipelineConfig::default();
         let p = file.pipeline;
-        let zstd_window_log_max = p
-            .zstd_window_log_max
-            .unwrap_or(defaults.source.zstd_window_log_max);
-        if !(10..=31).contains(&zstd_window_log_max) {
-            return Err(Error::Config(format!(
-                "pipeline.zstd_window_log_max must be between 10 and 31, not {zstd_window_log_max}"
-            )));
-        }
-        let pipeline = PipelineConfig {
-            batch_games: cli
-                .batch_games
+        let zstd_window_log_max = within(
+            p.zstd_window_log_max
+                .unwrap_or(defaults.source.zstd_window_log_max),
+            10,
+            31,
+            &origin(None, "pipeline.zstd_window_log_max"),
+            "a power of two; zstd allows no more",
+        )?;
+        let batch_games = within(
+            cli.batch_games
                 .or(p.batch_games)
                 .map_or(defaults.batch_games, NonZeroUsize::get),
-            batch_bytes: p
-                .batch_bytes
-                .map_or(defaults.batch_bytes, NonZeroUsize::get),
-            channel_capacity: p
-                .channel_capacity
-                .map_or(defaults.channel_capacity, NonZeroUsize::get),
+            1,
+            MAX_BATCH_GAMES,
+            &origin(
+                cli.batch_games
+                    .and(Some("--batch-games (or PGNLOAD_BATCH_GAMES)")),
+                "pipeline.batch_games",
+            ),
+            "games per transaction",
+        )?;
+        let batch_bytes = p
+            .batch_bytes
+            .map_or(defaults.batch_bytes, NonZeroUsize::get);
+        let channel_capacity = p
+            .channel_capacity
+            .map_or(defaults.channel_capacity, NonZeroUsize::get);
+        within(
+            batch_bytes,
+            1,
+            MAX_QUEUED_BYTES / channel_capacity,
+            &origin(None, "pipeline.batch_bytes"),
+            &format!(
+                "pipeline.channel_capacity = {channel_capacity} batches of it are queued per stage,                  at most {MAX_QUEUED_BYTES} bytes"
+            ),
+        )?;
+        let max_game_bytes = within(
+            p.max_game_bytes
+                .map_or(defaults.limits.max_game_bytes, |n| n.get() as u64),
+            1,
+            MAX_GAME_BYTES as u64,
+            &origin(None, "pipeline.max_game_bytes"),
+            "a game is held in memory whole up to this size",
+        )?;
+        let max_plies = within(
+            p.max_plies.unwrap_or(defaults.limits.max_plies),
+            1,
+            MAX_PLIES,
+            &origin(None, "pipeline.max_plies"),
+            "every position of a game is kept in memory",
+        )?;
+        let pipeline = PipelineConfig {
+            batch_games,
+            batch_bytes,
+            channel_capacity,
             limits: ParseLimits {
-                max_plies: p.max_plies.unwrap_or(defaults.limits.max_plies),
-                max_game_bytes: p
-                    .max_game_bytes
-                    .map_or(defaults.limits.max_game_bytes, |n| n.get() as u64),
+                max_plies,
+                max_game_bytes,
             },
             source: SourceOptions {
                 zstd_window_log_max,
             },
         };
+        let threads = within(
+            cli.threads.or(file.threads).unwrap_or(0),
+            0,
+            max_threads(),
+            &origin(
+                cli.threads.and(Some("--threads (or PGNLOAD_THREADS)")),
+                "threads",
+            ),
+            &format!(
+                "0 = one per core; more than the larger of {MAX_THREADS_FLOOR} and the core \
+                 count only cost start-up time"
+            ),
+        )?;
+        let cache_positions = within(
+            cli.cache_positions
+                .or(file.import.cache_positions)
+                .unwrap_or(DEFAULT_CACHE_POSITIONS),
+            0,
+            MAX_CACHE_POSITIONS,
+            &origin(
+                cli.cache_positions
+                    .and(Some("--cache-positions (or PGNLOAD_CACHE_POSITIONS)")),
+                "import.cache_positions",
+            ),
+            "≈ 40 bytes of memory each",
+        )?;
+        let retry_seconds = within(
+            file.import.retry_seconds.unwrap_or(120),
+            0,
+            MAX_RETRY_SECONDS,
+            &origin(None, "import.retry_seconds"),
+            "at most one day of reconnecting",
+        )?;
         Ok(Settings {
             database_url: cli.database_url.or(file.database_url),
             data_dir: cli
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("./pgnload-data")),
-            threads: cli.threads.or(file.threads).unwrap_or(0),
+            threads,
             pipeline,
             source: cli.source.or(file.import.source),
-            cache_positions: cli
-                .cache_positions
-                .or(file.import.cache_positions)
-                .unwrap_or(DEFAULT_CACHE_POSITIONS),
+            cache_positions,
             max_rejects: cli.max_rejects.or(file.import.max_rejects).unwrap_or(0),
-            retry_seconds: file.import.retry_seconds.unwrap_or(120),
+            retry_seconds,
             mode: cli
                 .mode
                 .or(file.import.mode)
@@ -220,6 +347,97 @@ mod tests {
         assert_eq!(settings.threads, 1);
         assert_eq!(settings.cache_positions, 10);
         assert_eq!(settings.max_rejects, 0);
+    }
+
+    /// The error of resolving `toml` with `cli`, which must be one.
+    fn refused(toml: &str, cli: Overrides) -> String {
+        let file: FileConfig = toml::from_str(toml).expect("valid TOML");
+        match Settings::resolve(file, cli) {
+            Ok(settings) => panic!("accepted: {settings:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn absurd_thread_counts_are_refused_naming_their_origin() {
+        let message = refused(
+            "",
+            Overrides {
+                threads: Some(10_000),
+                ..Overrides::default()
+            },
+        );
+        assert!(
+            message.contains("--threads (or PGNLOAD_THREADS) is 10000"),
+            "{message}"
+        );
+        let message = refused(
+            &format!("threads = {}", max_threads() + 1),
+            Overrides::default(),
+        );
+        assert!(message.contains("threads in the config file"), "{message}");
+        let file: FileConfig =
+            toml::from_str(&format!("threads = {}", max_threads())).expect("toml");
+        assert!(Settings::resolve(file, Overrides::default()).is_ok());
+    }
+
+    #[test]
+    fn numeric_settings_that_would_hang_or_exhaust_memory_are_refused() {
+        for (toml, name) in [
+            (
+                "[pipeline]\nbatch_games = 1000000000000",
+                "pipeline.batch_games",
+            ),
+            (
+                "[pipeline]\nbatch_bytes = 1099511627776",
+                "pipeline.batch_bytes",
+            ),
+            (
+                "[pipeline]\nchannel_capacity = 100000000000",
+                "pipeline.batch_bytes",
+            ),
+            (
+                "[pipeline]\nmax_game_bytes = 1099511627776",
+                "pipeline.max_game_bytes",
+            ),
+            ("[pipeline]\nmax_plies = 0", "pipeline.max_plies"),
+            ("[pipeline]\nmax_plies = 4000000000", "pipeline.max_plies"),
+            (
+                "[pipeline]\nzstd_window_log_max = 40",
+                "pipeline.zstd_window_log_max",
+            ),
+            (
+                "[import]\ncache_positions = 1099511627776",
+                "import.cache_positions",
+            ),
+            (
+                "[import]\nretry_seconds = 18446744073709551615",
+                "import.retry_seconds",
+            ),
+        ] {
+            let message = refused(toml, Overrides::default());
+            assert!(
+                message.contains(&format!("{name} in the config file is")),
+                "{message}"
+            );
+        }
+        let message = refused(
+            "",
+            Overrides {
+                batch_games: NonZeroUsize::new(usize::MAX),
+                cache_positions: Some(usize::MAX),
+                ..Overrides::default()
+            },
+        );
+        assert!(message.contains("--batch-games"), "{message}");
+        let message = refused(
+            "",
+            Overrides {
+                cache_positions: Some(usize::MAX),
+                ..Overrides::default()
+            },
+        );
+        assert!(message.contains("--cache-positions"), "{message}");
     }
 
     #[test]

@@ -47,10 +47,18 @@ pub fn run(cli: cli::Cli) -> Result<cmd::ExitStatus> {
     }
     let settings = config::Settings::resolve(file, overrides)?;
     if settings.threads > 0 {
-        // Only fails if the pool was already built, which cannot happen here.
-        let _ = rayon::ThreadPoolBuilder::new()
+        // The global pool is built nowhere else, so a failure is the system
+        // refusing the threads (a process limit): say so rather than run on
+        // rayon's default pool with another thread count than asked.
+        rayon::ThreadPoolBuilder::new()
             .num_threads(settings.threads)
-            .build_global();
+            .build_global()
+            .map_err(|e| {
+                Error::Config(format!(
+                    "starting {} worker threads (--threads): {e}",
+                    settings.threads
+                ))
+            })?;
     }
     match &cli.command {
         cli::Command::Hash(args) => cmd::hash::run(args),

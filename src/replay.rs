@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use shakmaty::{
     Bitboard, CastlingMode, CastlingSide, Chess, Color, EnPassantMode, FromSetup, Move, Position,
-    PositionError, Rank, Role, Square, attacks,
+    PositionError, PositionErrorKinds, Rank, Role, Square, attacks,
     san::{San, Suffix},
     uci::UciMove,
     variant::{
@@ -808,6 +808,13 @@ fn uci_fallback<P: Position>(san: &San, board: &P) -> Option<Move> {
 
 /// A null move (`--`, `Z0`): the other side to move, no en passant, as
 /// python-chess `push(Move.null())` does. Shared with `verify --games`.
+///
+/// A null move while in check is refused: it leaves the side that just
+/// "moved" in check, a position shakmaty cannot hold (the other side could
+/// capture the king). python-chess plays it and goes on generating moves,
+/// king captures included, from positions no legal game reaches; matching
+/// that would take a second move generator for impossible positions, so
+/// such a game is rejected (see the README's contract section).
 pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
     match pos {
         VariantPosition::Chess(pos) => null_move_of(pos).map(Into::into),
@@ -832,7 +839,15 @@ fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     }
     P::from_setup(setup, mode)
         .or_else(PositionError::ignore_invalid_castling_rights)
-        .map_err(|e| format!("null move leads to an impossible position: {e}"))
+        .map_err(|e| {
+            if e.kinds().contains(PositionErrorKinds::OPPOSITE_CHECK) {
+                "null move while in check (python-chess plays it; the king could then be \
+                 captured, a position pgnload does not replay)"
+                    .to_owned()
+            } else {
+                format!("null move leads to an impossible position: {e}")
+            }
+        })
 }
 
 /// Role codes of the move encoding.
@@ -1146,6 +1161,22 @@ mod tests {
         assert_eq!(game.plies[4].uci.as_str(), "b1c3");
         assert_eq!(game.plies[6].uci.as_str(), "0000");
         assert!(game.positions.fen(7).contains(" b "));
+    }
+
+    #[test]
+    fn a_null_move_while_in_check_is_rejected_by_name() {
+        for null in ["--", "Z0"] {
+            let pgn = format!("1. e4 f5 2. Qh5+ {null} 3. Qe2 *");
+            match replay_pgn(&pgn) {
+                Err(RejectReason::IllegalMove { ply: 4, reason, .. }) => {
+                    assert!(reason.starts_with("null move while in check"), "{reason}");
+                }
+                other => panic!("{pgn}: {other:?}"),
+            }
+        }
+        // Out of check it is a null move like any other.
+        let game = replay_pgn("1. e4 f5 2. Qh5+ g6 3. -- Nf6 *").expect("legal");
+        assert_eq!(game.plies[4].uci.as_str(), "0000");
     }
 
     #[test]

@@ -115,3 +115,50 @@ fn crlf_line_ends_and_a_bom_change_no_position() {
     assert!(!expected.is_empty());
     assert_same_lines(&copy, &expected, &positions(&copy));
 }
+
+/// The one documented divergence (README, "The contract"): python-chess
+/// plays a null move while in check and goes on from a position where the
+/// king can be captured; pgnload rejects that game, naming why. Every other
+/// game of the file still matches line for line.
+#[test]
+fn a_null_move_while_in_check_is_the_documented_divergence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("null-in-check.pgn");
+    std::fs::write(
+        &file,
+        "[Event \"null move in check\"]\n[Result \"*\"]\n\n1. e4 f5 2. Qh5+ -- 3. Qxe8 *\n\n\
+         [Event \"null move out of check\"]\n[Result \"*\"]\n\n1. e4 f5 2. Qh5+ g6 3. Z0 Nf6 *\n",
+    )
+    .expect("write");
+    let python = run({
+        let mut c = python_script("py_digests.py");
+        c.arg(&file);
+        c
+    });
+    let rust = run({
+        let mut c = pgnload();
+        c.arg("positions").arg(&file);
+        c
+    });
+    let lines = |out: &[u8], key: &str| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| l.split('\t').next() == Some(key))
+            .map(str::to_owned)
+            .collect()
+    };
+    // python-chess: 6 positions for game 1, the last one without a black king.
+    let game1 = lines(&python.stdout, "1");
+    assert_eq!(game1.len(), 6, "{game1:?}");
+    assert!(!game1[5].split('\t').nth(2).expect("fen").contains('k'));
+    // pgnload: game 1 rejected with the reason, game 2 identical.
+    assert!(lines(&rust.stdout, "1").is_empty());
+    let rejects = String::from_utf8_lossy(&rust.stderr);
+    assert!(
+        rejects.contains("game #1") && rejects.contains("null move while in check"),
+        "{rejects}"
+    );
+    let game2 = lines(&python.stdout, "2");
+    assert_eq!(game2.len(), 7, "{game2:?}");
+    assert_eq!(lines(&rust.stdout, "2"), game2);
+}

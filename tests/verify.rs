@@ -7,11 +7,20 @@
 use std::{
     collections::{BTreeMap, HashMap},
     fmt::Write as _,
-    fs::File,
-    io::Write as _,
+    fs::{File, OpenOptions},
+    io::{BufRead, BufReader, Read, Write as _},
     path::{Path, PathBuf},
-    process::Output,
+    process::{Output, Stdio},
     sync::Arc,
+    time::Duration,
+};
+
+use nix::{
+    sys::{
+        signal::{Signal, kill},
+        stat::Mode,
+    },
+    unistd::{Pid, mkfifo},
 };
 
 use pgnload::{
@@ -577,4 +586,228 @@ fn a_database_without_the_schema_is_an_error() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn impossible_arguments_are_refused_before_any_database_work() {
+    let dir = scratch();
+    let db = migrated_db("verify_args");
+    let report = dir.path().join("report.tsv");
+    for (args, env, named) in [
+        (
+            &["verify", "--limit", "18446744073709551615"][..],
+            None,
+            "--limit",
+        ),
+        (&["verify", "--sample", "1e-300"][..], None, "--sample"),
+        (&["verify", "--id-range", "9..1"][..], None, "--id-range"),
+        (&["--threads", "10000", "verify"][..], None, "--threads"),
+        (&["verify"][..], Some("10000"), "PGNLOAD_THREADS"),
+    ] {
+        let out = run({
+            let mut c = db.pgnload();
+            c.args(args).arg("--report").arg(&report);
+            if let Some(threads) = env {
+                c.env("PGNLOAD_THREADS", threads);
+            }
+            c
+        });
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_exit(&out, 2);
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert!(!err.contains("database"), "{args:?}: {err}");
+        assert!(!report.exists(), "{args:?} started verifying");
+    }
+}
+
+/// Runs `pgnload verify --quiet ARGS` with its report written into a FIFO
+/// that this test reads, and stops it with `signal` part-way: verify cannot
+/// finish while nobody reads its report (many findings, a 64 KiB pipe), so
+/// the signal always lands while it still has rows to check. The header
+/// arriving proves the handler is installed (it is written after); the
+/// report is read on only once verify says it is stopping. Returns the
+/// output and the whole report text.
+fn verify_interrupted(db: &TestDb, dir: &Path, args: &[&str], signal: Signal) -> (Output, String) {
+    let fifo = dir.join("report.fifo");
+    mkfifo(&fifo, Mode::S_IRUSR | Mode::S_IWUSR).expect("mkfifo");
+    let mut child = db
+        .pgnload()
+        .args(["--quiet", "verify"])
+        .args(args)
+        .arg("--report")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    // Opening the read end waits for verify to open the write end; if verify
+    // dies first, open the write end here to release the opener.
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+    let opener = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || opened_tx.send(File::open(&fifo)))
+    };
+    let file = loop {
+        match opened_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(file) => break file.expect("open the report FIFO"),
+            Err(_) => {
+                if child.try_wait().expect("poll pgnload").is_some() {
+                    let _release = OpenOptions::new().write(true).open(&fifo);
+                    let _ = opener.join();
+                    let out = child.wait_with_output().expect("wait");
+                    panic!("verify ended before opening its report: {out:?}");
+                }
+            }
+        }
+    };
+    let mut report = BufReader::new(file);
+    let mut text = String::new();
+    report.read_line(&mut text).expect("report header");
+    assert!(text.ends_with("kind\n"), "{text:?}");
+
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
+        signal,
+    )
+    .expect("send the signal");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read stderr");
+        said.push_str(&line);
+        assert!(n > 0, "verify ended without saying it stops: {said}");
+        if line.contains("interrupted; verify stops") {
+            break;
+        }
+    }
+    report.read_to_string(&mut text).expect("read the report");
+    let out = child.wait_with_output().expect("wait");
+    (out, text)
+}
+
+/// The report's lines after the header, each checked to be whole
+/// (5 fields, a numeric id, the last line ended).
+fn whole_lines(text: &str) -> Vec<ReportLine> {
+    assert!(
+        text.ends_with('\n'),
+        "a cut last line: {:?}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    text.lines()
+        .skip(1)
+        .map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 5, "report line {line:?}");
+            ReportLine {
+                id: f[0].parse().expect("numeric id"),
+                fen: f[1].to_owned(),
+                kind: f[4].to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The N of the summary's "verified N …".
+fn verified(out: &Output) -> u64 {
+    stdout(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("verified ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {}", stdout(out)))
+}
+
+#[test]
+fn sigint_stops_verify_with_the_report_so_far_flushed_and_exit_3() {
+    let dir = scratch();
+    let db = migrated_db("verify_sigint");
+    let ids = load_positions(&db, dir.path(), &corpus(&[SAMPLE]));
+    // Bit 12: above what a float rounding changes, so every row is a plain
+    // hash_mismatch.
+    db.psql("UPDATE positions SET fen_hash = fen_hash # 4096");
+
+    let (out, text) = verify_interrupted(&db, dir.path(), &[], Signal::SIGINT);
+    assert_exit(&out, 3);
+    let lines = whole_lines(&text);
+    assert!(text.starts_with("id\tnormalized_fen\tstored\texpected\tkind\n"));
+    let odd = lines.iter().find(|l| l.kind != "hash_mismatch");
+    assert!(odd.is_none(), "{odd:?}");
+    let checked = verified(&out);
+    assert_eq!(lines.len() as u64, checked, "every checked row is reported");
+    assert!(
+        checked > 0 && checked < ids.len() as u64,
+        "{checked} of {} checked",
+        ids.len()
+    );
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("verify interrupted: partial result"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("{checked} mismatches so far")),
+        "{summary}"
+    );
+    assert!(summary.contains("(partial)"), "{summary}");
+}
+
+#[test]
+fn sigterm_stops_verify_games_between_batches_with_whole_findings() {
+    let dir = scratch();
+    let db = migrated_db("verify_sigterm");
+    let games = corpus(&[SAMPLE]);
+    let ids = load_positions(&db, dir.path(), &games);
+    load_games(&db, dir.path(), &games, &ids);
+    db.psql("UPDATE moves SET uci = 'a1a1'");
+
+    let (out, text) = verify_interrupted(&db, dir.path(), &["--games"], Signal::SIGTERM);
+    assert_exit(&out, 3);
+    let lines = whole_lines(&text);
+    let checked = verified(&out);
+    assert!(
+        checked > 0 && checked < games.len() as u64,
+        "{checked} of {} games checked",
+        games.len()
+    );
+    // Games are read in id order: the first `checked` games, each with one
+    // finding per ply, and nothing of the others.
+    let odd = lines
+        .iter()
+        .find(|l| l.kind != "move_mismatch" || l.id as u64 > checked);
+    assert!(odd.is_none(), "{odd:?}");
+    let plies: usize = games[..checked as usize]
+        .iter()
+        .map(|g| g.plies.len())
+        .sum();
+    assert_eq!(lines.len(), plies);
+    assert!(
+        stdout(&out).contains("verify interrupted"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn sigint_stops_a_digest_file_check_between_batches() {
+    let dir = scratch();
+    let db = fresh_db("verify_sigint_digests");
+    let total = 30_000;
+    let mut text = String::new();
+    for n in 0..total {
+        let fen = format!("8/8/8/8/8/8/{n}/8 w - -");
+        writeln!(text, "{fen}\t{}", fen_digest(&fen) ^ 4096).expect("string write");
+    }
+    let digests = dir.path().join("digests.tsv");
+    std::fs::write(&digests, text).expect("write digests");
+
+    let file = digests.to_str().expect("utf-8 path");
+    let (out, report) = verify_interrupted(&db, dir.path(), &["--digests", file], Signal::SIGINT);
+    assert_exit(&out, 3);
+    let lines = whole_lines(&report);
+    let checked = verified(&out);
+    assert!(checked > 0 && checked < total, "{checked} of {total} lines");
+    assert_eq!(lines.len() as u64, checked);
+    let odd = lines
+        .iter()
+        .find(|l| l.kind != "digest_mismatch" || l.id as u64 > checked);
+    assert!(odd.is_none(), "{odd:?}");
 }

@@ -7,7 +7,13 @@ pub mod positions;
 pub mod status;
 pub mod verify;
 
-use std::io::Write;
+use std::{
+    io::Write,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
 
 /// Writes to stdout without panicking when the reader went away (`| head`):
 /// the error surfaces as [`crate::Error::Output`], which `main` treats as
@@ -53,4 +59,43 @@ impl ExitStatus {
             ExitStatus::TooManyRejects => 4,
         }
     }
+}
+
+/// Ctrl-C and SIGTERM for a command that stops cleanly: the first adds one
+/// to `interrupts` and prints `first` (the command stops at its next safe
+/// point and exits with code 3); a second prints `second` and exits with
+/// code 3 at once. The handlers are installed before this returns, so a
+/// signal that arrives once the command has visibly started is never lost
+/// to the default action (which would kill the process unflushed).
+pub fn watch_signals(
+    runtime: &tokio::runtime::Runtime,
+    interrupts: Arc<AtomicUsize>,
+    first: &'static str,
+    second: &'static str,
+) -> Result<(), crate::Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _entered = runtime.enter();
+    let installed = |kind: SignalKind| {
+        signal(kind)
+            .map_err(|e| crate::Error::Internal(format!("installing a signal handler: {e}")))
+    };
+    let (mut int, mut term) = (
+        installed(SignalKind::interrupt())?,
+        installed(SignalKind::terminate())?,
+    );
+    runtime.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if interrupts.fetch_add(1, Ordering::SeqCst) == 0 {
+                eprintln!("pgnload: {first}");
+            } else {
+                eprintln!("pgnload: {second}");
+                std::process::exit(i32::from(ExitStatus::Interrupted.code()));
+            }
+        }
+    });
+    Ok(())
 }

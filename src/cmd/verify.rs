@@ -27,6 +27,10 @@ use std::{
     fs::File,
     io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write},
     path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -34,6 +38,7 @@ use crossbeam_channel::bounded;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
+use tokio::runtime::Runtime;
 use tokio_postgres::{
     Client,
     binary_copy::{BinaryCopyOutRow, BinaryCopyOutStream},
@@ -41,7 +46,7 @@ use tokio_postgres::{
 };
 
 use crate::{
-    cmd::ExitStatus,
+    cmd::{ExitStatus, watch_signals},
     config::Settings,
     db::{self, db_err},
     error::Error,
@@ -64,7 +69,7 @@ pub struct VerifyArgs {
     /// `fen,signed,unsigned` (py_digests.py --fens, pgnload hash) or
     /// `game_key,ply,fen,digest` (py_digests.py FILE, pgnload positions);
     /// plain, gzip or zstd; `-` for stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = utf8_file_name())]
     pub digests: Option<String>,
     /// With --digests: also look every FEN up in `positions` and report FENs
     /// that are missing or have another fen_hash.
@@ -83,7 +88,7 @@ pub struct VerifyArgs {
     /// variant is inferred from the FEN). Slower.
     #[arg(long, conflicts_with_all = ["games", "digests"])]
     pub canonical: bool,
-    /// Check a random sample of this fraction of the rows (0 < FRACTION ≤ 1;
+    /// Check a random sample of this fraction of the rows (2^-32 ≤ FRACTION ≤ 1;
     /// server-side TABLESAMPLE BERNOULLI).
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction, conflicts_with = "digests")]
     pub sample: Option<f64>,
@@ -91,8 +96,8 @@ pub struct VerifyArgs {
     /// (half-open), A..=B, A.. or ..B.
     #[arg(long, value_name = "A..B", value_parser = IdRange::parse, conflicts_with = "digests")]
     pub id_range: Option<IdRange>,
-    /// Check at most N rows (the lowest ids).
-    #[arg(long, value_name = "N", conflicts_with = "digests")]
+    /// Check at most N rows (the lowest ids; 1 ≤ N ≤ 2^63 − 1).
+    #[arg(long, value_name = "N", value_parser = parse_limit, conflicts_with = "digests")]
     pub limit: Option<u64>,
     /// Where to write the TSV report of every mismatch (overwritten; just the
     /// header when everything is clean).
@@ -100,15 +105,55 @@ pub struct VerifyArgs {
     pub report: PathBuf,
 }
 
+/// `--digests`: inputs are named by UTF-8 strings (`-` is stdin), so a
+/// file name that is not UTF-8 is refused naming the flag, with a way out.
+fn utf8_file_name() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser as _;
+    // clap's message shows the name (lossily) before this reason.
+    clap::builder::OsStringValueParser::new().try_map(|name| {
+        name.into_string()
+            .map_err(|_| "the file name is not UTF-8; rename the file or pass it on stdin as -")
+    })
+}
+
+/// The smallest `--sample`: PostgreSQL's BERNOULLI keeps a row when a 32-bit
+/// random number is below `round(2^32 × fraction)`, so a smaller fraction
+/// rounds to a sample of nothing.
+const MIN_SAMPLE: f64 = 1.0 / 4_294_967_296.0;
+
+/// `--sample`: a finite fraction that BERNOULLI can sample with (NaN and
+/// infinities fail both comparisons).
 fn parse_fraction(text: &str) -> Result<f64, String> {
     let f: f64 = text
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a number"))?;
-    if f > 0.0 && f <= 1.0 {
+    if (MIN_SAMPLE..=1.0).contains(&f) {
         Ok(f)
+    } else if f > 0.0 && f < MIN_SAMPLE {
+        Err(format!(
+            "{text} is below 2^-32 ({MIN_SAMPLE:e}), the smallest fraction PostgreSQL's \
+             TABLESAMPLE BERNOULLI can sample; it would select no row"
+        ))
     } else {
         Err(format!("{text} is not a fraction in (0, 1]"))
+    }
+}
+
+/// `--limit`: a row count the database's `LIMIT` (a bigint) accepts; 0 would
+/// check nothing and report the database clean.
+fn parse_limit(text: &str) -> Result<u64, String> {
+    let n: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of rows"))?;
+    match n {
+        0 => Err("0 would check no row; give at least 1".to_owned()),
+        n if i64::try_from(n).is_err() => Err(format!(
+            "{n} is more than {} (PostgreSQL's largest LIMIT, a bigint)",
+            i64::MAX
+        )),
+        n => Ok(n),
     }
 }
 
@@ -249,6 +294,53 @@ impl Meter {
     }
 }
 
+/// Ctrl-C / SIGTERM as the checks see it: the first stops reading at the
+/// next batch (or at once while waiting on the database), the findings so
+/// far are flushed and the summary says the run is partial (exit 3).
+struct Interrupt(Arc<AtomicUsize>);
+
+/// How often a wait on the database looks at the interrupt flag.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+impl Interrupt {
+    fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst) > 0
+    }
+
+    /// `work`'s output, or `None` if a signal came first (`work` is dropped:
+    /// every await in it must be a safe place to stop).
+    async fn or_stop<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        let signalled = async {
+            while !self.requested() {
+                tokio::time::sleep(INTERRUPT_POLL).await;
+            }
+        };
+        tokio::select! {
+            biased;
+            () = signalled => None,
+            out = work => Some(out),
+        }
+    }
+}
+
+/// What one check mode did.
+struct Checked {
+    /// Extra summary lines.
+    extra: Vec<String>,
+    /// Whether every selected row (line) was checked; `false` after a signal.
+    complete: bool,
+}
+
+impl Checked {
+    /// Stopped by a signal before anything was checked.
+    fn stopped() -> Checked {
+        Checked {
+            extra: Vec::new(),
+            complete: false,
+        }
+    }
+}
+
 /// Runs `pgnload verify`.
 pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result<ExitStatus> {
     let started = Instant::now();
@@ -257,18 +349,40 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
         (None, true) => ("id", "games"),
         (None, false) => ("id", "positions"),
     };
+    let runtime = db::runtime()?;
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    // Before the report exists: once its header is written, a signal is
+    // always handled here.
+    watch_signals(
+        &runtime,
+        Arc::clone(&interrupts),
+        "interrupted; verify stops and writes the report so far (again to exit at once)",
+        "aborted; the report may end in a cut line",
+    )?;
+    let interrupt = Interrupt(interrupts);
     let mut report = Report::create(args.report.clone(), first_column)?;
     let mut meter = Meter::new(quiet, noun);
+    let run = Run {
+        args,
+        settings,
+        runtime: &runtime,
+        interrupt: &interrupt,
+        meter: &mut meter,
+        report: &mut report,
+    };
     let outcome = match &args.digests {
-        Some(file) => verify_digests(file, args, settings, &mut meter, &mut report),
-        None if args.games => verify_games(args, settings, &mut meter, &mut report),
-        None => verify_positions(args, settings, &mut meter, &mut report),
+        Some(file) => verify_digests(file, run),
+        None if args.games => verify_games(run),
+        None => verify_positions(run),
     };
     meter.finish();
     // Whatever happened, keep the findings written so far.
     let (path, counts) = report.finish()?;
-    let extra = outcome?;
+    let Checked { extra, complete } = outcome?;
     let elapsed = started.elapsed().as_secs_f64();
+    if !complete {
+        println!("verify interrupted: partial result, not every row was checked");
+    }
     println!(
         "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)",
         meter.done,
@@ -278,19 +392,39 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
         println!("{line}");
     }
     if counts.total() == 0 {
-        println!("no mismatches");
+        println!("no mismatches{}", if complete { "" } else { " so far" });
     } else {
-        println!("{} mismatches:", counts.total());
+        println!(
+            "{} mismatches{}:",
+            counts.total(),
+            if complete { "" } else { " so far" }
+        );
         for (kind, n) in counts.nonzero() {
             println!("  {:<18} {n}", kind.label());
         }
     }
-    println!("report: {}", path.display());
-    Ok(if counts.total() > 0 {
+    println!(
+        "report: {}{}",
+        path.display(),
+        if complete { "" } else { " (partial)" }
+    );
+    Ok(if !complete {
+        ExitStatus::Interrupted
+    } else if counts.total() > 0 {
         ExitStatus::CompletedWithRejects
     } else {
         ExitStatus::Clean
     })
+}
+
+/// One verify run: what every check mode needs.
+struct Run<'a> {
+    args: &'a VerifyArgs,
+    settings: &'a Settings,
+    runtime: &'a Runtime,
+    interrupt: &'a Interrupt,
+    meter: &'a mut Meter,
+    report: &'a mut Report,
 }
 
 /// The rows that the sampling options select, as SQL clauses after
@@ -416,31 +550,43 @@ fn check_position_batch(
     Ok(chunks.into_iter().flatten().collect())
 }
 
-fn verify_positions(
-    args: &VerifyArgs,
-    settings: &Settings,
-    meter: &mut Meter,
-    report: &mut Report,
-) -> Result<Vec<String>, Error> {
-    let runtime = db::runtime()?;
-    let database = runtime.block_on(db::connect(&settings.target()))?;
+fn verify_positions(run: Run<'_>) -> Result<Checked, Error> {
+    let Run {
+        args,
+        settings,
+        runtime,
+        interrupt,
+        meter,
+        report,
+    } = run;
+    let Some(database) = runtime
+        .block_on(interrupt.or_stop(db::connect(&settings.target())))
+        .transpose()?
+    else {
+        return Ok(Checked::stopped());
+    };
     meter.set_total(runtime.block_on(estimate(&database.client, "positions", args)));
     let copy = positions_copy(args);
     let (tx, rx) = bounded::<Vec<BinaryCopyOutRow>>(settings.pipeline.channel_capacity.max(1));
     let canonical = args.canonical;
+    // Each side says whether it went to the end; a signal stops both at
+    // their next batch (the checker dropping `rx` also ends a blocked send).
     let (streamed, checked) = std::thread::scope(|scope| {
-        let checker = scope.spawn(move || -> Result<(), Error> {
+        let checker = scope.spawn(move || -> Result<bool, Error> {
             for batch in rx {
+                if interrupt.requested() {
+                    return Ok(false);
+                }
                 let findings = check_position_batch(&batch, canonical)?;
                 report.write_all(&findings)?;
                 meter.add(batch.len() as u64, report.counts.total());
             }
-            Ok(())
+            Ok(true)
         });
         // The COPY is read on this thread; `send` blocks it when the checker
         // falls behind, which is the backpressure (the connection task runs
         // on the runtime's own worker thread, so blocking here is harmless).
-        let streamed = runtime.block_on(async {
+        let streamed = runtime.block_on(interrupt.or_stop(async {
             let stream = database
                 .client
                 .copy_out(copy.as_str())
@@ -453,17 +599,15 @@ fn verify_positions(
                 batch.push(row.map_err(db_err("reading positions"))?);
                 if batch.len() == POSITION_BATCH {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(POSITION_BATCH));
-                    if tx.send(full).is_err() {
-                        return Ok(()); // the checker stopped; its error is reported
+                    // A send error means the checker stopped: its error, or
+                    // a signal, is what it reports.
+                    if interrupt.requested() || tx.send(full).is_err() {
+                        return Ok(false);
                     }
                 }
             }
-            if !batch.is_empty() {
-                // A send error means the checker stopped; its error wins.
-                let _ = tx.send(batch);
-            }
-            Ok::<(), Error>(())
-        });
+            Ok::<bool, Error>(batch.is_empty() || tx.send(batch).is_ok())
+        }));
         drop(tx);
         // A panic in the checker is a bug: let it surface as one.
         let checked = checker
@@ -471,10 +615,13 @@ fn verify_positions(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (streamed, checked)
     });
-    checked?;
-    streamed?;
+    let checked = checked?;
+    let streamed = streamed.transpose()?.unwrap_or(false);
     database.close()?;
-    Ok(Vec::new())
+    Ok(Checked {
+        extra: Vec::new(),
+        complete: streamed && checked,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -493,15 +640,25 @@ fn game_from_row(row: &tokio_postgres::Row) -> Result<GameRow, tokio_postgres::E
     })
 }
 
-fn verify_games(
-    args: &VerifyArgs,
-    settings: &Settings,
-    meter: &mut Meter,
-    report: &mut Report,
-) -> Result<Vec<String>, Error> {
-    let runtime = db::runtime()?;
-    let plies = runtime.block_on(async {
-        let mut database = db::connect(&settings.target()).await?;
+fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
+    let Run {
+        args,
+        settings,
+        runtime,
+        interrupt,
+        meter,
+        report,
+    } = run;
+    let Some(mut database) = runtime
+        .block_on(interrupt.or_stop(db::connect(&settings.target())))
+        .transpose()?
+    else {
+        return Ok(Checked::stopped());
+    };
+    let mut plies = 0u64;
+    // A batch's findings and counts are written with no await between them,
+    // so stopping at any await leaves report and counts in step.
+    let complete = runtime.block_on(interrupt.or_stop(async {
         meter.set_total(estimate(&database.client, "games", args).await);
         // One snapshot for the cursor and the per-batch lookups.
         let tx = database
@@ -532,8 +689,10 @@ fn verify_games(
             .prepare("SELECT id, normalized_fen FROM positions WHERE id = ANY($1)")
             .await
             .map_err(db_err("preparing the positions lookup"))?;
-        let mut plies = 0u64;
         loop {
+            if interrupt.requested() {
+                return Ok(false);
+            }
             let rows = tx
                 .query_portal(&portal, GAME_BATCH)
                 .await
@@ -602,10 +761,14 @@ fn verify_games(
         tx.commit()
             .await
             .map_err(db_err("ending the transaction"))?;
-        database.close()?;
-        Ok::<u64, Error>(plies)
-    })?;
-    Ok(vec![format!("{plies} plies replayed")])
+        Ok::<bool, Error>(true)
+    }));
+    let complete = complete.transpose()?.unwrap_or(false);
+    database.close()?;
+    Ok(Checked {
+        extra: vec![format!("{plies} plies replayed")],
+        complete,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -675,13 +838,15 @@ fn is_header(text: &str) -> bool {
             .is_some_and(|f| crate::verify::FileDigest::parse(f).is_none())
 }
 
-fn verify_digests(
-    file: &str,
-    args: &VerifyArgs,
-    settings: &Settings,
-    meter: &mut Meter,
-    report: &mut Report,
-) -> Result<Vec<String>, Error> {
+fn verify_digests(file: &str, run: Run<'_>) -> Result<Checked, Error> {
+    let Run {
+        args,
+        settings,
+        runtime,
+        interrupt,
+        meter,
+        report,
+    } = run;
     let mode = match (args.signed, args.unsigned) {
         (true, _) => SignMode::Signed,
         (_, true) => SignMode::Unsigned,
@@ -690,9 +855,16 @@ fn verify_digests(
     let input = open_input(file, settings.pipeline.source)?;
     meter.set_total(None);
     let mut reader = BufReader::with_capacity(1 << 20, input.reader);
-    let runtime = db::runtime()?;
     let database = match args.against_db {
-        true => Some(runtime.block_on(db::connect(&settings.target()))?),
+        true => {
+            match runtime
+                .block_on(interrupt.or_stop(db::connect(&settings.target())))
+                .transpose()?
+            {
+                Some(database) => Some(database),
+                None => return Ok(Checked::stopped()),
+            }
+        }
         false => None,
     };
     let lookup = match &database {
@@ -709,7 +881,14 @@ fn verify_digests(
     let mut next_line = 1u64;
     let mut header = None;
     let mut data_seen = false;
+    // A signal stops the loop between batches (a read from a stalled pipe
+    // is not interrupted: a second signal exits then).
+    let mut complete = true;
     loop {
+        if interrupt.requested() {
+            complete = false;
+            break;
+        }
         let read_error = |source: io::Error| Error::Open {
             path: PathBuf::from(file),
             source: io::Error::new(source.kind(), format!("reading line {next_line}: {source}")),
@@ -744,10 +923,14 @@ fn verify_digests(
                     .collect();
                 fens.sort_unstable();
                 fens.dedup();
-                let rows = runtime
-                    .block_on(database.client.query(statement, &[&fens]))
-                    .map_err(db_err("looking FENs up in positions"))?;
-                rows.iter()
+                let Some(rows) =
+                    runtime.block_on(interrupt.or_stop(database.client.query(statement, &[&fens])))
+                else {
+                    complete = false;
+                    break;
+                };
+                rows.map_err(db_err("looking FENs up in positions"))?
+                    .iter()
                     .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
                     .collect::<Result<_, tokio_postgres::Error>>()
                     .map_err(db_err("decoding a positions row"))?
@@ -776,7 +959,7 @@ fn verify_digests(
     if let Some(line) = header {
         extra.push(format!("line {line} skipped as a header"));
     }
-    Ok(extra)
+    Ok(Checked { extra, complete })
 }
 
 #[cfg(test)]
@@ -822,6 +1005,97 @@ mod tests {
         let sql = selection(&args, false);
         assert!(sql.contains("BERNOULLI (0.0000"), "{sql}");
         assert!(!sql.contains('e'), "{sql}");
+        let args = parse(&["--sample", &MIN_SAMPLE.to_string()]).expect("the smallest");
+        assert!(!selection(&args, false).contains('e'));
+    }
+
+    /// The message clap prints for `argv`, which must be refused.
+    fn refusal(argv: &[&str]) -> String {
+        match parse(argv) {
+            Ok(args) => panic!("{argv:?} accepted: {args:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn samples_postgresql_cannot_take_are_argument_errors() {
+        for bad in [
+            "1e-300",
+            "1e-10",
+            "NaN",
+            "inf",
+            "-0.5",
+            "0",
+            "-0",
+            "1.0000001",
+            "x",
+        ] {
+            let message = refusal(&[&format!("--sample={bad}")]);
+            assert!(message.contains("--sample"), "{bad}: {message}");
+        }
+        assert!(refusal(&["--sample", "1e-300"]).contains("select no row"));
+        assert!(parse(&["--sample", "1"]).is_ok());
+        assert!(parse(&["--sample", "1e-9"]).is_ok());
+    }
+
+    #[test]
+    fn limits_beyond_a_bigint_or_zero_are_argument_errors() {
+        let message = refusal(&["--limit", "18446744073709551615"]);
+        assert!(
+            message.contains("--limit") && message.contains("bigint"),
+            "{message}"
+        );
+        assert!(refusal(&["--limit", "9223372036854775808"]).contains("--limit"));
+        assert!(refusal(&["--limit", "0"]).contains("--limit"));
+        assert!(refusal(&["--limit=-1"]).contains("--limit"));
+        let args = parse(&["--limit", "9223372036854775807"]).expect("i64::MAX fits");
+        assert!(selection(&args, false).ends_with("LIMIT 9223372036854775807"));
+    }
+
+    #[test]
+    fn a_digest_file_name_that_is_not_utf8_is_refused_naming_the_flag() {
+        use std::os::unix::ffi::OsStringExt;
+        let argv = [
+            "verify".into(),
+            "--digests".into(),
+            std::ffi::OsString::from_vec(b"/tmp/d\xff.tsv".to_vec()),
+        ];
+        let message = match Wrapper::try_parse_from(argv) {
+            Ok(w) => panic!("accepted: {:?}", w.args),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            message.contains("--digests") && message.contains("not UTF-8"),
+            "{message}"
+        );
+        let args = parse(&["--digests", "-"]).expect("stdin");
+        assert_eq!(args.digests.as_deref(), Some("-"));
+    }
+
+    #[test]
+    fn malformed_id_ranges_are_argument_errors() {
+        for bad in [
+            "5",
+            "1...5",
+            "..=",
+            "5..5",
+            "9..1",
+            "a..b",
+            "1..2..3",
+            "..-9223372036854775808",
+            "1..=99999999999999999999",
+        ] {
+            let message = refusal(&[&format!("--id-range={bad}")]);
+            assert!(message.contains("--id-range"), "{bad}: {message}");
+        }
+        let args = parse(&["--id-range", "..", "--limit", "3"]).expect("every id");
+        assert_eq!(
+            args.id_range,
+            Some(IdRange {
+                start: i64::MIN,
+                end: i64::MAX
+            })
+        );
     }
 
     #[test]
