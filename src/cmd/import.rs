@@ -184,7 +184,12 @@ impl GameCounts {
 pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
     let runtime = db::runtime()?;
     let interrupts = Arc::new(AtomicUsize::new(0));
-    runtime.spawn(watch_signals(Arc::clone(&interrupts)));
+    crate::cmd::watch_signals(
+        &runtime,
+        Arc::clone(&interrupts),
+        "interrupted; finishing the batch in flight (again to abort at once)",
+        "aborted; the open transaction rolls back, rerun to resume",
+    )?;
     runtime.block_on(async {
         let target = settings.target();
         let mut db = db::connect(&target).await?;
@@ -324,30 +329,6 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         control.close()?;
         status
     })
-}
-
-async fn watch_signals(interrupts: Arc<AtomicUsize>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        if interrupts.fetch_add(1, Ordering::SeqCst) == 0 {
-            eprintln!(
-                "pgnload: interrupted; finishing the batch in flight (again to abort at once)"
-            );
-        } else {
-            eprintln!("pgnload: aborted; the open transaction rolls back, rerun to resume");
-            std::process::exit(i32::from(ExitStatus::Interrupted.code()));
-        }
-    }
 }
 
 fn hostname() -> Option<String> {
