@@ -7,6 +7,7 @@ mod bulk;
 mod common;
 mod embedded;
 mod import;
+mod inputs;
 mod parity;
 mod resume;
 mod robustness;
