@@ -298,6 +298,24 @@ else
     settle "$bulk_url"
 fi
 
+# ------------------------------------------------- 3a. recognizing an input
+# An input is identified by a digest of all its bytes, so even skipping an
+# imported file reads it once: a no-op rerun of the bulk load's input (start,
+# connect, fingerprint, skip), against `cat` of the same file, both from the
+# page cache the bulk load left warm.
+if ((!no_import)); then
+    sample_server=0
+    log "cat A.pgn, then a no-op rerun of its import (fingerprint + skip)"
+    measure cat_A sh -c 'cat "$1" >/dev/null' sh "$out/A.pgn" || die "cat of A.pgn failed"
+    rerun_mode=()
+    ((mode_flag)) && rerun_mode=(--mode incremental)
+    measure pgnload_noop_rerun "$pgnload" --data-dir "$cluster" import "${rerun_mode[@]}" --quiet "$out/A.pgn" ||
+        die "the no-op rerun failed; see $out/pgnload_noop_rerun.log"
+    grep -q 'already imported, skipped' "$out/pgnload_noop_rerun.log" ||
+        die "the rerun of A.pgn was not a no-op; see $out/pgnload_noop_rerun.log"
+    sample_server=1
+fi
+
 # ---------------------------------------------------------------- 5a. export
 # The rows as they stand after the bulk import, in COPY's binary format,
 # in foreign-key order; import_files only because games reference it.
@@ -521,6 +539,15 @@ if incremental["status"] == "ok" and runs["raw_copy_incremental"]["status"] == "
         "time": ratio(incremental["wall_s"], runs["raw_copy_incremental"]["wall_s"]),
         "rows_per_s": ratio(incremental["rows_per_s"], runs["raw_copy_incremental"]["rows_per_s"]),
     }
+# What recognizing an imported input costs (reported, never asserted).
+noop, cat = data.get("pgnload_noop_rerun"), data.get("cat_A")
+if noop and cat:
+    noop_s, cat_s = num(noop["wall_s"]), num(cat["wall_s"])
+    runs["pgnload_noop_rerun"] = {"status": "ok", "wall_s": noop_s}
+    runs["cat_A"] = {"status": "ok", "wall_s": cat_s}
+    ratios["noop_rerun_vs_cat_time"] = ratio(noop_s, cat_s)
+    if runs["pgnload_bulk"]["status"] == "ok":
+        ratios["noop_rerun_vs_bulk_time"] = ratio(noop_s, runs["pgnload_bulk"]["wall_s"])
 for name in ("pgnload_bulk", "pgnload_bulk_warm", "pgnload_incremental"):
     if runs[name]["status"] == "ok":
         ratios[f"{name}_vs_python_games_per_s"] = ratio(
@@ -568,9 +595,17 @@ if runs["raw_copy_rebuild"]["status"] == "ok":
     print(f"(rebuilt: COPY {r['copy_s']:.2f} s + indexes and constraints {r['rebuild_s']:.2f} s; "
           "python positions/s = positions replayed)")
 print()
+if "noop_rerun_vs_cat_time" in ratios:
+    print(f"recognizing imported A.pgn (no-op rerun: start, connect, fingerprint every byte, skip): "
+          f"{fmt(runs['pgnload_noop_rerun']['wall_s'], 2)} s = x{fmt(ratios['noop_rerun_vs_cat_time'], 2)} "
+          f"cat's {fmt(runs['cat_A']['wall_s'], 3)} s"
+          + (f", x{fmt(ratios['noop_rerun_vs_bulk_time'], 4)} the bulk import's time"
+             if "noop_rerun_vs_bulk_time" in ratios else ""))
 if not ratios:
     print("ratios: n/a (pgnload import runs skipped)")
 for key, value in ratios.items():
+    if key.startswith("noop_rerun_"):
+        continue
     if isinstance(value, dict):
         print(f"{key}: time x{fmt(value['time'], 2)}, rows/s x{fmt(value['rows_per_s'], 3)}")
     else:

@@ -4,8 +4,9 @@
 #   scripts/nightly-import.sh /data/lichess-dumps
 #
 # Imports every *.pgn, *.pgn.zst, *.pgn.bz2, *.pgn.gz in the directory, oldest
-# first. Files already imported are recognized by fingerprint and skipped in
-# milliseconds, an interrupted import resumes from its checkpoint, and a
+# first. Files already imported are recognized by a fingerprint of all their
+# bytes and skipped (each costs one read of the file, about a `cat`), an
+# interrupted import resumes from its checkpoint, and a
 # second run started while one is going waits for the file it wants (pgnload
 # locks each input), so it is safe to run as often as you like.
 #

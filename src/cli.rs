@@ -2,9 +2,12 @@
 //! and flags live in one place. Every global flag names the environment
 //! variable it can come from; see `config/pgnload.toml` for the file form.
 
-use std::path::PathBuf;
+use std::{ffi::OsString, path::PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{
+    Args, Parser, Subcommand,
+    builder::{OsStringValueParser, TypedValueParser},
+};
 
 use crate::{
     cmd::{
@@ -76,4 +79,20 @@ pub enum Command {
     Hash(HashArgs),
     /// Print every position of every game: game_key, ply, normalized FEN, signed digest.
     Positions(PositionsArgs),
+}
+
+/// Parser of input names: pgnload keeps an input's name as text (messages,
+/// rejects, `import_files.path`), so a name that is not UTF-8 is refused
+/// before anything runs, named (lossily) and with a way around, instead of
+/// clap's "invalid UTF-8 was detected" that does not say which argument.
+pub fn utf8_input() -> impl TypedValueParser<Value = String> {
+    OsStringValueParser::new().try_map(|name: OsString| {
+        name.into_string().map_err(|name| {
+            format!(
+                "the file name {:?} is not valid UTF-8; rename the file, or pass it on \
+                 stdin (`pgnload import - < FILE`)",
+                name.to_string_lossy()
+            )
+        })
+    })
 }

@@ -14,7 +14,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread,
 };
@@ -26,7 +26,7 @@ use crate::{
     error::{Error, Rejection},
     reader::{GameChunk, GameSplitter, ParseLimits, take_game},
     replay::{GameRecord, replay_game},
-    source::{Input, SourceOptions, open_input},
+    source::{Input, SourceOptions, open_input_interruptible},
 };
 
 /// Sizes and limits of the parse side.
@@ -184,13 +184,26 @@ pub struct Pipeline {
 impl Pipeline {
     /// Starts reading `inputs` in order.
     pub fn start(inputs: Vec<InputSpec>, config: PipelineConfig) -> Pipeline {
+        Pipeline::start_interruptible(inputs, config, Arc::default())
+    }
+
+    /// [`Pipeline::start`] for a run that handles signals itself: once
+    /// `interrupts` is non-zero, waiting for a stream's data (a FIFO with no
+    /// writer, a silent pipe) ends the input with an error for which
+    /// [`crate::source::is_cancelled`] holds. Games already read are still
+    /// delivered; a regular file is read on until [`Pipeline::stop`].
+    pub fn start_interruptible(
+        inputs: Vec<InputSpec>,
+        config: PipelineConfig,
+        interrupts: Arc<AtomicUsize>,
+    ) -> Pipeline {
         let stop = Arc::new(AtomicBool::new(false));
         let (read_tx, read_rx) = bounded(config.channel_capacity.max(1));
         let (event_tx, event_rx) = bounded(config.channel_capacity.max(1));
         let reader_stop = Arc::clone(&stop);
         let reader = thread::Builder::new()
             .name("pgnload-read".into())
-            .spawn(move || read_loop(&inputs, config, &read_tx, &reader_stop));
+            .spawn(move || read_loop(&inputs, config, &interrupts, &read_tx, &reader_stop));
         let processor = thread::Builder::new()
             .name("pgnload-process".into())
             .spawn(move || process_loop(&read_rx, &event_tx, config.limits));
@@ -230,6 +243,7 @@ impl Drop for Pipeline {
 fn read_loop(
     inputs: &[InputSpec],
     config: PipelineConfig,
+    interrupts: &Arc<AtomicUsize>,
     tx: &Sender<ReadEvent>,
     stop: &AtomicBool,
 ) {
@@ -237,21 +251,22 @@ fn read_loop(
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let input = match open_input(&spec.name, config.source) {
-            Ok(input) => input,
-            Err(error) => {
-                if tx
-                    .send(ReadEvent::Failed {
-                        input: index,
-                        error,
-                    })
-                    .is_err()
-                {
-                    return;
+        let input =
+            match open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts)) {
+                Ok(input) => input,
+                Err(error) => {
+                    if tx
+                        .send(ReadEvent::Failed {
+                            input: index,
+                            error,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
                 }
-                continue;
-            }
-        };
+            };
         let opened = ReadEvent::Opened {
             input: index,
             len: input.len,

@@ -4,13 +4,24 @@
 
 use std::{
     fmt,
-    fs::File,
+    fs::{File, OpenOptions},
     io::{self, BufReader, Read},
+    os::{
+        fd::{AsFd, BorrowedFd},
+        unix::fs::OpenOptionsExt,
+    },
     path::{Path, PathBuf},
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
+};
+
+use nix::{
+    errno::Errno,
+    fcntl::{FcntlArg, OFlag, fcntl},
+    poll::{PollFd, PollFlags, poll},
 };
 
 use crate::error::Error;
@@ -26,17 +37,42 @@ pub enum Compression {
     Bzip2,
     /// gzip, multi-member aware.
     Gzip,
+    /// A container or compression pgnload does not read (zip, 7z, xz, rar,
+    /// lz4, tar), named: parsed as PGN it would only give garbage rejects,
+    /// so the input fails with this name instead.
+    Unsupported(&'static str),
 }
 
+/// Bytes of a stream's head that [`Compression::sniff`] looks at (tar's
+/// magic is at offset 257).
+pub const SNIFF_LEN: usize = 262;
+
 impl Compression {
-    /// Sniffs the format from the first bytes of a stream.
+    /// Sniffs the format from the first bytes of a stream (up to
+    /// [`SNIFF_LEN`]).
     pub fn sniff(head: &[u8]) -> Compression {
+        const UNSUPPORTED: [(&[u8], &str); 7] = [
+            (b"PK\x03\x04", "zip archive"),
+            (b"PK\x05\x06", "zip archive"),
+            (b"7z\xBC\xAF\x27\x1C", "7z archive"),
+            (b"\xFD7zXZ\x00", "xz"),
+            (b"Rar!\x1A\x07", "rar archive"),
+            (b"\x04\x22\x4D\x18", "lz4"),
+            (b"\x5D\x00\x00", "lzma"),
+        ];
         if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
             Compression::Zstd
         } else if head.starts_with(b"BZh") {
             Compression::Bzip2
         } else if head.starts_with(&[0x1F, 0x8B]) {
             Compression::Gzip
+        } else if let Some((_, name)) = UNSUPPORTED
+            .iter()
+            .find(|(magic, _)| head.starts_with(magic))
+        {
+            Compression::Unsupported(name)
+        } else if head.get(257..262) == Some(b"ustar") {
+            Compression::Unsupported("tar archive")
         } else {
             Compression::None
         }
@@ -50,6 +86,7 @@ impl fmt::Display for Compression {
             Compression::Zstd => "zstd",
             Compression::Bzip2 => "bzip2",
             Compression::Gzip => "gzip",
+            Compression::Unsupported(name) => name,
         })
     }
 }
@@ -105,15 +142,43 @@ impl<R: Read> Read for Counting<R> {
 
 /// Opens `name` (a path, or `-` for stdin) and sets up decompression.
 pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
+    open_input_interruptible(name, options, Arc::default())
+}
+
+/// [`open_input`], giving up (with an error for which [`is_cancelled`]
+/// holds) once `interrupts` is non-zero while it waits for a stream's data: a
+/// FIFO nobody writes to must not keep a signalled run from ending.
+pub fn open_input_interruptible(
+    name: &str,
+    options: SourceOptions,
+    interrupts: Arc<AtomicUsize>,
+) -> Result<Input, Error> {
+    let open_err = |source| Error::Open {
+        path: PathBuf::from(name),
+        source,
+    };
     let (raw, path, len): (Box<dyn Read + Send>, Option<PathBuf>, Option<u64>) = if name == "-" {
-        (Box::new(io::stdin()), None, None)
+        // A duplicate of fd 0 rather than `io::stdin()`, whose own buffer
+        // would hide data from the wait for readable data.
+        let stdin = io::stdin().as_fd().try_clone_to_owned().map_err(open_err)?;
+        let stream = Stream::new(Arc::from(name), File::from(stdin), interrupts);
+        (Box::new(stream), None, None)
     } else {
         let path = Path::new(name).to_path_buf();
-        let open_err = |source| Error::Open {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(open_err)?;
+        // Non-blocking: opening a FIFO for reading otherwise waits, beyond
+        // the reach of any signal handler, until some process opens it for
+        // writing. Reads block again once it is open.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlag::O_NONBLOCK.bits())
+            .open(&path)
+            .map_err(open_err)?;
+        let flags = fcntl(&file, FcntlArg::F_GETFL).map_err(|e| open_err(e.into()))?;
+        fcntl(
+            &file,
+            FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) & !OFlag::O_NONBLOCK),
+        )
+        .map_err(|e| open_err(e.into()))?;
         let meta = file.metadata().map_err(open_err)?;
         if meta.is_dir() {
             return Err(open_err(io::Error::new(
@@ -121,7 +186,12 @@ pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
                 "is a directory",
             )));
         }
-        (Box::new(file), Some(path), Some(meta.len()))
+        if meta.is_file() {
+            (Box::new(file), Some(path), Some(meta.len()))
+        } else {
+            let stream = Stream::new(Arc::from(name), file, interrupts);
+            (Box::new(stream), Some(path), None)
+        }
     };
     let consumed = Arc::new(AtomicU64::new(0));
     let mut counted = BufReader::with_capacity(
@@ -131,11 +201,7 @@ pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
             consumed: Arc::clone(&consumed),
         },
     );
-    let open_err = |source| Error::Open {
-        path: path.clone().unwrap_or_else(|| PathBuf::from(name)),
-        source,
-    };
-    let head = read_head(&mut counted, 4).map_err(open_err)?;
+    let head = read_head(&mut counted, SNIFF_LEN).map_err(open_err)?;
     let compression = Compression::sniff(&head);
     let stream = io::Cursor::new(head).chain(counted);
     let reader: Box<dyn Read + Send> = match compression {
@@ -155,6 +221,15 @@ pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
             1 << 16,
             flate2::read::MultiGzDecoder::new(stream),
         )),
+        Compression::Unsupported(format) => {
+            return Err(open_err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "unsupported format: {format} (pgnload reads plain PGN, zstd, bzip2 and gzip; \
+                     extract or recompress it first)"
+                ),
+            )));
+        }
     };
     Ok(Input {
         name: Arc::from(name),
@@ -164,6 +239,86 @@ pub fn open_input(name: &str, options: SourceOptions) -> Result<Input, Error> {
         consumed,
         reader,
     })
+}
+
+/// Why reading stopped: the run was interrupted (see [`is_cancelled`]).
+/// Not [`io::ErrorKind::Interrupted`], which `std`'s read loops retry.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted while waiting for data")]
+struct Cancelled;
+
+/// Whether `error` means the run was interrupted while an input was being
+/// fingerprinted, waited for or read, rather than that the input is broken.
+pub fn is_cancelled(error: &Error) -> bool {
+    match error {
+        Error::Open { source, .. } | Error::InputBroken { source, .. } => source
+            .get_ref()
+            .is_some_and(|inner| inner.is::<Cancelled>()),
+        _ => false,
+    }
+}
+
+/// A non-seekable input (stdin, a pipe, a FIFO, a character device): before
+/// each read it waits for data in slices, so that a run interrupted while
+/// the writer is silent (or not there yet) still ends.
+struct Stream {
+    name: Arc<str>,
+    file: File,
+    interrupts: Arc<AtomicUsize>,
+    /// Whether the "waiting" notice was printed (once per input).
+    told: bool,
+}
+
+impl Stream {
+    /// How long a read waits in silence before saying so.
+    const NOTICE_AFTER: Duration = Duration::from_secs(2);
+
+    fn new(name: Arc<str>, file: File, interrupts: Arc<AtomicUsize>) -> Stream {
+        Stream {
+            name,
+            file,
+            interrupts,
+            told: false,
+        }
+    }
+
+    /// Returns once the stream is readable (data, end of stream or an
+    /// error for `read` to report), or fails when the run is interrupted.
+    fn wait_readable(&mut self) -> io::Result<()> {
+        let started = Instant::now();
+        loop {
+            if self.interrupts.load(Ordering::SeqCst) > 0 {
+                return Err(io::Error::other(Cancelled));
+            }
+            if poll_readable(self.file.as_fd())? {
+                return Ok(());
+            }
+            if !self.told && started.elapsed() >= Self::NOTICE_AFTER {
+                self.told = true;
+                eprintln!(
+                    "pgnload: {}: waiting for data (a named pipe waits for a writer)",
+                    self.name
+                );
+            }
+        }
+    }
+}
+
+/// Whether `fd` is readable within a short slice of time.
+fn poll_readable(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(&mut fds, 200u16) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.wait_readable()?;
+        self.file.read(buf)
+    }
 }
 
 /// Reads up to `n` bytes (fewer only at end of stream), coping with short
@@ -213,6 +368,45 @@ mod tests {
     }
 
     #[test]
+    fn archives_and_unsupported_compressions_are_named() {
+        let cases: [(&[u8], &str); 7] = [
+            (b"PK\x03\x04\x14\x00", "zip archive"),
+            (b"7z\xBC\xAF\x27\x1C\x00", "7z archive"),
+            (b"\xFD7zXZ\x00\x00", "xz"),
+            (b"Rar!\x1A\x07\x01\x00", "rar archive"),
+            (b"\x04\x22\x4D\x18\x64", "lz4"),
+            (b"\x5D\x00\x00\x80\x00", "lzma"),
+            (b"PK\x05\x06\x00\x00", "zip archive"),
+        ];
+        for (head, name) in cases {
+            assert_eq!(Compression::sniff(head), Compression::Unsupported(name));
+        }
+        let mut tar = b"games.pgn".to_vec();
+        tar.resize(257, 0);
+        tar.extend_from_slice(b"ustar\x0000");
+        assert_eq!(
+            Compression::sniff(&tar),
+            Compression::Unsupported("tar archive")
+        );
+        // A PGN is not mistaken for one.
+        assert_eq!(Compression::sniff(PGN), Compression::None);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("games.zip");
+        std::fs::write(&path, b"PK\x03\x04\x14\x00[Event \"x\"]").expect("write");
+        let err = open_input(
+            path.to_str().expect("utf-8 temp path"),
+            SourceOptions::default(),
+        )
+        .err()
+        .expect("a zip is refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("games.zip: unsupported format: zip archive"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn tiny_and_empty_files_are_plain() {
         assert_eq!(Compression::sniff(b""), Compression::None);
         assert_eq!(Compression::sniff(b"\x28"), Compression::None);
@@ -227,25 +421,82 @@ mod tests {
     }
 }
 
-/// Identifies an input file by content, not name: its size plus an xxh3-128
-/// digest of its first and last MiB. A renamed file resumes; a changed
-/// (rewritten, truncated, appended) file does not.
-pub fn fingerprint(path: &Path) -> io::Result<String> {
-    use std::io::{Seek, SeekFrom};
-    const SPAN: u64 = 1 << 20;
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = Vec::with_capacity(SPAN as usize);
-    (&mut file).take(SPAN).read_to_end(&mut buf)?;
-    hasher.update(&buf);
-    if len > SPAN {
-        buf.clear();
-        file.seek(SeekFrom::Start(len.saturating_sub(SPAN).max(SPAN)))?;
-        file.take(SPAN).read_to_end(&mut buf)?;
-        hasher.update(&buf);
+/// Whether `name` is read as a stream: stdin (`-`), or anything but a
+/// regular file or directory (a FIFO, `/dev/fd/N` of a pipe, a character
+/// device). A stream is read once, wholly: reading it to fingerprint it
+/// would consume it, so it has no identity across runs and cannot resume.
+/// Decided with `stat`, which never opens (nor blocks on) a FIFO.
+pub fn is_stream(name: &str) -> bool {
+    name == "-" || std::fs::metadata(name).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// The format of a regular file, from its first bytes; `None` for a stream
+/// (see [`is_stream`]), which must not be opened twice, or for a file that
+/// cannot be read (opening it reports why).
+pub fn sniff_file(path: &Path) -> Option<Compression> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
     }
-    Ok(format!("{len}:{:032x}", hasher.digest128()))
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .ok()?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let head = read_head(&mut &file, SNIFF_LEN).ok()?;
+    Some(Compression::sniff(&head))
+}
+
+/// Identifies an input file by content, not name: its size and an xxh3-128
+/// digest of all its bytes, so that a renamed file resumes and any change
+/// (even one byte in the middle, size kept) makes it another input. Costs
+/// one read of the file (`scripts/bench.sh` reports it against `cat`).
+/// Returns the fingerprint and the size; fails with an error for which
+/// [`is_cancelled`] holds once `interrupts` is non-zero.
+///
+/// Fingerprints written by pgnload before this one (`SIZE:DIGEST` of the
+/// first and last MiB only) never equal one of these (`xxh3-128:…`).
+pub fn fingerprint(path: &Path, interrupts: &AtomicUsize) -> Result<(String, u64), Error> {
+    hash_file(path, interrupts).map_err(|source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)> {
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        if interrupts.load(Ordering::SeqCst) > 0 {
+            return Err(io::Error::other(Cancelled));
+        }
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    if size != meta.len() {
+        return Err(io::Error::other(format!(
+            "changed while being fingerprinted ({} bytes when opened, {size} read)",
+            meta.len()
+        )));
+    }
+    Ok((format!("xxh3-128:{size}:{:032x}", hasher.digest128()), size))
 }
 
 #[cfg(test)]
@@ -254,21 +505,71 @@ mod fingerprint_tests {
 
     #[test]
     fn fingerprint_follows_content_not_name() {
+        let never = AtomicUsize::new(0);
         let dir = tempfile::tempdir().expect("temp dir");
         let a = dir.path().join("a.pgn");
         let b = dir.path().join("b.pgn");
+        let fp = |path: &Path| fingerprint(path, &never).expect("fingerprint").0;
         std::fs::write(&a, b"1. e4 *\n").expect("write");
         std::fs::write(&b, b"1. e4 *\n").expect("write");
-        assert_eq!(fingerprint(&a).expect("a"), fingerprint(&b).expect("b"));
+        assert_eq!(fp(&a), fp(&b));
         std::fs::write(&b, b"1. d4 *\n").expect("write");
-        assert_ne!(fingerprint(&a).expect("a"), fingerprint(&b).expect("b"));
+        assert_ne!(fp(&a), fp(&b));
+        // One byte changed in the middle of a 3 MiB file, size kept.
         let big: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
         std::fs::write(&a, &big).expect("write");
-        let before = fingerprint(&a).expect("a");
+        let before = fp(&a);
+        assert!(before.starts_with("xxh3-128:3145728:"), "{before}");
         let mut changed = big.clone();
-        let last = changed.len() - 1;
-        changed[last] ^= 1;
+        changed[big.len() / 2] ^= 1;
         std::fs::write(&a, &changed).expect("write");
-        assert_ne!(before, fingerprint(&a).expect("a"));
+        assert_ne!(before, fp(&a));
+    }
+
+    #[test]
+    fn fingerprinting_stops_when_interrupted() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let a = dir.path().join("a.pgn");
+        std::fs::write(&a, b"1. e4 *\n").expect("write");
+        let err = fingerprint(&a, &AtomicUsize::new(1)).expect_err("interrupted");
+        assert!(is_cancelled(&err), "{err}");
+        let missing =
+            fingerprint(&dir.path().join("none"), &AtomicUsize::new(0)).expect_err("missing file");
+        assert!(!is_cancelled(&missing), "{missing}");
+    }
+
+    #[test]
+    fn streams_are_told_apart_without_opening_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("p");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        let fifo = fifo.to_str().expect("utf-8 temp path");
+        // A FIFO without a writer: opening it for reading would block.
+        assert!(is_stream(fifo));
+        assert_eq!(sniff_file(Path::new(fifo)), None);
+        assert!(is_stream("-"));
+        assert!(is_stream("/dev/null"));
+        let file = dir.path().join("f.pgn");
+        std::fs::write(&file, b"1. e4 *\n").expect("write");
+        assert!(!is_stream(file.to_str().expect("utf-8 temp path")));
+        assert_eq!(sniff_file(&file), Some(Compression::None));
+    }
+
+    #[test]
+    fn an_interrupted_wait_for_a_fifo_writer_gives_up() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("p");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        let interrupts = Arc::new(AtomicUsize::new(1));
+        let err = open_input_interruptible(
+            fifo.to_str().expect("utf-8 temp path"),
+            SourceOptions::default(),
+            interrupts,
+        )
+        .err()
+        .expect("no writer, interrupted");
+        assert!(is_cancelled(&err), "{err}");
     }
 }

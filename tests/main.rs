@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod embedded;
 mod import;
+mod inputs;
 mod parity;
 mod reliability;
 mod resume;

@@ -21,29 +21,37 @@ use crate::{
 /// A multi-file corpus: the shipped files, plus `copies` more copies of the
 /// Lichess sample with every game id rotated (new games), zstd-compressed.
 pub fn corpus_with_copies(dir: &Path, copies: usize) -> Vec<PathBuf> {
-    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
     let mut files = data_pgns();
     for copy in 1..=copies {
-        let renamed: String = sample
-            .split("https://lichess.org/")
-            .enumerate()
-            .map(|(i, part)| {
-                if i == 0 || part.len() < 8 {
-                    part.to_owned()
-                } else {
-                    let mut id: Vec<char> = part[..8].chars().collect();
-                    id.rotate_left(copy);
-                    let id: String = id.into_iter().collect();
-                    format!("https://lichess.org/{id}{}", &part[8..])
-                }
-            })
-            .collect();
         let zst = dir.join(format!("renamed-{copy}.pgn.zst"));
-        std::fs::write(&zst, zstd::encode_all(renamed.as_bytes(), 3).expect("zstd"))
-            .expect("write");
+        std::fs::write(
+            &zst,
+            zstd::encode_all(renamed_sample(copy).as_bytes(), 3).expect("zstd"),
+        )
+        .expect("write");
         files.push(zst);
     }
     files
+}
+
+/// The Lichess sample with every game id rotated left by `copy` places: new
+/// games of the same size (copy 0 is the sample itself).
+pub fn renamed_sample(copy: usize) -> String {
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    sample
+        .split("https://lichess.org/")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 || part.len() < 8 {
+                part.to_owned()
+            } else {
+                let mut id: Vec<char> = part[..8].chars().collect();
+                id.rotate_left(copy);
+                let id: String = id.into_iter().collect();
+                format!("https://lichess.org/{id}{}", &part[8..])
+            }
+        })
+        .collect()
 }
 
 /// The shipped files plus one renamed, compressed copy of the sample.
@@ -574,7 +582,7 @@ fn status_reports_every_input_as_json() {
     assert!(
         files[0]["fingerprint"]
             .as_str()
-            .is_some_and(|f| f.starts_with("241:"))
+            .is_some_and(|f| f.starts_with("xxh3-128:241:"))
     );
 }
 

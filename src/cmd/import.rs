@@ -32,7 +32,7 @@ use crate::{
     error::Error,
     pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
     progress::{Progress, Snapshot},
-    source::{Compression, fingerprint},
+    source::{self, Compression, fingerprint},
     writer::{
         BatchStats, FileContext, PendingIds, ResolvedBatch, WriteMode, prepare_connection,
         resolve_positions, write_games,
@@ -44,7 +44,7 @@ use crate::{
 pub struct ImportArgs {
     /// PGN files (plain, .zst, .bz2, .gz, detected from their first bytes) or
     /// `-` for stdin.
-    #[arg(required = true)]
+    #[arg(required = true, value_parser = crate::cli::utf8_input())]
     pub inputs: Vec<String>,
     /// Source label for games without a Lichess id [default: the file stem].
     #[arg(long, env = "PGNLOAD_SOURCE")]
@@ -658,27 +658,21 @@ impl Importer<'_> {
     /// (the bookkeeping connection is gone); input-level failures are
     /// [`InputEnd::Failed`].
     async fn import_input(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
-        let (print_name, fingerprint, size) = if name == "-" {
+        // A stream (stdin, a pipe, a FIFO) is read once: an identity of
+        // this run only, never resumed.
+        let (print_name, fingerprint, size) = if source::is_stream(name) {
             (
-                "-".to_owned(),
-                format!("stdin:{}:{index}", self.run_id),
+                name.to_owned(),
+                format!("stream:{}:{index}", self.run_id),
                 None,
             )
         } else {
             let path = Path::new(name);
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            match fingerprint(path) {
-                Ok(fp) => (
-                    absolute.display().to_string(),
-                    fp,
-                    std::fs::metadata(path).ok().map(|m| m.len()),
-                ),
-                Err(source) => {
-                    return Ok(InputEnd::Failed(Error::Open {
-                        path: path.to_path_buf(),
-                        source,
-                    }));
-                }
+            match fingerprint(path, &self.interrupts) {
+                Ok((fp, size)) => (absolute.display().to_string(), fp, Some(size)),
+                Err(e) if source::is_cancelled(&e) => return Ok(InputEnd::Interrupted),
+                Err(e) => return Ok(InputEnd::Failed(e)),
             }
         };
         let key = lock_key(&fingerprint);
@@ -746,7 +740,7 @@ impl Importer<'_> {
             )
             .await
             .map_err(db_err("checking for a changed input"))?;
-        if let (None, true, Some(old)) = (&row, name != "-", changed) {
+        if let (None, false, Some(old)) = (&row, source::is_stream(name), changed) {
             {
                 let old: String = old.get(0);
                 if !self.args.restart {
@@ -790,7 +784,7 @@ impl Importer<'_> {
                 (row.get::<_, i64>(0), games, bytes)
             }
             None => {
-                let compression = if name == "-" {
+                let compression = if source::is_stream(name) {
                     "unknown".to_owned()
                 } else {
                     sniff_compression(Path::new(name)).to_string()
@@ -861,7 +855,11 @@ impl Importer<'_> {
             self.bulk_load = Some(id);
             self.bulk_pending = false;
         }
-        let pipeline = Pipeline::start(vec![spec], self.settings.pipeline);
+        let pipeline = Pipeline::start_interruptible(
+            vec![spec],
+            self.settings.pipeline,
+            Arc::clone(&self.interrupts),
+        );
         let mut consumed = None;
         // Batches move through two phases (see `Self::step`): `ready` has
         // its positions committed and waits for its games to be written.
@@ -880,13 +878,25 @@ impl Importer<'_> {
                         continue;
                     }
                     Ok(Event::Batch(batch)) => Some(batch),
-                    Ok(Event::Finished { .. }) | Err(_) => {
+                    Ok(Event::Finished { .. }) => {
                         upstream_end = Some(InputEnd::Done);
+                        None
+                    }
+                    // The pipeline's threads are gone without saying how
+                    // the input ended: a bug, not the end of the input.
+                    Err(_) => {
+                        upstream_end = Some(InputEnd::Failed(Error::Internal(
+                            "the parse pipeline stopped before the end of the input".into(),
+                        )));
                         None
                     }
                     // The batches before the failure are still written.
                     Ok(Event::Failed { error, .. }) => {
-                        upstream_end = Some(InputEnd::Failed(error));
+                        upstream_end = Some(if source::is_cancelled(&error) {
+                            InputEnd::Interrupted
+                        } else {
+                            InputEnd::Failed(error)
+                        });
                         None
                     }
                 }
@@ -1152,9 +1162,5 @@ fn estimated_positions(inputs: &[String]) -> u64 {
 }
 
 fn sniff_compression(path: &Path) -> Compression {
-    let mut head = [0u8; 4];
-    let n = File::open(path)
-        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-        .unwrap_or(0);
-    Compression::sniff(&head[..n])
+    source::sniff_file(path).unwrap_or(Compression::None)
 }
