@@ -11,8 +11,9 @@
 //! 2. drops the indexes and constraints of `positions` and `moves`, and the
 //!    foreign keys and plain indexes of `games`, recording each with its
 //!    `CREATE` statement in `import_bulk_objects` in the same transaction
-//!    (`games` keeps its primary and unique keys: the unique key is how a
-//!    re-imported game is recognized, and costs one probe per game);
+//!    (`games` keeps its primary and unique keys and the index on the
+//!    content digest of non-Lichess games: they are how a re-imported game
+//!    is recognized, and cost one probe per game);
 //! 3. dedups positions in the importer: the position map
 //!    ([`crate::dedup::PositionCache`]) is the dedup, a miss gets the next
 //!    id ([`crate::writer::IdSequence`]) and is `COPY`ed straight in, and
@@ -230,6 +231,8 @@ SELECT table_name, object_name, kind, drop_sql, create_sql FROM (
            pg_get_indexdef(i.indexrelid), 2, pg_relation_size(i.indexrelid)
     FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
     WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)
+      -- How a batch's non-Lichess games are recognized, like games' unique key.
+      AND ic.relname <> 'games_external_id_not_lichess_idx'
       AND NOT EXISTS (SELECT 1 FROM pg_constraint c
                       WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
 ) o

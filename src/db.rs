@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_bulk_loads.sql",
         sql: include_str!("../sql/0002_bulk_loads.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_game_identity.sql",
+        sql: include_str!("../sql/0003_game_identity.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

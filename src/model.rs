@@ -382,11 +382,22 @@ fn parse_int(s: &str) -> Option<i32> {
     s.strip_prefix('+').unwrap_or(s).parse().ok()
 }
 
-/// The 8-character Lichess game id in a `Site` URL, if it is one.
+/// The 8-character Lichess game id in a `Site` URL, if it is one. Scheme
+/// and host are compared without regard to case, as URLs are
+/// (`HTTPS://Lichess.org/…` is the same game as `https://lichess.org/…`),
+/// `www.` may precede the host and the scheme may be missing; the id keeps
+/// its case, because Lichess ids are case-sensitive.
 pub fn lichess_game_id(site: &str) -> Option<&str> {
-    let rest = site
-        .strip_prefix("https://lichess.org/")
-        .or_else(|| site.strip_prefix("http://lichess.org/"))?;
+    fn strip<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        let head = text.get(..prefix.len())?;
+        head.eq_ignore_ascii_case(prefix)
+            .then(|| &text[prefix.len()..])
+    }
+    let rest = strip(site, "https://")
+        .or_else(|| strip(site, "http://"))
+        .unwrap_or(site);
+    let rest = strip(rest, "www.").unwrap_or(rest);
+    let rest = strip(rest, "lichess.org/")?;
     let id = rest.get(..8)?;
     let tail = &rest[8..];
     let id_ok = id.bytes().all(|b| b.is_ascii_alphanumeric());
@@ -674,6 +685,22 @@ mod tests {
             Some("ENPo6ReH")
         );
         assert_eq!(lichess_game_id("https://lichess.org/ENPo6ReHx"), None);
+        for spelling in [
+            "https://Lichess.org/ENPo6ReH",
+            "HTTPS://LICHESS.ORG/ENPo6ReH",
+            "http://lichess.org/ENPo6ReH",
+            "https://www.lichess.org/ENPo6ReH",
+            "lichess.org/ENPo6ReH",
+            "WWW.Lichess.Org/ENPo6ReH#12",
+        ] {
+            assert_eq!(lichess_game_id(spelling), Some("ENPo6ReH"), "{spelling}");
+        }
+        assert_eq!(lichess_game_id("https://lichess.org.evil/ENPo6ReH"), None);
+        assert_eq!(lichess_game_id("https://notlichess.org/ENPo6ReH"), None);
+        assert_eq!(
+            lichess_game_id("https://lichess.org/enpo6reh"),
+            Some("enpo6reh")
+        );
         assert_eq!(lichess_game_id("https://lichess.org/short"), None);
         assert_eq!(lichess_game_id("CCRL"), None);
         assert_eq!(

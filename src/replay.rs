@@ -937,7 +937,7 @@ pub fn decode_move_uci(code: u16, chess960: bool) -> String {
 
 impl GameRecord {
     /// `games.source`: `lichess` for Lichess games, else `fallback` (the
-    /// `--source` label or the input's file stem).
+    /// `--source` label, or `pgn`).
     pub fn source<'a>(&self, fallback: &'a str) -> &'a str {
         if self.meta.lichess_id.is_some() {
             "lichess"

@@ -28,7 +28,7 @@
 //! reverse. Positions may be committed without their games (a crash
 //! between the phases): they are shared rows that a rerun reuses.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use foldhash::fast::RandomState;
@@ -68,7 +68,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_games (
     variant text, termination text, result smallint, eco text, opening text,
     started_at timestamptz, initial_position_id bigint, final_position_id bigint,
     ply_count integer, moves bytea, start_fen text, tags jsonb,
-    import_file_id bigint, game_number bigint
+    import_file_id bigint, game_number bigint, byte_offset bigint
 ) ON COMMIT DELETE ROWS;
 ";
 
@@ -104,6 +104,9 @@ pub struct BatchStats {
     pub positions_in_memory: u64,
     /// Move rows inserted.
     pub moves: u64,
+    /// Games not imported because their identity is held by a game with
+    /// other moves (counted in `present` too).
+    pub conflicts: u64,
 }
 
 impl BatchStats {
@@ -127,6 +130,7 @@ impl BatchStats {
         self.positions_reused += other.positions_reused;
         self.positions_in_memory += other.positions_in_memory;
         self.moves += other.moves;
+        self.conflicts += other.conflicts;
     }
 }
 
@@ -333,10 +337,11 @@ struct GameRow<'a> {
     tags: Json<serde_json::Value>,
     file_id: i64,
     game_number: i64,
+    byte_offset: i64,
 }
 
-impl CopyRow<29> for GameRow<'_> {
-    const TYPES: [Type; 29] = [
+impl CopyRow<30> for GameRow<'_> {
+    const TYPES: [Type; 30] = [
         Type::INT8,
         Type::TEXT,
         Type::TEXT,
@@ -366,8 +371,9 @@ impl CopyRow<29> for GameRow<'_> {
         Type::JSONB,
         Type::INT8,
         Type::INT8,
+        Type::INT8,
     ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 29] {
+    fn fields(&self) -> [&(dyn ToSql + Sync); 30] {
         let meta = &self.game.meta;
         [
             &self.id,
@@ -399,6 +405,7 @@ impl CopyRow<29> for GameRow<'_> {
             &self.tags,
             &self.file_id,
             &self.game_number,
+            &self.byte_offset,
         ]
     }
 }
@@ -502,6 +509,40 @@ pub struct ResolvedBatch {
     position_ids: KeyMap<i64>,
     /// The position counts.
     stats: BatchStats,
+    /// Games of the batch whose identity was taken by a game with other
+    /// moves, found by this phase (recorded by [`write_games`]).
+    conflicts: Vec<Conflict>,
+}
+
+/// Where a game that holds an identity is: in `games` (with its id), or
+/// earlier in the same batch (no id yet).
+#[derive(Debug, Clone, Default)]
+pub struct Holder {
+    /// `games.id`, if it is in the table.
+    pub game_id: Option<i64>,
+    /// Its input (`import_files.id`) and that input's path.
+    pub file_id: Option<i64>,
+    /// The input's path as recorded.
+    pub path: Option<String>,
+    /// Its number in that input.
+    pub game_number: Option<i64>,
+    /// Its byte offset in that input.
+    pub byte_offset: Option<i64>,
+}
+
+/// A game of a batch not imported because its identity (a Lichess id) is
+/// held by a game with other moves: reported with both locations, counted
+/// with the games already present.
+#[derive(Debug, Clone)]
+pub struct Conflict {
+    /// Index into the batch's outcomes.
+    pub index: usize,
+    /// Its identity.
+    pub source: String,
+    /// Its identity.
+    pub external_id: String,
+    /// The game that holds the identity.
+    pub holder: Holder,
 }
 
 /// A game of a [`ResolvedBatch`].
@@ -516,56 +557,169 @@ struct ResolvedGame {
     keys: Vec<PositionKey>,
 }
 
-/// Which of the `(source, external_id)` pairs are already in `games`.
+/// A game of a batch, as the existing-games check needs it.
+struct Candidate<'a> {
+    index: usize,
+    game: &'a GameRecord,
+    source: &'a str,
+    external_id: String,
+}
+
+/// What the existing-games check found for one candidate.
+#[derive(Debug)]
+enum Found {
+    /// Not in `games`.
+    New,
+    /// In `games`, the same game: already present.
+    Present,
+    /// In `games` with other moves: a conflict.
+    Other(Holder),
+}
+
+/// How a game is recognized: a Lichess game by its id, any other game by
+/// the digest of its content whatever its source label (so the same game
+/// from two files, or imported under two labels, is stored once).
+fn identity<'a>(source: &str, external_id: &'a str) -> (bool, &'a str) {
+    (source == LICHESS, external_id)
+}
+
+/// `games.source` of Lichess games.
+const LICHESS: &str = "lichess";
+
+/// Looks the candidates up in `games` by their identity (see [`identity`]):
+/// one index probe each, through games' unique key for Lichess games and
+/// the partial index on the digest for the others. A game found with
+/// other moves or another start position is a conflict.
 async fn existing_games(
     tx: &Transaction<'_>,
-    sources: &[&str],
-    external_ids: &[&str],
-) -> Result<HashSet<(String, String)>, tokio_postgres::Error> {
-    Ok(tx
+    candidates: &[Candidate<'_>],
+) -> Result<Vec<Found>, tokio_postgres::Error> {
+    let sources: Vec<&str> = candidates.iter().map(|c| c.source).collect();
+    let ids: Vec<&str> = candidates.iter().map(|c| c.external_id.as_str()).collect();
+    let moves: Vec<Vec<u8>> = candidates.iter().map(|c| c.game.encoded_moves()).collect();
+    let start_fens: Vec<Option<&str>> = candidates
+        .iter()
+        .map(|c| c.game.start_fen.as_deref())
+        .collect();
+    let rows = tx
         .query(
-            "SELECT g.source, g.external_id FROM games g
-             JOIN unnest($1::text[], $2::text[]) AS k(source, external_id)
-               ON g.source = k.source AND g.external_id = k.external_id",
-            &[&sources, &external_ids],
+            "WITH k AS (
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
+                     WITH ORDINALITY AS k(source, external_id, moves, start_fen, i)
+             ), found AS (
+                 SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen AS same,
+                        g.import_file_id, g.game_number, g.byte_offset
+                 FROM k JOIN games g ON g.source = 'lichess' AND g.external_id = k.external_id
+                 WHERE k.source = 'lichess'
+                 UNION ALL
+                 SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen,
+                        g.import_file_id, g.game_number, g.byte_offset
+                 FROM k JOIN games g ON g.source <> 'lichess' AND g.external_id = k.external_id
+                 WHERE k.source <> 'lichess'
+             )
+             SELECT found.*, f.path FROM found LEFT JOIN import_files f ON f.id = found.import_file_id",
+            &[&sources, &ids, &moves, &start_fens],
         )
-        .await?
-        .into_iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect())
+        .await?;
+    let mut found: Vec<Found> = candidates.iter().map(|_| Found::New).collect();
+    for row in rows {
+        let ordinality: i64 = row.get(0);
+        let Some(slot) = usize::try_from(ordinality - 1)
+            .ok()
+            .and_then(|i| found.get_mut(i))
+        else {
+            continue;
+        };
+        let same: bool = row.get(2);
+        *slot = match (&slot, same) {
+            // Several rows can hold one digest (labels of earlier
+            // versions): the same game anywhere makes it present.
+            (Found::Present, _) | (_, true) => Found::Present,
+            _ => Found::Other(Holder {
+                game_id: row.get(1),
+                file_id: row.get(3),
+                game_number: row.get(4),
+                byte_offset: row.get(5),
+                path: row.get(6),
+            }),
+        };
+    }
+    Ok(found)
+}
+
+/// Splits `candidates` into the games to import, the present ones and the
+/// conflicts: the database decides first, then the batch itself (the
+/// first of two games with one identity wins; a later one with other
+/// moves is a conflict, with the same moves it is present).
+async fn classify<'a>(
+    tx: &Transaction<'_>,
+    candidates: Vec<Candidate<'a>>,
+    file: &FileContext,
+) -> Result<(Vec<Candidate<'a>>, Vec<Conflict>), tokio_postgres::Error> {
+    let found = existing_games(tx, &candidates).await?;
+    let mut first_of: HashMap<(bool, String), usize> = HashMap::with_capacity(candidates.len());
+    let mut new = Vec::with_capacity(candidates.len());
+    let mut conflicts = Vec::new();
+    for (candidate, found) in candidates.into_iter().zip(found) {
+        let conflict = |holder: Holder| Conflict {
+            index: candidate.index,
+            source: candidate.source.to_owned(),
+            external_id: candidate.external_id.clone(),
+            holder,
+        };
+        match found {
+            Found::Present => {}
+            Found::Other(holder) => conflicts.push(conflict(holder)),
+            Found::New => {
+                let (lichess, id) = identity(candidate.source, &candidate.external_id);
+                match first_of.get(&(lichess, id.to_owned())) {
+                    None => {
+                        first_of.insert((lichess, id.to_owned()), new.len());
+                        new.push(candidate);
+                    }
+                    Some(&earlier) => {
+                        let first: &Candidate<'_> = &new[earlier];
+                        let same = first.game.encoded_moves() == candidate.game.encoded_moves()
+                            && first.game.start_fen == candidate.game.start_fen;
+                        if !same {
+                            conflicts.push(conflict(Holder {
+                                game_id: None,
+                                file_id: Some(file.file_id),
+                                path: None,
+                                game_number: Some(to_i64(first.game.pos.game_number)),
+                                byte_offset: Some(to_i64(first.game.pos.byte_offset)),
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok((new, conflicts))
 }
 
 /// The games of `batch` that are not in the database and not repeated
-/// within the batch, as (index into the outcomes, game, external id).
+/// within the batch, and the conflicts found.
 async fn games_to_import<'b>(
     tx: &Transaction<'_>,
     batch: &'b Batch,
-    file: &FileContext,
-) -> Result<Vec<(usize, &'b GameRecord, String)>, tokio_postgres::Error> {
-    let games: Vec<(usize, &GameRecord)> = batch
+    file: &'b FileContext,
+) -> Result<(Vec<Candidate<'b>>, Vec<Conflict>), tokio_postgres::Error> {
+    let candidates: Vec<Candidate<'b>> = batch
         .outcomes
         .iter()
         .enumerate()
-        .filter_map(|(i, outcome)| match outcome {
-            Outcome::Game(game) => Some((i, &**game)),
+        .filter_map(|(index, outcome)| match outcome {
+            Outcome::Game(game) => Some(Candidate {
+                index,
+                game,
+                source: game.source(&file.source),
+                external_id: game.external_id(),
+            }),
             Outcome::Rejected(_) => None,
         })
         .collect();
-    let sources: Vec<&str> = games.iter().map(|(_, g)| g.source(&file.source)).collect();
-    let ids: Vec<String> = games.iter().map(|(_, g)| g.external_id()).collect();
-    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let existing = existing_games(tx, &sources, &id_refs).await?;
-    let mut seen = HashSet::with_capacity(games.len());
-    Ok(games
-        .into_iter()
-        .zip(sources)
-        .zip(ids)
-        .filter(|((_, source), id)| {
-            let key = ((*source).to_owned(), id.clone());
-            !existing.contains(&key) && seen.insert(key)
-        })
-        .map(|(((i, game), _), id)| (i, game, id))
-        .collect())
+    classify(tx, candidates, file).await
 }
 
 /// Phase one of a batch: the positions of its new games, cache first, the
@@ -591,7 +745,7 @@ pub async fn resolve_positions(
         .transaction()
         .await
         .map_err(|e| at.err("starting a transaction", e))?;
-    let new_games = games_to_import(&tx, batch, file)
+    let (new_games, conflicts) = games_to_import(&tx, batch, file)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
     // Every later lookup of a position in this batch is by key: hashing
@@ -599,14 +753,15 @@ pub async fn resolve_positions(
     // the text in each map.
     let resolved_games: Vec<ResolvedGame> = new_games
         .into_par_iter()
-        .map(|(index, game, external_id)| ResolvedGame {
-            index,
-            external_id,
-            keys: game
+        .map(|candidate| ResolvedGame {
+            index: candidate.index,
+            keys: candidate
+                .game
                 .positions
                 .iter()
                 .map(|(fen, _)| PositionKey::of(fen))
                 .collect(),
+            external_id: candidate.external_id,
         })
         .collect();
     let mut stats = BatchStats::default();
@@ -638,6 +793,7 @@ pub async fn resolve_positions(
         games: resolved_games,
         position_ids,
         stats,
+        conflicts,
     };
     Ok((resolved, pending))
 }
@@ -684,7 +840,7 @@ pub async fn write_games(
     file: &FileContext,
     resolved: &ResolvedBatch,
     ids: Option<&mut IdSequence>,
-) -> Result<BatchStats, Error> {
+) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
     let mut stats = BatchStats {
         read: batch.outcomes.len() as u64,
@@ -699,27 +855,43 @@ pub async fn write_games(
     // 1. The resolved games already in the database, again: another
     //    importer, or the previous batch, may have committed some since
     //    their positions were resolved.
-    let candidates: Vec<NewGame<'_>> = resolved
+    let keys_of: HashMap<usize, &[PositionKey]> = resolved
+        .games
+        .iter()
+        .map(|g| (g.index, &g.keys[..]))
+        .collect();
+    let candidates: Vec<Candidate<'_>> = resolved
         .games
         .iter()
         .filter_map(|g| {
             let game = batch_game(batch, g.index)?;
-            Some(NewGame {
+            Some(Candidate {
+                index: g.index,
                 game,
                 source: game.source(&file.source),
                 external_id: g.external_id.clone(),
-                keys: &g.keys,
             })
         })
         .collect();
-    let sources: Vec<&str> = candidates.iter().map(|g| g.source).collect();
-    let external_ids: Vec<&str> = candidates.iter().map(|g| g.external_id.as_str()).collect();
-    let existing = existing_games(&tx, &sources, &external_ids)
+    let (fresh, late_conflicts) = classify(&tx, candidates, file)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
-    let new_games: Vec<NewGame<'_>> = candidates
+    let new_games: Vec<NewGame<'_>> = fresh
         .into_iter()
-        .filter(|g| !existing.contains(&(g.source.to_owned(), g.external_id.clone())))
+        .filter_map(|c| {
+            Some(NewGame {
+                keys: keys_of.get(&c.index).copied()?,
+                game: c.game,
+                source: c.source,
+                external_id: c.external_id,
+            })
+        })
+        .collect();
+    let conflicts: Vec<Conflict> = resolved
+        .conflicts
+        .iter()
+        .cloned()
+        .chain(late_conflicts)
         .collect();
     let rejected: Vec<&RejectedGame> = batch
         .outcomes
@@ -782,6 +954,7 @@ pub async fn write_games(
             tags: Json(serde_json::Value::Object(tags)),
             file_id: file.file_id,
             game_number: to_i64(game.pos.game_number),
+            byte_offset: to_i64(game.pos.byte_offset),
         });
     }
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
@@ -860,6 +1033,13 @@ pub async fn write_games(
         .map_err(|e| at.err("copying rejects", e))?;
     }
 
+    if !conflicts.is_empty() {
+        record_conflicts(&tx, batch, file, &conflicts)
+            .await
+            .map_err(|e| at.err("recording conflicts", e))?;
+    }
+    stats.conflicts = conflicts.len() as u64;
+
     // 5. The checkpoint, in the same transaction.
     let updated = tx
         .execute(
@@ -887,7 +1067,60 @@ pub async fn write_games(
         )));
     }
     tx.commit().await.map_err(|e| at.err("committing", e))?;
-    Ok(stats)
+    Ok(WrittenBatch { stats, conflicts })
+}
+
+/// What [`write_games`] committed.
+#[derive(Debug)]
+pub struct WrittenBatch {
+    /// The batch's counts.
+    pub stats: BatchStats,
+    /// Its games not imported because their identity was taken by a game
+    /// with other moves (recorded in `import_conflicts`).
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Records the batch's conflicts in `import_conflicts`, once per game (a
+/// rerun finds them again).
+async fn record_conflicts(
+    tx: &Transaction<'_>,
+    batch: &Batch,
+    file: &FileContext,
+    conflicts: &[Conflict],
+) -> Result<(), tokio_postgres::Error> {
+    let mut numbers = Vec::with_capacity(conflicts.len());
+    let mut offsets = Vec::with_capacity(conflicts.len());
+    for conflict in conflicts {
+        let pos = batch_game(batch, conflict.index).map(|g| &g.pos);
+        numbers.push(pos.map(|p| to_i64(p.game_number)));
+        offsets.push(pos.map(|p| to_i64(p.byte_offset)));
+    }
+    let sources: Vec<&str> = conflicts.iter().map(|c| c.source.as_str()).collect();
+    let ids: Vec<&str> = conflicts.iter().map(|c| c.external_id.as_str()).collect();
+    let holder_ids: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.game_id).collect();
+    let holder_files: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.file_id).collect();
+    let holder_numbers: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.game_number).collect();
+    let holder_offsets: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.byte_offset).collect();
+    tx.execute(
+        "INSERT INTO import_conflicts (file_id, game_number, byte_offset, source, external_id,
+             existing_game_id, existing_file_id, existing_game_number, existing_byte_offset)
+         SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],
+             $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+         ON CONFLICT (file_id, game_number) DO NOTHING",
+        &[
+            &file.file_id,
+            &numbers,
+            &offsets,
+            &sources,
+            &ids,
+            &holder_ids,
+            &holder_files,
+            &holder_numbers,
+            &holder_offsets,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 /// How a batch's new rows get their ids.
@@ -1094,14 +1327,14 @@ async fn insert_games_if_absent(
     copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
     let rows = tx
         .query(
-            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number)
+            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset)
              SELECT source, external_id, event_id, site, round,
                  white_player_id, black_player_id, white_elo, black_elo,
                  white_rating_diff, black_rating_diff, time_control, time_initial_s,
                  time_increment_s, variant::game_variant, termination::game_termination,
                  result, eco, opening, started_at,
                  initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number
+                 import_file_id, game_number, byte_offset
              FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, source, external_id",
@@ -1131,7 +1364,7 @@ async fn copy_new_games(
     ids.advance(tx).await?;
     copy_rows(
         tx,
-        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number) FROM STDIN (FORMAT binary)",
+        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset) FROM STDIN (FORMAT binary)",
         game_rows,
     )
     .await?;

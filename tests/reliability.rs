@@ -38,6 +38,7 @@ fn hold_advisory_lock(db: &TestDb, key: i64) -> Child {
         "the test's advisory lock",
         &format!(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                  AND ((classid::bigint << 32) | objid::bigint) = {key})"
         ),
     );
@@ -64,6 +65,7 @@ fn migrate_takes_its_lock_before_creating_anything() {
         "pgnload to wait for the migration lock",
         &format!(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                  AND ((classid::bigint << 32) | objid::bigint) = {MIGRATION_LOCK})"
         ),
     );
@@ -77,6 +79,7 @@ fn migrate_takes_its_lock_before_creating_anything() {
     // Killing psql would leave its backend sleeping with the lock held.
     db.psql(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
              AND ((classid::bigint << 32) | objid::bigint) = {MIGRATION_LOCK}"
     ));
     let _ = holder.wait();
@@ -156,4 +159,170 @@ fn restart_of_an_input_with_rejects_records_each_reject_once() {
         "1|2"
     );
     assert_eq!(db.psql("SELECT count(*) FROM games"), "1");
+}
+
+/// A game with the given Site and movetext.
+fn game(site: &str, white: &str, movetext: &str) -> String {
+    format!(
+        "[Event \"Rated Blitz game\"]\n[Site \"{site}\"]\n[White \"{white}\"]\n[Black \"b\"]\n[Result \"*\"]\n\n{movetext} *\n\n"
+    )
+}
+
+#[test]
+fn a_lichess_game_is_one_game_however_its_site_url_is_spelled() {
+    let dir = crate::common::scratch_dir("pgnload-site-case");
+    let file = dir.path().join("spellings.pgn");
+    let games: String = [
+        "https://lichess.org/AbCd1234",
+        "https://Lichess.org/AbCd1234",
+        "HTTPS://LICHESS.ORG/AbCd1234",
+        "https://www.lichess.org/AbCd1234",
+    ]
+    .iter()
+    .map(|site| game(site, "a", "1. e4 e5"))
+    .collect();
+    std::fs::write(&file, games).expect("write");
+    let db = fresh_db("site_case");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import"]).arg(&file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("4 read = 1 imported + 3 already present + 0 rejected"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql("SELECT source, external_id FROM games"),
+        "lichess|AbCd1234"
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM import_conflicts"), "0");
+}
+
+#[test]
+fn a_lichess_id_held_by_other_moves_is_a_conflict_located_twice() {
+    let dir = crate::common::scratch_dir("pgnload-conflict");
+    let first = dir.path().join("first.pgn");
+    let second = dir.path().join("second.pgn");
+    // In the first file: the id twice, the second copy with other moves.
+    std::fs::write(
+        &first,
+        format!(
+            "{}{}",
+            game("https://lichess.org/Conf1234", "a", "1. e4 e5"),
+            game("https://lichess.org/Conf1234", "a", "1. d4 d5")
+        ),
+    )
+    .expect("write");
+    // In another file: the same id with other moves again, after an
+    // unrelated game.
+    std::fs::write(
+        &second,
+        format!(
+            "{}{}",
+            game("https://lichess.org/Othr1234", "c", "1. c4"),
+            game("https://lichess.org/Conf1234", "a", "1. Nf3 Nf6")
+        ),
+    )
+    .expect("write");
+    let db = fresh_db("conflict");
+    let import = |file: &std::path::Path| {
+        let mut c = db.pgnload();
+        c.args(["import", "--batch-games", "1"]).arg(file);
+        run(c)
+    };
+    let out = import(&first);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("2 read = 1 imported + 1 already present + 0 rejected"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("game #2 at byte"), "{stderr}");
+    assert!(
+        stderr.contains("lichess:Conf1234 is already held by games.id"),
+        "{stderr}"
+    );
+    let out = import(&second);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("first.pgn, game #1 at byte 0"), "{stderr}");
+    let kept = db.psql("SELECT id, byte_offset FROM games WHERE external_id = 'Conf1234'");
+    let kept_id = kept.split('|').next().expect("id").to_owned();
+    assert_eq!(kept.split('|').nth(1), Some("0"));
+    let second_offset = game("https://lichess.org/Othr1234", "c", "1. c4").len();
+    let first_offset = game("https://lichess.org/Conf1234", "a", "1. e4 e5").len();
+    assert_eq!(
+        db.psql(
+            "SELECT right(f.path, 10), c.game_number, c.byte_offset,
+                    c.existing_game_id, c.existing_game_number, c.existing_byte_offset
+             FROM import_conflicts c JOIN import_files f ON f.id = c.file_id
+             ORDER BY f.path"
+        ),
+        format!(
+            "/first.pgn|2|{first_offset}|{kept_id}|1|0\nsecond.pgn|2|{second_offset}|{kept_id}|1|0"
+        )
+    );
+    // A rerun finds the conflicts again and records them once.
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--restart"]).arg(&first).arg(&second);
+        c
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM import_conflicts"), "2");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "2");
+}
+
+#[test]
+fn a_non_lichess_game_is_stored_once_whatever_file_or_label_brings_it() {
+    let dir = crate::common::scratch_dir("pgnload-same-game");
+    let twic = game("Wijk aan Zee NED", "Carlsen, Magnus", "1. e4 c5 2. Nf3");
+    let other = game("Oslo NOR", "Carlsen, Magnus", "1. d4 Nf6");
+    let kdb = dir.path().join("kdb.pgn");
+    let combined = dir.path().join("combined.pgn");
+    std::fs::write(&kdb, &twic).expect("write");
+    std::fs::write(&combined, format!("{other}{twic}")).expect("write");
+    let db = fresh_db("same_game");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import"]).arg(&kdb).arg(&combined);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("3 read = 2 imported + 1 already present + 0 rejected"),
+        "{stderr}"
+    );
+    // Under another label, too (beside a game new to the database).
+    let relabelled = dir.path().join("relabelled.pgn");
+    let new = game("Tata Steel", "Giri, Anish", "1. c4 e5");
+    std::fs::write(&relabelled, format!("{twic}{new}")).expect("write");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--source", "twic"]).arg(&relabelled);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("2 read = 1 imported + 1 already present + 0 rejected"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql("SELECT source, count(*) FROM games GROUP BY source ORDER BY source"),
+        "pgn|2\ntwic|1"
+    );
+    // One player for the name in both files.
+    assert_eq!(
+        db.psql("SELECT count(*) FROM players WHERE username = 'Carlsen, Magnus'"),
+        "1"
+    );
 }

@@ -34,8 +34,8 @@ use crate::{
     progress::{Progress, Snapshot},
     source::{self, Compression, fingerprint},
     writer::{
-        BatchStats, FileContext, PendingIds, ResolvedBatch, WriteMode, prepare_connection,
-        resolve_positions, write_games,
+        BatchStats, Conflict, FileContext, PendingIds, ResolvedBatch, WriteMode, WrittenBatch,
+        prepare_connection, resolve_positions, write_games,
     },
 };
 
@@ -46,7 +46,7 @@ pub struct ImportArgs {
     /// `-` for stdin.
     #[arg(required = true, value_parser = crate::cli::utf8_input())]
     pub inputs: Vec<String>,
-    /// Source label for games without a Lichess id [default: the file stem].
+    /// Source label for games without a Lichess id [default: pgn].
     #[arg(long, env = "PGNLOAD_SOURCE")]
     pub source: Option<String>,
     /// Positions kept in the in-memory dedup cache.
@@ -625,7 +625,7 @@ impl Importer<'_> {
         if status == ExitStatus::Clean {
             if self.totals.files_failed > 0 {
                 status = ExitStatus::Failed;
-            } else if self.totals.games.rejected > 0 {
+            } else if self.totals.games.rejected > 0 || self.totals.games.conflicts > 0 {
                 status = ExitStatus::CompletedWithRejects;
             }
         }
@@ -833,12 +833,11 @@ impl Importer<'_> {
             });
         }
 
-        let source = self.settings.source.clone().unwrap_or_else(|| {
-            Path::new(name).file_stem().map_or_else(
-                || "stdin".to_owned(),
-                |s| strip_pgn_suffix(&s.to_string_lossy()),
-            )
-        });
+        let source = self
+            .settings
+            .source
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
         let mut file = FileContext {
             file_id,
             source,
@@ -920,7 +919,7 @@ impl Importer<'_> {
                 _ => None,
             };
             if let (Some((batch, _)), Some(written)) = (ready.take(), written) {
-                if let Err(error) = written.and_then(|stats| self.after_commit(&batch, stats)) {
+                if let Err(error) = written.and_then(|written| self.after_commit(&batch, written)) {
                     break self.lost_or_failed(error);
                 }
                 file.expected_bytes_done = to_i64(batch.end_offset);
@@ -1035,7 +1034,7 @@ impl Importer<'_> {
         file: &FileContext,
     ) -> (
         Option<Result<(ResolvedBatch, PendingIds), Error>>,
-        Option<Result<BatchStats, Error>>,
+        Option<Result<WrittenBatch, Error>>,
     ) {
         let retry_seconds = self.settings.retry_seconds;
         let target = &self.target;
@@ -1065,8 +1064,12 @@ impl Importer<'_> {
     }
 
     /// Accounts for a batch whose games committed.
-    fn after_commit(&mut self, batch: &Batch, stats: BatchStats) -> Result<(), Error> {
-        self.totals.games.add(stats);
+    fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
+        let shown_before = self.totals.games.conflicts;
+        for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
+            warn_conflict(batch, conflict, ordinal);
+        }
+        self.totals.games.add(written.stats);
         if let Some(out) = &mut self.rejects_file {
             for outcome in &batch.outcomes {
                 if let Outcome::Rejected(r) = outcome {
@@ -1095,6 +1098,12 @@ impl Importer<'_> {
             "  games:     {} read = {} imported + {} already present + {} rejected",
             g.read, g.imported, g.present, g.rejected
         );
+        if g.conflicts > 0 {
+            eprintln!(
+                "  conflicts: {} of the present games hold an id already taken by other moves (import_conflicts)",
+                g.conflicts
+            );
+        }
         eprintln!(
             "  positions: {} new, {} reused; {:.1}% resolved in memory",
             g.positions_new,
@@ -1127,14 +1136,46 @@ impl Importer<'_> {
     }
 }
 
+/// Says where a conflicting game and the game holding its id are (the
+/// first few of a run; `import_conflicts` has them all).
+fn warn_conflict(batch: &Batch, conflict: &Conflict, ordinal: u64) {
+    const SHOWN: u64 = 10;
+    if ordinal >= SHOWN {
+        if ordinal == SHOWN {
+            eprintln!("pgnload: more conflicts are not shown; see import_conflicts");
+        }
+        return;
+    }
+    let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) else {
+        return;
+    };
+    let holder = &conflict.holder;
+    let place = match (holder.game_number, holder.byte_offset) {
+        (Some(number), Some(offset)) => format!("game #{number} at byte {offset}"),
+        (Some(number), None) => format!("game #{number}"),
+        _ => "a game".to_owned(),
+    };
+    let held_by = match (&holder.game_id, &holder.path) {
+        (Some(id), Some(path)) => format!("games.id {id} ({path}, {place})"),
+        (Some(id), None) => format!("games.id {id}"),
+        (None, _) => format!("{place} of the same input"),
+    };
+    eprintln!(
+        "pgnload: {}: id {}:{} is already held by {held_by} with other moves; \
+         not imported (recorded in import_conflicts)",
+        game.pos, conflict.source, conflict.external_id
+    );
+}
+
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// `lichess_db_2025-05.pgn.zst` → `lichess_db_2025-05` (file_stem leaves `.pgn`).
-fn strip_pgn_suffix(stem: &str) -> String {
-    stem.strip_suffix(".pgn").unwrap_or(stem).to_owned()
-}
+/// `games.source` of games without a Lichess id when `--source` is not
+/// given: one label for every file, so that a player named alike in two
+/// files is one player (games are recognized by content whatever their
+/// label).
+pub const DEFAULT_SOURCE: &str = "pgn";
 
 /// Uncompressed PGN bytes per new position, roughly, for a Lichess month
 /// (games of ~1.5 kB with clocks, ~35 positions each not seen before).
