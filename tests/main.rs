@@ -7,6 +7,7 @@ mod bulk;
 mod common;
 mod crash;
 mod embedded;
+mod faults;
 mod import;
 mod inputs;
 mod parity;

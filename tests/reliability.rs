@@ -326,3 +326,45 @@ fn a_non_lichess_game_is_stored_once_whatever_file_or_label_brings_it() {
         "1"
     );
 }
+
+#[test]
+fn an_import_started_while_the_server_is_down_waits_for_it() {
+    let dir = crate::common::scratch_dir("pgnload-late-server");
+    let cluster =
+        pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");
+    cluster.start_persistent().expect("initialize");
+    cluster.stop().expect("stop");
+    let mut child = crate::common::pgnload()
+        .env("DATABASE_URL", cluster.connection_url())
+        .args(["import"])
+        .arg(crate::common::data("lichess-2025-05-sample.pgn"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    // Start the server once pgnload has failed to connect and said it retries.
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        child.stderr.take().expect("stderr piped"),
+    ));
+    let mut stderr = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr");
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if line.contains("retrying in") {
+            break;
+        }
+    }
+    cluster.start_persistent().expect("start");
+    for line in lines {
+        stderr.push_str(&line.expect("stderr"));
+        stderr.push('\n');
+    }
+    let out = child.wait_with_output().expect("import");
+    let rows = TestDb::existing(cluster.connection_url()).psql("SELECT count(*) FROM games");
+    cluster.stop().expect("stop");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("connecting to"), "{stderr}");
+    assert!(stderr.contains("retrying in"), "{stderr}");
+    assert_eq!(rows, "438");
+}

@@ -192,25 +192,6 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     )?;
     runtime.block_on(async {
         let target = settings.target();
-        let mut db = db::connect(&target).await?;
-        db::migrate(&mut db.client).await?;
-        prepare_connection(&db.client).await?;
-        let positions_db = db::connect(&target).await?;
-        prepare_connection(&positions_db.client).await?;
-        let control = db::connect(&target).await?;
-        let run_id: i64 = control
-            .client
-            .query_one(
-                "INSERT INTO import_runs (pgnload_version, host, pid) VALUES ($1, $2, $3) RETURNING id",
-                &[
-                    &env!("CARGO_PKG_VERSION"),
-                    &hostname(),
-                    &i32::try_from(std::process::id()).unwrap_or(0),
-                ],
-            )
-            .await
-            .map_err(db_err("registering the run"))?
-            .get(0);
         let rejects_file = match &args.rejects {
             Some(path) => Some(
                 OpenOptions::new()
@@ -224,15 +205,30 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             ),
             None => None,
         };
+        let mut retry = Retry::new(settings.retry_seconds);
+        let Start {
+            db,
+            positions_db,
+            control,
+            run_id,
+            chosen,
+            resumed,
+        } = loop {
+            match start(&target, settings, args).await {
+                Ok(start) => break start,
+                Err(error) => {
+                    if !retry.wait(&error, false).await {
+                        return Err(error);
+                    }
+                }
+            }
+        };
         if let Target::Url(_) = &target {
             for advice in crate::tuning::advice(&control.client).await? {
                 eprintln!("pgnload: advice: {advice}");
             }
         }
-        let incoming = estimated_positions(&args.inputs);
-        let Some(chosen) =
-            bulk::choose(&control.client, settings.mode, incoming, args.no_wait).await?
-        else {
+        let Some(chosen) = chosen else {
             eprintln!(
                 "pgnload: a bulk load holds the database (or other imports block one); skipped (--no-wait)"
             );
@@ -249,27 +245,26 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             control.close()?;
             return Ok(ExitStatus::Clean);
         };
-        let (write_mode, bulk_load, relock_sql) = match chosen {
-            Chosen::Incremental => (
-                WriteMode::Incremental,
-                None,
-                "SELECT pg_try_advisory_lock_shared($1)",
-            ),
-            // An unfinished load is continued now (its tables have no
-            // indexes until it finishes, whatever this run imports); a new
-            // one begins with the first input that has games to read.
-            Chosen::Bulk { resuming: true } => {
+        let (write_mode, bulk_load, relock_sql) = match (chosen, resumed) {
+            // An unfinished load is continued (its tables have no indexes
+            // until it finishes, whatever this run imports); a new one
+            // begins with the first input that has games to read.
+            (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
                 eprintln!("pgnload: continuing an unfinished bulk load");
-                let BulkLoad { id, mode } = bulk::begin(&mut db.client).await?;
                 (mode, Some(id), "SELECT pg_try_advisory_lock($1)")
             }
-            Chosen::Bulk { resuming: false } => (
+            (Chosen::Bulk { .. }, None) => (
                 WriteMode::Incremental,
                 None,
                 "SELECT pg_try_advisory_lock($1)",
             ),
+            (Chosen::Incremental, _) => (
+                WriteMode::Incremental,
+                None,
+                "SELECT pg_try_advisory_lock_shared($1)",
+            ),
         };
-        let bulk_pending = chosen == Chosen::Bulk { resuming: false };
+        let bulk_pending = matches!(chosen, Chosen::Bulk { .. }) && bulk_load.is_none();
         let mut importer = Importer {
             settings,
             args,
@@ -363,9 +358,65 @@ fn is_transient(error: &Error) -> bool {
                     "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
                 )
         }
-        // No SQLSTATE: an I/O error on the socket.
-        None => true,
+        // No SQLSTATE: transient if the socket failed (refused, reset),
+        // not if the connection string or the protocol is wrong.
+        None => std::error::Error::source(source)
+            .is_some_and(|cause| cause.downcast_ref::<std::io::Error>().is_some()),
     }
+}
+
+/// The connections and decisions a run starts with.
+struct Start {
+    db: Database,
+    positions_db: Database,
+    control: Database,
+    run_id: i64,
+    /// `None`: skipped, because the lock is taken and `--no-wait` was given.
+    chosen: Option<Chosen>,
+    /// The unfinished bulk load this run continues, if any.
+    resumed: Option<BulkLoad>,
+}
+
+/// Opens a run: connections, migrations, the mode and its lock, the
+/// unfinished bulk load if one is continued, and the run's record (last, so
+/// that a failed attempt leaves no record behind). The caller retries it
+/// as a whole after a transient failure (a server starting up or
+/// restarting, `too_many_connections`, a terminated session): a 3 a.m.
+/// cron job that starts while the server restarts waits for it.
+async fn start(target: &Target, settings: &Settings, args: &ImportArgs) -> Result<Start, Error> {
+    let mut db = db::connect(target).await?;
+    db::migrate(&mut db.client).await?;
+    prepare_connection(&db.client).await?;
+    let positions_db = db::connect(target).await?;
+    prepare_connection(&positions_db.client).await?;
+    let control = db::connect(target).await?;
+    let incoming = estimated_positions(&args.inputs);
+    let chosen = bulk::choose(&control.client, settings.mode, incoming, args.no_wait).await?;
+    let resumed = match chosen {
+        Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
+        _ => None,
+    };
+    let run_id: i64 = control
+        .client
+        .query_one(
+            "INSERT INTO import_runs (pgnload_version, host, pid) VALUES ($1, $2, $3) RETURNING id",
+            &[
+                &env!("CARGO_PKG_VERSION"),
+                &hostname(),
+                &i32::try_from(std::process::id()).ok(),
+            ],
+        )
+        .await
+        .map_err(db_err("registering the run"))?
+        .get(0);
+    Ok(Start {
+        db,
+        positions_db,
+        control,
+        run_id,
+        chosen,
+        resumed,
+    })
 }
 
 /// Bounded retrying of transient database errors: exponential backoff
@@ -391,10 +442,7 @@ impl Retry {
         }
         let delay = db::backoff(self.attempt);
         self.attempt += 1;
-        eprintln!(
-            "pgnload: {error}; rolled back, retrying in {:.1}s",
-            delay.as_secs_f64()
-        );
+        eprintln!("pgnload: {error}; retrying in {:.1}s", delay.as_secs_f64());
         tokio::time::sleep(delay).await;
         true
     }
