@@ -6,6 +6,7 @@
 mod bulk;
 mod common;
 mod embedded;
+mod hostile;
 mod import;
 mod parity;
 mod resume;
