@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 
-use crate::error::SourcePos;
+use crate::error::{RejectReason, SourcePos};
 
 /// A game as read from PGN, before replay: tags and the mainline as written.
 #[derive(Debug, Clone, Default)]
@@ -376,6 +376,36 @@ impl GameMeta {
             other_tags,
         }
     }
+}
+
+/// Longest player or event name pgnload stores, in bytes. PostgreSQL's
+/// B-tree indexes refuse entries over 2,704 bytes, and the unique keys
+/// `players (source, username_key)` and `events (source, event_key)` hold
+/// the name (lowercased for Lichess, which can grow it by half) plus the
+/// source label; 1,024 bytes leaves room for both.
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// Checks that every tag can be stored: PostgreSQL `text` and `jsonb`
+/// cannot hold a NUL byte, and the names that are indexed must fit the
+/// index. Tags are the only text from the file that reaches the database
+/// (moves, FENs and clocks are written by pgnload), so checking them before
+/// replay keeps a bad game from failing the batch it would be written in.
+pub fn check_storable(tags: &[(String, String)]) -> Result<(), RejectReason> {
+    for (name, value) in tags {
+        if name.contains('\0') || value.contains('\0') {
+            return Err(RejectReason::NulByte {
+                tag: name.escape_default().to_string(),
+            });
+        }
+        if matches!(name.as_str(), "White" | "Black" | "Event") && value.len() > MAX_NAME_BYTES {
+            return Err(RejectReason::NameTooLong {
+                tag: name.clone(),
+                bytes: value.len(),
+                limit: MAX_NAME_BYTES,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn parse_int(s: &str) -> Option<i32> {
