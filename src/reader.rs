@@ -118,7 +118,11 @@ struct Window<'a> {
 impl Window<'_> {
     /// The byte at stream offset `at`, `None` at the end of the stream.
     fn get(&self, at: u64) -> Result<Option<u8>, More> {
-        let i = usize::try_from(at - self.base).unwrap_or(usize::MAX);
+        // The scanner never looks behind its position, which is kept.
+        let i = at
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(usize::MAX);
         match self.data.get(i) {
             Some(b'\r') => match self.data.get(i + 1) {
                 Some(b'\n') => Ok(Some(b'\r')),
@@ -136,7 +140,10 @@ impl Window<'_> {
     /// counting as a newline when it is one); `None` at the end. When the
     /// bytes read so far hold none, `Err` gives the offset to search on from.
     fn find(&self, from: u64, needle: u8) -> Result<Option<u64>, u64> {
-        let start = usize::try_from(from - self.base).unwrap_or(usize::MAX);
+        let start = from
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(usize::MAX);
         let rest = self.data.get(start..).unwrap_or_default();
         let mut at = 0;
         loop {
@@ -180,9 +187,11 @@ enum State {
     },
     /// `[` opens a tag, anything else the movetext.
     TagOrMovetext,
-    /// After `[`: the name, up to `"`, `]` or a newline.
+    /// After `[`: the name, up to `"`, `]` or a newline (`space`: the
+    /// last byte was a space, which is not part of the name).
     TagName {
         open: u64,
+        space: bool,
     },
     /// Inside the quotes.
     TagValue {
@@ -342,7 +351,10 @@ impl Scanner {
                         if self.tag_count > MAX_TAGS {
                             self.fail(RejectReason::TooManyTags { limit: MAX_TAGS });
                         }
-                        self.state = State::TagName { open: self.pos };
+                        self.state = State::TagName {
+                            open: self.pos,
+                            space: false,
+                        };
                         self.pos += 1;
                     }
                     Some(_) => {
@@ -350,18 +362,13 @@ impl Scanner {
                         self.state = State::Movetext;
                     }
                 },
-                State::TagName { open } => match w.get(self.pos)? {
+                State::TagName { open, space } => match w.get(self.pos)? {
                     None => {
                         self.fail(RejectReason::Syntax("unterminated tag".into()));
                         return Ok(Boundary::End);
                     }
                     Some(b'"') => {
-                        let name_end = if self.pos > open + 1 && w.get(self.pos - 1)? == Some(b' ')
-                        {
-                            self.pos - 1
-                        } else {
-                            self.pos
-                        };
+                        let name_end = if space { self.pos - 1 } else { self.pos };
                         self.state = State::TagValue {
                             open,
                             name: (open + 1, name_end),
@@ -373,7 +380,13 @@ impl Scanner {
                         self.pos += 1;
                         self.state = State::Ket { open, tag: None };
                     }
-                    Some(_) => self.pos += 1,
+                    Some(b) => {
+                        self.pos += 1;
+                        self.state = State::TagName {
+                            open,
+                            space: b == b' ',
+                        };
+                    }
                 },
                 State::TagValue { open, name, value } => match w.get(self.pos)? {
                     None => {
@@ -462,7 +475,9 @@ impl Scanner {
                     };
                 }
                 State::Movetext => {
-                    let i = usize::try_from(self.pos - w.base).unwrap_or(usize::MAX);
+                    let i = (self.pos.checked_sub(w.base))
+                        .and_then(|i| usize::try_from(i).ok())
+                        .unwrap_or(usize::MAX);
                     let rest = w.data.get(i..).unwrap_or_default();
                     let Some(p) = rest.iter().position(|&c| MOVETEXT_STOP[usize::from(c)]) else {
                         if w.eof {

@@ -2,14 +2,32 @@
 //! rejected whole, never stops the file, and never reaches the database in
 //! a form PostgreSQL refuses.
 
-use std::sync::Arc;
+use std::{io::Write, sync::Arc};
 
 use pgnload::{
+    error::RejectReason,
+    model::MAX_NAME_BYTES,
     pipeline::{Outcome, PipelineConfig, process_chunk},
-    reader::GameSplitter,
+    reader::{GameSplitter, MAX_TAGS},
 };
 
-use crate::common::data;
+use crate::common::{data, fresh_db, run};
+
+/// A good game after each hostile one: it must come out whole, as game 2.
+const NEXT: &[u8] = b"[Event \"next\"]\n[White \"x\"]\n\n1. d4 d5 *\n\n";
+
+/// `[Event "<n bytes>"]`-style tag line.
+fn long_tag(name: &str, bytes: usize) -> Vec<u8> {
+    format!("[{name} \"{}\"]\n", "x".repeat(bytes)).into_bytes()
+}
+
+/// The Event of a game, or why it was rejected.
+fn summary(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Game(g) => format!("event {:?}", g.meta.event.as_deref().unwrap_or("")),
+        Outcome::Rejected(r) => format!("rejected: {}", r.rejection.reason),
+    }
+}
 
 /// Every game of `bytes`, processed: a game or a rejection each.
 fn outcomes(bytes: &[u8]) -> Vec<Outcome> {
@@ -157,4 +175,231 @@ fn content_digests_are_pinned() {
         let bytes = std::fs::read(data(file)).expect("corpus file");
         assert_eq!(external_ids(&bytes), *digests, "{file}");
     }
+}
+
+#[test]
+fn tag_syntax_problems_never_split_a_game() {
+    let quoted = "The \"Big\" Open";
+    let cases: Vec<(Vec<u8>, String)> = vec![
+        // python-chess 1.11.2 reads one game with this Event.
+        (
+            b"[Event \"The \"Big\" Open\"]\n[White \"a\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            format!("event {quoted:?}"),
+        ),
+        // python-chess splits this one in three; pgnload rejects it whole.
+        (
+            b"[Event \"The\nBig\"]\n[White \"a\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            "rejected: syntax error: newline inside a tag value".into(),
+        ),
+        (
+            b"[Event \"Three\nline\nvalue\"]\n[White \"a\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            "rejected: syntax error: newline inside a tag value".into(),
+        ),
+        (
+            b"[Event \"ket\"]]\n[White \"a\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            "rejected: syntax error: malformed tag line \"[Event \\\"ket\\\"]]\"".into(),
+        ),
+        (
+            [
+                long_tag("Opening", 20_000),
+                b"[Event \"long opening\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            ]
+            .concat(),
+            "event \"long opening\"".into(),
+        ),
+        (
+            [
+                long_tag("Event", 20_000),
+                b"[White \"a\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            ]
+            .concat(),
+            format!(
+                "rejected: tag Event is 20000 bytes long; names are limited to {MAX_NAME_BYTES} bytes"
+            ),
+        ),
+        (
+            b"[Event \"a\"]\n[White \"Jo\0hn\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            "rejected: NUL byte in tag \"White\"".into(),
+        ),
+        (
+            b"[Event \"J\0\"]\n\n1. e4 e5 1-0\n\n".to_vec(),
+            "rejected: NUL byte in tag \"Event\"".into(),
+        ),
+        (
+            [
+                (0..=MAX_TAGS)
+                    .flat_map(|i| format!("[T{i} \"v\"]\n").into_bytes())
+                    .collect::<Vec<u8>>(),
+                b"\n1. e4 e5 1-0\n\n".to_vec(),
+            ]
+            .concat(),
+            format!(
+                "rejected: {}",
+                RejectReason::TooManyTags { limit: MAX_TAGS }
+            ),
+        ),
+    ];
+    for (game, expected) in cases {
+        let shown = String::from_utf8_lossy(&game[..game.len().min(80)]).into_owned();
+        let outcomes = outcomes(&[&game[..], NEXT].concat());
+        let summaries: Vec<String> = outcomes.iter().map(summary).collect();
+        assert_eq!(
+            summaries,
+            [expected, "event \"next\"".to_owned()],
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn lone_cr_line_ends_read_every_game() {
+    let pgn = b"[Event \"a\"]\r[White \"w\"]\r\r1. e4 e5 1-0\r\r[Event \"b\"]\r\r1. d4 *\r\r[Event \"c\"]\r\r1. c4 {a\rcomment} *\r";
+    let outcomes = outcomes(pgn);
+    let summaries: Vec<String> = outcomes.iter().map(summary).collect();
+    assert_eq!(summaries, ["event \"a\"", "event \"b\"", "event \"c\""]);
+    let Outcome::Game(first) = &outcomes[0] else {
+        panic!("game 1 rejected")
+    };
+    assert_eq!(first.meta.white.name.as_deref(), Some("w"));
+    assert_eq!(first.plies.len(), 2);
+}
+
+/// What an import printed, and the database after it.
+fn import_counts(db: &crate::common::TestDb, file: &std::path::Path) -> (Option<i32>, String) {
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("import").arg(file);
+        c
+    });
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Items 2, 3, 4, 19 and 22 of issue 12 against a real database: each
+/// hostile game is rejected whole with its reason, or imported whole; the
+/// others are imported; a rerun finds every game present.
+#[test]
+fn hostile_tags_reach_the_database_whole_or_not_at_all() {
+    let good = |n: u32| format!("[Event \"good {n}\"]\n\n1. e4 e5 2. Nf3 1-0\n\n").into_bytes();
+    let big_name = "n".repeat(3_000);
+    let parts: Vec<(Vec<u8>, Option<&str>)> = vec![
+        (good(1), None),
+        (b"[Event \"nul\"]\n[White \"Jo\0hn\"]\n\n1. e4 *\n\n".to_vec(), Some("NUL byte in tag \"White\"")),
+        (b"[Event \"N\0L\"]\n\n1. e4 *\n\n".to_vec(), Some("NUL byte in tag \"Event\"")),
+        (b"[Event \"x\"]\n[Annotator \"\0\"]\n\n1. e4 *\n\n".to_vec(), Some("NUL byte in tag \"Annotator\"")),
+        (good(2), None),
+        (format!("[Event \"long white\"]\n[White \"{big_name}\"]\n\n1. e4 *\n\n").into_bytes(), Some("tag White is 3000 bytes long")),
+        (format!("[Event \"{big_name}\"]\n\n1. e4 *\n\n").into_bytes(), Some("tag Event is 3000 bytes long")),
+        (b"[Event \"The \"Big\" Open\"]\n[White \"quoted\"]\n\n1. e4 e5 1-0\n\n".to_vec(), None),
+        (b"[Event \"The\nBig\"]\n[White \"split\"]\n\n1. e4 e5 1-0\n\n".to_vec(), Some("newline inside a tag value")),
+        ([long_tag("Opening", 20_000), b"[Event \"long opening\"]\n\n1. c4 *\n\n".to_vec()].concat(), None),
+        (b"[Event \"partial\"]\n[Date \"1997.05.??\"]\n[White \"A\"]\n[White \"B\"]\n[WhiteElo \"2700?\"]\n\n1. e4 e5 *\n\n".to_vec(), None),
+        (good(3), None),
+        (b"[Event \"mac 1\"]\r\r1. e4 *\r\r[Event \"mac 2\"]\r\r1. d4 *\r\r[Event \"mac 3\"]\r\r1. c4 *\r".to_vec(), None),
+    ];
+    let mut pgn = Vec::new();
+    let mut expected_rejects = Vec::new();
+    for (i, (bytes, reason)) in parts.iter().enumerate() {
+        if let Some(reason) = reason {
+            expected_rejects.push((i + 1, pgn.len(), bytes.clone(), *reason));
+        }
+        pgn.extend_from_slice(bytes);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("hostile-tags.pgn");
+    std::fs::write(&file, &pgn).expect("write");
+    let db = fresh_db("hostile_tags");
+
+    // 13 parts, the last of them 3 games: 15 read.
+    let (code, stderr) = import_counts(&db, &file);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("15 read = 9 imported + 0 already present + 6 rejected"),
+        "{stderr}"
+    );
+    let rows = db.psql(
+        "SELECT game_number, byte_offset, reason, encode(raw, 'hex') FROM import_rejects ORDER BY game_number",
+    );
+    let rows: Vec<&str> = rows.lines().collect();
+    assert_eq!(rows.len(), expected_rejects.len(), "{rows:?}");
+    for (row, (number, offset, bytes, reason)) in rows.iter().zip(&expected_rejects) {
+        let fields: Vec<&str> = row.split('|').collect();
+        assert_eq!(fields[0], number.to_string(), "{row}");
+        assert_eq!(fields[1], offset.to_string(), "{row}");
+        assert!(fields[2].contains(reason), "{row}");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fields[3], hex, "game {number} not kept whole");
+    }
+    assert_eq!(
+        db.psql("SELECT string_agg(e.name, ',' ORDER BY g.game_number) FROM games g JOIN events e ON e.id = g.event_id"),
+        "good 1,good 2,The \"Big\" Open,long opening,partial,good 3,mac 1,mac 2,mac 3"
+    );
+    assert_eq!(
+        db.psql("SELECT length(opening) FROM games WHERE opening IS NOT NULL"),
+        "20000"
+    );
+    assert_eq!(
+        db.psql("SELECT w.username, g.started_at IS NULL, g.tags::text FROM games g JOIN players w ON w.id = g.white_player_id JOIN events e ON e.id = g.event_id WHERE e.name = 'partial'"),
+        r#"A|t|{"Date": "1997.05.??", "White": "B", "WhiteElo": "2700?"}"#
+    );
+
+    // A rerun imports nothing twice and fails on nothing.
+    let (code, stderr) = import_counts(&db, &file);
+    assert!(matches!(code, Some(0 | 1)), "{stderr}");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "9");
+    assert_eq!(db.psql("SELECT count(*) FROM import_rejects"), "6");
+}
+
+/// Item 14: a game of 9,000,000 tags (207 MB) and a game of many tags under
+/// the byte cap are rejected without holding their tags in memory.
+#[test]
+fn a_game_of_millions_of_tags_is_rejected_in_bounded_memory() {
+    let db = fresh_db("many_tags");
+    let mut child = db
+        .pgnload()
+        .args(["import", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+        stdin.write_all(b"[Event \"first\"]\n\n1. e4 *\n\n")?;
+        let line = b"[Tag \"value-of-a-tag\"]\n";
+        let block: Vec<u8> = line.repeat(100_000);
+        for _ in 0..90 {
+            stdin.write_all(&block)?;
+        }
+        stdin.write_all(b"\n1. e4 *\n\n")?;
+        // Under the default 8 MiB cap, but far over the tag limit.
+        for _ in 0..3 {
+            stdin.write_all(&block)?;
+        }
+        stdin.write_all(b"\n1. e4 *\n\n[Event \"last\"]\n\n1. d4 *\n\n")
+    });
+    let result = child.wait_with_output().expect("wait for pgnload");
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    let written = writer.join().expect("writer thread");
+    assert!(written.is_ok(), "pgnload stopped reading: {stderr}");
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("4 read = 2 imported + 0 already present + 2 rejected"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql("SELECT string_agg(reason, ' | ' ORDER BY game_number) FROM import_rejects"),
+        format!(
+            "game too large: 207000010 bytes exceeds the limit of 8388608 bytes | too many tags: more than {MAX_TAGS}"
+        )
+    );
+    let max_rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage")
+        .max_rss();
+    assert!(
+        max_rss_kib < 256 * 1024,
+        "a child used {max_rss_kib} KiB for 207 MB of tags"
+    );
 }
