@@ -73,6 +73,32 @@ pub enum RejectReason {
         /// The configured limit.
         limit: u64,
     },
+    /// The game has more tags than pgnload keeps per game
+    /// ([`crate::reader::MAX_TAGS`]), which bounds the memory a game costs.
+    #[error("too many tags: more than {limit}")]
+    TooManyTags {
+        /// The limit.
+        limit: usize,
+    },
+    /// A tag name or value holds a NUL byte, which PostgreSQL `text` and
+    /// `jsonb` cannot store.
+    #[error("NUL byte in tag {tag:?}")]
+    NulByte {
+        /// The tag's name (NUL bytes shown escaped).
+        tag: String,
+    },
+    /// A player or event name is longer than pgnload stores
+    /// ([`crate::model::MAX_NAME_BYTES`]): the unique keys on players and
+    /// events could not index it.
+    #[error("tag {tag} is {bytes} bytes long; names are limited to {limit} bytes")]
+    NameTooLong {
+        /// `White`, `Black` or `Event`.
+        tag: String,
+        /// The value's length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The game has more plies than the configured limit (`max_plies`).
     #[error("game too long: more than {limit} plies")]
     TooManyPlies {

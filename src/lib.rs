@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! source (file/stdin, zstd/bzip2/gzip sniffed from magic bytes)
-//!   → reader::GameSplitter   the only pgn-reader Visitor: one chunk per game with its verbatim
-//!                            bytes, file, game number, byte offset, and its tags and mainline
-//!   → reader::take_game      checks needing the raw bytes (size, garbage, result marker)
+//!   → reader::GameSplitter   one chunk per game (pgn-reader's boundaries) with its verbatim
+//!                            bytes, file, game number, byte offset, and where its tags are
+//!   → reader::take_game      the only pgn-reader Visitor: tags and mainline, and the checks
+//!                            needing the raw bytes (size, garbage, result marker, storable text)
 //!   → replay::replay_game    shakmaty replay → GameRecord (positions, normalized FENs, digests)
 //! ```
 //!

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 
-use crate::error::SourcePos;
+use crate::error::{RejectReason, SourcePos};
 
 /// A game as read from PGN, before replay: tags and the mainline as written.
 #[derive(Debug, Clone, Default)]
@@ -253,8 +253,14 @@ pub struct GameMeta {
     pub opening: Option<String>,
     /// `Result` tag.
     pub result: Option<GameResult>,
-    /// Every tag not mapped to a field above, in file order.
+    /// Every tag not mapped to a field above, in file order. Part of the
+    /// content digest ([`crate::replay::GameRecord::external_id`]).
     pub other_tags: Vec<(String, String)>,
+    /// Mapped tags that their field does not hold as written (a partial
+    /// `Date`, an Elo of `2700?`, a second `White`, a `Termination` outside
+    /// the enum), kept raw so nothing written is lost. Not part of the
+    /// content digest, which must stay what earlier versions computed.
+    pub kept_tags: Vec<(String, String)>,
 }
 
 /// Tags that [`GameMeta::from_tags`] maps to typed fields (and so leaves out
@@ -322,20 +328,26 @@ impl GameMeta {
     /// Builds the typed view of `tags`. A field comes from the first tag of
     /// its name, trimmed; empty and `?` values count as absent.
     pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
-        // One pass: the first value of each typed tag, and the other tags.
-        let mut first: [Option<&str>; Typed::COUNT] = [None; Typed::COUNT];
+        // One pass: the first value of each typed tag, and the other tags;
+        // a later typed tag with another value is kept raw.
+        let mut first: [Option<(&str, &str)>; Typed::COUNT] = [None; Typed::COUNT];
         let mut other_tags = Vec::new();
+        let mut later = Vec::new();
         for (name, value) in tags {
             match Typed::of(name) {
-                Some(typed) => {
-                    first[typed as usize].get_or_insert(value.as_str());
-                }
+                Some(typed) => match first[typed as usize] {
+                    None => first[typed as usize] = Some((name.as_str(), value.as_str())),
+                    Some((_, earlier)) if earlier != value => {
+                        later.push((name.clone(), value.clone()));
+                    }
+                    Some(_) => {}
+                },
                 None => other_tags.push((name.clone(), value.clone())),
             }
         }
         let get = |typed: Typed| {
             first[typed as usize]
-                .map(str::trim)
+                .map(|(_, value)| value.trim())
                 .filter(|v| !v.is_empty() && *v != "?")
         };
         let owned = |typed: Typed| get(typed).map(str::to_owned);
@@ -346,6 +358,55 @@ impl GameMeta {
             title: owned(title),
         };
         let time_control = owned(Typed::TimeControl);
+        // First values their field cannot hold as written, kept raw (before
+        // the later duplicates, so a name's first raw value comes first).
+        let utc_day = get(Typed::UtcDate).and_then(parse_pgn_date);
+        let lost = |typed: Typed, held: bool| {
+            let has_data = get(typed).is_some_and(|v| v.bytes().any(|b| b.is_ascii_alphanumeric()));
+            first[typed as usize]
+                .filter(|_| !held && has_data)
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        };
+        let date_held = match (utc_day, get(Typed::Date).and_then(parse_pgn_date)) {
+            (None, Some(_)) => true,
+            (Some(utc), Some(date)) => utc == date,
+            (_, None) => false,
+        };
+        let unheld = [
+            lost(
+                Typed::WhiteElo,
+                get(Typed::WhiteElo).and_then(parse_int).is_some(),
+            ),
+            lost(
+                Typed::BlackElo,
+                get(Typed::BlackElo).and_then(parse_int).is_some(),
+            ),
+            lost(
+                Typed::WhiteRatingDiff,
+                get(Typed::WhiteRatingDiff).and_then(parse_int).is_some(),
+            ),
+            lost(
+                Typed::BlackRatingDiff,
+                get(Typed::BlackRatingDiff).and_then(parse_int).is_some(),
+            ),
+            lost(Typed::UtcDate, utc_day.is_some()),
+            lost(
+                Typed::UtcTime,
+                utc_day.is_some()
+                    && get(Typed::UtcTime)
+                        .is_some_and(|t| NaiveTime::parse_from_str(t, "%H:%M:%S").is_ok()),
+            ),
+            lost(Typed::Date, date_held),
+            lost(
+                Typed::Termination,
+                get(Typed::Termination).is_some_and(|t| termination_label(t) != "other"),
+            ),
+            lost(
+                Typed::Result,
+                get(Typed::Result).and_then(GameResult::from_tag).is_some(),
+            ),
+        ];
+        let kept_tags: Vec<(String, String)> = unheld.into_iter().flatten().chain(later).collect();
         GameMeta {
             lichess_id: get(Typed::Site)
                 .and_then(lichess_game_id)
@@ -374,8 +435,61 @@ impl GameMeta {
             opening: owned(Typed::Opening),
             result: get(Typed::Result).and_then(GameResult::from_tag),
             other_tags,
+            kept_tags,
         }
     }
+
+    /// `games.tags`: every tag no column holds as written (`other_tags`,
+    /// then `kept_tags`), as a JSON object. A name written more than once
+    /// maps to an array of its values in file order, so none is lost.
+    pub fn tags_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::Value;
+        let mut map = serde_json::Map::new();
+        for (name, value) in self.other_tags.iter().chain(&self.kept_tags) {
+            let value = Value::String(value.clone());
+            match map.get_mut(name) {
+                None => {
+                    map.insert(name.clone(), value);
+                }
+                Some(Value::Array(values)) => values.push(value),
+                Some(single) => {
+                    let earlier = single.take();
+                    *single = Value::Array(vec![earlier, value]);
+                }
+            }
+        }
+        map
+    }
+}
+
+/// Longest player or event name pgnload stores, in bytes. PostgreSQL's
+/// B-tree indexes refuse entries over 2,704 bytes, and the unique keys
+/// `players (source, username_key)` and `events (source, event_key)` hold
+/// the name (lowercased for Lichess, which can grow it by half) plus the
+/// source label; 1,024 bytes leaves room for both.
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// Checks that every tag can be stored: PostgreSQL `text` and `jsonb`
+/// cannot hold a NUL byte, and the names that are indexed must fit the
+/// index. Tags are the only text from the file that reaches the database
+/// (moves, FENs and clocks are written by pgnload), so checking them before
+/// replay keeps a bad game from failing the batch it would be written in.
+pub fn check_storable(tags: &[(String, String)]) -> Result<(), RejectReason> {
+    for (name, value) in tags {
+        if name.contains('\0') || value.contains('\0') {
+            return Err(RejectReason::NulByte {
+                tag: name.escape_default().to_string(),
+            });
+        }
+        if matches!(name.as_str(), "White" | "Black" | "Event") && value.len() > MAX_NAME_BYTES {
+            return Err(RejectReason::NameTooLong {
+                tag: name.clone(),
+                bytes: value.len(),
+                limit: MAX_NAME_BYTES,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn parse_int(s: &str) -> Option<i32> {
@@ -671,6 +785,86 @@ mod tests {
         assert_eq!(
             meta.other_tags,
             tags(&[("Annotator", "a"), ("Annotator", "b")])
+        );
+    }
+
+    #[test]
+    fn tags_no_column_holds_as_written_are_kept_raw() {
+        let meta = GameMeta::from_tags(&tags(&[
+            ("Date", "1997.05.??"),
+            ("White", "First"),
+            ("White", "Second"),
+            ("White", "First"),
+            ("WhiteElo", "2700?"),
+            ("BlackElo", "2650"),
+            ("Termination", "Adjudication"),
+            ("Result", "1-0 (forfeit)"),
+            ("UTCTime", "12:00:00"),
+            ("Annotator", "a"),
+            ("Annotator", "b"),
+            ("Round", "?"),
+        ]));
+        assert_eq!(meta.white.name.as_deref(), Some("First"));
+        assert_eq!(meta.started_at, None);
+        assert_eq!(
+            meta.kept_tags,
+            tags(&[
+                ("WhiteElo", "2700?"),
+                ("UTCTime", "12:00:00"),
+                ("Date", "1997.05.??"),
+                ("Termination", "Adjudication"),
+                ("Result", "1-0 (forfeit)"),
+                ("White", "Second"),
+            ])
+        );
+        let json = serde_json::Value::Object(meta.tags_json()).to_string();
+        assert_eq!(
+            json,
+            r#"{"Annotator":["a","b"],"Date":"1997.05.??","Result":"1-0 (forfeit)","Termination":"Adjudication","UTCTime":"12:00:00","White":"Second","WhiteElo":"2700?"}"#
+        );
+        // Held exactly (or carrying nothing): nothing kept.
+        let lichess = GameMeta::from_tags(&tags(&[
+            ("Date", "2025.05.01"),
+            ("UTCDate", "2025.05.01"),
+            ("UTCTime", "00:00:06"),
+            ("WhiteElo", "1500"),
+            ("BlackElo", "?"),
+            ("WhiteRatingDiff", "+5"),
+            ("Termination", "Time forfeit"),
+            ("Result", "1-0"),
+            ("Date", "2025.05.01"),
+        ]));
+        assert_eq!(lichess.kept_tags, []);
+        let unknown = GameMeta::from_tags(&tags(&[("Date", "????.??.??")]));
+        assert_eq!(unknown.kept_tags, []);
+    }
+
+    #[test]
+    fn unstorable_tags_are_refused() {
+        assert_eq!(
+            check_storable(&tags(&[("White", "Jo\0hn")])),
+            Err(RejectReason::NulByte {
+                tag: "White".into()
+            })
+        );
+        assert_eq!(
+            check_storable(&tags(&[("A\0", "x")])),
+            Err(RejectReason::NulByte {
+                tag: "A\\u{0}".into()
+            })
+        );
+        let long = "x".repeat(MAX_NAME_BYTES + 1);
+        assert!(matches!(
+            check_storable(&tags(&[("Event", long.as_str())])),
+            Err(RejectReason::NameTooLong { bytes, .. }) if bytes == MAX_NAME_BYTES + 1
+        ));
+        let fits = "x".repeat(MAX_NAME_BYTES);
+        assert_eq!(
+            check_storable(&tags(&[
+                ("Black", fits.as_str()),
+                ("Opening", long.as_str())
+            ])),
+            Ok(())
         );
     }
 

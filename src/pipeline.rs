@@ -1,8 +1,8 @@
 //! The parse side of every command, as stages connected by bounded channels:
 //!
 //! ```text
-//! read thread:    open → GameSplitter (split + parse) → ChunkBatch ──bounded──▶
-//! process thread: rayon over the batch: take_game + replay_game → Batch ──bounded──▶ consumer
+//! read thread:    open → GameSplitter (split, locate tags) → ChunkBatch ──bounded──▶
+//! process thread: rayon over the batch: take_game (parse) + replay_game → Batch ──bounded──▶ consumer
 //! ```
 //!
 //! Bounded channels make a slow consumer (the database) hold back the

@@ -3,24 +3,30 @@
 //!
 //! Two steps, on purpose:
 //!
-//! 1. [`GameSplitter`] (one thread, over the decompressed stream) reads one
-//!    game at a time with pgn-reader, so the game boundaries are exactly
-//!    pgn-reader's, and keeps with each game its verbatim bytes (for the
-//!    rejects table), its game number and the byte offset of its first byte
-//!    (for error messages and checkpoints), plus what the visitor parsed:
-//!    tags and the mainline with clocks, evals and NAGs (variations are
-//!    skipped: only the mainline is imported). Memory is bounded: a game
-//!    larger than `max_game_bytes` is kept only as its first bytes and
-//!    marked too large, whatever its size.
-//! 2. [`take_game`] (in parallel, per chunk) makes the checks that need the
-//!    raw bytes (size, garbage in the movetext, a missing result marker) and
-//!    hands the [`RawGame`] on to replay.
+//! 1. [`GameSplitter`] (one thread, over the decompressed stream) finds
+//!    where each game ends and where its tags are, with a small state
+//!    machine that follows pgn-reader's own rules, so the game boundaries
+//!    (and game numbers, offsets and tags of well-formed games) are
+//!    exactly pgn-reader's. Where pgn-reader would lose its footing in the
+//!    tags (a quote inside a value, a value cut by a newline, a stray `]`)
+//!    and split one game into a fragment and a phantom game, the splitter
+//!    keeps the game whole. A lone CR ends a line, as in python-chess.
+//!    Each game keeps its verbatim bytes (for the rejects table), its game
+//!    number and the byte offset of its first byte. Memory is bounded: a
+//!    game larger than `max_game_bytes` is kept only as its first bytes and
+//!    marked too large, whatever its size, and at most [`MAX_TAGS`] tags
+//!    are recorded.
+//! 2. [`take_game`] (in parallel, per chunk) decodes the tags, parses the
+//!    movetext with pgn-reader (mainline, clocks, evals, NAGs), makes the
+//!    checks that need the raw bytes (size, garbage, a missing result
+//!    marker, bytes PostgreSQL cannot store) and hands the [`RawGame`] on
+//!    to replay.
 
 use std::{
     borrow::Cow,
     io::{self, Read},
-    ops::ControlFlow,
-    sync::{Arc, Mutex, PoisonError},
+    ops::{ControlFlow, Range},
+    sync::Arc,
 };
 
 use pgn_reader::{Nag, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
@@ -28,19 +34,23 @@ use shakmaty::KnownOutcome;
 
 use crate::{
     error::{RejectReason, SourcePos},
-    model::{GameResult, RawGame, RawMove, parse_comment_commands},
+    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
 };
 
-/// Longest tag line pgn-reader is asked to support (Lichess `Opening` names
-/// and long `Event`s exceed the PGN standard's 255).
+/// Longest tag line pgn-reader is asked to support in [`scan_only`], and
+/// how far the splitter looks past a tag value cut by a newline for the
+/// rest of that value.
 const TAG_LINE_BYTES: usize = 4096;
 
-/// How many bytes the splitter keeps after an oversized game's head: more
-/// than pgn-reader's read-ahead (16 KiB with our settings), so the start of
-/// the next game is never lost.
-const TAIL_KEEP: usize = 256 * 1024;
+/// Tags recorded per game at most; a game with more is rejected. Real games
+/// carry a few dozen; without a bound, a hostile game of tiny tags costs
+/// ~100 bytes of memory per 7 bytes of input.
+pub const MAX_TAGS: usize = 1000;
 
-/// One game as read: its verbatim bytes and what the visitor made of them.
+/// Bytes read from the source at a time.
+const BLOCK: usize = 64 * 1024;
+
+/// One game as read: its verbatim bytes and where its parts are.
 #[derive(Debug, Clone)]
 pub struct GameChunk {
     /// Where the game is.
@@ -49,8 +59,8 @@ pub struct GameChunk {
     pub bytes: Vec<u8>,
     /// The game's full length in the stream.
     pub total_len: u64,
-    /// Tags and mainline, or why pgn-reader could not read them.
-    pub parsed: Result<RawGame, RejectReason>,
+    /// Where the splitter found the tags and the movetext.
+    scan: GameScan,
 }
 
 impl GameChunk {
@@ -60,107 +70,544 @@ impl GameChunk {
     }
 }
 
-/// Bytes read from the source, kept from the current game's start.
-///
-/// `buf[start..]` holds stream bytes from offset `base` on; consumed games
-/// advance `start` and the buffer is compacted only when the dead prefix is
-/// large, so a game costs one copy in and one copy out, not a memmove of the
-/// whole read-ahead.
-#[derive(Debug, Default)]
-struct Recording {
-    /// Stream offset of `buf[start]`.
+/// A tag found by the splitter, by offsets into the game's bytes.
+#[derive(Debug, Clone)]
+enum TagSpan {
+    /// `[Name "value"]` as pgn-reader reads it: the name is what precedes
+    /// the opening quote (less one space); the value is backslash-escaped.
+    Quoted {
+        name: Range<usize>,
+        value: Range<usize>,
+    },
+    /// A whole tag line pgn-reader misreads (`[Event "The "Big" Open"]`):
+    /// read as python-chess reads it, else the game is rejected.
+    Line(Range<usize>),
+}
+
+/// What the splitter learnt about one game.
+#[derive(Debug, Clone, Default)]
+struct GameScan {
+    tags: Vec<TagSpan>,
+    /// Offset of the movetext in the game's bytes (its length when none).
+    movetext: Option<usize>,
+    /// Why the game cannot be read, when the splitter already knows.
+    problem: Option<RejectReason>,
+}
+
+/// The scanner needs bytes that are not read yet.
+#[derive(Debug)]
+struct More;
+
+/// Where the scanner stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Boundary {
+    /// The next game starts at this stream offset.
+    NextGame(u64),
+    /// The stream ended.
+    End,
+}
+
+/// The bytes read so far, seen with every lone CR as a newline (1:1, so
+/// offsets are the stream's).
+struct Window<'a> {
+    data: &'a [u8],
     base: u64,
-    buf: Vec<u8>,
-    start: usize,
-    /// Set once the current game outgrew the cap: its first `cap` bytes.
-    head: Option<Vec<u8>>,
-    cap: usize,
-    /// The source failed (as opposed to a PGN syntax complaint).
-    source_failed: bool,
+    eof: bool,
 }
 
-impl Recording {
-    fn live(&self) -> usize {
-        self.buf.len() - self.start
-    }
-
-    fn end(&self) -> u64 {
-        self.base + self.live() as u64
-    }
-
-    fn append(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-        if self.head.is_none() && self.live() > self.cap + TAIL_KEEP {
-            self.head = Some(self.buf[self.start..self.start + self.cap].to_vec());
-        }
-        if self.head.is_some() && self.live() > 2 * TAIL_KEEP {
-            let drop = self.live() - TAIL_KEEP;
-            self.advance(drop);
-        }
-    }
-
-    fn advance(&mut self, n: usize) {
-        self.start += n;
-        self.base += n as u64;
-        if self.start >= TAIL_KEEP && self.start * 2 >= self.buf.len() {
-            self.buf.drain(..self.start);
-            self.start = 0;
+impl Window<'_> {
+    /// The byte at stream offset `at`, `None` at the end of the stream.
+    fn get(&self, at: u64) -> Result<Option<u8>, More> {
+        // The scanner never looks behind its position, which is kept.
+        let i = at
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(usize::MAX);
+        match self.data.get(i) {
+            Some(b'\r') => match self.data.get(i + 1) {
+                Some(b'\n') => Ok(Some(b'\r')),
+                Some(_) => Ok(Some(b'\n')),
+                None if self.eof => Ok(Some(b'\n')),
+                None => Err(More),
+            },
+            Some(&b) => Ok(Some(b)),
+            None if self.eof => Ok(None),
+            None => Err(More),
         }
     }
 
-    /// Forgets everything before stream offset `start` (the next game's start).
-    fn restart_at(&mut self, offset: u64) {
-        let drop = usize::try_from(offset.saturating_sub(self.base))
-            .unwrap_or(usize::MAX)
-            .min(self.live());
-        self.advance(drop);
-        self.head = None;
+    /// The first offset at or after `from` whose byte is `needle` (CR
+    /// counting as a newline when it is one); `None` at the end. When the
+    /// bytes read so far hold none, `Err` gives the offset to search on from.
+    fn find(&self, from: u64, needle: u8) -> Result<Option<u64>, u64> {
+        let start = from
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(usize::MAX);
+        let rest = self.data.get(start..).unwrap_or_default();
+        let mut at = 0;
+        loop {
+            let hit = rest[at..]
+                .iter()
+                .position(|&c| c == needle || (needle == b'\n' && c == b'\r'));
+            match hit {
+                Some(p) => {
+                    let offset = from + (at + p) as u64;
+                    match self.get(offset) {
+                        Ok(Some(b)) if b == needle => return Ok(Some(offset)),
+                        Ok(_) => at += p + 1,
+                        // A CR at the end of what was read: look again there.
+                        Err(More) => return Err(offset),
+                    }
+                }
+                None if self.eof => return Ok(None),
+                None => return Err(from + rest.len() as u64),
+            }
+        }
+    }
+}
+
+/// Scanner state, between calls (pgn-reader's reading loop, unrolled).
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// Whitespace and `%` lines before a game (pgn-reader's `before_game`).
+    Between {
+        new_line: bool,
+        bom: bool,
+    },
+    /// Whitespace after a tag (pgn-reader's `skip_whitespace`); `line` is
+    /// the tag's `[` while still on the tag's line.
+    AfterTag {
+        new_line: bool,
+        line: Option<u64>,
+    },
+    /// A `%` line, skipped through its newline.
+    Escape {
+        between: bool,
+    },
+    /// `[` opens a tag, anything else the movetext.
+    TagOrMovetext,
+    /// After `[`: the name, up to `"`, `]` or a newline (`space`: the
+    /// last byte was a space, which is not part of the name).
+    TagName {
+        open: u64,
+        space: bool,
+    },
+    /// Inside the quotes.
+    TagValue {
+        open: u64,
+        name: (u64, u64),
+        value: u64,
+    },
+    /// pgn-reader's `skip_ket`, with the tag to record when it ends well.
+    Ket {
+        open: u64,
+        tag: Option<(u64, u64, u64, u64)>,
+    },
+    /// The rest of a malformed tag line.
+    RestOfLine {
+        open: u64,
+        replace: bool,
+    },
+    Movetext,
+    Comment,
+    /// `;` comment or `%` line inside the movetext: up to the newline.
+    LineComment,
+}
+
+/// Finds game boundaries and tags; see the module documentation.
+#[derive(Debug)]
+struct Scanner {
+    pos: u64,
+    state: State,
+    start: u64,
+    tag_count: usize,
+    scan: GameScan,
+}
+
+impl Scanner {
+    fn begin(&mut self, start: u64) {
+        self.start = start;
+        self.pos = start;
+        self.state = State::TagOrMovetext;
+        self.tag_count = 0;
+        self.scan = GameScan::default();
     }
 
-    /// The bytes of the game spanning `start..end`, capped.
-    fn take_game(&mut self, start: u64, end: u64) -> Vec<u8> {
-        if let Some(head) = self.head.take() {
-            return head;
+    /// [`Window::find`] from the scanner's position, which moves on over
+    /// the bytes searched when more are needed (so a long comment is
+    /// searched once, and its bytes can be dropped).
+    fn seek(&mut self, w: &Window<'_>, needle: u8) -> Result<Option<u64>, More> {
+        w.find(self.pos, needle).map_err(|resume| {
+            self.pos = resume;
+            More
+        })
+    }
+
+    fn rel(&self, at: u64) -> usize {
+        usize::try_from(at - self.start).unwrap_or(usize::MAX)
+    }
+
+    fn push(&mut self, span: TagSpan) {
+        if self.scan.tags.len() < MAX_TAGS {
+            self.scan.tags.push(span);
         }
-        let offset = |at: u64| {
-            usize::try_from(at.saturating_sub(self.base))
-                .unwrap_or(usize::MAX)
-                .min(self.live())
+    }
+
+    fn fail(&mut self, problem: RejectReason) {
+        self.scan.problem.get_or_insert(problem);
+    }
+
+    fn push_quoted(&mut self, (name_start, name_end, value, value_end): (u64, u64, u64, u64)) {
+        let span = TagSpan::Quoted {
+            name: self.rel(name_start)..self.rel(name_end),
+            value: self.rel(value)..self.rel(value_end),
         };
-        let (from, to) = (offset(start), offset(end));
-        self.buf[self.start + from.min(to)..self.start + to].to_vec()
+        self.push(span);
+    }
+
+    /// Scans on until the current game ends (or, between games, until the
+    /// next one starts).
+    fn scan(&mut self, w: &Window<'_>) -> Result<Boundary, More> {
+        loop {
+            match self.state {
+                State::Between { new_line, bom } => {
+                    if bom {
+                        let mut head = [0u8; 3];
+                        for (k, slot) in head.iter_mut().enumerate() {
+                            *slot = w.get(self.pos + k as u64)?.unwrap_or(0);
+                        }
+                        if head == *b"\xef\xbb\xbf" {
+                            self.pos += 3;
+                        }
+                        self.state = State::Between {
+                            new_line,
+                            bom: false,
+                        };
+                        continue;
+                    }
+                    match w.get(self.pos)? {
+                        None => return Ok(Boundary::End),
+                        Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+                        Some(b'\n') => {
+                            self.pos += 1;
+                            self.state = State::Between {
+                                new_line: true,
+                                bom: false,
+                            };
+                        }
+                        Some(b'%') if new_line => {
+                            self.pos += 1;
+                            self.state = State::Escape { between: true };
+                        }
+                        Some(_) => return Ok(Boundary::NextGame(self.pos)),
+                    }
+                }
+                State::Escape { between } => {
+                    let Some(eol) = self.seek(w, b'\n')? else {
+                        return Ok(Boundary::End);
+                    };
+                    self.pos = eol + 1;
+                    self.state = if between {
+                        State::Between {
+                            new_line: true,
+                            bom: false,
+                        }
+                    } else {
+                        State::AfterTag {
+                            new_line: true,
+                            line: None,
+                        }
+                    };
+                }
+                State::AfterTag { new_line, line } => match w.get(self.pos)? {
+                    None => return Ok(Boundary::End),
+                    Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+                    Some(b'\n') => {
+                        self.pos += 1;
+                        self.state = State::AfterTag {
+                            new_line: true,
+                            line: None,
+                        };
+                    }
+                    Some(b'%') if new_line => {
+                        self.pos += 1;
+                        self.state = State::Escape { between: false };
+                    }
+                    // A stray `]` or `"` after a tag on its line: pgn-reader
+                    // would start the movetext there.
+                    Some(b']' | b'"') if line.is_some() => {
+                        self.state = State::RestOfLine {
+                            open: line.unwrap_or(self.pos),
+                            replace: true,
+                        };
+                    }
+                    Some(_) => self.state = State::TagOrMovetext,
+                },
+                State::TagOrMovetext => match w.get(self.pos)? {
+                    None => return Ok(Boundary::End),
+                    Some(b'[') => {
+                        self.tag_count += 1;
+                        if self.tag_count > MAX_TAGS {
+                            self.fail(RejectReason::TooManyTags { limit: MAX_TAGS });
+                        }
+                        self.state = State::TagName {
+                            open: self.pos,
+                            space: false,
+                        };
+                        self.pos += 1;
+                    }
+                    Some(_) => {
+                        self.scan.movetext = Some(self.rel(self.pos));
+                        self.state = State::Movetext;
+                    }
+                },
+                State::TagName { open, space } => match w.get(self.pos)? {
+                    None => {
+                        self.fail(RejectReason::Syntax("unterminated tag".into()));
+                        return Ok(Boundary::End);
+                    }
+                    Some(b'"') => {
+                        let name_end = if space { self.pos - 1 } else { self.pos };
+                        self.state = State::TagValue {
+                            open,
+                            name: (open + 1, name_end),
+                            value: self.pos + 1,
+                        };
+                        self.pos += 1;
+                    }
+                    Some(b'\n' | b']') => {
+                        self.pos += 1;
+                        self.state = State::Ket { open, tag: None };
+                    }
+                    Some(b) => {
+                        self.pos += 1;
+                        self.state = State::TagName {
+                            open,
+                            space: b == b' ',
+                        };
+                    }
+                },
+                State::TagValue { open, name, value } => match w.get(self.pos)? {
+                    None => {
+                        self.fail(RejectReason::Syntax("unterminated tag".into()));
+                        return Ok(Boundary::End);
+                    }
+                    Some(b'\\') => {
+                        // pgn-reader skips the escaped byte, whatever it is.
+                        self.pos += 1;
+                        if w.get(self.pos)?.is_some() {
+                            self.pos += 1;
+                        }
+                    }
+                    Some(b'"') => {
+                        self.state = State::Ket {
+                            open,
+                            tag: Some((name.0, name.1, value, self.pos)),
+                        };
+                        self.pos += 1;
+                    }
+                    Some(b'\n') => {
+                        if let Some(close) = continued_value(w, open, self.pos)? {
+                            self.fail(RejectReason::Syntax("newline inside a tag value".into()));
+                            self.pos = close + 1;
+                            self.state = State::AfterTag {
+                                new_line: false,
+                                line: None,
+                            };
+                        } else {
+                            // pgn-reader's reading: the value ends at the newline.
+                            self.push_quoted((name.0, name.1, value, self.pos));
+                            self.state = State::Ket { open, tag: None };
+                        }
+                    }
+                    Some(_) => self.pos += 1,
+                },
+                State::Ket { open, tag } => match w.get(self.pos)? {
+                    Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+                    byte @ (None | Some(b']' | b'\n' | b'[')) => {
+                        if let Some(tag) = tag {
+                            self.push_quoted(tag);
+                        }
+                        match byte {
+                            None => return Ok(Boundary::End),
+                            Some(b'[') => self.state = State::TagOrMovetext,
+                            Some(b']') => {
+                                self.pos += 1;
+                                self.state = State::AfterTag {
+                                    new_line: false,
+                                    line: tag.map(|_| open),
+                                };
+                            }
+                            Some(_) => {
+                                self.pos += 1;
+                                self.state = State::AfterTag {
+                                    new_line: true,
+                                    line: None,
+                                };
+                            }
+                        }
+                    }
+                    // Text after a closing quote: a quote inside the value.
+                    Some(_) if tag.is_some() => {
+                        self.state = State::RestOfLine {
+                            open,
+                            replace: false,
+                        };
+                    }
+                    Some(_) => self.state = State::TagOrMovetext,
+                },
+                State::RestOfLine { open, replace } => {
+                    let eol = self.seek(w, b'\n')?;
+                    let end = eol.unwrap_or(self.pos.max(w.base + w.data.len() as u64));
+                    if replace && self.scan.tags.len() < MAX_TAGS {
+                        self.scan.tags.pop();
+                    }
+                    let span = TagSpan::Line(self.rel(open)..self.rel(end));
+                    self.push(span);
+                    let Some(eol) = eol else {
+                        return Ok(Boundary::End);
+                    };
+                    self.pos = eol + 1;
+                    self.state = State::AfterTag {
+                        new_line: true,
+                        line: None,
+                    };
+                }
+                State::Movetext => {
+                    let i = (self.pos.checked_sub(w.base))
+                        .and_then(|i| usize::try_from(i).ok())
+                        .unwrap_or(usize::MAX);
+                    let rest = w.data.get(i..).unwrap_or_default();
+                    let Some(p) = rest.iter().position(|&c| MOVETEXT_STOP[usize::from(c)]) else {
+                        if w.eof {
+                            return Ok(Boundary::End);
+                        }
+                        self.pos += rest.len() as u64;
+                        return Err(More);
+                    };
+                    let at = self.pos + p as u64;
+                    match w.get(at)? {
+                        Some(b'{') => {
+                            self.pos = at + 1;
+                            self.state = State::Comment;
+                        }
+                        Some(b';') => {
+                            self.pos = at + 1;
+                            self.state = State::LineComment;
+                        }
+                        Some(b'\n') => match w.get(at + 1)? {
+                            None => return Ok(Boundary::End),
+                            Some(b'%') => {
+                                self.pos = at + 2;
+                                self.state = State::LineComment;
+                            }
+                            Some(b'[' | b'\n') => {
+                                self.pos = at + 1;
+                                self.state = State::Between {
+                                    new_line: true,
+                                    bom: true,
+                                };
+                            }
+                            // A CR that is not a newline is followed by one.
+                            Some(b'\r') => {
+                                self.pos = at + 2;
+                                self.state = State::Between {
+                                    new_line: true,
+                                    bom: true,
+                                };
+                            }
+                            Some(_) => self.pos = at + 1,
+                        },
+                        _ => self.pos = at + 1,
+                    }
+                }
+                State::Comment => {
+                    let Some(close) = self.seek(w, b'}')? else {
+                        return Ok(Boundary::End);
+                    };
+                    self.pos = close + 1;
+                    self.state = State::Movetext;
+                }
+                State::LineComment => {
+                    let Some(eol) = self.seek(w, b'\n')? else {
+                        return Ok(Boundary::End);
+                    };
+                    self.pos = eol;
+                    self.state = State::Movetext;
+                }
+            }
+        }
     }
 }
 
-/// A `Read` adapter that copies everything it reads into the shared recording.
-struct Recorder<R> {
-    inner: R,
-    recording: Arc<Mutex<Recording>>,
-}
+/// Bytes the movetext scan stops at: a comment opens, a line ends.
+const MOVETEXT_STOP: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'{' as usize] = true;
+    table[b';' as usize] = true;
+    table[b'\n' as usize] = true;
+    table[b'\r' as usize] = true;
+    table
+};
 
-impl<R: Read> Read for Recorder<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let result = self.inner.read(buf);
-        let mut rec = self
-            .recording
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &result {
-            Ok(n) => rec.append(&buf[..*n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => rec.source_failed = true,
+/// A tag value that a newline cut (`[Event "The` / `Big"]`): whether the
+/// following lines, up to a blank line, a `[` or `%` line, hold the rest of
+/// it, i.e. an unescaped `"` followed by `]`. Then the offset of that `]`;
+/// else pgn-reader's reading stands (the value ends at the newline). Looks
+/// at most [`TAG_LINE_BYTES`] past the tag's `[`.
+fn continued_value(w: &Window<'_>, open: u64, newline: u64) -> Result<Option<u64>, More> {
+    let limit = open + TAG_LINE_BYTES as u64;
+    let mut at = newline + 1;
+    'lines: loop {
+        while let Some(b' ' | b'\t' | b'\r') = w.get(at)? {
+            at += 1;
         }
-        result
+        if matches!(w.get(at)?, None | Some(b'\n' | b'[' | b'%')) {
+            return Ok(None);
+        }
+        while at < limit {
+            match w.get(at)? {
+                None => return Ok(None),
+                Some(b'\n') => {
+                    at += 1;
+                    continue 'lines;
+                }
+                Some(b'\\') => at += 2,
+                Some(b'"') => {
+                    let mut ket = at + 1;
+                    while let Some(b' ' | b'\t' | b'\r') = w.get(ket)? {
+                        ket += 1;
+                    }
+                    if w.get(ket)? == Some(b']') {
+                        return Ok(Some(ket));
+                    }
+                    at += 1;
+                }
+                Some(_) => at += 1,
+            }
+        }
+        return Ok(None);
     }
 }
 
 /// Cuts a decompressed PGN stream into one [`GameChunk`] per game.
 pub struct GameSplitter<R> {
-    reader: Reader<Recorder<R>>,
-    recording: Arc<Mutex<Recording>>,
-    visitor: GameVisitor,
+    input: R,
     file: Arc<str>,
     games: u64,
+    cap: usize,
+    /// Stream bytes from offset `base` on: the current game's (all of them
+    /// while it is within the cap) and the read-ahead.
+    buf: Vec<u8>,
+    base: u64,
+    eof: bool,
+    scanner: Scanner,
+    /// Where the next game starts, once found.
+    next_start: Option<u64>,
+    /// The current game's first `cap` bytes, once it outgrew the cap.
+    head: Option<Vec<u8>>,
+    game_start: Option<u64>,
 }
 
 impl<R: Read> GameSplitter<R> {
@@ -174,40 +621,30 @@ impl<R: Read> GameSplitter<R> {
         games_before: u64,
         limits: ParseLimits,
     ) -> Self {
-        let recording = Arc::new(Mutex::new(Recording {
-            base: start_offset,
+        GameSplitter {
+            input,
+            file,
+            games: games_before,
             cap: usize::try_from(limits.max_game_bytes)
                 .unwrap_or(usize::MAX)
                 .max(1),
-            ..Recording::default()
-        }));
-        let recorder = Recorder {
-            inner: input,
-            recording: Arc::clone(&recording),
-        };
-        let reader = Reader::build(recorder)
-            .set_supported_tag_line_length(TAG_LINE_BYTES)
-            .finish();
-        GameSplitter {
-            reader,
-            recording,
-            visitor: GameVisitor {
-                max_plies: limits.max_plies,
+            buf: Vec::new(),
+            base: start_offset,
+            eof: false,
+            scanner: Scanner {
+                pos: start_offset,
+                state: State::Between {
+                    new_line: true,
+                    bom: true,
+                },
+                start: start_offset,
+                tag_count: 0,
+                scan: GameScan::default(),
             },
-            file,
-            games: games_before,
+            next_start: None,
+            head: None,
+            game_start: None,
         }
-    }
-
-    /// Stream offset just past everything handed out so far.
-    fn offset(&self) -> u64 {
-        self.lock().end() - self.reader.buffer().len() as u64
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Recording> {
-        self.recording
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Games handed out so far (including the ones skipped before a resume).
@@ -215,31 +652,94 @@ impl<R: Read> GameSplitter<R> {
         self.games
     }
 
-    /// The next game, read and parsed, `None` at the end of the stream.
-    /// Parsing here (rather than in the workers) reads each byte once and
-    /// reuses one pgn-reader buffer; replay, the expensive part, is left to
-    /// the workers. An `Err` means the
-    /// source itself failed (e.g. a corrupt compressed stream); every game
-    /// returned before it is complete.
-    pub fn next_chunk(&mut self) -> io::Result<Option<GameChunk>> {
-        let more = self.reader.has_more();
-        if !self.source_checked(more)? {
-            return Ok(None);
+    /// Scans until a boundary, reading more input as needed.
+    fn run(&mut self) -> io::Result<Boundary> {
+        loop {
+            let window = Window {
+                data: &self.buf,
+                base: self.base,
+                eof: self.eof,
+            };
+            match self.scanner.scan(&window) {
+                Ok(boundary) => return Ok(boundary),
+                Err(More) => self.fill()?,
+            }
         }
-        let start = self.offset();
-        self.lock().restart_at(start);
-        let parsed = match self.reader.read_game(&mut self.visitor) {
-            Ok(Some(parsed)) => parsed,
-            Ok(None) => Err(RejectReason::Empty),
-            Err(e) if self.lock().source_failed => return Err(e),
-            Err(e) => Err(RejectReason::Syntax(e.to_string())),
+    }
+
+    /// Reads the next block, first dropping what is no longer needed.
+    fn fill(&mut self) -> io::Result<()> {
+        let pos = self.scanner.pos;
+        if let Some(start) = self.game_start
+            && self.head.is_none()
+            && pos - start > self.cap as u64
+        {
+            let from = usize::try_from(start - self.base).unwrap_or(usize::MAX);
+            self.head = self.buf.get(from..from + self.cap).map(<[u8]>::to_vec);
+        }
+        let keep = match self.game_start {
+            Some(start) if self.head.is_none() => start,
+            _ => pos,
         };
-        // Look ahead to the next game's start so the trailing whitespace
-        // belongs to this chunk and the offset of the next one is exact.
-        let more = self.reader.has_more();
-        self.source_checked(more)?;
-        let end = self.offset();
-        let bytes = self.lock().take_game(start, end);
+        let dead = usize::try_from(keep.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        if dead >= BLOCK && dead * 2 >= self.buf.len() {
+            let dead = dead.min(self.buf.len());
+            self.buf.drain(..dead);
+            self.base += dead as u64;
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + BLOCK, 0);
+        loop {
+            match self.input.read(&mut self.buf[len..]) {
+                Ok(n) => {
+                    self.buf.truncate(len + n);
+                    self.eof = n == 0;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.truncate(len);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The next game, split and with its tags located, `None` at the end of
+    /// the stream. An `Err` means the source itself failed (e.g. a corrupt
+    /// compressed stream); every game returned before it is complete.
+    pub fn next_chunk(&mut self) -> io::Result<Option<GameChunk>> {
+        let start = match self.next_start.take() {
+            Some(start) => start,
+            None => match self.run()? {
+                Boundary::NextGame(start) => start,
+                Boundary::End => return Ok(None),
+            },
+        };
+        self.scanner.begin(start);
+        self.game_start = Some(start);
+        self.head = None;
+        let end = match self.run() {
+            Ok(Boundary::NextGame(next)) => {
+                self.next_start = Some(next);
+                next
+            }
+            Ok(Boundary::End) => self.base + self.buf.len() as u64,
+            Err(e) => {
+                // Resume scanning this game if asked again.
+                self.next_start = Some(start);
+                return Err(e);
+            }
+        };
+        self.game_start = None;
+        let bytes = match self.head.take() {
+            Some(head) => head,
+            None => {
+                let from = usize::try_from(start - self.base).unwrap_or(usize::MAX);
+                let to = usize::try_from(end - self.base).unwrap_or(usize::MAX);
+                self.buf.get(from..to).unwrap_or_default().to_vec()
+            }
+        };
         self.games += 1;
         Ok(Some(GameChunk {
             pos: SourcePos {
@@ -249,17 +749,8 @@ impl<R: Read> GameSplitter<R> {
             },
             bytes,
             total_len: end - start,
-            parsed,
+            scan: std::mem::take(&mut self.scanner.scan),
         }))
-    }
-
-    fn source_checked(&self, result: io::Result<bool>) -> io::Result<bool> {
-        match result {
-            Ok(more) => Ok(more),
-            Err(e) if self.lock().source_failed => Err(e),
-            // A PGN complaint while skipping whitespace: let the next chunk carry it.
-            Err(_) => Ok(true),
-        }
     }
 }
 
@@ -272,9 +763,10 @@ pub struct ParseLimits {
     pub max_game_bytes: u64,
 }
 
-/// Takes the parsed game out of a chunk after the checks that need its raw
-/// bytes (size cap, garbage tokens, result marker), or says why the game is
-/// rejected. Pure and cheap; runs in the parallel workers.
+/// Parses the game in a chunk after the checks that need its raw bytes
+/// (size cap, tags, garbage tokens, result marker, bytes PostgreSQL cannot
+/// store), or says why the game is rejected. Pure; runs in the parallel
+/// workers.
 pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, RejectReason> {
     if chunk.is_truncated() {
         return Err(RejectReason::TooLarge {
@@ -282,7 +774,21 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
             limit: limits.max_game_bytes,
         });
     }
-    let game = std::mem::replace(&mut chunk.parsed, Err(RejectReason::Empty))?;
+    let scan = std::mem::take(&mut chunk.scan);
+    if let Some(problem) = scan.problem {
+        return Err(problem);
+    }
+    let text = lone_cr_as_newline(&chunk.bytes);
+    let tags = scan
+        .tags
+        .iter()
+        .map(|span| decode_tag(&text, span))
+        .collect::<Result<Vec<_>, _>>()?;
+    let movetext = text
+        .get(scan.movetext.unwrap_or(text.len())..)
+        .unwrap_or_default();
+    let mut game = parse_movetext(movetext, limits.max_plies)?;
+    game.tags = tags;
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
         return Err(RejectReason::Empty);
     }
@@ -290,8 +796,83 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
     if game.movetext_result.is_none() {
         return Err(RejectReason::Unterminated);
     }
-    if let Some(token) = find_garbage(&chunk.bytes) {
+    if let Some(token) = find_garbage(&text) {
         return Err(RejectReason::Garbage { token });
+    }
+    check_storable(&game.tags)?;
+    Ok(game)
+}
+
+/// The game's bytes with each lone CR (old Mac line ends) turned into a
+/// newline, as the splitter saw them; borrowed when there is none.
+fn lone_cr_as_newline(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let lone = |i: usize| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n');
+    if !(0..bytes.len()).any(lone) {
+        return Cow::Borrowed(bytes);
+    }
+    Cow::Owned(
+        (0..bytes.len())
+            .map(|i| if lone(i) { b'\n' } else { bytes[i] })
+            .collect(),
+    )
+}
+
+/// A tag's name and value, decoded.
+fn decode_tag(text: &[u8], span: &TagSpan) -> Result<(String, String), RejectReason> {
+    let slice = |r: &Range<usize>| text.get(r.clone()).unwrap_or_default();
+    match span {
+        TagSpan::Quoted { name, value } => Ok((
+            decode_text(slice(name)).into_owned(),
+            decode_text(&RawTag(slice(value)).decode()).into_owned(),
+        )),
+        TagSpan::Line(line) => python_tag_line(slice(line)).ok_or_else(|| {
+            let shown = &slice(line)[..line.len().min(60)];
+            RejectReason::Syntax(format!("malformed tag line {:?}", decode_text(shown)))
+        }),
+    }
+}
+
+/// A tag line as python-chess reads it
+/// (`^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r]*)"\]\s*$`): the value runs
+/// from the first quote to the last `"]`, unescaped. `None` when the line
+/// does not match (python-chess then ignores it; pgnload rejects the game).
+fn python_tag_line(line: &[u8]) -> Option<(String, String)> {
+    let line = line.trim_ascii_end().strip_prefix(b"[")?;
+    let is_name = |b: &u8| b.is_ascii_alphanumeric() || b"_+#=:-".contains(b);
+    let name_len = line.iter().take_while(|b| is_name(b)).count();
+    if name_len == 0 || !line[0].is_ascii_alphanumeric() {
+        return None;
+    }
+    let rest = &line[name_len..];
+    let spaces = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let value = rest[spaces..]
+        .strip_prefix(b"\"")?
+        .strip_suffix(b"\"]")
+        .filter(|_| spaces > 0)?;
+    if value.contains(&b'\r') {
+        return None;
+    }
+    Some((
+        decode_text(&line[..name_len]).into_owned(),
+        decode_text(value).into_owned(),
+    ))
+}
+
+/// Parses a game's movetext (mainline, clocks, evals, NAGs) with pgn-reader.
+fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReason> {
+    let mut reader = Reader::new(movetext);
+    let mut visitor = GameVisitor { max_plies };
+    let game = match reader.read_game(&mut visitor) {
+        Ok(Some(parsed)) => parsed?,
+        Ok(None) => RawGame::default(),
+        Err(e) => return Err(RejectReason::Syntax(e.to_string())),
+    };
+    // The splitter follows pgn-reader's rules; should they ever disagree,
+    // the game is rejected whole rather than read in part.
+    if !matches!(reader.has_more(), Ok(false)) {
+        return Err(RejectReason::Syntax(
+            "the movetext holds more than one game".into(),
+        ));
     }
     Ok(game)
 }
@@ -307,31 +888,18 @@ struct Movetext {
 }
 
 impl Visitor for GameVisitor {
-    type Tags = Vec<(String, String)>;
+    type Tags = ();
     type Movetext = Movetext;
     type Output = Result<RawGame, RejectReason>;
 
     fn begin_tags(&mut self) -> ControlFlow<Self::Output, Self::Tags> {
-        ControlFlow::Continue(Vec::with_capacity(20))
-    }
-
-    fn tag(
-        &mut self,
-        tags: &mut Self::Tags,
-        name: &[u8],
-        value: RawTag<'_>,
-    ) -> ControlFlow<Self::Output> {
-        tags.push((
-            decode_text(name).into_owned(),
-            decode_text(&value.decode()).into_owned(),
-        ));
         ControlFlow::Continue(())
     }
 
-    fn begin_movetext(&mut self, tags: Self::Tags) -> ControlFlow<Self::Output, Self::Movetext> {
+    fn begin_movetext(&mut self, _tags: ()) -> ControlFlow<Self::Output, Self::Movetext> {
         ControlFlow::Continue(Movetext {
             game: RawGame {
-                tags,
+                tags: Vec::new(),
                 moves: Vec::with_capacity(128),
                 movetext_result: None,
             },

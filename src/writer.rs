@@ -927,12 +927,7 @@ pub async fn write_games(
             let key = event_key(game, name);
             event_ids.get(&(new.source, key.to_owned())).copied()
         });
-        let tags: serde_json::Map<String, serde_json::Value> = game
-            .meta
-            .other_tags
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-            .collect();
+        let tags = game.meta.tags_json();
         game_rows.push(GameRow {
             id: None,
             keys: new.keys,

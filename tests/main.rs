@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod embedded;
 mod faults;
+mod hostile;
 mod import;
 mod inputs;
 mod parity;
