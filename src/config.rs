@@ -295,7 +295,7 @@ impl Settings {
                 .unwrap_or_else(|| PathBuf::from("./pgnload-data")),
             threads,
             pipeline,
-            source: cli.source.or(file.import.source),
+            source: storable_source(cli.source.or(file.import.source))?,
             cache_positions,
             max_rejects: cli.max_rejects.or(file.import.max_rejects).unwrap_or(0),
             retry_seconds,
@@ -312,9 +312,56 @@ impl Settings {
     }
 }
 
+/// Longest `--source` label: it is part of the unique keys of players
+/// and events (with a name of up to `model::MAX_NAME_BYTES`), whose rows
+/// PostgreSQL's B-tree caps at about 2.7 kB.
+pub const MAX_SOURCE_BYTES: usize = 64;
+
+/// The `--source` label, if it can be stored: not empty, no NUL byte
+/// (PostgreSQL text cannot hold one), at most [`MAX_SOURCE_BYTES`], and not
+/// `lichess`, which names the games identified by their Lichess id.
+fn storable_source(source: Option<String>) -> Result<Option<String>, Error> {
+    let Some(label) = source else {
+        return Ok(None);
+    };
+    let problem = if label.trim().is_empty() {
+        Some("is empty".to_owned())
+    } else if label.contains('\0') {
+        Some("holds a NUL byte".to_owned())
+    } else if label.len() > MAX_SOURCE_BYTES {
+        Some(format!(
+            "is {} bytes long; at most {MAX_SOURCE_BYTES}",
+            label.len()
+        ))
+    } else if label == "lichess" {
+        Some("is `lichess`, the label of games identified by their Lichess id".to_owned())
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(Error::Config(format!(
+            "--source (or PGNLOAD_SOURCE, or import.source) {problem}"
+        ))),
+        None => Ok(Some(label)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_labels_that_cannot_be_stored_are_refused() {
+        for bad in ["", "  ", "a\0b", "lichess"] {
+            assert!(storable_source(Some(bad.to_owned())).is_err(), "{bad:?}");
+        }
+        assert!(storable_source(Some("x".repeat(MAX_SOURCE_BYTES + 1))).is_err());
+        assert_eq!(
+            storable_source(Some("twic".to_owned())).expect("fine"),
+            Some("twic".to_owned())
+        );
+        assert_eq!(storable_source(None).expect("fine"), None);
+    }
 
     #[test]
     fn shipped_config_file_parses_and_matches_the_defaults() {
