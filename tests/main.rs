@@ -10,4 +10,6 @@ mod import;
 mod parity;
 mod resume;
 mod robustness;
+mod secrets;
+mod status;
 mod verify;
