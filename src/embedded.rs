@@ -43,9 +43,14 @@
 //! root. Then the server programs run as the unprivileged system user
 //! `postgres` (created with `useradd` if missing): the cluster, socket and log
 //! directories are handed to that user, and every ancestor of the data
-//! directory must be traversable by it (a data directory under `/root` is not,
-//! and is refused with a message saying so). pgnload itself keeps running as
-//! root and connects through the socket as database user `pgnload`.
+//! directory must be traversable by it. A new data directory that is not
+//! (say `./pgnload-data` in a checkout under `/root`, mode 0700) is created
+//! under `/var/lib/pgnload` instead, with a symlink where the user asked; an
+//! existing one is refused with a message saying why. Root never follows a
+//! link or opens a path by name inside a directory that user owns (it could
+//! plant links there): such files are created anew with `O_EXCL`, opened
+//! with `O_NOFOLLOW`, and chowned through their handle. pgnload itself keeps
+//! running as root and connects through the socket as database user `pgnload`.
 //!
 //! # Concurrency
 //!
@@ -97,6 +102,9 @@ const SOCKET_FILE: &str = ".s.PGSQL.5432";
 const MAX_SOCKET_PATH: usize = 107;
 /// Unprivileged user the server runs as when pgnload runs as root.
 const SERVICE_USER: &str = "postgres";
+/// Where root keeps a cluster whose requested data directory the service
+/// user cannot reach (see [`EmbeddedCluster::new`]).
+const RELOCATION_ROOT: &str = "/var/lib/pgnload";
 /// Programs pgnload cannot manage a cluster without.
 const REQUIRED_TOOLS: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
 /// Where Debian/Ubuntu install versioned server binaries (`<root>/<version>/bin`).
@@ -714,6 +722,17 @@ struct ServiceAccount {
     home: PathBuf,
 }
 
+impl From<User> for ServiceAccount {
+    fn from(user: User) -> Self {
+        ServiceAccount {
+            name: user.name,
+            uid: user.uid,
+            gid: user.gid,
+            home: user.dir,
+        }
+    }
+}
+
 /// pgnload's private PostgreSQL cluster in one data directory. Cheap to
 /// clone; holds only paths (all state is on disk, shared between processes).
 #[derive(Debug, Clone)]
@@ -722,6 +741,9 @@ pub struct EmbeddedCluster {
     pgdata: PathBuf,
     socket_dir: PathBuf,
     bins: PgBinaries,
+    /// The directory the user asked for, when the cluster lives elsewhere:
+    /// the first start makes it a symlink to `data_dir`.
+    pointer: Option<PathBuf>,
 }
 
 impl EmbeddedCluster {
@@ -730,12 +752,26 @@ impl EmbeddedCluster {
     /// reported before any work; the path is made absolute (symlinks in its
     /// existing part resolved) so that every process sharing the directory
     /// derives the same socket directory.
+    ///
+    /// Running as root, a data directory that does not exist yet and that
+    /// the service user could not reach (a checkout under `/root`, mode
+    /// 0700) is placed under `/var/lib/pgnload` instead, and the first start
+    /// leaves a symlink where the user asked, saying so once: the README's
+    /// first command then works without changing any permissions, and every
+    /// later command finds the cluster through the link. An existing
+    /// directory is never moved.
     pub fn new(data_dir: impl Into<PathBuf>) -> Result<Self, EmbeddedError> {
         let data_dir = data_dir.into();
-        let data_dir = canonical_absolute(&data_dir)
+        let requested = canonical_absolute(&data_dir)
             .map_err(io_err("resolving the data directory", &data_dir))?;
         let bins = PgBinaries::locate()?;
-        Ok(Self::with_binaries(data_dir, bins))
+        Ok(match relocation_for(&requested) {
+            Some(real) => EmbeddedCluster {
+                pointer: Some(requested),
+                ..Self::with_binaries(real, bins)
+            },
+            None => Self::with_binaries(requested, bins),
+        })
     }
 
     fn with_binaries(data_dir: PathBuf, bins: PgBinaries) -> Self {
@@ -744,6 +780,7 @@ impl EmbeddedCluster {
             socket_dir: socket_dir_for(&data_dir),
             data_dir,
             bins,
+            pointer: None,
         }
     }
 
@@ -897,6 +934,9 @@ impl EmbeddedCluster {
     /// location is left untouched), creates the data directory, takes the
     /// transition lock, and creates the log and socket directories.
     fn begin_start(&self, acct: Option<&ServiceAccount>) -> Result<File> {
+        if let Some(pointer) = &self.pointer {
+            self.link_pointer(pointer)?;
+        }
         if let Some(acct) = acct {
             check_traversable(&self.data_dir, acct)?;
             check_traversable(&self.bins.bin_dir, acct)?;
@@ -937,6 +977,51 @@ impl EmbeddedCluster {
             check_traversable(&self.socket_dir, acct)?;
         }
         Ok(transition)
+    }
+
+    /// Creates the relocated data directory's parent and the symlink to it
+    /// where the user asked (see [`EmbeddedCluster::new`]), saying so once.
+    fn link_pointer(&self, pointer: &Path) -> Result<()> {
+        let root = Path::new(RELOCATION_ROOT);
+        match fs::create_dir(root) {
+            Ok(()) => fs::set_permissions(root, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("setting permissions of", root))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("creating", root)(e)),
+        }
+        let meta = fs::symlink_metadata(root).map_err(io_err("inspecting", root))?;
+        if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(refuse(
+                root,
+                "it must be a directory owned by root that no other user can write".into(),
+            ));
+        }
+        if let Some(parent) = pointer.parent() {
+            fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+        }
+        match std::os::unix::fs::symlink(&self.data_dir, pointer) {
+            Ok(()) => {
+                eprintln!(
+                    "pgnload: user {SERVICE_USER}, which runs the server, cannot reach {}, so \
+                     the cluster lives in {} and {} links to it",
+                    pointer.display(),
+                    self.data_dir.display(),
+                    pointer.display()
+                );
+                Ok(())
+            }
+            // Made meanwhile by a concurrent first start.
+            Err(e)
+                if e.kind() == io::ErrorKind::AlreadyExists
+                    && fs::read_link(pointer).is_ok_and(|to| to == self.data_dir) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(io_err(
+                format!("linking to the cluster in {}", self.data_dir.display()),
+                pointer,
+            )(e)),
+        }
     }
 
     /// Takes the transition lock (the data directory must exist).
@@ -1299,6 +1384,30 @@ fn canonical_absolute(path: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// Where a new data directory at `requested` goes instead when pgnload runs
+/// as root and the service user could not reach it: a directory under
+/// [`RELOCATION_ROOT`] named after it (stable, so every process agrees).
+/// `None` when it can stay (or already exists, or there is no service user
+/// yet to check for; the start then explains what is wrong).
+fn relocation_for(requested: &Path) -> Option<PathBuf> {
+    if !geteuid().is_root() || fs::symlink_metadata(requested).is_ok() {
+        return None;
+    }
+    let acct = ServiceAccount::from(User::from_name(SERVICE_USER).ok().flatten()?);
+    check_traversable(requested, &acct).err()?;
+    let name: String = requested
+        .file_name()
+        .map_or_else(
+            || "pgnload-data".into(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+        .chars()
+        .take(40)
+        .collect();
+    let hash = xxhash_rust::xxh64::xxh64(requested.as_os_str().as_encoded_bytes(), 0);
+    Some(Path::new(RELOCATION_ROOT).join(format!("{name}-{hash:016x}")))
+}
+
 /// `<data_dir>/run` if the socket path fits in `sun_path`, else a stable
 /// directory under /tmp named from a hash of the data directory path.
 fn socket_dir_for(data_dir: &Path) -> PathBuf {
@@ -1528,12 +1637,7 @@ fn service_account() -> Result<Option<ServiceAccount>> {
             })?
         }
     };
-    Ok(Some(ServiceAccount {
-        name: user.name,
-        uid: user.uid,
-        gid: user.gid,
-        home: user.dir,
-    }))
+    Ok(Some(ServiceAccount::from(user)))
 }
 
 fn create_service_user() -> Result<()> {

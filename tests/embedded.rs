@@ -717,3 +717,92 @@ fn a_held_lock_is_announced() -> TestResult {
     cluster.stop()?;
     Ok(())
 }
+
+/// Issue 12 item 15: the README's first command, as root in a private home
+/// (a 0700 directory the server's user cannot enter), works without any
+/// change of permissions; the cluster lives where that user can reach it,
+/// a link is left where the user asked, and pgnload says so once.
+#[test]
+fn a_data_dir_in_a_private_home_works() -> TestResult {
+    let root = scratch()?;
+    let home = root.path().join("home");
+    fs::create_dir(&home)?;
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o700))?;
+    let data = home.join("checkout").join("pgnload-data");
+    let pgnload = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pgnload"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("PGNLOAD_DATA_DIR")
+            .current_dir(root.path())
+            .output()
+    };
+    let sample =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kasparov-deep-blue-1997.pgn");
+    let first = pgnload(&["import", &sample.to_string_lossy()])?;
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    // Removes the relocated cluster even when an assertion fails.
+    struct Cleanup(Option<std::path::PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.0 {
+                if let Ok(cluster) = EmbeddedCluster::new(dir) {
+                    let _ = cluster.stop();
+                }
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
+    }
+    let relocated = fs::read_link(&data).ok();
+    let _cleanup = Cleanup(relocated.clone());
+    assert!(first.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("links to it"))
+        .collect();
+    if geteuid().is_root() {
+        let real = relocated.ok_or("the data dir is a link to the cluster")?;
+        assert!(real.starts_with("/var/lib/pgnload"), "{}", real.display());
+        assert!(real.join("pgdata/PG_VERSION").exists());
+        assert_eq!(said.len(), 1, "{stderr}");
+        assert!(said[0].contains(&*data.to_string_lossy()), "{stderr}");
+        assert!(said[0].contains(&*real.to_string_lossy()), "{stderr}");
+    } else {
+        // An unprivileged user runs the server itself: nothing to move.
+        assert!(relocated.is_none());
+        assert!(said.is_empty(), "{stderr}");
+    }
+    assert_eq!(fs::metadata(&home)?.permissions().mode() & 0o777, 0o700);
+
+    // Every later command finds the cluster through the link, silently.
+    let again = pgnload(&["import", &sample.to_string_lossy()])?;
+    assert!(again.status.success());
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("links to it"),
+        "said only once"
+    );
+    let status = pgnload(&["status"])?;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.starts_with("done"), "{text}");
+    let url = String::from_utf8(pgnload(&["db", "url"])?.stdout)?;
+    let started = pgnload(&["db", "start"])?;
+    assert!(started.status.success());
+    let games = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            url.trim(),
+            "-c",
+            "SELECT count(*) FROM games",
+        ])
+        .output()?;
+    let count: u64 = String::from_utf8_lossy(&games.stdout).trim().parse()?;
+    assert!(count > 0, "games imported into the relocated cluster");
+    assert!(String::from_utf8_lossy(&pgnload(&["db", "status"])?.stdout).starts_with("running"));
+    assert!(pgnload(&["db", "stop"])?.status.success());
+    assert!(String::from_utf8_lossy(&pgnload(&["db", "status"])?.stdout).starts_with("stopped"));
+    Ok(())
+}
