@@ -86,7 +86,7 @@ use nix::{
     errno::Errno,
     fcntl::OFlag,
     sys::signal::kill,
-    unistd::{Gid, Pid, Uid, User, geteuid},
+    unistd::{Gid, Pid, Uid, UnlinkatFlags, User, geteuid, unlinkat},
 };
 
 /// Name of the database pgnload imports into, and of its superuser role.
@@ -1155,9 +1155,22 @@ impl EmbeddedCluster {
             // and is removed, with the socket lock file that names the same
             // pid (the socket directory belongs to this cluster alone).
             if wait_for_orphans(pgdata) {
-                let socket_lock = self.socket_dir.join(format!("{SOCKET_FILE}.lock"));
-                for stale in [&pid_file, &socket_lock] {
-                    remove_if_present(stale)?;
+                remove_if_present(&pid_file)?;
+                // Through the directory's handle: a socket directory in /tmp
+                // could be swapped for a link by the user owning it.
+                let socket_lock = format!("{SOCKET_FILE}.lock");
+                match unlinkat(
+                    open_dir_no_follow(&self.socket_dir)?,
+                    socket_lock.as_str(),
+                    UnlinkatFlags::NoRemoveDir,
+                ) {
+                    Ok(()) | Err(Errno::ENOENT) => {}
+                    Err(e) => {
+                        return Err(sys_err(format!(
+                            "removing the stale {}",
+                            self.socket_dir.join(&socket_lock).display()
+                        ))(e));
+                    }
                 }
             }
         }
