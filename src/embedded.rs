@@ -1706,11 +1706,12 @@ fn hand_over(handle: &File, path: &Path, acct: Option<&ServiceAccount>) -> Resul
 
 /// Opens an existing file for reading, failing (`ELOOP`) on a symlink
 /// instead of following it: for files in directories the server's user
-/// owns, which root must never be redirected from.
+/// owns, which root must never be redirected from. `O_NONBLOCK` so that a
+/// FIFO planted there cannot block root (it reads as empty).
 fn open_no_follow(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
         .open(path)
 }
 

@@ -581,6 +581,13 @@ fn planted_symlinks_never_redirect_writes() -> TestResult {
     assert_eq!(query_one(cluster, "SHOW listen_addresses")?, "");
     cluster.stop()?;
     victim.assert_untouched("after db stop")?;
+
+    // A FIFO in place of the pid file (pgnload reads it) must not block the
+    // start: it reads as no pid file.
+    let fifo = cluster.data_dir().join("fifo-source");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    fs::rename(&fifo, pgdata.join("postmaster.pid"))?;
+    cluster.start_session()?.close()?;
     Ok(())
 }
 
