@@ -83,51 +83,151 @@ impl Target {
     }
 }
 
-/// Replaces any password in a connection string with `***`, in both the URL
-/// form (`postgres://user:secret@host/db`, `?password=secret`) and the
-/// key=value form (`password=secret`).
+/// Replaces every secret in a connection string with `***`, so that the
+/// string can appear in messages. Handles the URL form
+/// (`postgres://user:secret@host/db`, `?password=secret`), the key=value form
+/// with or without spaces around `=` (`password = secret`, quoted values),
+/// and, because a typo must not print a password either, a scheme-less
+/// `user:secret@host/db` and keys that merely look secret (`passwd`,
+/// `sslpassword`, `pwd`...). When in doubt it hides: a value it cannot
+/// delimit is hidden to the end of the string.
 pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let start = rest_start + colon + 1;
-                out.replace_range(start..rest_start + at, "***");
-            }
+    match url.find("://") {
+        Some(end)
+            if url[..end]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            redact_uri(url, end + 3)
         }
+        _ => redact_key_values(url),
     }
-    redact_key_values(&out)
 }
 
+/// The driver's reason for rejecting a connection string, without the
+/// character it quotes after "but got" (it may be a password's first one).
+fn driver_message(e: &tokio_postgres::Error) -> String {
+    let text = std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
+    match text.find(" but got") {
+        Some(cut) => text[..cut].to_owned(),
+        None => text,
+    }
+}
+
+/// Whether a parameter name may hold a secret. Deliberately broad.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["pass", "pwd", "secret", "token"]
+        .iter()
+        .any(|word| key.contains(word))
+}
+
+/// Hides the password between the first `:` and the last `@` of a userinfo
+/// part (`user:secret@host`); the last `@`, because a careless password
+/// may itself contain one.
+fn redact_userinfo(text: &str) -> String {
+    match (text.find(':'), text.rfind('@')) {
+        (Some(colon), Some(at)) if colon < at => {
+            format!("{}***{}", &text[..=colon], &text[at..])
+        }
+        _ => text.to_owned(),
+    }
+}
+
+/// The URL form: userinfo, then every secret-looking query parameter.
+fn redact_uri(url: &str, rest_start: usize) -> String {
+    let query_start = url[rest_start..].find('?').map(|i| rest_start + i);
+    let before_query = &url[rest_start..query_start.unwrap_or(url.len())];
+    let mut out = format!("{}{}", &url[..rest_start], redact_userinfo(before_query));
+    if let Some(q) = query_start {
+        out.push('?');
+        let params: Vec<String> = url[q + 1..]
+            .split('&')
+            .map(|param| match param.split_once('=') {
+                Some((key, _)) if is_secret_key(key) => format!("{key}=***"),
+                Some(_) => param.to_owned(),
+                // A bare word that looks secret: hide it.
+                None if is_secret_key(param) => "***".to_owned(),
+                None => param.to_owned(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+/// The index after the character at `i`, or after the character a `\` at
+/// `i` escapes (a whole UTF-8 character, so slicing stays on boundaries).
+fn past_escape(s: &str, i: usize) -> usize {
+    let i = if s.as_bytes()[i] == b'\\' { i + 1 } else { i };
+    i + s[i..].chars().next().map_or(0, char::len_utf8)
+}
+
+/// The key=value form, parsed as libpq does: whitespace may surround `=`;
+/// a value is a single-quoted string (with `\` escapes) or runs to the next
+/// whitespace. Anything that is not `key = value` is shown only after
+/// [`redact_userinfo`], and a secret-looking key with no `=` after it hides
+/// the rest of the string.
 fn redact_key_values(s: &str) -> String {
-    let lower = s.to_ascii_lowercase();
+    let bytes = s.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
     let mut out = String::with_capacity(s.len());
     let mut i = 0;
-    while let Some(found) = lower[i..].find("password=") {
-        let value_start = i + found + "password=".len();
-        out.push_str(&s[i..value_start]);
-        out.push_str("***");
-        let bytes = s.as_bytes();
+    while i < bytes.len() {
+        let key_start = skip_ws(i);
+        out.push_str(&s[i..key_start]);
+        let mut key_end = key_start;
+        while key_end < bytes.len()
+            && !bytes[key_end].is_ascii_whitespace()
+            && bytes[key_end] != b'='
+        {
+            key_end += 1;
+        }
+        if key_end == key_start && key_end == bytes.len() {
+            break;
+        }
+        let key = &s[key_start..key_end];
+        let eq = skip_ws(key_end);
+        if bytes.get(eq) != Some(&b'=') {
+            // Not key=value here.
+            if is_secret_key(key) {
+                out.push_str(key);
+                if !s[key_end..].trim().is_empty() {
+                    out.push_str(" ***");
+                }
+                return out;
+            }
+            out.push_str(&redact_userinfo(key));
+            i = key_end;
+            continue;
+        }
+        let value_start = skip_ws(eq + 1);
         let mut end = value_start;
         if bytes.get(end) == Some(&b'\'') {
             end += 1;
             while end < bytes.len() && bytes[end] != b'\'' {
-                end += if bytes[end] == b'\\' { 2 } else { 1 };
+                end = past_escape(s, end);
             }
             end = (end + 1).min(bytes.len());
         } else {
-            while end < bytes.len() && !matches!(bytes[end], b' ' | b'&') {
-                end += 1;
+            while end < bytes.len() && !bytes[end].is_ascii_whitespace() {
+                end = past_escape(s, end);
             }
+        }
+        out.push_str(&redact_userinfo(key));
+        out.push_str(&s[key_end..value_start]);
+        if is_secret_key(key) {
+            out.push_str("***");
+        } else {
+            out.push_str(&redact_userinfo(&s[value_start..end]));
         }
         i = end;
     }
-    out.push_str(&s[i..]);
     out
 }
 
@@ -159,10 +259,15 @@ impl Database {
 pub async fn connect(target: &Target) -> Result<Database, Error> {
     let (config, session, description) = match target {
         Target::Url(url) => {
+            // The driver's message may quote part of the string (an unknown
+            // "option" can be `user:secret@host`): it is redacted too.
             let mut config: tokio_postgres::Config =
-                url.parse().map_err(|cause| Error::Database {
-                    context: format!("parsing the connection string {}", redact_url(url)),
-                    cause,
+                url.parse().map_err(|e: tokio_postgres::Error| {
+                    Error::Config(format!(
+                        "invalid connection string {}: {}",
+                        redact_url(url),
+                        redact_url(&driver_message(&e))
+                    ))
                 })?;
             if config.get_application_name().is_none() {
                 // Lets operators find (and tests terminate) pgnload's sessions.
@@ -333,6 +438,45 @@ mod tests {
             assert!(!shown.contains(hidden), "{url} → {shown}");
             assert!(shown.contains("***"), "{url} → {shown}");
         }
+        for (url, hidden) in [
+            // Issue 12 item 8: spaces around `=` are valid for libpq.
+            ("host=db password = hunter2 dbname=x", "hunter2"),
+            ("host=db password= hunter2", "hunter2"),
+            ("host=db password =hunter2", "hunter2"),
+            ("host=db\tpassword\t=\t'hun ter2' dbname=x", "hun ter2"),
+            ("host=db PASSWORD=hunter2", "hunter2"),
+            (r"host=db password='it\'s hunter2'", "hunter2"),
+            ("host=db password='unterminated hunter2", "hunter2"),
+            // Issue 12 item 22: scheme-less userinfo, misspelt keys.
+            ("alice:hunter2@db.example/chess", "hunter2"),
+            ("alice:hunt@er2@db.example/chess", "hunt@er2"),
+            ("host=db passwd=hunter2 dbname=x", "hunter2"),
+            ("host=db pass = hunter2", "hunter2"),
+            ("host=db sslpassword=hunter2", "hunter2"),
+            ("host=db password hunter2", "hunter2"),
+            ("postgres://host/db?passwd=hunter2", "hunter2"),
+            ("postgres://alice:hunt/er2@host/db", "hunt/er2"),
+            ("postgres://alice:hunter2@host/db?password=other2", "other2"),
+            ("unknown option `alice:hunter2@host`", "hunter2"),
+            ("host=db password=\\é'hunter2 x=\\", "hunter2"),
+            ("host=db password='é\\", "é"),
+        ] {
+            let shown = redact_url(url);
+            assert!(!shown.contains(hidden), "{url} → {shown}");
+            assert!(shown.contains("***"), "{url} → {shown}");
+        }
+        assert_eq!(
+            redact_url("host=db password = hunter2 dbname=x"),
+            "host=db password = *** dbname=x"
+        );
+        assert_eq!(
+            redact_url("host=/tmp/x user=alice dbname=chess"),
+            "host=/tmp/x user=alice dbname=chess"
+        );
+        assert_eq!(
+            redact_url("postgresql:///pgnload?host=%2Ftmp%2Fx&port=5432&user=pgnload"),
+            "postgresql:///pgnload?host=%2Ftmp%2Fx&port=5432&user=pgnload"
+        );
         assert_eq!(
             redact_url("postgres://alice@host/db"),
             "postgres://alice@host/db"

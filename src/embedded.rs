@@ -43,9 +43,14 @@
 //! root. Then the server programs run as the unprivileged system user
 //! `postgres` (created with `useradd` if missing): the cluster, socket and log
 //! directories are handed to that user, and every ancestor of the data
-//! directory must be traversable by it (a data directory under `/root` is not,
-//! and is refused with a message saying so). pgnload itself keeps running as
-//! root and connects through the socket as database user `pgnload`.
+//! directory must be traversable by it. A new data directory that is not
+//! (say `./pgnload-data` in a checkout under `/root`, mode 0700) is created
+//! under `/var/lib/pgnload` instead, with a symlink where the user asked; an
+//! existing one is refused with a message saying why. Root never follows a
+//! link or opens a path by name inside a directory that user owns (it could
+//! plant links there): such files are created anew with `O_EXCL`, opened
+//! with `O_NOFOLLOW`, and chowned through their handle. pgnload itself keeps
+//! running as root and connects through the socket as database user `pgnload`.
 //!
 //! # Concurrency
 //!
@@ -68,7 +73,7 @@ use std::{
     fs::{self, File, OpenOptions, TryLockError},
     io::{self, Read, Seek, SeekFrom, Write as _},
     os::unix::{
-        fs::{MetadataExt, PermissionsExt},
+        fs::{MetadataExt, OpenOptionsExt, PermissionsExt, fchown},
         process::CommandExt,
     },
     path::{Path, PathBuf},
@@ -79,8 +84,9 @@ use std::{
 
 use nix::{
     errno::Errno,
+    fcntl::OFlag,
     sys::signal::kill,
-    unistd::{Gid, Pid, Uid, User, chown, geteuid},
+    unistd::{Gid, Pid, Uid, UnlinkatFlags, User, geteuid, unlinkat},
 };
 
 /// Name of the database pgnload imports into, and of its superuser role.
@@ -96,6 +102,9 @@ const SOCKET_FILE: &str = ".s.PGSQL.5432";
 const MAX_SOCKET_PATH: usize = 107;
 /// Unprivileged user the server runs as when pgnload runs as root.
 const SERVICE_USER: &str = "postgres";
+/// Where root keeps a cluster whose requested data directory the service
+/// user cannot reach (see [`EmbeddedCluster::new`]).
+const RELOCATION_ROOT: &str = "/var/lib/pgnload";
 /// Programs pgnload cannot manage a cluster without.
 const REQUIRED_TOOLS: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
 /// Where Debian/Ubuntu install versioned server binaries (`<root>/<version>/bin`).
@@ -111,6 +120,9 @@ const LOG_ROTATE_BYTES: u64 = 16 << 20;
 /// How long to wait for leftover server processes of a crashed postmaster to
 /// exit before starting a new one (they hold the old shared memory).
 const ORPHAN_WAIT: Duration = Duration::from_secs(10);
+/// How long a lock of the data directory is waited for silently before
+/// pgnload says what it is waiting for.
+const LOCK_GRACE: Duration = Duration::from_secs(2);
 /// Memory assumed when /proc/meminfo cannot be read.
 const FALLBACK_MEMORY: u64 = 4 << 30;
 const MIB: u64 = 1 << 20;
@@ -710,6 +722,17 @@ struct ServiceAccount {
     home: PathBuf,
 }
 
+impl From<User> for ServiceAccount {
+    fn from(user: User) -> Self {
+        ServiceAccount {
+            name: user.name,
+            uid: user.uid,
+            gid: user.gid,
+            home: user.dir,
+        }
+    }
+}
+
 /// pgnload's private PostgreSQL cluster in one data directory. Cheap to
 /// clone; holds only paths (all state is on disk, shared between processes).
 #[derive(Debug, Clone)]
@@ -718,6 +741,9 @@ pub struct EmbeddedCluster {
     pgdata: PathBuf,
     socket_dir: PathBuf,
     bins: PgBinaries,
+    /// The directory the user asked for, when the cluster lives elsewhere:
+    /// the first start makes it a symlink to `data_dir`.
+    pointer: Option<PathBuf>,
 }
 
 impl EmbeddedCluster {
@@ -726,12 +752,26 @@ impl EmbeddedCluster {
     /// reported before any work; the path is made absolute (symlinks in its
     /// existing part resolved) so that every process sharing the directory
     /// derives the same socket directory.
+    ///
+    /// Running as root, a data directory that does not exist yet and that
+    /// the service user could not reach (a checkout under `/root`, mode
+    /// 0700) is placed under `/var/lib/pgnload` instead, and the first start
+    /// leaves a symlink where the user asked, saying so once: the README's
+    /// first command then works without changing any permissions, and every
+    /// later command finds the cluster through the link. An existing
+    /// directory is never moved.
     pub fn new(data_dir: impl Into<PathBuf>) -> Result<Self, EmbeddedError> {
         let data_dir = data_dir.into();
-        let data_dir = canonical_absolute(&data_dir)
+        let requested = canonical_absolute(&data_dir)
             .map_err(io_err("resolving the data directory", &data_dir))?;
         let bins = PgBinaries::locate()?;
-        Ok(Self::with_binaries(data_dir, bins))
+        Ok(match relocation_for(&requested) {
+            Some(real) => EmbeddedCluster {
+                pointer: Some(requested),
+                ..Self::with_binaries(real, bins)
+            },
+            None => Self::with_binaries(requested, bins),
+        })
     }
 
     fn with_binaries(data_dir: PathBuf, bins: PgBinaries) -> Self {
@@ -740,6 +780,7 @@ impl EmbeddedCluster {
             socket_dir: socket_dir_for(&data_dir),
             data_dir,
             bins,
+            pointer: None,
         }
     }
 
@@ -789,10 +830,14 @@ impl EmbeddedCluster {
     pub fn start_session(&self) -> Result<SessionGuard, EmbeddedError> {
         let acct = service_account()?;
         let _transition = self.begin_start(acct.as_ref())?;
-        let sessions = open_lock_file(&self.sessions_lock_path())?;
-        sessions
-            .lock_shared()
-            .map_err(io_err("locking", &self.sessions_lock_path()))?;
+        let sessions_path = self.sessions_lock_path();
+        let sessions = open_lock_file(&sessions_path)?;
+        lock_announced(
+            &sessions,
+            &sessions_path,
+            LockMode::Shared,
+            "the embedded server's session lock",
+        )?;
         self.ensure_initialized(acct.as_ref())?;
         self.ensure_running(&self.pgdata, acct.as_ref())?;
         Ok(SessionGuard {
@@ -810,11 +855,12 @@ impl EmbeddedCluster {
         self.ensure_initialized(acct.as_ref())?;
         self.ensure_running(&self.pgdata, acct.as_ref())?;
         let mark = self.persistent_mark_path();
-        fs::write(
-            &mark,
-            "The server was started by `pgnload db start`; `pgnload db stop` removes this file.\n",
-        )
-        .map_err(io_err("writing", &mark))
+        create_fresh(&mark)?
+            .write_all(
+                b"The server was started by `pgnload db start`; `pgnload db stop` removes \
+                  this file.\n",
+            )
+            .map_err(io_err("writing", &mark))
     }
 
     /// `pgnload db stop`: clears the persistent mark and stops the server
@@ -827,12 +873,7 @@ impl EmbeddedCluster {
         }
         let acct = service_account()?;
         let _transition = self.lock_transition()?;
-        let mark = self.persistent_mark_path();
-        match fs::remove_file(&mark) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("removing", &mark)(e)),
-        }
+        remove_if_present(&self.persistent_mark_path())?;
         let sessions_path = self.sessions_lock_path();
         let sessions = open_lock_file(&sessions_path)?;
         match sessions.try_lock() {
@@ -893,6 +934,9 @@ impl EmbeddedCluster {
     /// location is left untouched), creates the data directory, takes the
     /// transition lock, and creates the log and socket directories.
     fn begin_start(&self, acct: Option<&ServiceAccount>) -> Result<File> {
+        if let Some(pointer) = &self.pointer {
+            self.link_pointer(pointer)?;
+        }
         if let Some(acct) = acct {
             check_traversable(&self.data_dir, acct)?;
             check_traversable(&self.bins.bin_dir, acct)?;
@@ -904,6 +948,22 @@ impl EmbeddedCluster {
             // (the subdirectories holding data, log and socket are 0700).
             fs::set_permissions(&self.data_dir, fs::Permissions::from_mode(0o755))
                 .map_err(io_err("setting permissions of", &self.data_dir))?;
+        }
+        if acct.is_some() {
+            // Root creates and removes files here: another account owning
+            // the directory could swap them for links to anything.
+            let owner = fs::metadata(&self.data_dir)
+                .map_err(io_err("inspecting", &self.data_dir))?
+                .uid();
+            if owner != 0 {
+                return Err(refuse(
+                    &self.data_dir,
+                    format!(
+                        "running as root, pgnload keeps its files only in a data directory \
+                         root owns; this one belongs to uid {owner}"
+                    ),
+                ));
+            }
         }
         let transition = self.lock_transition()?;
         if let Some(acct) = acct {
@@ -919,11 +979,61 @@ impl EmbeddedCluster {
         Ok(transition)
     }
 
+    /// Creates the relocated data directory's parent and the symlink to it
+    /// where the user asked (see [`EmbeddedCluster::new`]), saying so once.
+    fn link_pointer(&self, pointer: &Path) -> Result<()> {
+        let root = Path::new(RELOCATION_ROOT);
+        match fs::create_dir(root) {
+            Ok(()) => fs::set_permissions(root, fs::Permissions::from_mode(0o755))
+                .map_err(io_err("setting permissions of", root))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("creating", root)(e)),
+        }
+        let meta = fs::symlink_metadata(root).map_err(io_err("inspecting", root))?;
+        if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(refuse(
+                root,
+                "it must be a directory owned by root that no other user can write".into(),
+            ));
+        }
+        if let Some(parent) = pointer.parent() {
+            fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+        }
+        match std::os::unix::fs::symlink(&self.data_dir, pointer) {
+            Ok(()) => {
+                eprintln!(
+                    "pgnload: user {SERVICE_USER}, which runs the server, cannot reach {}, so \
+                     the cluster lives in {} and {} links to it",
+                    pointer.display(),
+                    self.data_dir.display(),
+                    pointer.display()
+                );
+                Ok(())
+            }
+            // Made meanwhile by a concurrent first start.
+            Err(e)
+                if e.kind() == io::ErrorKind::AlreadyExists
+                    && fs::read_link(pointer).is_ok_and(|to| to == self.data_dir) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(io_err(
+                format!("linking to the cluster in {}", self.data_dir.display()),
+                pointer,
+            )(e)),
+        }
+    }
+
     /// Takes the transition lock (the data directory must exist).
     fn lock_transition(&self) -> Result<File> {
         let path = self.transition_lock_path();
         let file = open_lock_file(&path)?;
-        file.lock().map_err(io_err("locking", &path))?;
+        lock_announced(
+            &file,
+            &path,
+            LockMode::Exclusive,
+            "the lock that serializes starting and stopping the embedded server",
+        )?;
         Ok(file)
     }
 
@@ -957,9 +1067,8 @@ impl EmbeddedCluster {
             fs::remove_dir_all(&init).map_err(io_err("removing the leftover", &init))?;
         }
         fs::create_dir(&init).map_err(io_err("creating", &init))?;
-        fs::set_permissions(&init, fs::Permissions::from_mode(0o700))
-            .map_err(io_err("setting permissions of", &init))?;
-        give_to(&init, acct)?;
+        let handle = open_dir_no_follow(&init)?;
+        hand_over(&handle, &init, acct)?;
 
         let mut initdb = self.command("initdb", acct);
         initdb.arg("-D").arg(&init).args([
@@ -973,18 +1082,41 @@ impl EmbeddedCluster {
         self.run(initdb, acct, None)?;
 
         let conf = init.join("postgresql.conf");
-        let text = fs::read_to_string(&conf).map_err(io_err("reading", &conf))?;
+        // Written by initdb as the server's user, in its directory: opened
+        // without following links and checked to be that user's own file
+        // before root appends to it.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&conf)
+            .map_err(io_err("opening", &conf))?;
+        let meta = file.metadata().map_err(io_err("inspecting", &conf))?;
+        let owner = acct.map_or_else(geteuid, |a| a.uid);
+        if !meta.is_file() || meta.uid() != owner.as_raw() || meta.nlink() != 1 {
+            return Err(EmbeddedError::Io {
+                context: format!(
+                    "refusing to append to a file that initdb did not write (owner uid {}, \
+                     {} links)",
+                    meta.uid(),
+                    meta.nlink()
+                ),
+                path: conf,
+                source: io::Error::from(io::ErrorKind::PermissionDenied),
+            });
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(io_err("reading", &conf))?;
         let include = "include_if_exists = 'pgnload.conf'";
         if !text.lines().any(|l| l.trim() == include) {
             let addition = format!(
                 "\n# pgnload's settings (rewritten by pgnload at every start)\n{include}\n"
             );
-            OpenOptions::new()
-                .append(true)
-                .open(&conf)
-                .and_then(|mut f| f.write_all(addition.as_bytes()))
+            file.write_all(addition.as_bytes())
                 .map_err(io_err("appending to", &conf))?;
         }
+        drop(file);
 
         self.ensure_running(&init, acct)?;
         let mut createdb = self.command("createdb", None);
@@ -1012,7 +1144,7 @@ impl EmbeddedCluster {
         }
         self.write_conf(pgdata, acct)?;
         let pid_file = pgdata.join("postmaster.pid");
-        if pid_file.exists() {
+        if fs::symlink_metadata(&pid_file).is_ok() {
             // Left by a crashed postmaster. A new one refuses to start while
             // the old one's children still hold its shared memory, so give
             // them a moment to notice and exit. PostgreSQL also refuses
@@ -1023,19 +1155,28 @@ impl EmbeddedCluster {
             // and is removed, with the socket lock file that names the same
             // pid (the socket directory belongs to this cluster alone).
             if wait_for_orphans(pgdata) {
-                let socket_lock = self.socket_dir.join(format!("{SOCKET_FILE}.lock"));
-                for stale in [&pid_file, &socket_lock] {
-                    match fs::remove_file(stale) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(io_err("removing the stale", stale)(e)),
+                remove_if_present(&pid_file)?;
+                // Through the directory's handle: a socket directory in /tmp
+                // could be swapped for a link by the user owning it.
+                let socket_lock = format!("{SOCKET_FILE}.lock");
+                match unlinkat(
+                    open_dir_no_follow(&self.socket_dir)?,
+                    socket_lock.as_str(),
+                    UnlinkatFlags::NoRemoveDir,
+                ) {
+                    Ok(()) | Err(Errno::ENOENT) => {}
+                    Err(e) => {
+                        return Err(sys_err(format!(
+                            "removing the stale {}",
+                            self.socket_dir.join(&socket_lock).display()
+                        ))(e));
                     }
                 }
             }
         }
         let log = self.log_file();
         rotate_log(&log)?;
-        let log_start = fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let log_start = fs::symlink_metadata(&log).map(|m| m.len()).unwrap_or(0);
         let mut pg_ctl = self.command("pg_ctl", acct);
         pg_ctl
             .args(["start", "-w", "-s", "-t", PG_CTL_TIMEOUT_SECS, "-D"])
@@ -1052,7 +1193,7 @@ impl EmbeddedCluster {
             return Ok(());
         }
         let log = self.log_file();
-        let log_start = fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let log_start = fs::symlink_metadata(&log).map(|m| m.len()).unwrap_or(0);
         let mut pg_ctl = self.command("pg_ctl", acct);
         pg_ctl
             .args([
@@ -1079,10 +1220,13 @@ impl EmbeddedCluster {
         let text = settings.to_conf(&self.socket_dir);
         let tmp = pgdata.join("pgnload.conf.tmp");
         let path = pgdata.join("pgnload.conf");
-        fs::write(&tmp, text).map_err(io_err("writing", &tmp))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))
-            .map_err(io_err("setting permissions of", &tmp))?;
-        give_to(&tmp, acct)?;
+        // The cluster directory belongs to the server's user: the file is
+        // created anew and handed over by its handle.
+        let mut file = create_fresh(&tmp)?;
+        file.write_all(text.as_bytes())
+            .map_err(io_err("writing", &tmp))?;
+        hand_over(&file, &tmp, acct)?;
+        drop(file);
         fs::rename(&tmp, &path).map_err(io_err("renaming into place", &path))
     }
 
@@ -1253,6 +1397,30 @@ fn canonical_absolute(path: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// Where a new data directory at `requested` goes instead when pgnload runs
+/// as root and the service user could not reach it: a directory under
+/// [`RELOCATION_ROOT`] named after it (stable, so every process agrees).
+/// `None` when it can stay (or already exists, or there is no service user
+/// yet to check for; the start then explains what is wrong).
+fn relocation_for(requested: &Path) -> Option<PathBuf> {
+    if !geteuid().is_root() || fs::symlink_metadata(requested).is_ok() {
+        return None;
+    }
+    let acct = ServiceAccount::from(User::from_name(SERVICE_USER).ok().flatten()?);
+    check_traversable(requested, &acct).err()?;
+    let name: String = requested
+        .file_name()
+        .map_or_else(
+            || "pgnload-data".into(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+        .chars()
+        .take(40)
+        .collect();
+    let hash = xxhash_rust::xxh64::xxh64(requested.as_os_str().as_encoded_bytes(), 0);
+    Some(Path::new(RELOCATION_ROOT).join(format!("{name}-{hash:016x}")))
+}
+
 /// `<data_dir>/run` if the socket path fits in `sun_path`, else a stable
 /// directory under /tmp named from a hash of the data directory path.
 fn socket_dir_for(data_dir: &Path) -> PathBuf {
@@ -1264,14 +1432,77 @@ fn socket_dir_for(data_dir: &Path) -> PathBuf {
     PathBuf::from(format!("/tmp/pgnload-{hash:016x}"))
 }
 
+/// Opens (creating if missing) a lock file of the data directory. `flock`
+/// needs only a descriptor, and any readable file gives one: a lock file
+/// other users can open is a lock they can hold forever. So it is created
+/// mode 0600, never through a link, and an existing one must belong to the
+/// user running pgnload (one left 0644 by an older pgnload is tightened).
 fn open_lock_file(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
         .open(path)
-        .map_err(io_err("opening the lock file", path))
+        .map_err(io_err("opening the lock file", path))?;
+    let meta = file
+        .metadata()
+        .map_err(io_err("inspecting the lock file", path))?;
+    let me = geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != me {
+        return Err(refuse(
+            path,
+            format!(
+                "a lock file must be a plain file of uid {me}, running pgnload; this one \
+                 belongs to uid {}: remove it",
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(io_err("setting permissions of", path))?;
+    }
+    Ok(file)
+}
+
+/// Which way [`lock_announced`] locks.
+#[derive(Debug, Clone, Copy)]
+enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+/// Takes a lock, waiting as long as it takes; if it is still held after
+/// [`LOCK_GRACE`], says once on stderr which lock and which file it waits
+/// for, so a wait behind another process is never silent.
+fn lock_announced(file: &File, path: &Path, mode: LockMode, what: &str) -> Result<()> {
+    let deadline = Instant::now() + LOCK_GRACE;
+    loop {
+        let attempt = match mode {
+            LockMode::Shared => file.try_lock_shared(),
+            LockMode::Exclusive => file.try_lock(),
+        };
+        match attempt {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(TryLockError::WouldBlock) => break,
+            Err(TryLockError::Error(e)) => return Err(io_err("locking", path)(e)),
+        }
+    }
+    eprintln!(
+        "pgnload: waiting for {what} ({}), held by another process",
+        path.display()
+    );
+    match mode {
+        LockMode::Shared => file.lock_shared(),
+        LockMode::Exclusive => file.lock(),
+    }
+    .map_err(io_err("locking", path))
 }
 
 /// The postmaster pid of the server running on `pgdata`, if one runs: the
@@ -1280,11 +1511,14 @@ fn open_lock_file(path: &Path) -> Result<File> {
 /// reused by an unrelated process).
 fn running_pid(pgdata: &Path) -> Result<Option<u32>> {
     let pid_file = pgdata.join("postmaster.pid");
-    let text = match fs::read_to_string(&pid_file) {
-        Ok(text) => text,
+    let mut text = String::new();
+    match open_no_follow(&pid_file).and_then(|mut f| f.read_to_string(&mut text)) {
+        Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // A symlink (ELOOP) is no pid file the server wrote: no server.
+        Err(e) if e.raw_os_error() == Some(Errno::ELOOP as i32) => return Ok(None),
         Err(e) => return Err(io_err("reading", &pid_file)(e)),
-    };
+    }
     let Some(pid) = text
         .lines()
         .next()
@@ -1358,7 +1592,7 @@ fn wait_for_orphans(pgdata: &Path) -> bool {
 /// Renames the log to `server.log.1` when it is large, so it cannot grow
 /// without bound across starts.
 fn rotate_log(log: &Path) -> Result<()> {
-    if fs::metadata(log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
+    if fs::symlink_metadata(log).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
         let old = log.with_extension("log.1");
         fs::rename(log, &old).map_err(io_err("rotating", log))?;
     }
@@ -1368,7 +1602,9 @@ fn rotate_log(log: &Path) -> Result<()> {
 /// The last [`LOG_TAIL_LINES`] lines written to the log since offset `from`
 /// (all of it if the file is shorter, e.g. rotated). Empty if unreadable.
 fn log_tail(log: &Path, from: u64) -> String {
-    let Ok(mut file) = File::open(log) else {
+    // The log directory belongs to the server's user: a link there must not
+    // make root quote another file in an error message.
+    let Ok(mut file) = open_no_follow(log) else {
         return String::new();
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -1414,12 +1650,7 @@ fn service_account() -> Result<Option<ServiceAccount>> {
             })?
         }
     };
-    Ok(Some(ServiceAccount {
-        name: user.name,
-        uid: user.uid,
-        gid: user.gid,
-        home: user.dir,
-    }))
+    Ok(Some(ServiceAccount::from(user)))
 }
 
 fn create_service_user() -> Result<()> {
@@ -1456,15 +1687,73 @@ fn create_service_user() -> Result<()> {
     )))
 }
 
-/// Hands a file or directory to the service account (no-op when not root).
-fn give_to(path: &Path, acct: Option<&ServiceAccount>) -> Result<()> {
+/// Gives a file or directory, by its open handle, the private mode (0700
+/// for a directory, 0600 for a file) and, when root, to the service
+/// account. Handles, not paths: a path inside a directory the service
+/// account owns can be swapped for a link between a check and a `chown`.
+fn hand_over(handle: &File, path: &Path, acct: Option<&ServiceAccount>) -> Result<()> {
+    let meta = handle.metadata().map_err(io_err("inspecting", path))?;
+    let mode = if meta.is_dir() { 0o700 } else { 0o600 };
+    handle
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(io_err("setting permissions of", path))?;
     match acct {
-        Some(acct) => chown(path, Some(acct.uid), Some(acct.gid)).map_err(sys_err(format!(
-            "chown {} to {}",
-            path.display(),
-            acct.name
-        ))),
+        Some(acct) => fchown(handle, Some(acct.uid.as_raw()), Some(acct.gid.as_raw()))
+            .map_err(io_err(format!("handing over to user {}", acct.name), path)),
         None => Ok(()),
+    }
+}
+
+/// Opens an existing file for reading, failing (`ELOOP`) on a symlink
+/// instead of following it: for files in directories the server's user
+/// owns, which root must never be redirected from. `O_NONBLOCK` so that a
+/// FIFO planted there cannot block root (it reads as empty).
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+}
+
+/// Opens a directory itself (not a symlink to one) to work on its handle.
+fn open_dir_no_follow(dir: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY).bits())
+        .open(dir)
+        .map_err(io_err("opening the directory (not following links)", dir))
+}
+
+/// Creates `path` anew, mode 0600: whatever is there (a leftover, or a link
+/// planted to redirect root's write) is removed, never followed, and
+/// `O_EXCL` creation does not follow links either.
+fn create_fresh(path: &Path) -> Result<File> {
+    remove_if_present(path)?;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(io_err("creating", path))
+}
+
+/// Removes a file or symlink (never what a symlink points to) if present.
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err("removing", path)(e)),
+    }
+}
+
+/// The error for a path pgnload refuses to use because another account
+/// could have put it there.
+fn refuse(path: &Path, why: String) -> EmbeddedError {
+    EmbeddedError::Io {
+        context: format!("refusing to use ({why})"),
+        path: path.to_path_buf(),
+        source: io::Error::from(io::ErrorKind::PermissionDenied),
     }
 }
 
@@ -1473,42 +1762,34 @@ fn give_to(path: &Path, acct: Option<&ServiceAccount>) -> Result<()> {
 /// account (re-owned if `ours`, i.e. inside pgnload's data directory).
 fn ensure_private_dir(dir: &Path, acct: Option<&ServiceAccount>, ours: bool) -> Result<()> {
     let owner = acct.map_or_else(geteuid, |a| a.uid);
-    match fs::create_dir(dir) {
-        Ok(()) => {
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-                .map_err(io_err("setting permissions of", dir))?;
-            return give_to(dir, acct);
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+    let created = match fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(io_err("creating", dir)(e)),
-    }
-    let meta = fs::symlink_metadata(dir).map_err(io_err("inspecting", dir))?;
+    };
     let unsafe_dir = |reason: String| EmbeddedError::UnsafeSocketDir {
         dir: dir.to_path_buf(),
         reason,
     };
-    if !meta.is_dir() {
+    if !fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
         return Err(unsafe_dir("not a directory (or a symlink)".into()));
     }
-    if meta.uid() != owner.as_raw() {
-        if !ours {
-            return Err(unsafe_dir(format!(
-                "owned by uid {}, not by uid {} that runs the server",
-                meta.uid(),
-                owner
-            )));
-        }
-        give_to(dir, acct)?;
+    // From here on only the handle: the entry may be swapped meanwhile.
+    let handle = open_dir_no_follow(dir)?;
+    if created {
+        return hand_over(&handle, dir, acct);
     }
-    if meta.mode() & 0o077 != 0 {
+    let meta = handle.metadata().map_err(io_err("inspecting", dir))?;
+    if meta.uid() != owner.as_raw() || meta.mode() & 0o077 != 0 {
         if !ours {
             return Err(unsafe_dir(format!(
-                "mode {:o} lets other users in",
+                "owned by uid {} with mode {:o}; it must be owned by uid {owner} that runs \
+                 the server, with no access for other users",
+                meta.uid(),
                 meta.mode() & 0o7777
             )));
         }
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(io_err("setting permissions of", dir))?;
+        hand_over(&handle, dir, acct)?;
     }
     Ok(())
 }

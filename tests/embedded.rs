@@ -514,3 +514,302 @@ fn sessions_across_processes_and_a_killed_one() -> TestResult {
     assert_eq!(cluster.status()?, ClusterStatus::Stopped);
     Ok(())
 }
+
+/// A file standing for something root must never touch (never a real
+/// system file): owned by the test's user, mode 0600, in a private directory.
+struct Victim {
+    path: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+const VICTIM_TEXT: &str = "victim: SECRET-VICTIM-LINE\n";
+
+impl Victim {
+    fn new() -> Result<Victim, Box<dyn Error>> {
+        let dir = tempfile::Builder::new()
+            .prefix("pgnload-victim-")
+            .tempdir_in("/tmp")?;
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700))?;
+        let path = dir.path().join("victim");
+        fs::write(&path, VICTIM_TEXT)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
+        Ok(Victim { path, _dir: dir })
+    }
+
+    /// Plants a symlink to the victim at `link` (replacing what is there).
+    fn plant(&self, link: &Path) -> TestResult {
+        match fs::remove_file(link) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        std::os::unix::fs::symlink(&self.path, link)?;
+        Ok(())
+    }
+
+    fn assert_untouched(&self, after: &str) -> TestResult {
+        use std::os::unix::fs::MetadataExt;
+        let meta = fs::symlink_metadata(&self.path)?;
+        assert_eq!(fs::read_to_string(&self.path)?, VICTIM_TEXT, "{after}");
+        assert_eq!(meta.uid(), geteuid().as_raw(), "owner changed {after}");
+        assert_eq!(meta.mode() & 0o7777, 0o600, "mode changed {after}");
+        Ok(())
+    }
+}
+
+/// Issue 12 item 7: links planted in the directories the server's user
+/// owns (and in the data directory) never redirect pgnload's writes,
+/// chowns or removals.
+#[test]
+fn planted_symlinks_never_redirect_writes() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    cluster.start_persistent()?;
+    cluster.stop()?;
+    let victim = Victim::new()?;
+    let pgdata = cluster.pgdata();
+    for name in ["pgnload.conf.tmp", "pgnload.conf", "postmaster.pid"] {
+        victim.plant(&pgdata.join(name))?;
+    }
+    victim.plant(&cluster.data_dir().join("persistent"))?;
+    victim.plant(&cluster.socket_dir().join(".s.PGSQL.5432.lock"))?;
+    cluster.start_persistent()?;
+    victim.assert_untouched("after db start")?;
+    let conf = fs::symlink_metadata(pgdata.join("pgnload.conf"))?;
+    assert!(conf.is_file(), "pgnload.conf was replaced by a real file");
+    assert!(!pgdata.join("pgnload.conf.tmp").exists());
+    assert_eq!(query_one(cluster, "SHOW listen_addresses")?, "");
+    cluster.stop()?;
+    victim.assert_untouched("after db stop")?;
+
+    // A FIFO in place of the pid file (pgnload reads it) must not block the
+    // start: it reads as no pid file.
+    let fifo = cluster.data_dir().join("fifo-source");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    fs::rename(&fifo, pgdata.join("postmaster.pid"))?;
+    cluster.start_session()?.close()?;
+    Ok(())
+}
+
+/// Issue 12 item 7: when the server cannot start, the error quotes the
+/// server log; a link planted there must not make root quote another file.
+#[test]
+fn error_never_quotes_a_planted_log_link() -> TestResult {
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    cluster.start_session()?.close()?;
+    let victim = Victim::new()?;
+    victim.plant(&cluster.log_file())?;
+    // Make the start fail after pg_ctl ran, so the log tail is quoted.
+    fs::write(
+        cluster.pgdata().join("postgresql.auto.conf"),
+        "shared_buffers = 'not a size'\n",
+    )?;
+    let result = cluster.start_session();
+    victim.assert_untouched("after a failed start")?;
+    match result {
+        Err(e) => {
+            let message = e.to_string();
+            assert!(message.contains("pg_ctl"), "{message}");
+            assert!(!message.contains("SECRET-VICTIM-LINE"), "{message}");
+        }
+        Ok(_) => return Err("the start should fail on the invalid setting".into()),
+    }
+    Ok(())
+}
+
+/// Issue 12 item 9: the lock files are the user's alone (0600, never a
+/// link), so no other account can take a lock and block pgnload.
+#[test]
+fn lock_files_are_private() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    let data = cluster.data_dir();
+    fs::create_dir_all(data)?;
+    fs::set_permissions(data, fs::Permissions::from_mode(0o755))?;
+    // As an older pgnload left it.
+    fs::write(data.join("sessions.lock"), "")?;
+    fs::set_permissions(
+        data.join("sessions.lock"),
+        fs::Permissions::from_mode(0o644),
+    )?;
+    cluster.start_session()?.close()?;
+    for name in ["transition.lock", "sessions.lock"] {
+        let meta = fs::symlink_metadata(data.join(name))?;
+        assert!(meta.is_file(), "{name}");
+        assert_eq!(meta.mode() & 0o7777, 0o600, "{name}");
+        assert_eq!(meta.uid(), geteuid().as_raw(), "{name}");
+    }
+    if geteuid().is_root() {
+        // Another account cannot even open them to lock.
+        let nobody = User::from_name("nobody")?.ok_or("user nobody")?;
+        let out = Command::new("setpriv")
+            .arg(format!("--reuid={}", nobody.uid))
+            .arg(format!("--regid={}", nobody.gid))
+            .args(["--clear-groups", "flock", "-n", "-x"])
+            .arg(data.join("transition.lock"))
+            .arg("true")
+            .output()?;
+        assert!(
+            !out.status.success(),
+            "user nobody took the lock: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A link in place of a lock file is refused, not followed.
+    let victim = Victim::new()?;
+    victim.plant(&data.join("transition.lock"))?;
+    let result = cluster.start_session();
+    victim.assert_untouched("after a start with a planted lock link")?;
+    match result {
+        Err(e) => assert!(e.to_string().contains("transition.lock"), "{e}"),
+        Ok(_) => return Err("a symlinked lock file must be refused".into()),
+    }
+    fs::remove_file(data.join("transition.lock"))?;
+    Ok(())
+}
+
+/// Issue 12 item 9: a start blocked by a held lock says once which lock
+/// and which file it waits for, and goes on when it is released.
+#[test]
+fn a_held_lock_is_announced() -> TestResult {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let fixture = Fixture::new("data")?;
+    let cluster = &fixture.cluster;
+    cluster.start_session()?.close()?;
+    let lock = cluster.data_dir().join("transition.lock");
+    let mut holder = Command::new("flock")
+        .arg("-x")
+        .arg(&lock)
+        .args(["-c", "echo held; cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut held = String::new();
+    BufReader::new(holder.stdout.take().ok_or("holder stdout")?).read_line(&mut held)?;
+    assert_eq!(held, "held\n");
+
+    let mut start = Command::new(env!("CARGO_BIN_EXE_pgnload"))
+        .arg("--data-dir")
+        .arg(cluster.data_dir())
+        .args(["db", "start"])
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stderr = BufReader::new(start.stderr.take().ok_or("stderr")?);
+    let mut line = String::new();
+    stderr.read_line(&mut line)?;
+    assert!(line.contains("waiting for"), "{line}");
+    assert!(line.contains(&*lock.to_string_lossy()), "{line}");
+    assert!(line.contains("starting and stopping"), "{line}");
+
+    // Release: the start goes on, and says nothing more about the lock.
+    holder.stdin.take().ok_or("holder stdin")?.write_all(b"")?;
+    assert!(holder.wait()?.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest)?;
+    let status = start.wait()?;
+    assert!(status.success(), "{rest}");
+    assert!(!rest.contains("waiting for"), "{rest}");
+    running_pid(cluster)?;
+    cluster.stop()?;
+    Ok(())
+}
+
+/// Issue 12 item 15: the README's first command, as root in a private home
+/// (a 0700 directory the server's user cannot enter), works without any
+/// change of permissions; the cluster lives where that user can reach it,
+/// a link is left where the user asked, and pgnload says so once.
+#[test]
+fn a_data_dir_in_a_private_home_works() -> TestResult {
+    let root = scratch()?;
+    let home = root.path().join("home");
+    fs::create_dir(&home)?;
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o700))?;
+    let data = home.join("checkout").join("pgnload-data");
+    let pgnload = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pgnload"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("PGNLOAD_DATA_DIR")
+            .current_dir(root.path())
+            .output()
+    };
+    let sample =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kasparov-deep-blue-1997.pgn");
+    let first = pgnload(&["import", &sample.to_string_lossy()])?;
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    // Removes the relocated cluster even when an assertion fails.
+    struct Cleanup(Option<std::path::PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.0 {
+                if let Ok(cluster) = EmbeddedCluster::new(dir) {
+                    let _ = cluster.stop();
+                }
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
+    }
+    let relocated = fs::read_link(&data).ok();
+    let _cleanup = Cleanup(relocated.clone());
+    assert!(first.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("links to it"))
+        .collect();
+    if geteuid().is_root() {
+        let real = relocated.ok_or("the data dir is a link to the cluster")?;
+        assert!(real.starts_with("/var/lib/pgnload"), "{}", real.display());
+        assert!(real.join("pgdata/PG_VERSION").exists());
+        assert_eq!(said.len(), 1, "{stderr}");
+        assert!(said[0].contains(&*data.to_string_lossy()), "{stderr}");
+        assert!(said[0].contains(&*real.to_string_lossy()), "{stderr}");
+    } else {
+        // An unprivileged user runs the server itself: nothing to move.
+        assert!(relocated.is_none());
+        assert!(said.is_empty(), "{stderr}");
+    }
+    assert_eq!(fs::metadata(&home)?.permissions().mode() & 0o777, 0o700);
+
+    // Every later command finds the cluster through the link, silently.
+    let again = pgnload(&["import", &sample.to_string_lossy()])?;
+    assert!(again.status.success());
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("links to it"),
+        "said only once"
+    );
+    let status = pgnload(&["status"])?;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.starts_with("done"), "{text}");
+    let url = String::from_utf8(pgnload(&["db", "url"])?.stdout)?;
+    let started = pgnload(&["db", "start"])?;
+    assert!(started.status.success());
+    let games = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            url.trim(),
+            "-c",
+            "SELECT count(*) FROM games",
+        ])
+        .output()?;
+    let count: u64 = String::from_utf8_lossy(&games.stdout).trim().parse()?;
+    assert!(count > 0, "games imported into the relocated cluster");
+    assert!(String::from_utf8_lossy(&pgnload(&["db", "status"])?.stdout).starts_with("running"));
+    assert!(pgnload(&["db", "stop"])?.status.success());
+    assert!(String::from_utf8_lossy(&pgnload(&["db", "status"])?.stdout).starts_with("stopped"));
+    Ok(())
+}

@@ -15,4 +15,6 @@ mod parity;
 mod reliability;
 mod resume;
 mod robustness;
+mod secrets;
+mod status;
 mod verify;

@@ -333,7 +333,7 @@ fn hostname() -> Option<String> {
 }
 
 /// Advisory lock key of an input fingerprint.
-fn lock_key(fingerprint: &str) -> i64 {
+pub(crate) fn lock_key(fingerprint: &str) -> i64 {
     crate::hash::to_signed(xxhash_rust::xxh64::xxh64(
         fingerprint.as_bytes(),
         0x7067_6e6c,

@@ -1,8 +1,16 @@
 //! `pgnload status`: the import state of every input seen, from the
 //! bookkeeping tables (so it works while an import runs, from any machine).
+//!
+//! A recorded `running` state is only what the last importer wrote: a killed
+//! importer never updates it. An importer holds the advisory lock
+//! `lock_key` of its input on its control connection for as long as it
+//! works on it, and the server drops that lock with the connection, so a
+//! `running` input whose lock nobody holds is shown as `interrupted`.
+
+use std::collections::HashSet;
 
 use crate::{
-    cmd::ExitStatus,
+    cmd::{ExitStatus, import::lock_key},
     config::Settings,
     db::{self, db_err},
     error::Error,
@@ -34,6 +42,23 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
             )
             .await
             .map_err(db_err("reading import_files"))?;
+        // Advisory locks on one bigint key appear in pg_locks as its high and
+        // low halves (classid, objid) with objsubid 1. Only looked at, never
+        // taken: a status must not make a starting importer think the
+        // input is busy.
+        let held: HashSet<i64> = database
+            .client
+            .query(
+                "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks
+                 WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .await
+            .map_err(db_err("reading pg_locks"))?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
         let mut out = Vec::new();
         let mut table = String::new();
         for row in &rows {
@@ -49,9 +74,17 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
             let rejects: i64 = row.get(9);
             let last_error: Option<String> = row.get(10);
             let updated: String = row.get(11);
+            let importer_active = held.contains(&lock_key(&fingerprint));
+            let recorded = state.clone();
+            let state = if state == "running" && !importer_active {
+                "interrupted".to_owned()
+            } else {
+                state
+            };
             if args.json {
                 out.push(serde_json::json!({
                     "path": path, "fingerprint": fingerprint, "state": state,
+                    "recorded_state": recorded, "importer_active": importer_active,
                     "games_done": games, "bytes_done": bytes, "size_bytes": size,
                     "compression": compression, "games_imported": imported,
                     "games_present": present, "rejects": rejects,
