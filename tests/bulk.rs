@@ -153,19 +153,7 @@ fn an_interrupted_bulk_load_is_refused_by_incremental_and_finished_by_auto() {
     let db = migrated_db("bulk_resume");
 
     // Stop a bulk load mid-way: the indexes are gone, the load is open.
-    // Two-game batches make the load last long enough (about a second)
-    // for the signal to land in it, not in the finish.
-    let mut cmd = db.pgnload();
-    cmd.args(["-q", "import", "--mode", "bulk", "--batch-games", "2"])
-        .args(first_files)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().expect("spawn pgnload");
-    let started = Instant::now();
-    while db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "0" {
-        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
-        thread::sleep(Duration::from_millis(20));
-    }
+    let child = bulk_import_under_way(&db, first_files);
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
     kill(pid, Signal::SIGTERM).expect("SIGTERM");
     let out = child.wait_with_output().expect("wait");
@@ -254,8 +242,9 @@ fn index_oids(db: &TestDb) -> String {
     )
 }
 
-/// Starts a slow bulk import (two-game batches) and returns once its load
-/// is under way.
+/// Starts a slow bulk import and returns once its load is under way: two-game
+/// batches make the load last long enough (about a second) for a signal to
+/// land in it, not in the finish.
 fn bulk_import_under_way(db: &TestDb, files: &[PathBuf]) -> std::process::Child {
     let mut cmd = db.pgnload();
     cmd.args(["-q", "import", "--mode", "bulk", "--batch-games", "2"])

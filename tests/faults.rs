@@ -18,23 +18,10 @@ use nix::{
 use pgnload::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
-    common::{TestDb, fresh_db, pgnload, run, scratch_dir},
+    common::{Lcg, TestDb, fresh_db, pgnload, run, scratch_dir},
     import::content_dump,
     resume::corpus_with_copies,
 };
-
-/// A small deterministic generator (seeded, so a failure can be replayed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
 
 /// The faults injected, one per run.
 #[derive(Debug, Clone, Copy)]

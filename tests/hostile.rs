@@ -11,7 +11,7 @@ use pgnload::{
     reader::{GameSplitter, MAX_TAGS},
 };
 
-use crate::common::{data, fresh_db, run};
+use crate::common::{assert_rejects_kept, data, fresh_db, hostile_corpus, run};
 
 /// A good game after each hostile one: it must come out whole, as game 2.
 const NEXT: &[u8] = b"[Event \"next\"]\n[White \"x\"]\n\n1. d4 d5 *\n\n";
@@ -299,14 +299,7 @@ fn hostile_tags_reach_the_database_whole_or_not_at_all() {
         (good(3), None),
         (b"[Event \"mac 1\"]\r\r1. e4 *\r\r[Event \"mac 2\"]\r\r1. d4 *\r\r[Event \"mac 3\"]\r\r1. c4 *\r".to_vec(), None),
     ];
-    let mut pgn = Vec::new();
-    let mut expected_rejects = Vec::new();
-    for (i, (bytes, reason)) in parts.iter().enumerate() {
-        if let Some(reason) = reason {
-            expected_rejects.push((i + 1, pgn.len(), bytes.clone(), *reason));
-        }
-        pgn.extend_from_slice(bytes);
-    }
+    let (pgn, expected_rejects) = hostile_corpus(&parts);
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("hostile-tags.pgn");
     std::fs::write(&file, &pgn).expect("write");
@@ -319,19 +312,7 @@ fn hostile_tags_reach_the_database_whole_or_not_at_all() {
         stderr.contains("15 read = 9 imported + 0 already present + 6 rejected"),
         "{stderr}"
     );
-    let rows = db.psql(
-        "SELECT game_number, byte_offset, reason, encode(raw, 'hex') FROM import_rejects ORDER BY game_number",
-    );
-    let rows: Vec<&str> = rows.lines().collect();
-    assert_eq!(rows.len(), expected_rejects.len(), "{rows:?}");
-    for (row, (number, offset, bytes, reason)) in rows.iter().zip(&expected_rejects) {
-        let fields: Vec<&str> = row.split('|').collect();
-        assert_eq!(fields[0], number.to_string(), "{row}");
-        assert_eq!(fields[1], offset.to_string(), "{row}");
-        assert!(fields[2].contains(reason), "{row}");
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(fields[3], hex, "game {number} not kept whole");
-    }
+    assert_rejects_kept(&db, &expected_rejects);
     assert_eq!(
         db.psql("SELECT string_agg(e.name, ',' ORDER BY g.game_number) FROM games g JOIN events e ON e.id = g.event_id"),
         "good 1,good 2,The \"Big\" Open,long opening,partial,good 3,mac 1,mac 2,mac 3"

@@ -368,3 +368,59 @@ fn an_import_started_while_the_server_is_down_waits_for_it() {
     assert!(stderr.contains("retrying in"), "{stderr}");
     assert_eq!(rows, "438");
 }
+
+#[test]
+fn a_server_error_is_printed_once_with_its_message_and_sqlstate() {
+    let db = crate::common::migrated_db("server_error");
+    db.psql(
+        "CREATE FUNCTION refuse_games() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'games are closed today' USING HINT = 'try tomorrow'; END $$;
+         CREATE TRIGGER refuse_games BEFORE INSERT ON games
+             FOR EACH ROW EXECUTE FUNCTION refuse_games()",
+    );
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "--mode", "incremental"])
+            .arg(crate::common::data("lichess-2025-05-sample.pgn"));
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ERROR: games are closed today (SQLSTATE P0001); hint: try tomorrow"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("games are closed today").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("db error"), "{stderr}");
+    // The input's record keeps the server's message too.
+    assert!(
+        db.psql("SELECT last_error FROM import_files")
+            .contains("games are closed today (SQLSTATE P0001)")
+    );
+}
+
+#[test]
+fn an_unreadable_input_is_named_once_with_its_os_error_once() {
+    let db = fresh_db("missing_input");
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["import", "/nonexistent-dir/missing-input.pgn"]);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("missing-input.pgn"))
+        .unwrap_or_else(|| panic!("no line names the input:\n{stderr}"));
+    assert_eq!(line.matches("missing-input.pgn").count(), 1, "{line}");
+    assert_eq!(
+        line.matches("No such file or directory").count(),
+        1,
+        "{line}"
+    );
+}

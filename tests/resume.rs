@@ -14,7 +14,10 @@ use nix::{
 };
 
 use crate::{
-    common::{TestDb, data, data_pgns, fresh_db, migrated_db, run},
+    common::{
+        Lcg, TestDb, assert_rejects_kept, data, data_pgns, fresh_db, hostile_corpus, migrated_db,
+        run,
+    },
     import::content_dump,
 };
 
@@ -66,19 +69,6 @@ fn import_cmd(db: &TestDb, files: &[PathBuf]) -> Command {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd
-}
-
-/// A tiny deterministic generator for kill delays (seeded, reproducible).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
 }
 
 #[test]
@@ -254,14 +244,7 @@ fn hostile_corpus_every_good_game_imported_every_bad_one_kept_with_its_reason() 
         ),
         (b"[Event \"truncated\"]\n\n1. e4 e5 2. Nf3 Nc".to_vec(), Some("unterminated")),
     ];
-    let mut pgn = Vec::new();
-    let mut expected_rejects = Vec::new();
-    for (i, (bytes, reason)) in parts.iter().enumerate() {
-        if let Some(reason) = reason {
-            expected_rejects.push((i + 1, pgn.len(), bytes.clone(), *reason));
-        }
-        pgn.extend_from_slice(bytes);
-    }
+    let (pgn, expected_rejects) = hostile_corpus(&parts);
     let file = dir.path().join("hostile.pgn");
     std::fs::write(&file, &pgn).expect("write");
     let rejects_file = dir.path().join("rejects.pgn");
@@ -281,25 +264,14 @@ fn hostile_corpus_every_good_game_imported_every_bad_one_kept_with_its_reason() 
         stderr.contains("10 read = 4 imported + 1 already present + 5 rejected"),
         "{stderr}"
     );
-    let rows = db.psql(
-        "SELECT game_number, byte_offset, reason, encode(raw, 'hex') FROM import_rejects ORDER BY game_number",
-    );
-    let rows: Vec<&str> = rows.lines().collect();
-    assert_eq!(rows.len(), expected_rejects.len(), "{rows:?}");
-    for (row, (number, offset, bytes, reason)) in rows.iter().zip(&expected_rejects) {
-        let fields: Vec<&str> = row.split('|').collect();
-        assert_eq!(fields[0], number.to_string(), "{row}");
-        assert_eq!(fields[1], offset.to_string(), "{row}");
-        assert!(fields[2].contains(reason), "{row}");
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(fields[3], hex, "game {number} not kept verbatim");
-    }
+    assert_rejects_kept(&db, &expected_rejects);
     let kept = std::fs::read(&rejects_file).expect("rejects file");
-    for (number, _, bytes, _) in &expected_rejects {
-        let needle = String::from_utf8_lossy(bytes).trim_end().to_owned();
+    for reject in &expected_rejects {
+        let needle = String::from_utf8_lossy(&reject.bytes).trim_end().to_owned();
         assert!(
             String::from_utf8_lossy(&kept).contains(&needle),
-            "game {number} missing from the rejects file"
+            "game {} missing from the rejects file",
+            reject.number
         );
     }
     assert_eq!(

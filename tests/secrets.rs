@@ -10,8 +10,12 @@ const SECRET: &str = "hunter2";
 /// appears nowhere in their output.
 fn assert_never_printed(url: &str) {
     let sample = data("kasparov-deep-blue-1997.pgn");
-    // verify writes its report into the working directory.
+    // verify writes its report into the working directory. The config
+    // file makes a failed first connection fail at once instead of being
+    // waited for (retry_seconds) like a restarting server.
     let cwd = scratch_dir("pgnload-secrets-");
+    let config = cwd.path().join("no-retry.toml");
+    std::fs::write(&config, "[import]\nretry_seconds = 0\n").expect("write config");
     for args in [
         vec!["import".to_owned(), sample.to_string_lossy().into_owned()],
         vec!["verify".to_owned()],
@@ -19,7 +23,9 @@ fn assert_never_printed(url: &str) {
     ] {
         let out = run({
             let mut c = pgnload();
-            c.args(&args)
+            c.arg("--config")
+                .arg(&config)
+                .args(&args)
                 .env("DATABASE_URL", url)
                 .current_dir(cwd.path());
             c

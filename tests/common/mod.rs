@@ -248,3 +248,68 @@ pub fn scratch_dir(prefix: &str) -> tempfile::TempDir {
     .expect("chmod");
     dir
 }
+
+/// A tiny deterministic generator for fault timings (seeded, so a failure
+/// can be replayed).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A game of a hostile corpus that must be rejected: where it is and why.
+pub struct ExpectedReject {
+    /// 1-based game number in the file.
+    pub number: usize,
+    /// Byte offset of its first byte.
+    pub offset: usize,
+    /// Its bytes, as they must be kept.
+    pub bytes: Vec<u8>,
+    /// A word of the reason it must be rejected with.
+    pub reason: &'static str,
+}
+
+/// Concatenates `parts` (a game's bytes, and the reason it must be
+/// rejected, `None` for a game to import) into one PGN, with the rejects
+/// expected from it. Each part is one game, but the last may hold several.
+pub fn hostile_corpus(parts: &[(Vec<u8>, Option<&'static str>)]) -> (Vec<u8>, Vec<ExpectedReject>) {
+    let mut pgn = Vec::new();
+    let mut rejects = Vec::new();
+    for (i, (bytes, reason)) in parts.iter().enumerate() {
+        if let Some(reason) = reason {
+            rejects.push(ExpectedReject {
+                number: i + 1,
+                offset: pgn.len(),
+                bytes: bytes.clone(),
+                reason,
+            });
+        }
+        pgn.extend_from_slice(bytes);
+    }
+    (pgn, rejects)
+}
+
+/// Asserts `import_rejects` holds exactly `expected`: number, offset,
+/// reason and the verbatim bytes of each.
+pub fn assert_rejects_kept(db: &TestDb, expected: &[ExpectedReject]) {
+    let rows = db.psql(
+        "SELECT game_number, byte_offset, reason, encode(raw, 'hex') FROM import_rejects ORDER BY game_number",
+    );
+    let rows: Vec<&str> = rows.lines().collect();
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (row, reject) in rows.iter().zip(expected) {
+        let fields: Vec<&str> = row.split('|').collect();
+        assert_eq!(fields[0], reject.number.to_string(), "{row}");
+        assert_eq!(fields[1], reject.offset.to_string(), "{row}");
+        assert!(fields[2].contains(reject.reason), "{row}");
+        let hex: String = reject.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fields[3], hex, "game {} not kept verbatim", reject.number);
+    }
+}
