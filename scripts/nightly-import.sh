@@ -4,11 +4,15 @@
 #   scripts/nightly-import.sh /data/lichess-dumps
 #
 # Imports every *.pgn, *.pgn.zst, *.pgn.bz2, *.pgn.gz in the directory, oldest
-# first. Files already imported are recognized by a fingerprint of all their
-# bytes and skipped (each costs one read of the file, about a `cat`), an
-# interrupted import resumes from its checkpoint, and a
-# second run started while one is going waits for the file it wants (pgnload
-# locks each input), so it is safe to run as often as you like.
+# first. pgnload recognizes a file already imported by a fingerprint of all
+# its bytes (one read of the file, about a `cat`); so that a directory of
+# years of 30 GB dumps is not read again every night, this script remembers
+# the files a run finished (in DIR/.pgnload-done: size, modification and
+# change times, inode and path) and passes only new or changed ones. A file
+# written to since has a new change time, so it is passed and pgnload's
+# fingerprint decides. An interrupted import resumes from its checkpoint, and
+# a second run started while one is going waits for the file it wants
+# (pgnload locks each input), so it is safe to run as often as you like.
 #
 # Environment: DATABASE_URL (else the embedded cluster in PGNLOAD_DATA_DIR,
 # default ./pgnload-data), PGNLOAD_BIN (default: pgnload on PATH),
@@ -36,13 +40,31 @@ done < <(find "$dir" -maxdepth 1 -type f \
     \( -name '*.pgn' -o -name '*.pgn.zst' -o -name '*.pgn.bz2' -o -name '*.pgn.gz' \) \
     ! -name "$(basename "$rejects")" -printf '%T@ %p\0' | sort -z -n | cut -z -d' ' -f2-)
 
-if [ "${#files[@]}" -eq 0 ]; then
-    echo "nightly-import: no PGN files in $dir"
+# What identifies a file as unchanged since a run finished it.
+done_list="$dir/.pgnload-done"
+stat_line() { stat -c '%s|%y|%z|%i|%n' -- "$1"; }
+
+new_files=()
+for file in "${files[@]}"; do
+    if [ -f "$done_list" ] && grep -qxF -- "$(stat_line "$file")" "$done_list"; then
+        continue
+    fi
+    new_files+=("$file")
+done
+
+if [ "${#new_files[@]}" -eq 0 ]; then
+    echo "nightly-import: $(date -u +%FT%TZ): nothing new among ${#files[@]} PGN file(s) in $dir"
     exit 0
 fi
 
-echo "nightly-import: $(date -u +%FT%TZ): ${#files[@]} file(s) in $dir"
+echo "nightly-import: $(date -u +%FT%TZ): ${#new_files[@]} new or changed of ${#files[@]} file(s) in $dir"
 status=0
-"$bin" import --rejects "$rejects" "${files[@]}" || status=$?
+"$bin" import --rejects "$rejects" "${new_files[@]}" || status=$?
+# Exit 0 or 1: every input was imported to its end (or found imported).
+if [ "$status" -le 1 ]; then
+    for file in "${new_files[@]}"; do
+        stat_line "$file"
+    done >> "$done_list"
+fi
 "$bin" status || true
 exit "$status"

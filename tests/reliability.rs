@@ -424,3 +424,47 @@ fn an_unreadable_input_is_named_once_with_its_os_error_once() {
         "{line}"
     );
 }
+
+#[test]
+fn the_nightly_script_reads_only_new_or_changed_files() {
+    let dir = crate::common::scratch_dir("pgnload-nightly");
+    let sample = std::fs::read(crate::common::data("lichess-2025-05-sample.pgn")).expect("sample");
+    let dump = dir.path().join("dump-2025-05.pgn");
+    std::fs::write(&dump, &sample).expect("write");
+    let db = fresh_db("nightly");
+    let nightly = || {
+        let mut c = Command::new("bash");
+        c.arg(crate::common::repo().join("scripts/nightly-import.sh"))
+            .arg(dir.path())
+            .env("DATABASE_URL", &db.url)
+            .env("PGNLOAD_BIN", env!("CARGO_BIN_EXE_pgnload"));
+        run(c)
+    };
+    let first = nightly();
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "438");
+    // Unchanged: not even passed to pgnload (no run recorded, no read).
+    let second = nightly();
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert_eq!(second.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("nothing new among 1 PGN file"), "{stdout}");
+    assert_eq!(db.psql("SELECT count(*) FROM import_runs"), "1");
+    // Written to since: passed again, and pgnload's fingerprint decides.
+    let mut changed = sample.clone();
+    changed.extend_from_slice(game("https://lichess.org/Nightly1", "n", "1. e4 e5").as_bytes());
+    std::fs::write(&dump, &changed).expect("write");
+    let third = nightly();
+    assert_eq!(
+        third.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "439");
+    assert_eq!(db.psql("SELECT count(*) FROM import_runs"), "2");
+}
