@@ -74,7 +74,7 @@ pub enum RejectReason {
         limit: u64,
     },
     /// The game has more tags than pgnload keeps per game
-    /// ([`crate::reader::MAX_TAGS`]), which bounds the memory a game costs.
+    /// ([`crate::chess::reader::MAX_TAGS`]), which bounds the memory a game costs.
     #[error("too many tags: more than {limit}")]
     TooManyTags {
         /// The limit.
@@ -88,7 +88,7 @@ pub enum RejectReason {
         tag: String,
     },
     /// A player or event name is longer than pgnload stores
-    /// ([`crate::model::MAX_NAME_BYTES`]): the unique keys on players and
+    /// ([`crate::chess::model::MAX_NAME_BYTES`]): the unique keys on players and
     /// events could not index it.
     #[error("tag {tag} is {bytes} bytes long; names are limited to {limit} bytes")]
     NameTooLong {
@@ -153,7 +153,7 @@ pub enum Error {
     Config(String),
     /// The embedded PostgreSQL cluster could not be managed.
     #[error(transparent)]
-    Embedded(#[from] crate::embedded::EmbeddedError),
+    Embedded(#[from] crate::store::embedded::EmbeddedError),
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),

@@ -14,25 +14,15 @@
 //! Every stage is a pure function over one item; the pipeline modules wrap
 //! them in loops over bounded channels.
 
-pub mod bulk;
+pub mod chess;
 pub mod cli;
 pub mod cmd;
 pub mod config;
-pub mod db;
-pub mod dedup;
-pub mod embedded;
 pub mod error;
-pub mod fen;
-pub mod hash;
-pub mod model;
-pub mod pipeline;
+pub mod ingest;
 pub mod progress;
-pub mod reader;
-pub mod replay;
-pub mod source;
-pub mod tuning;
+pub mod store;
 pub mod verify;
-pub mod writer;
 
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 

@@ -3,9 +3,9 @@
 use crate::{
     cmd::ExitStatus,
     config::Settings,
-    db::{self, Target},
-    embedded::{ClusterStatus, EmbeddedCluster},
     error::Error,
+    store::db::{self, Target},
+    store::embedded::{ClusterStatus, EmbeddedCluster},
 };
 
 /// `pgnload db` subcommands.

@@ -3,8 +3,8 @@
 //! Inputs are imported one at a time. For each: identify it by fingerprint,
 //! take an advisory lock on it (two cron runs never import one file at
 //! once), resume from its checkpoint, then stream batches through the parse
-//! pipeline into the writer's two phases: [`crate::writer::resolve_positions`]
-//! of batch N+1 on one connection while [`crate::writer::write_games`] of
+//! pipeline into the writer's two phases: [`crate::ingest::writer::resolve_positions`]
+//! of batch N+1 on one connection while [`crate::ingest::writer::write_games`] of
 //! batch N (with its checkpoint) runs on another.
 //! A lost connection is retried with backoff for a bounded time; a bad game
 //! is a reject, never an error; Ctrl-C/SIGTERM finishes the batch in flight
@@ -24,19 +24,19 @@ use std::{
 };
 
 use crate::{
-    bulk::{self, BulkLoad, Chosen, FinishReport, Mode},
     cmd::ExitStatus,
     config::{Overrides, Settings},
-    db::{self, Database, Target, db_err},
-    dedup::PositionCache,
     error::Error,
-    pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
-    progress::{Progress, Snapshot},
-    source::{self, Compression, fingerprint},
-    writer::{
+    ingest::bulk::{self, BulkLoad, Chosen, FinishReport, Mode},
+    ingest::dedup::PositionCache,
+    ingest::pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
+    ingest::source::{self, Compression, fingerprint},
+    ingest::writer::{
         BatchStats, Conflict, FileContext, PendingIds, ResolvedBatch, WriteMode, WrittenBatch,
         prepare_connection, resolve_positions, write_games,
     },
+    progress::{Progress, Snapshot},
+    store::db::{self, Database, Target, db_err},
 };
 
 /// Options of `pgnload import`.
@@ -224,7 +224,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             }
         };
         if let Target::Url(_) = &target {
-            for advice in crate::tuning::advice(&control.client).await? {
+            for advice in crate::store::tuning::advice(&control.client).await? {
                 eprintln!("pgnload: advice: {advice}");
             }
         }
@@ -334,7 +334,7 @@ fn hostname() -> Option<String> {
 
 /// Advisory lock key of an input fingerprint.
 pub(crate) fn lock_key(fingerprint: &str) -> i64 {
-    crate::hash::to_signed(xxhash_rust::xxh64::xxh64(
+    crate::chess::hash::to_signed(xxhash_rust::xxh64::xxh64(
         fingerprint.as_bytes(),
         0x7067_6e6c,
     ))

@@ -9,10 +9,10 @@
 use std::io::{self, Write};
 
 use crate::{
+    chess::replay::GameRecord,
     cmd::ExitStatus,
     error::Error,
-    pipeline::{Event, InputSpec, Outcome, Pipeline, PipelineConfig},
-    replay::GameRecord,
+    ingest::pipeline::{Event, InputSpec, Outcome, Pipeline, PipelineConfig},
 };
 
 /// Options of `pgnload positions`.

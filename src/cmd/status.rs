@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use crate::{
     cmd::{ExitStatus, import::lock_key},
     config::Settings,
-    db::{self, db_err},
     error::Error,
+    store::db::{self, db_err},
 };
 
 /// Options of `pgnload status`.

@@ -10,7 +10,7 @@
 //!    inserted with `ON CONFLICT DO NOTHING` (sorted, so concurrent
 //!    importers take row locks in the same order) and joined back for their
 //!    ids; in bulk mode a miss is a new position, given the next id and
-//!    `COPY`ed straight into the table (see [`crate::bulk`]). After the
+//!    `COPY`ed straight into the table (see [`crate::ingest::bulk`]). After the
 //!    commit the cache learns the new ids.
 //!
 //! [`write_games`], one transaction:
@@ -40,12 +40,12 @@ use tokio_postgres::{
 };
 
 use crate::{
-    dedup::{KeyMap, PositionCache, PositionKey},
+    chess::fen::split_normalized,
+    chess::model::termination_label,
+    chess::replay::GameRecord,
     error::Error,
-    fen::split_normalized,
-    model::termination_label,
-    pipeline::{Batch, Outcome, RejectedGame},
-    replay::GameRecord,
+    ingest::dedup::{KeyMap, PositionCache, PositionKey},
+    ingest::pipeline::{Batch, Outcome, RejectedGame},
 };
 
 /// Temporary staging tables, created once per connection.
@@ -135,12 +135,12 @@ impl BatchStats {
 }
 
 /// Prepares a fresh data connection: its staging tables. (Its commits are
-/// synchronous, as every pgnload session's: see [`crate::db::connect`].)
+/// synchronous, as every pgnload session's: see [`crate::store::db::connect`].)
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
         .batch_execute(STAGING_DDL)
         .await
-        .map_err(crate::db::db_err("creating staging tables"))
+        .map_err(crate::store::db::db_err("creating staging tables"))
 }
 
 /// A failed write step: the database refused, or a row could not be
@@ -821,7 +821,7 @@ impl BatchContext<'_> {
             self.batch.games_through, self.file.file_id
         );
         match error.into() {
-            WriteError::Database(e) => crate::db::db_err(what)(e),
+            WriteError::Database(e) => crate::store::db::db_err(what)(e),
             WriteError::Encode(e) => {
                 Error::Internal(format!("{what}: encoding a row for COPY: {e}"))
             }
@@ -1128,7 +1128,7 @@ pub enum WriteMode {
     /// Bulk load, which has the database to itself: the cache is the dedup,
     /// a miss is a new position; positions and games get the next ids
     /// without asking the database and are `COPY`ed straight into their
-    /// tables (see [`crate::bulk`]).
+    /// tables (see [`crate::ingest::bulk`]).
     Bulk {
         /// `positions.id`.
         positions: IdSequence,

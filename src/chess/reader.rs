@@ -33,8 +33,8 @@ use pgn_reader::{Nag, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visito
 use shakmaty::KnownOutcome;
 
 use crate::{
+    chess::model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
     error::{RejectReason, SourcePos},
-    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
 };
 
 /// Longest tag line pgn-reader is asked to support in [`scan_only`], and

@@ -1,8 +1,8 @@
 //! Replay: a parsed game → its positions, normalized FENs and digests.
 //!
 //! This is the contract with the historical Python importer: for the initial
-//! position and after every ply, the normalized FEN ([`crate::fen`]) and its
-//! signed xxh64 digest ([`crate::hash`]). Move resolution is as lenient as
+//! position and after every ply, the normalized FEN ([`crate::chess::fen`]) and its
+//! signed xxh64 digest ([`crate::chess::hash`]). Move resolution is as lenient as
 //! python-chess's `parse_san` (a missing or extra `x` is tolerated, fully
 //! specified moves like `e2e4` or `g1f3` are accepted for any piece) so both
 //! accept the same games.
@@ -21,10 +21,10 @@ use shakmaty::{
 };
 
 use crate::{
+    chess::fen::{FEN_CAP, position_from_fen, write_fen},
+    chess::hash::fen_digest_bytes,
+    chess::model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
     error::{RejectReason, SourcePos},
-    fen::{FEN_CAP, position_from_fen, write_fen},
-    hash::fen_digest_bytes,
-    model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
 };
 
 /// Normalized FENs of a game's positions, stored back to back in one string
@@ -991,8 +991,8 @@ impl GameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::fen_digest;
-    use crate::reader::{GameSplitter, ParseLimits, take_game};
+    use crate::chess::hash::fen_digest;
+    use crate::chess::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
         let limits = ParseLimits {

@@ -1,0 +1,6 @@
+//! The pure chess core.
+pub mod fen;
+pub mod hash;
+pub mod model;
+pub mod reader;
+pub mod replay;

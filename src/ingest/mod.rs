@@ -1,0 +1,6 @@
+//! The import pipeline.
+pub mod bulk;
+pub mod dedup;
+pub mod pipeline;
+pub mod source;
+pub mod writer;

@@ -1,0 +1,4 @@
+//! PostgreSQL itself.
+pub mod db;
+pub mod embedded;
+pub mod tuning;
