@@ -31,10 +31,10 @@ use shakmaty::{
 };
 
 use crate::{
+    chess::encoding::decode_move_uci,
     chess::fen::{canonical_fen, normalize_fen_text, position_from_fen, split_normalized},
     chess::hash::{fen_digest, fen_digest_unsigned, to_signed, to_unsigned},
     chess::model::GameVariant,
-    chess::replay::decode_move_uci,
 };
 
 /// What is wrong with a row, a digest-file line or a game. The label
@@ -1489,7 +1489,7 @@ mod tests {
     fn replay_covers_castling_null_moves_and_drops() {
         let board = start_position(GameVariant::Crazyhouse, None).expect("start");
         let codes = [
-            crate::chess::replay::encode_move(
+            crate::chess::encoding::encode_move(
                 "e2e4"
                     .parse::<UciMove>()
                     .expect("uci")

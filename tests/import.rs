@@ -254,7 +254,7 @@ fn game_moves_decode_to_the_uci_of_the_moves_rows() {
         let decoded: Vec<String> = bytes
             .chunks(2)
             .map(|pair| {
-                pgnload::chess::replay::decode_move_uci(
+                pgnload::chess::encoding::decode_move_uci(
                     u16::from_be_bytes([pair[0], pair[1]]),
                     variant == "chess960",
                 )

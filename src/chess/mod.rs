@@ -1,4 +1,5 @@
 //! The pure chess core.
+pub mod encoding;
 pub mod fen;
 pub mod hash;
 pub mod model;
