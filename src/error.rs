@@ -218,3 +218,39 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// Result alias for the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a command ended; `main` turns it into the process exit code.
+///
+/// | code | meaning |
+/// |------|---------|
+/// | 0 | clean: everything read was imported / printed / verified |
+/// | 1 | finished, but some games were rejected (or `verify` found mismatches) |
+/// | 2 | failed: an input, the database or the configuration stopped the run |
+/// | 3 | interrupted (Ctrl-C / SIGTERM); rerun the same command to resume |
+/// | 4 | aborted: more rejects than `--max-rejects` allows |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Exit code 0.
+    Clean,
+    /// Exit code 1.
+    CompletedWithRejects,
+    /// Exit code 2.
+    Failed,
+    /// Exit code 3.
+    Interrupted,
+    /// Exit code 4.
+    TooManyRejects,
+}
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Clean => 0,
+            ExitStatus::CompletedWithRejects => 1,
+            ExitStatus::Failed => 2,
+            ExitStatus::Interrupted => 3,
+            ExitStatus::TooManyRejects => 4,
+        }
+    }
+}

@@ -27,7 +27,7 @@ pub mod verify;
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 
 /// Runs one command line.
-pub fn run(cli: cli::Cli) -> Result<cmd::ExitStatus> {
+pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
     let file = match &cli.global.config {
         Some(path) => config::load_file(path)?,
         None => config::FileConfig::default(),

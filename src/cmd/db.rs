@@ -1,9 +1,9 @@
 //! `pgnload db …`: migrations and the embedded cluster's lifecycle.
 
 use crate::{
-    cmd::ExitStatus,
     config::Settings,
     error::Error,
+    error::ExitStatus,
     store::db::{self, Target},
     store::embedded::{ClusterStatus, EmbeddedCluster},
 };

@@ -6,8 +6,8 @@ use crate::{
     chess::fen::{canonical_fen, normalize_fen_text},
     chess::hash::fen_digest_unsigned,
     chess::hash::to_signed,
-    cmd::ExitStatus,
     error::Error,
+    error::ExitStatus,
 };
 
 /// Options of `pgnload hash`.

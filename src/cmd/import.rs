@@ -24,9 +24,9 @@ use std::{
 };
 
 use crate::{
-    cmd::ExitStatus,
     config::{Overrides, Settings},
     error::Error,
+    error::ExitStatus,
     ingest::bulk::{self, BulkLoad, Chosen, FinishReport, Mode},
     ingest::dedup::PositionCache,
     ingest::pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},

@@ -10,8 +10,8 @@ use std::io::{self, Write};
 
 use crate::{
     chess::replay::GameRecord,
-    cmd::ExitStatus,
     error::Error,
+    error::ExitStatus,
     ingest::pipeline::{Event, InputSpec, Outcome, Pipeline, PipelineConfig},
 };
 

@@ -10,9 +10,10 @@
 use std::collections::HashSet;
 
 use crate::{
-    cmd::{ExitStatus, import::lock_key},
+    cmd::import::lock_key,
     config::Settings,
     error::Error,
+    error::ExitStatus,
     store::db::{self, db_err},
 };
 

@@ -46,9 +46,10 @@ use tokio_postgres::{
 };
 
 use crate::{
-    cmd::{ExitStatus, watch_signals},
+    cmd::watch_signals,
     config::Settings,
     error::Error,
+    error::ExitStatus,
     ingest::source::open_input,
     store::db::{self, db_err},
     verify::{
