@@ -10,10 +10,10 @@
 use std::collections::HashSet;
 
 use crate::{
-    cmd::import::lock_key,
     config::Settings,
     error::Error,
     error::ExitStatus,
+    ingest::engine::lock_key,
     store::db::{self, db_err},
 };
 
