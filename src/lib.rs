@@ -24,6 +24,9 @@ pub mod progress;
 pub mod store;
 pub mod verify;
 
+#[cfg(test)]
+mod layers;
+
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 
 /// Runs one command line.
