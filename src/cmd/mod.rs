@@ -1,4 +1,8 @@
-//! Command implementations behind the CLI.
+//! One file per subcommand: parse its arguments, call the library, print.
+//!
+//! Nothing here may hold work another front end would need (importing,
+//! checking, talking to the database): that belongs to the layers below
+//! (`ingest`, `verify`, `store`, `chess`), which never import `cmd`.
 
 pub mod db;
 pub mod hash;
