@@ -11,11 +11,11 @@
 //!   retries.
 //! * [`store`]: PostgreSQL itself: connections, migrations, the private
 //!   cluster, server-setting advice.
-//! * [`verify`]: the pure checks behind `pgnload verify`.
-//! * [`cmd`]: one file per subcommand: parse arguments, call the layers
+//! * `verify`: the pure checks behind `pgnload verify`.
+//! * `cmd`: one file per subcommand: parse arguments, call the layers
 //!   above, print.
 //! * [`cli`]: the clap definitions, for `main` and `cmd` only.
-//! * [`config`], [`error`], [`progress`]: shared by the layers that need
+//! * `config`, [`error`], `progress`: shared by the layers that need
 //!   them (`chess` uses `error` only).
 //!
 //! # Flow of a game
@@ -40,13 +40,13 @@
 
 pub mod chess;
 pub mod cli;
-pub mod cmd;
-pub mod config;
+pub(crate) mod cmd;
+pub(crate) mod config;
 pub mod error;
 pub mod ingest;
-pub mod progress;
+pub(crate) mod progress;
 pub mod store;
-pub mod verify;
+pub(crate) mod verify;
 
 #[cfg(test)]
 mod layers;

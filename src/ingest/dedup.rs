@@ -136,12 +136,14 @@ impl PositionCache {
         self.young.insert(key, id);
     }
 
-    /// Positions held now.
+    /// Positions held now (tests check the bound).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.young.len() + self.old.len()
     }
 
     /// Whether nothing is held.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

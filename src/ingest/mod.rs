@@ -9,9 +9,9 @@
 //! must not parse arguments nor print summaries (that is `cmd::import`), and
 //! the chess core must never reach back into it.
 
-pub mod bulk;
-pub mod dedup;
-pub mod engine;
+pub(crate) mod bulk;
+pub(crate) mod dedup;
+pub(crate) mod engine;
 pub mod pipeline;
-pub mod source;
-pub mod writer;
+pub(crate) mod source;
+pub(crate) mod writer;

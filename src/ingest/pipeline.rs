@@ -190,7 +190,7 @@ impl Pipeline {
     /// [`Pipeline::start`] for a run that handles signals itself: once
     /// `interrupts` is non-zero, waiting for a stream's data (a FIFO with no
     /// writer, a silent pipe) ends the input with an error for which
-    /// [`crate::ingest::source::is_cancelled`] holds. Games already read are still
+    /// `crate::ingest::source::is_cancelled` holds. Games already read are still
     /// delivered; a regular file is read on until [`Pipeline::stop`].
     pub fn start_interruptible(
         inputs: Vec<InputSpec>,

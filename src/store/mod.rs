@@ -8,4 +8,4 @@
 
 pub mod db;
 pub mod embedded;
-pub mod tuning;
+pub(crate) mod tuning;
