@@ -38,7 +38,7 @@ use crate::{
         source::{self, Compression, fingerprint},
         writer::{
             BatchStats, Conflict, FileContext, PendingIds, ResolvedBatch, WriteMode, WrittenBatch,
-            prepare_connection, resolve_positions, write_games,
+            prepare_connection, resolve_positions, to_i64, write_games,
         },
     },
     progress::{Progress, Snapshot},
@@ -691,7 +691,21 @@ impl Importer<'_> {
     async fn record_run(&mut self, status: ExitStatus) -> Result<(), Error> {
         let t = self.totals.games;
         let (run_id, label) = (self.run_id, format!("{status:?}").to_lowercase());
-        let counts = [t.read, t.imported, t.present, t.rejected].map(to_i64);
+        // The totals add up counters PostgreSQL holds as bigints, so they
+        // fit unless a bug inflated them: an error then, not a clamp.
+        let bigint = |n: u64| {
+            i64::try_from(n).map_err(|_| {
+                Error::Internal(format!(
+                    "run {run_id}: a game count of {n} is past PostgreSQL's bigint"
+                ))
+            })
+        };
+        let counts = [
+            bigint(t.read)?,
+            bigint(t.imported)?,
+            bigint(t.present)?,
+            bigint(t.rejected)?,
+        ];
         self.control_execute(
             "recording the run",
             "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
@@ -844,11 +858,15 @@ impl Importer<'_> {
                 } else {
                     sniff_compression(Path::new(name)).to_string()
                 };
+                let size_bytes = size.map(|size| {
+                    i64::try_from(size)
+                        .expect("a file size comes from st_size, a non-negative 64-bit off_t")
+                });
                 let id: i64 = client
                     .query_one(
                         "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
                          VALUES ($1, $2, $3, $4, 'running') RETURNING id",
-                        &[&fingerprint, &path, &size.map(to_i64), &compression],
+                        &[&fingerprint, &path, &size_bytes, &compression],
                     )
                     .await
                     .map_err(db_err("registering the input"))?
@@ -1188,10 +1206,6 @@ fn warn_conflict(batch: &Batch, conflict: &Conflict, ordinal: u64) {
          not imported (recorded in import_conflicts)",
         game.pos, conflict.source, conflict.external_id
     );
-}
-
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// `games.source` of games without a Lichess id when `--source` is not

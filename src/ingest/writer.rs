@@ -482,8 +482,33 @@ impl CopyRow<6> for RejectRow<'_> {
     }
 }
 
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// A batch's position in its input as PostgreSQL `bigint`s: the game
+/// count through the batch and the byte offset just after it. Every game
+/// number, byte offset, length and count written for the batch is at most
+/// one of these two, so once they fit, [`to_i64`] cannot fail. They cannot
+/// be over `i64::MAX` from any real input (2^63 bytes), but an impossible
+/// value is an error naming the batch, never a clamped number in the table.
+fn batch_bounds(batch: &Batch, file: &FileContext) -> Result<(i64, i64), Error> {
+    bigint_bounds(batch.games_through, batch.end_offset).map_err(|value| {
+        Error::Internal(format!(
+            "input {}: batch ending at game #{} (byte {}) has {value} past PostgreSQL's bigint",
+            file.file_id, batch.games_through, batch.end_offset
+        ))
+    })
+}
+
+/// [`batch_bounds`] over the raw numbers; `Err` names the one that does not fit.
+fn bigint_bounds(games_through: u64, end_offset: u64) -> Result<(i64, i64), &'static str> {
+    let games = i64::try_from(games_through).map_err(|_| "a game number")?;
+    let bytes = i64::try_from(end_offset).map_err(|_| "a byte offset")?;
+    Ok((games, bytes))
+}
+
+/// A game number, byte offset, length or count of a batch whose
+/// [`batch_bounds`] were checked, as a `bigint`.
+pub(crate) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n)
+        .expect("at most the batch's game count or end offset, which batch_bounds checked fit")
 }
 
 /// A game of the batch that is new to the database (so far).
@@ -741,6 +766,7 @@ pub async fn resolve_positions(
     ids: Option<&mut IdSequence>,
 ) -> Result<(ResolvedBatch, PendingIds), Error> {
     let at = BatchContext { batch, file };
+    batch_bounds(batch, file)?;
     let tx = client
         .transaction()
         .await
@@ -842,6 +868,7 @@ pub async fn write_games(
     ids: Option<&mut IdSequence>,
 ) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
+    let (games_through, end_offset) = batch_bounds(batch, file)?;
     let mut stats = BatchStats {
         read: batch.outcomes.len() as u64,
         ..resolved.stats
@@ -1044,8 +1071,8 @@ pub async fn write_games(
          WHERE id = $1 AND bytes_done = $7",
             &[
                 &file.file_id,
-                &to_i64(batch.games_through),
-                &to_i64(batch.end_offset),
+                &games_through,
+                &end_offset,
                 &to_i64(stats.imported),
                 &to_i64(stats.present),
                 &to_i64(stats.rejected),
@@ -1540,6 +1567,34 @@ async fn get_or_create_events<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_past_bigint_is_an_error_naming_the_number_not_a_clamp() {
+        let max = i64::MAX as u64;
+        assert_eq!(bigint_bounds(7, max), Ok((7, i64::MAX)));
+        assert_eq!(bigint_bounds(7, max + 1), Err("a byte offset"));
+        assert_eq!(bigint_bounds(max + 1, 9), Err("a game number"));
+        let batch = Batch {
+            input: 0,
+            outcomes: Vec::new(),
+            end_offset: u64::MAX,
+            games_through: 3,
+        };
+        let file = FileContext {
+            file_id: 12,
+            source: "pgn".to_owned(),
+            expected_bytes_done: 0,
+        };
+        let error = batch_bounds(&batch, &file).expect_err("past bigint");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "internal error: input 12: batch ending at game #3 (byte {}) has a byte offset \
+                 past PostgreSQL's bigint",
+                u64::MAX
+            )
+        );
+    }
 
     /// Big-endian length-prefixed field, as binary COPY frames it.
     fn field(bytes: &[u8]) -> Vec<u8> {
