@@ -131,8 +131,10 @@ pub struct MoveText {
 impl MoveText {
     /// The text.
     pub fn as_str(&self) -> &str {
-        // Only ASCII from shakmaty's SAN/UCI writers (or `from_text`) is stored.
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).expect(
+            "a MoveText holds ASCII chars from shakmaty (push) or whole strs (write_str), \
+             so never a cut character",
+        )
     }
 
     /// Formats `value` into a `MoveText` (truncated if it would not fit).
