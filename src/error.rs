@@ -157,6 +157,11 @@ pub enum Error {
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Another process changed what this run relied on (an input's
+    /// checkpoint moved, the import lock was taken): nothing is wrong with
+    /// pgnload or the data, and the work done so far was rolled back.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// A database operation failed. The server's own message (with its
     /// SQLSTATE, detail and hint) is part of the text, once: the driver's
     /// error is kept as `cause`, not as a `source` that a printer would
@@ -168,6 +173,35 @@ pub enum Error {
         /// The driver's error.
         cause: tokio_postgres::Error,
     },
+}
+
+impl Error {
+    /// Worth retrying: the connection or server went away, or the
+    /// transaction lost a deadlock / serialization race. Decided here, by
+    /// the kind of error (and for a database error, by its SQLSTATE class),
+    /// so that no caller matches error text.
+    pub fn is_transient(&self) -> bool {
+        let Error::Database { cause, .. } = self else {
+            return false;
+        };
+        if cause.is_closed() {
+            return true;
+        }
+        match cause.code() {
+            Some(code) => {
+                let code = code.code();
+                code.starts_with("08")
+                    || matches!(
+                        code,
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                    )
+            }
+            // No SQLSTATE: transient if the socket failed (refused, reset),
+            // not if the connection string or the protocol is wrong.
+            None => std::error::Error::source(cause)
+                .is_some_and(|source| source.downcast_ref::<std::io::Error>().is_some()),
+        }
+    }
 }
 
 /// What a driver error says, as a user needs it: the server's severity,
@@ -251,6 +285,30 @@ impl ExitStatus {
             ExitStatus::Failed => 2,
             ExitStatus::Interrupted => 3,
             ExitStatus::TooManyRejects => 4,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint race or a lost lock is its own kind, said as such and
+    /// never retried; before, both were "internal error" (a bug).
+    #[test]
+    fn a_conflict_is_reported_as_one_and_not_retried() {
+        let conflict = Error::Conflict("the checkpoint of input 3 moved".into());
+        assert_eq!(
+            conflict.to_string(),
+            "conflict: the checkpoint of input 3 moved"
+        );
+        assert!(!conflict.is_transient());
+        for other in [
+            Error::Internal("x".into()),
+            Error::Config("x".into()),
+            Error::Output(io::Error::other("x")),
+        ] {
+            assert!(!other.is_transient(), "{other}");
         }
     }
 }

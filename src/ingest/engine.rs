@@ -347,31 +347,6 @@ pub fn lock_key(fingerprint: &str) -> i64 {
     ))
 }
 
-/// Errors worth retrying: the connection or server went away, or the
-/// transaction lost a deadlock / serialization race.
-fn is_transient(error: &Error) -> bool {
-    let Error::Database { cause: source, .. } = error else {
-        return false;
-    };
-    if source.is_closed() {
-        return true;
-    }
-    match source.code() {
-        Some(code) => {
-            let code = code.code();
-            code.starts_with("08")
-                || matches!(
-                    code,
-                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
-                )
-        }
-        // No SQLSTATE: transient if the socket failed (refused, reset),
-        // not if the connection string or the protocol is wrong.
-        None => std::error::Error::source(source)
-            .is_some_and(|cause| cause.downcast_ref::<std::io::Error>().is_some()),
-    }
-}
-
 /// The connections and decisions a run starts with.
 struct Start {
     db: Database,
@@ -444,7 +419,7 @@ impl Retry {
     /// Waits before the next attempt; `false` when `error` is not worth
     /// retrying or time is up.
     async fn wait(&mut self, error: &Error, closed: bool) -> bool {
-        if !(closed || is_transient(error)) || Instant::now() >= self.deadline {
+        if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
             return false;
         }
         let delay = db::backoff(self.attempt);
@@ -570,7 +545,7 @@ impl Importer<'_> {
         if locked {
             Ok(())
         } else {
-            Err(Error::Internal(
+            Err(Error::Conflict(
                 "lost the import lock with the database connection, and another import took it"
                     .into(),
             ))

@@ -746,7 +746,7 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("updating the checkpoint", e))?;
     if updated != 1 {
-        return Err(Error::Internal(format!(
+        return Err(Error::Conflict(format!(
             "the checkpoint of input {} moved under this import (expected byte {}); \
              another process imported the same input; rolled back",
             file.file_id, file.expected_bytes_done
