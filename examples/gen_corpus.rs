@@ -57,8 +57,7 @@ use chrono::{Duration, NaiveDate, NaiveDateTime};
 use clap::Parser;
 use foldhash::{HashMap, HashSet, HashSetExt as _};
 use pgnload::{
-    chess::model::GameVariant,
-    chess::reader::GameSplitter,
+    chess::{model::GameVariant, reader::GameSplitter},
     ingest::pipeline::{Outcome as PipelineOutcome, PipelineConfig, process_chunk},
 };
 use rayon::prelude::*;

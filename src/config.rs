@@ -13,8 +13,9 @@ use std::{
 use serde::Deserialize;
 
 use crate::{
-    chess::reader::ParseLimits, error::Error, ingest::pipeline::PipelineConfig,
-    ingest::source::SourceOptions,
+    chess::reader::ParseLimits,
+    error::Error,
+    ingest::{pipeline::PipelineConfig, source::SourceOptions},
 };
 
 /// Positions in the dedup map by default: ~40 bytes each with the hash

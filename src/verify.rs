@@ -30,11 +30,11 @@ use shakmaty::{
     variant::{Variant, VariantPosition},
 };
 
-use crate::{
-    chess::encoding::decode_move_uci,
-    chess::fen::{canonical_fen, normalize_fen_text, position_from_fen, split_normalized},
-    chess::hash::{fen_digest, fen_digest_unsigned, to_signed, to_unsigned},
-    chess::model::GameVariant,
+use crate::chess::{
+    encoding::decode_move_uci,
+    fen::{canonical_fen, normalize_fen_text, position_from_fen, split_normalized},
+    hash::{fen_digest, fen_digest_unsigned, to_signed, to_unsigned},
+    model::GameVariant,
 };
 
 /// What is wrong with a row, a digest-file line or a game. The label

@@ -5,8 +5,10 @@
 use std::{io::Write, sync::Arc};
 
 use pgnload::{
-    chess::model::MAX_NAME_BYTES,
-    chess::reader::{GameSplitter, MAX_TAGS},
+    chess::{
+        model::MAX_NAME_BYTES,
+        reader::{GameSplitter, MAX_TAGS},
+    },
     error::RejectReason,
     ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };

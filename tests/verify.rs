@@ -24,10 +24,12 @@ use nix::{
 };
 
 use pgnload::{
-    chess::fen::split_normalized,
-    chess::hash::{fen_digest, fen_digest_unsigned, to_signed},
-    chess::reader::GameSplitter,
-    chess::replay::GameRecord,
+    chess::{
+        fen::split_normalized,
+        hash::{fen_digest, fen_digest_unsigned, to_signed},
+        reader::GameSplitter,
+        replay::GameRecord,
+    },
     ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 

@@ -21,10 +21,12 @@ use shakmaty::{
 };
 
 use crate::{
-    chess::encoding::encode_move,
-    chess::fen::{FEN_CAP, position_from_fen, write_fen},
-    chess::hash::fen_digest_bytes,
-    chess::model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
+    chess::{
+        encoding::encode_move,
+        fen::{FEN_CAP, position_from_fen, write_fen},
+        hash::fen_digest_bytes,
+        model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
+    },
     error::{RejectReason, SourcePos},
 };
 

@@ -4,8 +4,10 @@ use crate::{
     config::Settings,
     error::Error,
     error::ExitStatus,
-    store::db::{self, Target},
-    store::embedded::{ClusterStatus, EmbeddedCluster},
+    store::{
+        db::{self, Target},
+        embedded::{ClusterStatus, EmbeddedCluster},
+    },
 };
 
 /// `pgnload db` subcommands.

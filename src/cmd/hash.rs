@@ -3,9 +3,11 @@
 use std::io::{self, BufRead, Write};
 
 use crate::{
-    chess::fen::{canonical_fen, normalize_fen_text},
-    chess::hash::fen_digest_unsigned,
-    chess::hash::to_signed,
+    chess::{
+        fen::{canonical_fen, normalize_fen_text},
+        hash::fen_digest_unsigned,
+        hash::to_signed,
+    },
     error::Error,
     error::ExitStatus,
 };

@@ -23,8 +23,10 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use rayon::prelude::*;
 
 use crate::{
-    chess::reader::{GameChunk, GameSplitter, ParseLimits, take_game},
-    chess::replay::{GameRecord, replay_game},
+    chess::{
+        reader::{GameChunk, GameSplitter, ParseLimits, take_game},
+        replay::{GameRecord, replay_game},
+    },
     error::{Error, Rejection},
     ingest::source::{Input, SourceOptions, open_input_interruptible},
 };

@@ -43,12 +43,12 @@ use self::copy::{
     WriteError, copy_rows,
 };
 use crate::{
-    chess::fen::split_normalized,
-    chess::model::termination_label,
-    chess::replay::GameRecord,
+    chess::{fen::split_normalized, model::termination_label, replay::GameRecord},
     error::Error,
-    ingest::dedup::{KeyMap, PositionCache, PositionKey},
-    ingest::pipeline::{Batch, Outcome, RejectedGame},
+    ingest::{
+        dedup::{KeyMap, PositionCache, PositionKey},
+        pipeline::{Batch, Outcome, RejectedGame},
+    },
 };
 
 /// Temporary staging tables, created once per connection.
