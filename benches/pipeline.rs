@@ -16,8 +16,8 @@ use std::{
 
 use criterion::{Criterion, Throughput};
 use pgnload::{
-    pipeline::{Outcome, PipelineConfig, process_chunk},
-    reader::{GameChunk, GameSplitter, scan_only},
+    chess::reader::{GameChunk, GameSplitter, scan_only},
+    ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 use rayon::prelude::*;
 

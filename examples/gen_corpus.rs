@@ -57,9 +57,8 @@ use chrono::{Duration, NaiveDate, NaiveDateTime};
 use clap::Parser;
 use foldhash::{HashMap, HashSet, HashSetExt as _};
 use pgnload::{
-    model::GameVariant,
-    pipeline::{Outcome as PipelineOutcome, PipelineConfig, process_chunk},
-    reader::GameSplitter,
+    chess::{model::GameVariant, reader::GameSplitter},
+    ingest::pipeline::{Outcome as PipelineOutcome, PipelineConfig, process_chunk},
 };
 use rayon::prelude::*;
 use shakmaty::{

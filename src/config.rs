@@ -12,7 +12,11 @@ use std::{
 
 use serde::Deserialize;
 
-use crate::{error::Error, pipeline::PipelineConfig, reader::ParseLimits, source::SourceOptions};
+use crate::{
+    chess::reader::ParseLimits,
+    error::Error,
+    ingest::{pipeline::PipelineConfig, source::SourceOptions},
+};
 
 /// Positions in the dedup map by default: ~40 bytes each with the hash
 /// tables' slack (see `dedup`), so ~500 MiB at most, leaving room for the
@@ -69,7 +73,7 @@ pub struct ImportSection {
     /// Reconnect budget in seconds.
     pub retry_seconds: Option<u64>,
     /// auto, bulk or incremental.
-    pub mode: Option<crate::bulk::Mode>,
+    pub mode: Option<crate::ingest::bulk::Mode>,
 }
 
 /// Reads and parses a config file.
@@ -99,7 +103,7 @@ pub struct Settings {
     /// Reconnect budget.
     pub retry_seconds: u64,
     /// How positions are written.
-    pub mode: crate::bulk::Mode,
+    pub mode: crate::ingest::bulk::Mode,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -120,7 +124,7 @@ pub struct Overrides {
     /// `--max-rejects` / `PGNLOAD_MAX_REJECTS`.
     pub max_rejects: Option<u64>,
     /// `--mode` / `PGNLOAD_MODE`.
-    pub mode: Option<crate::bulk::Mode>,
+    pub mode: Option<crate::ingest::bulk::Mode>,
 }
 
 /// Fewest explicit worker threads refused as absurd: above this (or the
@@ -302,13 +306,13 @@ impl Settings {
             mode: cli
                 .mode
                 .or(file.import.mode)
-                .unwrap_or(crate::bulk::Mode::Auto),
+                .unwrap_or(crate::ingest::bulk::Mode::Auto),
         })
     }
 
     /// Where the database is.
-    pub fn target(&self) -> crate::db::Target {
-        crate::db::Target::choose(self.database_url.clone(), self.data_dir.clone())
+    pub fn target(&self) -> crate::store::db::Target {
+        crate::store::db::Target::choose(self.database_url.clone(), self.data_dir.clone())
     }
 }
 

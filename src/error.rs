@@ -74,7 +74,7 @@ pub enum RejectReason {
         limit: u64,
     },
     /// The game has more tags than pgnload keeps per game
-    /// ([`crate::reader::MAX_TAGS`]), which bounds the memory a game costs.
+    /// ([`crate::chess::reader::MAX_TAGS`]), which bounds the memory a game costs.
     #[error("too many tags: more than {limit}")]
     TooManyTags {
         /// The limit.
@@ -88,7 +88,7 @@ pub enum RejectReason {
         tag: String,
     },
     /// A player or event name is longer than pgnload stores
-    /// ([`crate::model::MAX_NAME_BYTES`]): the unique keys on players and
+    /// ([`crate::chess::model::MAX_NAME_BYTES`]): the unique keys on players and
     /// events could not index it.
     #[error("tag {tag} is {bytes} bytes long; names are limited to {limit} bytes")]
     NameTooLong {
@@ -153,10 +153,15 @@ pub enum Error {
     Config(String),
     /// The embedded PostgreSQL cluster could not be managed.
     #[error(transparent)]
-    Embedded(#[from] crate::embedded::EmbeddedError),
+    Embedded(#[from] crate::store::embedded::EmbeddedError),
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Another process changed what this run relied on (an input's
+    /// checkpoint moved, the import lock was taken): nothing is wrong with
+    /// pgnload or the data, and the work done so far was rolled back.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// A database operation failed. The server's own message (with its
     /// SQLSTATE, detail and hint) is part of the text, once: the driver's
     /// error is kept as `cause`, not as a `source` that a printer would
@@ -168,6 +173,35 @@ pub enum Error {
         /// The driver's error.
         cause: tokio_postgres::Error,
     },
+}
+
+impl Error {
+    /// Worth retrying: the connection or server went away, or the
+    /// transaction lost a deadlock / serialization race. Decided here, by
+    /// the kind of error (and for a database error, by its SQLSTATE class),
+    /// so that no caller matches error text.
+    pub fn is_transient(&self) -> bool {
+        let Error::Database { cause, .. } = self else {
+            return false;
+        };
+        if cause.is_closed() {
+            return true;
+        }
+        match cause.code() {
+            Some(code) => {
+                let code = code.code();
+                code.starts_with("08")
+                    || matches!(
+                        code,
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                    )
+            }
+            // No SQLSTATE: transient if the socket failed (refused, reset),
+            // not if the connection string or the protocol is wrong.
+            None => std::error::Error::source(cause)
+                .is_some_and(|source| source.downcast_ref::<std::io::Error>().is_some()),
+        }
+    }
 }
 
 /// What a driver error says, as a user needs it: the server's severity,
@@ -218,3 +252,63 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// Result alias for the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a command ended; `main` turns it into the process exit code.
+///
+/// | code | meaning |
+/// |------|---------|
+/// | 0 | clean: everything read was imported / printed / verified |
+/// | 1 | finished, but some games were rejected (or `verify` found mismatches) |
+/// | 2 | failed: an input, the database or the configuration stopped the run |
+/// | 3 | interrupted (Ctrl-C / SIGTERM); rerun the same command to resume |
+/// | 4 | aborted: more rejects than `--max-rejects` allows |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Exit code 0.
+    Clean,
+    /// Exit code 1.
+    CompletedWithRejects,
+    /// Exit code 2.
+    Failed,
+    /// Exit code 3.
+    Interrupted,
+    /// Exit code 4.
+    TooManyRejects,
+}
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Clean => 0,
+            ExitStatus::CompletedWithRejects => 1,
+            ExitStatus::Failed => 2,
+            ExitStatus::Interrupted => 3,
+            ExitStatus::TooManyRejects => 4,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint race or a lost lock is its own kind, said as such and
+    /// never retried; before, both were "internal error" (a bug).
+    #[test]
+    fn a_conflict_is_reported_as_one_and_not_retried() {
+        let conflict = Error::Conflict("the checkpoint of input 3 moved".into());
+        assert_eq!(
+            conflict.to_string(),
+            "conflict: the checkpoint of input 3 moved"
+        );
+        assert!(!conflict.is_transient());
+        for other in [
+            Error::Internal("x".into()),
+            Error::Config("x".into()),
+            Error::Output(io::Error::other("x")),
+        ] {
+            assert!(!other.is_transient(), "{other}");
+        }
+    }
+}

@@ -1,43 +1,60 @@
 //! pgnload: bulk-import chess games from PGN into PostgreSQL.
 //!
-//! # Flow
+//! # Layers
+//!
+//! Arrows point down only: `cmd` → `ingest` / `verify` → `store` → `chess`.
+//!
+//! * [`chess`]: pure (no I/O, no tokio, no database): PGN splitting and
+//!   parsing, replay, normalized FENs, digests, the 2-byte move encoding.
+//! * [`ingest`]: the import: sources, the parse pipeline, the dedup cache,
+//!   the two-phase writer, bulk loads, and the engine with checkpoints and
+//!   retries.
+//! * [`store`]: PostgreSQL itself: connections, migrations, the private
+//!   cluster, server-setting advice.
+//! * `verify`: the pure checks behind `pgnload verify`.
+//! * `cmd`: one file per subcommand: parse arguments, call the layers
+//!   above, print.
+//! * [`cli`]: the clap definitions, for `main` and `cmd` only.
+//! * `config`, [`error`], `progress`: shared by the layers that need
+//!   them (`chess` uses `error` only).
+//!
+//! # Flow of a game
 //!
 //! ```text
-//! source (file/stdin, zstd/bzip2/gzip sniffed from magic bytes)
-//!   → reader::GameSplitter   one chunk per game (pgn-reader's boundaries) with its verbatim
-//!                            bytes, file, game number, byte offset, and where its tags are
-//!   → reader::take_game      the only pgn-reader Visitor: tags and mainline, and the checks
-//!                            needing the raw bytes (size, garbage, result marker, storable text)
-//!   → replay::replay_game    shakmaty replay → GameRecord (positions, normalized FENs, digests)
+//! ingest::source (file/stdin, zstd/bzip2/gzip sniffed from magic bytes)
+//!   → chess::reader::GameSplitter   one chunk per game (pgn-reader's boundaries) with its
+//!                                   verbatim bytes, file, game number, byte offset, and
+//!                                   where its tags are
+//!   → chess::reader::take_game      the pgn-reader Visitor of games: tags and mainline, and
+//!                                   the checks needing the raw bytes (size, garbage, result
+//!                                   marker, storable text)
+//!   → chess::replay::replay_game    shakmaty replay → GameRecord (positions, normalized FENs,
+//!                                   digests)
+//!   → ingest::writer                each batch in two phases, two transactions: positions,
+//!                                   then games, moves and the input's checkpoint
 //! ```
 //!
-//! Every stage is a pure function over one item; the pipeline modules wrap
-//! them in loops over bounded channels.
+//! Every chess stage is a pure function over one item; `ingest::pipeline`
+//! wraps them in loops over bounded channels, and `ingest::engine` drives
+//! the batches into the writer.
 
-pub mod bulk;
+pub mod chess;
 pub mod cli;
-pub mod cmd;
-pub mod config;
-pub mod db;
-pub mod dedup;
-pub mod embedded;
+pub(crate) mod cmd;
+pub(crate) mod config;
 pub mod error;
-pub mod fen;
-pub mod hash;
-pub mod model;
-pub mod pipeline;
-pub mod progress;
-pub mod reader;
-pub mod replay;
-pub mod source;
-pub mod tuning;
-pub mod verify;
-pub mod writer;
+pub mod ingest;
+pub(crate) mod progress;
+pub mod store;
+pub(crate) mod verify;
+
+#[cfg(test)]
+mod layers;
 
 pub use error::{Error, RejectReason, Rejection, Result, SourcePos};
 
 /// Runs one command line.
-pub fn run(cli: cli::Cli) -> Result<cmd::ExitStatus> {
+pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
     let file = match &cli.global.config {
         Some(path) => config::load_file(path)?,
         None => config::FileConfig::default(),

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pgnload::{cli::Cli, cmd::ExitStatus};
+use pgnload::{cli::Cli, error::ExitStatus};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -6,7 +6,7 @@
 //! # What a stored digest can look like when it is wrong
 //!
 //! `positions.fen_hash` is `xxh64(normalized_fen)` read as two's complement
-//! (see [`crate::hash`]). An importer that kept the *unsigned* digest `d`
+//! (see [`crate::chess::hash`]). An importer that kept the *unsigned* digest `d`
 //! cannot have stored it as is when `d ≥ 2^63`: bigint cannot hold it, and
 //! drivers refuse it (`bigint out of range`). For `d < 2^63` the unsigned and
 //! signed values are the same number, so the row is correct by accident and
@@ -30,11 +30,11 @@ use shakmaty::{
     variant::{Variant, VariantPosition},
 };
 
-use crate::{
+use crate::chess::{
+    encoding::decode_move_uci,
     fen::{canonical_fen, normalize_fen_text, position_from_fen, split_normalized},
     hash::{fen_digest, fen_digest_unsigned, to_signed, to_unsigned},
     model::GameVariant,
-    replay::decode_move_uci,
 };
 
 /// What is wrong with a row, a digest-file line or a game. The label
@@ -855,12 +855,12 @@ pub fn replay_codes(mut board: VariantPosition, codes: &[u16]) -> Replayed {
     let chess960 = board.castles().mode() == CastlingMode::Chess960;
     let mut fens = Vec::with_capacity(codes.len() + 1);
     let mut ucis = Vec::with_capacity(codes.len());
-    fens.push(crate::fen::normalized_fen(&board));
+    fens.push(crate::chess::fen::normalized_fen(&board));
     let mut failure = None;
     for (i, &code) in codes.iter().enumerate() {
         let uci = decode_move_uci(code, chess960);
         let next = if code == 0 {
-            crate::replay::null_move(board.clone())
+            crate::chess::replay::null_move(board.clone())
         } else {
             uci.parse::<UciMove>()
                 .map_err(|e| e.to_string())
@@ -878,7 +878,7 @@ pub fn replay_codes(mut board: VariantPosition, codes: &[u16]) -> Replayed {
                 break;
             }
         }
-        fens.push(crate::fen::normalized_fen(&board));
+        fens.push(crate::chess::fen::normalized_fen(&board));
         ucis.push(uci);
     }
     Replayed {
@@ -1125,7 +1125,7 @@ impl IdRange {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fen::normalized_fen;
+    use crate::chess::fen::normalized_fen;
 
     const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
 
@@ -1393,13 +1393,13 @@ mod tests {
     }
 
     fn game_fixture() -> (GameRow, Vec<MoveRow>, HashMap<i64, String>) {
-        let game = crate::replay::replay_game(
+        let game = crate::chess::replay::replay_game(
             {
-                let limits = crate::reader::ParseLimits {
+                let limits = crate::chess::reader::ParseLimits {
                     max_plies: 100,
                     max_game_bytes: 1 << 16,
                 };
-                let mut splitter = crate::reader::GameSplitter::new(
+                let mut splitter = crate::chess::reader::GameSplitter::new(
                     &b"1. e4 d5 2. exd5 Nf6 3. Z0 Nxd5 4. Nf3 e5 5. Bc4 Be7 6. O-O *\n"[..],
                     std::sync::Arc::from("t"),
                     0,
@@ -1407,7 +1407,7 @@ mod tests {
                     limits,
                 );
                 let mut chunk = splitter.next_chunk().expect("read").expect("game");
-                crate::reader::take_game(&mut chunk, limits).expect("parses")
+                crate::chess::reader::take_game(&mut chunk, limits).expect("parses")
             },
             crate::error::SourcePos {
                 file: std::sync::Arc::from("t"),
@@ -1489,7 +1489,7 @@ mod tests {
     fn replay_covers_castling_null_moves_and_drops() {
         let board = start_position(GameVariant::Crazyhouse, None).expect("start");
         let codes = [
-            crate::replay::encode_move(
+            crate::chess::encoding::encode_move(
                 "e2e4"
                     .parse::<UciMove>()
                     .expect("uci")

@@ -18,7 +18,7 @@ use nix::{
     sys::signal::{Signal, kill},
     unistd::{Pid, User, geteuid},
 };
-use pgnload::embedded::{ClusterStatus, EmbeddedCluster, EmbeddedError, PgBinaries};
+use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster, EmbeddedError, PgBinaries};
 use tempfile::TempDir;
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 

@@ -15,7 +15,7 @@ use nix::{
     sys::signal::{Signal, kill},
     unistd::Pid,
 };
-use pgnload::embedded::{ClusterStatus, EmbeddedCluster};
+use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
     common::{Lcg, TestDb, fresh_db, pgnload, run, scratch_dir},

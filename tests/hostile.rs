@@ -5,10 +5,12 @@
 use std::{io::Write, sync::Arc};
 
 use pgnload::{
+    chess::{
+        model::MAX_NAME_BYTES,
+        reader::{GameSplitter, MAX_TAGS},
+    },
     error::RejectReason,
-    model::MAX_NAME_BYTES,
-    pipeline::{Outcome, PipelineConfig, process_chunk},
-    reader::{GameSplitter, MAX_TAGS},
+    ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 
 use crate::common::{assert_rejects_kept, data, fresh_db, hostile_corpus, run};

@@ -206,7 +206,7 @@ fn concurrent_imports_of_overlapping_files(mode: &str) {
 fn existing_positions_keep_their_ids_and_are_reused() {
     let db = migrated_db("preexisting");
     let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
-    let digest = pgnload::hash::fen_digest(start);
+    let digest = pgnload::chess::hash::fen_digest(start);
     db.psql(&format!(
         "INSERT INTO positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
          VALUES (424242, '{start}', {digest}, 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR', 'w', 'KQkq', '-')"
@@ -254,7 +254,7 @@ fn game_moves_decode_to_the_uci_of_the_moves_rows() {
         let decoded: Vec<String> = bytes
             .chunks(2)
             .map(|pair| {
-                pgnload::replay::decode_move_uci(
+                pgnload::chess::encoding::decode_move_uci(
                     u16::from_be_bytes([pair[0], pair[1]]),
                     variant == "chess960",
                 )

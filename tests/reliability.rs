@@ -91,7 +91,7 @@ fn migrate_takes_its_lock_before_creating_anything() {
     );
     assert_eq!(
         db.psql("SELECT count(*) FROM pgnload_migrations"),
-        pgnload::db::MIGRATIONS.len().to_string()
+        pgnload::store::db::MIGRATIONS.len().to_string()
     );
 }
 
@@ -119,7 +119,7 @@ fn concurrent_migrations_apply_each_file_once() {
         }
         assert_eq!(
             db.psql("SELECT count(*), count(DISTINCT version) FROM pgnload_migrations"),
-            format!("{0}|{0}", pgnload::db::MIGRATIONS.len())
+            format!("{0}|{0}", pgnload::store::db::MIGRATIONS.len())
         );
     }
 }
@@ -330,8 +330,8 @@ fn a_non_lichess_game_is_stored_once_whatever_file_or_label_brings_it() {
 #[test]
 fn an_import_started_while_the_server_is_down_waits_for_it() {
     let dir = crate::common::scratch_dir("pgnload-late-server");
-    let cluster =
-        pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");
+    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
+        .expect("cluster");
     cluster.start_persistent().expect("initialize");
     cluster.stop().expect("stop");
     let mut child = crate::common::pgnload()

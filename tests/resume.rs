@@ -175,14 +175,14 @@ fn terminated_backends_are_retried_and_the_result_equals_a_clean_import() {
 fn a_server_restart_mid_import_is_survived() {
     let dir = crate::common::scratch_dir("pgnload-restart");
     let files = multi_file_corpus(dir.path());
-    let cluster =
-        pgnload::embedded::EmbeddedCluster::new(dir.path().join("cluster")).expect("cluster");
+    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
+        .expect("cluster");
     cluster.start_persistent().expect("start");
     let db = TestDb::existing(cluster.connection_url());
     let child = import_cmd(&db, &files).spawn().expect("spawn");
     thread::sleep(Duration::from_millis(400));
     let pid = match cluster.status().expect("status") {
-        pgnload::embedded::ClusterStatus::Running { pid } => pid,
+        pgnload::store::embedded::ClusterStatus::Running { pid } => pid,
         other => panic!("cluster not running: {other:?}"),
     };
     // Fast shutdown of the postmaster, as a service restart would do.
@@ -194,7 +194,7 @@ fn a_server_restart_mid_import_is_survived() {
     let down = Instant::now();
     while !matches!(
         cluster.status().expect("status"),
-        pgnload::embedded::ClusterStatus::Stopped
+        pgnload::store::embedded::ClusterStatus::Stopped
     ) {
         assert!(
             down.elapsed() < Duration::from_secs(30),

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use pgnload::{
-    pipeline::{Outcome, PipelineConfig, process_chunk},
-    reader::{GameSplitter, ParseLimits},
+    chess::reader::{GameSplitter, ParseLimits},
+    ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 use proptest::prelude::*;
 

@@ -24,11 +24,13 @@ use nix::{
 };
 
 use pgnload::{
-    fen::split_normalized,
-    hash::{fen_digest, fen_digest_unsigned, to_signed},
-    pipeline::{Outcome, PipelineConfig, process_chunk},
-    reader::GameSplitter,
-    replay::GameRecord,
+    chess::{
+        fen::split_normalized,
+        hash::{fen_digest, fen_digest_unsigned, to_signed},
+        reader::GameSplitter,
+        replay::GameRecord,
+    },
+    ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 
 use crate::common::{TestDb, data, fresh_db, migrated_db, python_script, run};

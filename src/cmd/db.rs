@@ -1,11 +1,13 @@
 //! `pgnload db …`: migrations and the embedded cluster's lifecycle.
 
 use crate::{
-    cmd::ExitStatus,
     config::Settings,
-    db::{self, Target},
-    embedded::{ClusterStatus, EmbeddedCluster},
     error::Error,
+    error::ExitStatus,
+    store::{
+        db::{self, Target},
+        embedded::{ClusterStatus, EmbeddedCluster},
+    },
 };
 
 /// `pgnload db` subcommands.

@@ -3,11 +3,13 @@
 use std::io::{self, BufRead, Write};
 
 use crate::{
-    cmd::ExitStatus,
+    chess::{
+        fen::{canonical_fen, normalize_fen_text},
+        hash::fen_digest_unsigned,
+        hash::to_signed,
+    },
     error::Error,
-    fen::{canonical_fen, normalize_fen_text},
-    hash::fen_digest_unsigned,
-    hash::to_signed,
+    error::ExitStatus,
 };
 
 /// Options of `pgnload hash`.
@@ -29,13 +31,13 @@ pub struct HashArgs {
 /// Hashes one FEN: the line printed, or why it could not be canonicalized.
 pub fn hash_line(
     raw: &str,
-    canonical: Option<crate::model::GameVariant>,
+    canonical: Option<crate::chess::model::GameVariant>,
 ) -> Result<String, String> {
     let fen = match canonical {
         Some(variant) => canonical_fen(
             raw,
             variant.rules(),
-            variant == crate::model::GameVariant::Chess960,
+            variant == crate::chess::model::GameVariant::Chess960,
         )
         .map_err(|e| e.to_string())?,
         None => normalize_fen_text(raw),
@@ -48,7 +50,7 @@ pub fn hash_line(
 pub fn run(args: &HashArgs) -> Result<ExitStatus, Error> {
     let variant = if args.canonical {
         Some(
-            crate::model::GameVariant::from_tag(&args.variant)
+            crate::chess::model::GameVariant::from_tag(&args.variant)
                 .ok_or_else(|| Error::Config(format!("unknown variant {:?}", args.variant)))?,
         )
     } else {
@@ -106,7 +108,7 @@ mod tests {
         assert!(
             hash_line(
                 "8/8/8/8/8/8/8/8 w - - 0 1",
-                Some(crate::model::GameVariant::Standard)
+                Some(crate::chess::model::GameVariant::Standard)
             )
             .is_err()
         );

@@ -1,4 +1,8 @@
-//! Command implementations behind the CLI.
+//! One file per subcommand: parse its arguments, call the library, print.
+//!
+//! Nothing here may hold work another front end would need (importing,
+//! checking, talking to the database): that belongs to the layers below
+//! (`ingest`, `verify`, `store`, `chess`), which never import `cmd`.
 
 pub mod db;
 pub mod hash;
@@ -23,42 +27,6 @@ pub fn print(text: &str) -> Result<(), crate::Error> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(crate::Error::Output)
-}
-
-/// How a command ended; `main` turns it into the process exit code.
-///
-/// | code | meaning |
-/// |------|---------|
-/// | 0 | clean: everything read was imported / printed / verified |
-/// | 1 | finished, but some games were rejected (or `verify` found mismatches) |
-/// | 2 | failed: an input, the database or the configuration stopped the run |
-/// | 3 | interrupted (Ctrl-C / SIGTERM); rerun the same command to resume |
-/// | 4 | aborted: more rejects than `--max-rejects` allows |
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
-    /// Exit code 0.
-    Clean,
-    /// Exit code 1.
-    CompletedWithRejects,
-    /// Exit code 2.
-    Failed,
-    /// Exit code 3.
-    Interrupted,
-    /// Exit code 4.
-    TooManyRejects,
-}
-
-impl ExitStatus {
-    /// The process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            ExitStatus::Clean => 0,
-            ExitStatus::CompletedWithRejects => 1,
-            ExitStatus::Failed => 2,
-            ExitStatus::Interrupted => 3,
-            ExitStatus::TooManyRejects => 4,
-        }
-    }
 }
 
 /// Ctrl-C and SIGTERM for a command that stops cleanly: the first adds one
@@ -93,7 +61,7 @@ pub fn watch_signals(
                 eprintln!("pgnload: {first}");
             } else {
                 eprintln!("pgnload: {second}");
-                std::process::exit(i32::from(ExitStatus::Interrupted.code()));
+                std::process::exit(i32::from(crate::error::ExitStatus::Interrupted.code()));
             }
         }
     });

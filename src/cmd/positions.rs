@@ -9,10 +9,10 @@
 use std::io::{self, Write};
 
 use crate::{
-    cmd::ExitStatus,
+    chess::replay::GameRecord,
     error::Error,
-    pipeline::{Event, InputSpec, Outcome, Pipeline, PipelineConfig},
-    replay::GameRecord,
+    error::ExitStatus,
+    ingest::pipeline::{Event, InputSpec, Outcome, Pipeline, PipelineConfig},
 };
 
 /// Options of `pgnload positions`.

@@ -10,10 +10,11 @@
 use std::collections::HashSet;
 
 use crate::{
-    cmd::{ExitStatus, import::lock_key},
     config::Settings,
-    db::{self, db_err},
     error::Error,
+    error::ExitStatus,
+    ingest::engine::lock_key,
+    store::db::{self, db_err},
 };
 
 /// Options of `pgnload status`.

@@ -46,11 +46,12 @@ use tokio_postgres::{
 };
 
 use crate::{
-    cmd::{ExitStatus, watch_signals},
+    cmd::watch_signals,
     config::Settings,
-    db::{self, db_err},
     error::Error,
-    source::open_input,
+    error::ExitStatus,
+    ingest::source::open_input,
+    store::db::{self, db_err},
     verify::{
         Finding, GameRow, IdRange, KindCounts, LineCheck, MismatchKind, MoveRow, PositionRow,
         SignDetector, SignMode, check_against_db, check_digest_line, check_game, check_position,

@@ -124,16 +124,16 @@ fn cluster_sql(sql: &str) {
 /// database tests, in a directory the `postgres` user can reach when the
 /// tests run as root. Left running at exit (the next run reuses it);
 /// `.ci/run` stops it.
-pub fn test_cluster() -> &'static pgnload::embedded::EmbeddedCluster {
+pub fn test_cluster() -> &'static pgnload::store::embedded::EmbeddedCluster {
     use std::sync::OnceLock;
     static CLUSTER: OnceLock<(
-        pgnload::embedded::EmbeddedCluster,
-        pgnload::embedded::SessionGuard,
+        pgnload::store::embedded::EmbeddedCluster,
+        pgnload::store::embedded::SessionGuard,
     )> = OnceLock::new();
     &CLUSTER
         .get_or_init(|| {
             let dir = test_cluster_dir();
-            let cluster = pgnload::embedded::EmbeddedCluster::new(&dir)
+            let cluster = pgnload::store::embedded::EmbeddedCluster::new(&dir)
                 .unwrap_or_else(|e| panic!("test cluster in {}: {e}", dir.display()));
             let session = cluster
                 .start_session()

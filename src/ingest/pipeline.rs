@@ -23,10 +23,12 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use rayon::prelude::*;
 
 use crate::{
+    chess::{
+        reader::{GameChunk, GameSplitter, ParseLimits, take_game},
+        replay::{GameRecord, replay_game},
+    },
     error::{Error, Rejection},
-    reader::{GameChunk, GameSplitter, ParseLimits, take_game},
-    replay::{GameRecord, replay_game},
-    source::{Input, SourceOptions, open_input_interruptible},
+    ingest::source::{Input, SourceOptions, open_input_interruptible},
 };
 
 /// Sizes and limits of the parse side.
@@ -190,7 +192,7 @@ impl Pipeline {
     /// [`Pipeline::start`] for a run that handles signals itself: once
     /// `interrupts` is non-zero, waiting for a stream's data (a FIFO with no
     /// writer, a silent pipe) ends the input with an error for which
-    /// [`crate::source::is_cancelled`] holds. Games already read are still
+    /// `crate::ingest::source::is_cancelled` holds. Games already read are still
     /// delivered; a regular file is read on until [`Pipeline::stop`].
     pub fn start_interruptible(
         inputs: Vec<InputSpec>,

@@ -1,5 +1,7 @@
 //! PGN reading: the only module that touches pgn-reader's `Visitor` API, so
-//! that crate's API churn stays in one file.
+//! that crate's API churn stays in one file. It holds two visitors: the
+//! game parser behind [`take_game`], and the bare token counter of
+//! [`scan_only`] (the benchmark's parse-only baseline).
 //!
 //! Two steps, on purpose:
 //!
@@ -33,8 +35,8 @@ use pgn_reader::{Nag, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visito
 use shakmaty::KnownOutcome;
 
 use crate::{
+    chess::model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
     error::{RejectReason, SourcePos},
-    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
 };
 
 /// Longest tag line pgn-reader is asked to support in [`scan_only`], and

@@ -113,10 +113,6 @@ impl Default for SourceOptions {
 pub struct Input {
     /// The input as the user named it (`-` for stdin).
     pub name: Arc<str>,
-    /// The path, `None` for stdin.
-    pub path: Option<PathBuf>,
-    /// Detected compression.
-    pub compression: Compression,
     /// Size on disk (compressed), when known.
     pub len: Option<u64>,
     /// Bytes consumed from the underlying file so far (compressed bytes for
@@ -157,21 +153,20 @@ pub fn open_input_interruptible(
         path: PathBuf::from(name),
         source,
     };
-    let (raw, path, len): (Box<dyn Read + Send>, Option<PathBuf>, Option<u64>) = if name == "-" {
+    let (raw, len): (Box<dyn Read + Send>, Option<u64>) = if name == "-" {
         // A duplicate of fd 0 rather than `io::stdin()`, whose own buffer
         // would hide data from the wait for readable data.
         let stdin = io::stdin().as_fd().try_clone_to_owned().map_err(open_err)?;
         let stream = Stream::new(Arc::from(name), File::from(stdin), interrupts);
-        (Box::new(stream), None, None)
+        (Box::new(stream), None)
     } else {
-        let path = Path::new(name).to_path_buf();
         // Non-blocking: opening a FIFO for reading otherwise waits, beyond
         // the reach of any signal handler, until some process opens it for
         // writing. Reads block again once it is open.
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(OFlag::O_NONBLOCK.bits())
-            .open(&path)
+            .open(name)
             .map_err(open_err)?;
         let flags = fcntl(&file, FcntlArg::F_GETFL).map_err(|e| open_err(e.into()))?;
         fcntl(
@@ -187,10 +182,10 @@ pub fn open_input_interruptible(
             )));
         }
         if meta.is_file() {
-            (Box::new(file), Some(path), Some(meta.len()))
+            (Box::new(file), Some(meta.len()))
         } else {
             let stream = Stream::new(Arc::from(name), file, interrupts);
-            (Box::new(stream), Some(path), None)
+            (Box::new(stream), None)
         }
     };
     let consumed = Arc::new(AtomicU64::new(0));
@@ -233,8 +228,6 @@ pub fn open_input_interruptible(
     };
     Ok(Input {
         name: Arc::from(name),
-        path,
-        compression,
         len,
         consumed,
         reader,
@@ -345,7 +338,7 @@ mod tests {
             SourceOptions::default(),
         )
         .expect("opens");
-        assert_eq!(input.compression, expected);
+        assert_eq!(Compression::sniff(compressed), expected);
         let mut out = Vec::new();
         input.reader.read_to_end(&mut out).expect("decompresses");
         assert_eq!(out, PGN);

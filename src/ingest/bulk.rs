@@ -15,8 +15,8 @@
 //!    content digest of non-Lichess games: they are how a re-imported game
 //!    is recognized, and cost one probe per game);
 //! 3. dedups positions in the importer: the position map
-//!    ([`crate::dedup::PositionCache`]) is the dedup, a miss gets the next
-//!    id ([`crate::writer::IdSequence`]) and is `COPY`ed straight in, and
+//!    ([`crate::ingest::dedup::PositionCache`]) is the dedup, a miss gets the next
+//!    id ([`crate::ingest::writer::IdSequence`]) and is `COPY`ed straight in, and
 //!    so are games;
 //! 4. finishes ([`finish`]): merges duplicate positions if any can exist
 //!    (the table was not empty, a run resumed the load, or the map had to
@@ -43,9 +43,9 @@ use std::{
 use tokio_postgres::Client;
 
 use crate::{
-    db::{self, Target, db_err},
     error::Error,
-    writer::{IdSequence, WriteMode},
+    ingest::writer::{IdSequence, WriteMode},
+    store::db::{self, Target, db_err},
 };
 
 /// Advisory lock key: held exclusively by a bulk load, shared by

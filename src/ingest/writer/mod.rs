@@ -10,7 +10,7 @@
 //!    inserted with `ON CONFLICT DO NOTHING` (sorted, so concurrent
 //!    importers take row locks in the same order) and joined back for their
 //!    ids; in bulk mode a miss is a new position, given the next id and
-//!    `COPY`ed straight into the table (see [`crate::bulk`]). After the
+//!    `COPY`ed straight into the table (see [`crate::ingest::bulk`]). After the
 //!    commit the cache learns the new ids.
 //!
 //! [`write_games`], one transaction:
@@ -24,28 +24,31 @@
 //! 4. moves of the inserted games and the rejected games are `COPY`ed;
 //! 5. the input's checkpoint (games read, bytes consumed, counts) is updated.
 //!
+//! Rows reach PostgreSQL through the binary COPY encoder of [`copy`].
+//!
 //! The database never holds games a checkpoint does not cover, or the
 //! reverse. Positions may be committed without their games (a crash
 //! between the phases): they are shared rows that a rerun reuses.
 
 use std::collections::HashMap;
 
-use bytes::{BufMut, Bytes, BytesMut};
 use foldhash::fast::RandomState;
-use futures_util::{SinkExt, pin_mut};
 use rayon::prelude::*;
-use tokio_postgres::{
-    Client, Transaction,
-    types::{IsNull, Json, ToSql, Type},
-};
+use tokio_postgres::{Client, Transaction, types::Json};
 
+mod copy;
+
+use self::copy::{
+    CopyRow, EventRow, GameRow, MoveRow, NewPosition, PlayerRow, PositionRow, RejectRow,
+    WriteError, copy_rows,
+};
 use crate::{
-    dedup::{KeyMap, PositionCache, PositionKey},
+    chess::{fen::split_normalized, model::termination_label, replay::GameRecord},
     error::Error,
-    fen::split_normalized,
-    model::termination_label,
-    pipeline::{Batch, Outcome, RejectedGame},
-    replay::GameRecord,
+    ingest::{
+        dedup::{KeyMap, PositionCache, PositionKey},
+        pipeline::{Batch, Outcome, RejectedGame},
+    },
 };
 
 /// Temporary staging tables, created once per connection.
@@ -135,355 +138,41 @@ impl BatchStats {
 }
 
 /// Prepares a fresh data connection: its staging tables. (Its commits are
-/// synchronous, as every pgnload session's: see [`crate::db::connect`].)
+/// synchronous, as every pgnload session's: see [`crate::store::db::connect`].)
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
         .batch_execute(STAGING_DDL)
         .await
-        .map_err(crate::db::db_err("creating staging tables"))
+        .map_err(crate::store::db::db_err("creating staging tables"))
 }
 
-/// A failed write step: the database refused, or a row could not be
-/// encoded for COPY (a value out of range for its column type).
-#[derive(Debug, thiserror::Error)]
-enum WriteError {
-    #[error(transparent)]
-    Database(#[from] tokio_postgres::Error),
-    #[error("encoding a row for COPY: {0}")]
-    Encode(Box<dyn std::error::Error + Send + Sync>),
+/// A batch's position in its input as PostgreSQL `bigint`s: the game
+/// count through the batch and the byte offset just after it. Every game
+/// number, byte offset, length and count written for the batch is at most
+/// one of these two, so once they fit, [`to_i64`] cannot fail. They cannot
+/// be over `i64::MAX` from any real input (2^63 bytes), but an impossible
+/// value is an error naming the batch, never a clamped number in the table.
+fn batch_bounds(batch: &Batch, file: &FileContext) -> Result<(i64, i64), Error> {
+    bigint_bounds(batch.games_through, batch.end_offset).map_err(|value| {
+        Error::Internal(format!(
+            "input {}: batch ending at game #{} (byte {}) has {value} past PostgreSQL's bigint",
+            file.file_id, batch.games_through, batch.end_offset
+        ))
+    })
 }
 
-/// A row of a binary COPY: its column types and values, encoded by
-/// `postgres-types`.
-trait CopyRow<const N: usize> {
-    const TYPES: [Type; N];
-    fn fields(&self) -> [&(dyn ToSql + Sync); N];
+/// [`batch_bounds`] over the raw numbers; `Err` names the one that does not fit.
+fn bigint_bounds(games_through: u64, end_offset: u64) -> Result<(i64, i64), &'static str> {
+    let games = i64::try_from(games_through).map_err(|_| "a game number")?;
+    let bytes = i64::try_from(end_offset).map_err(|_| "a byte offset")?;
+    Ok((games, bytes))
 }
 
-/// The binary COPY header: signature, flags, header extension length.
-const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
-/// The binary COPY trailer: a field count of -1.
-const COPY_TRAILER: &[u8] = &[0xff, 0xff];
-/// Rows encoded per rayon task.
-const ROWS_PER_CHUNK: usize = 4096;
-/// Chunks encoded ahead of sending: bounds what one COPY holds encoded (a
-/// few MiB) whatever the number of rows.
-const CHUNKS_AHEAD: usize = 8;
-
-/// `COPY … FROM STDIN (FORMAT binary)` of `rows`. The rows are encoded on
-/// all cores, a few chunks at a time, and sent in large chunks. Why not
-/// tokio-postgres's `BinaryCopyInWriter`: it encodes on the writer thread
-/// and awaits the connection every 4 KiB, so the writer thread, which
-/// serves both write phases, became the bottleneck of a bulk load (half of
-/// its CPU).
-async fn copy_rows<const N: usize, R: CopyRow<N> + Sync>(
-    tx: &Transaction<'_>,
-    statement: &str,
-    rows: &[R],
-) -> Result<u64, WriteError> {
-    let sink = tx.copy_in::<_, Bytes>(statement).await?;
-    pin_mut!(sink);
-    sink.send(Bytes::from_static(COPY_HEADER)).await?;
-    for group in rows.chunks(ROWS_PER_CHUNK * CHUNKS_AHEAD) {
-        let chunks = group
-            .par_chunks(ROWS_PER_CHUNK)
-            .map(encode_rows)
-            .collect::<Result<Vec<Bytes>, WriteError>>()?;
-        for chunk in chunks {
-            sink.send(chunk).await?;
-        }
-    }
-    sink.send(Bytes::from_static(COPY_TRAILER)).await?;
-    Ok(sink.as_mut().finish().await?)
-}
-
-/// Rows in the binary COPY tuple format: a field count, then each field as
-/// a length (-1 for NULL) and its binary value.
-fn encode_rows<const N: usize, R: CopyRow<N>>(rows: &[R]) -> Result<Bytes, WriteError> {
-    let field_count = i16::try_from(N).map_err(|e| WriteError::Encode(e.into()))?;
-    let mut buf = BytesMut::with_capacity(rows.len() * (2 + N * 12));
-    for row in rows {
-        buf.put_i16(field_count);
-        for (value, ty) in row.fields().into_iter().zip(&R::TYPES) {
-            let start = buf.len();
-            buf.put_i32(0);
-            let length = match value.to_sql_checked(ty, &mut buf) {
-                Ok(IsNull::Yes) => -1,
-                Ok(IsNull::No) => i32::try_from(buf.len() - start - 4)
-                    .map_err(|_| WriteError::Encode("a value over 2 GiB".into()))?,
-                Err(e) => return Err(WriteError::Encode(e)),
-            };
-            buf[start..start + 4].copy_from_slice(&length.to_be_bytes());
-        }
-    }
-    Ok(buf.freeze())
-}
-
-struct PositionRow<'a> {
-    fen: &'a str,
-    hash: i64,
-    placement: &'a str,
-    color: &'a str,
-    castling: &'a str,
-    en_passant: &'a str,
-}
-
-impl CopyRow<6> for &PositionRow<'_> {
-    const TYPES: [Type; 6] = [
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
-        [
-            &self.fen,
-            &self.hash,
-            &self.placement,
-            &self.color,
-            &self.castling,
-            &self.en_passant,
-        ]
-    }
-}
-
-/// A bulk-mode position row, with the id the importer gave it.
-struct NewPosition<'a> {
-    id: i64,
-    row: &'a PositionRow<'a>,
-}
-
-impl CopyRow<7> for NewPosition<'_> {
-    /// `bigint` id, then the staging row's types.
-    const TYPES: [Type; 7] = [
-        Type::INT8,
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 7] {
-        let [fen, hash, placement, color, castling, en_passant] = self.row.fields();
-        [&self.id, fen, hash, placement, color, castling, en_passant]
-    }
-}
-
-struct PlayerRow<'a> {
-    source: &'a str,
-    username: &'a str,
-    key: String,
-    title: Option<&'a str>,
-    is_bot: bool,
-}
-
-impl CopyRow<5> for PlayerRow<'_> {
-    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::BOOL];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
-        [
-            &self.source,
-            &self.username,
-            &self.key,
-            &self.title,
-            &self.is_bot,
-        ]
-    }
-}
-
-struct EventRow<'a> {
-    source: &'a str,
-    key: &'a str,
-    external_id: Option<&'a str>,
-    name: &'a str,
-    kind: Option<&'static str>,
-}
-
-impl CopyRow<5> for EventRow<'_> {
-    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
-        [
-            &self.source,
-            &self.key,
-            &self.external_id,
-            &self.name,
-            &self.kind,
-        ]
-    }
-}
-
-struct GameRow<'a> {
-    /// Set in bulk mode; incremental mode lets the table's identity decide.
-    id: Option<i64>,
-    /// The game's position keys (not a column).
-    keys: &'a [PositionKey],
-    game: &'a GameRecord,
-    source: &'a str,
-    external_id: String,
-    event_id: Option<i64>,
-    white_id: Option<i64>,
-    black_id: Option<i64>,
-    initial_id: i64,
-    final_id: i64,
-    ply_count: i32,
-    moves: Vec<u8>,
-    variant: &'static str,
-    termination: Option<&'static str>,
-    result: Option<i16>,
-    initial_s: Option<i32>,
-    increment_s: Option<i32>,
-    tags: Json<serde_json::Value>,
-    file_id: i64,
-    game_number: i64,
-    byte_offset: i64,
-}
-
-impl CopyRow<30> for GameRow<'_> {
-    const TYPES: [Type; 30] = [
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT8,
-        Type::INT8,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT2,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TIMESTAMPTZ,
-        Type::INT8,
-        Type::INT8,
-        Type::INT4,
-        Type::BYTEA,
-        Type::TEXT,
-        Type::JSONB,
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 30] {
-        let meta = &self.game.meta;
-        [
-            &self.id,
-            &self.source,
-            &self.external_id,
-            &self.event_id,
-            &meta.site,
-            &meta.round,
-            &self.white_id,
-            &self.black_id,
-            &meta.white.elo,
-            &meta.black.elo,
-            &meta.white.rating_diff,
-            &meta.black.rating_diff,
-            &meta.time_control,
-            &self.initial_s,
-            &self.increment_s,
-            &self.variant,
-            &self.termination,
-            &self.result,
-            &meta.eco,
-            &meta.opening,
-            &meta.started_at,
-            &self.initial_id,
-            &self.final_id,
-            &self.ply_count,
-            &self.moves,
-            &self.game.start_fen,
-            &self.tags,
-            &self.file_id,
-            &self.game_number,
-            &self.byte_offset,
-        ]
-    }
-}
-
-struct MoveRow<'a> {
-    game_id: i64,
-    ply: i32,
-    before: i64,
-    after: i64,
-    uci: &'a str,
-    san: &'a str,
-    clock_ms: Option<i32>,
-    eval_cp: Option<i32>,
-    eval_mate: Option<i32>,
-    nag: Option<i16>,
-}
-
-impl CopyRow<10> for MoveRow<'_> {
-    const TYPES: [Type; 10] = [
-        Type::INT8,
-        Type::INT4,
-        Type::INT8,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT2,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 10] {
-        [
-            &self.game_id,
-            &self.ply,
-            &self.before,
-            &self.after,
-            &self.uci,
-            &self.san,
-            &self.clock_ms,
-            &self.eval_cp,
-            &self.eval_mate,
-            &self.nag,
-        ]
-    }
-}
-
-struct RejectRow<'a> {
-    file_id: i64,
-    game_number: i64,
-    byte_offset: i64,
-    reason: String,
-    raw: &'a [u8],
-    raw_length: i64,
-}
-
-impl CopyRow<6> for RejectRow<'_> {
-    const TYPES: [Type; 6] = [
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-        Type::TEXT,
-        Type::BYTEA,
-        Type::INT8,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
-        [
-            &self.file_id,
-            &self.game_number,
-            &self.byte_offset,
-            &self.reason,
-            &self.raw,
-            &self.raw_length,
-        ]
-    }
-}
-
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// A game number, byte offset, length or count of a batch whose
+/// [`batch_bounds`] were checked, as a `bigint`.
+pub(crate) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n)
+        .expect("at most the batch's game count or end offset, which batch_bounds checked fit")
 }
 
 /// A game of the batch that is new to the database (so far).
@@ -741,6 +430,7 @@ pub async fn resolve_positions(
     ids: Option<&mut IdSequence>,
 ) -> Result<(ResolvedBatch, PendingIds), Error> {
     let at = BatchContext { batch, file };
+    batch_bounds(batch, file)?;
     let tx = client
         .transaction()
         .await
@@ -821,7 +511,7 @@ impl BatchContext<'_> {
             self.batch.games_through, self.file.file_id
         );
         match error.into() {
-            WriteError::Database(e) => crate::db::db_err(what)(e),
+            WriteError::Database(e) => crate::store::db::db_err(what)(e),
             WriteError::Encode(e) => {
                 Error::Internal(format!("{what}: encoding a row for COPY: {e}"))
             }
@@ -842,6 +532,7 @@ pub async fn write_games(
     ids: Option<&mut IdSequence>,
 ) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
+    let (games_through, end_offset) = batch_bounds(batch, file)?;
     let mut stats = BatchStats {
         read: batch.outcomes.len() as u64,
         ..resolved.stats
@@ -1044,8 +735,8 @@ pub async fn write_games(
          WHERE id = $1 AND bytes_done = $7",
             &[
                 &file.file_id,
-                &to_i64(batch.games_through),
-                &to_i64(batch.end_offset),
+                &games_through,
+                &end_offset,
                 &to_i64(stats.imported),
                 &to_i64(stats.present),
                 &to_i64(stats.rejected),
@@ -1055,7 +746,7 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("updating the checkpoint", e))?;
     if updated != 1 {
-        return Err(Error::Internal(format!(
+        return Err(Error::Conflict(format!(
             "the checkpoint of input {} moved under this import (expected byte {}); \
              another process imported the same input; rolled back",
             file.file_id, file.expected_bytes_done
@@ -1128,7 +819,7 @@ pub enum WriteMode {
     /// Bulk load, which has the database to itself: the cache is the dedup,
     /// a miss is a new position; positions and games get the next ids
     /// without asking the database and are `COPY`ed straight into their
-    /// tables (see [`crate::bulk`]).
+    /// tables (see [`crate::ingest::bulk`]).
     Bulk {
         /// `positions.id`.
         positions: IdSequence,
@@ -1541,50 +1232,31 @@ async fn get_or_create_events<'a>(
 mod tests {
     use super::*;
 
-    /// Big-endian length-prefixed field, as binary COPY frames it.
-    fn field(bytes: &[u8]) -> Vec<u8> {
-        let mut out = i32::try_from(bytes.len())
-            .expect("small")
-            .to_be_bytes()
-            .to_vec();
-        out.extend_from_slice(bytes);
-        out
-    }
-
     #[test]
-    fn rows_encode_in_the_binary_copy_tuple_format() {
-        let row = MoveRow {
-            game_id: 7,
-            ply: 1,
-            before: -2,
-            after: 3,
-            uci: "e2e4",
-            san: "e4",
-            clock_ms: Some(300_000),
-            eval_cp: None,
-            eval_mate: None,
-            nag: Some(1),
+    fn a_batch_past_bigint_is_an_error_naming_the_number_not_a_clamp() {
+        let max = i64::MAX as u64;
+        assert_eq!(bigint_bounds(7, max), Ok((7, i64::MAX)));
+        assert_eq!(bigint_bounds(7, max + 1), Err("a byte offset"));
+        assert_eq!(bigint_bounds(max + 1, 9), Err("a game number"));
+        let batch = Batch {
+            input: 0,
+            outcomes: Vec::new(),
+            end_offset: u64::MAX,
+            games_through: 3,
         };
-        let encoded = encode_rows(&[row]).expect("encodes");
-        let mut expected = 10i16.to_be_bytes().to_vec();
-        expected.extend(field(&7i64.to_be_bytes()));
-        expected.extend(field(&1i32.to_be_bytes()));
-        expected.extend(field(&(-2i64).to_be_bytes()));
-        expected.extend(field(&3i64.to_be_bytes()));
-        expected.extend(field(b"e2e4"));
-        expected.extend(field(b"e4"));
-        expected.extend(field(&300_000i32.to_be_bytes()));
-        expected.extend((-1i32).to_be_bytes());
-        expected.extend((-1i32).to_be_bytes());
-        expected.extend(field(&1i16.to_be_bytes()));
-        assert_eq!(&encoded[..], &expected[..]);
-    }
-
-    #[test]
-    fn the_copy_header_is_the_signature_and_two_zero_words() {
-        assert_eq!(COPY_HEADER.len(), 19);
-        assert!(COPY_HEADER.starts_with(b"PGCOPY\n\xff\r\n\0"));
-        assert!(COPY_HEADER[11..].iter().all(|&b| b == 0));
-        assert_eq!(COPY_TRAILER, (-1i16).to_be_bytes());
+        let file = FileContext {
+            file_id: 12,
+            source: "pgn".to_owned(),
+            expected_bytes_done: 0,
+        };
+        let error = batch_bounds(&batch, &file).expect_err("past bigint");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "internal error: input 12: batch ending at game #3 (byte {}) has a byte offset \
+                 past PostgreSQL's bigint",
+                u64::MAX
+            )
+        );
     }
 }

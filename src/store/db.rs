@@ -14,8 +14,8 @@ use std::{path::PathBuf, time::Duration};
 use tokio_postgres::{Client, NoTls};
 
 use crate::{
-    embedded::{EmbeddedCluster, SessionGuard},
     error::Error,
+    store::embedded::{EmbeddedCluster, SessionGuard},
 };
 
 /// One migration file from `sql/`.
@@ -34,17 +34,17 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_schema.sql",
-        sql: include_str!("../sql/0001_schema.sql"),
+        sql: include_str!("../../sql/0001_schema.sql"),
     },
     Migration {
         version: 2,
         name: "0002_bulk_loads.sql",
-        sql: include_str!("../sql/0002_bulk_loads.sql"),
+        sql: include_str!("../../sql/0002_bulk_loads.sql"),
     },
     Migration {
         version: 3,
         name: "0003_game_identity.sql",
-        sql: include_str!("../sql/0003_game_identity.sql"),
+        sql: include_str!("../../sql/0003_game_identity.sql"),
     },
 ];
 

@@ -24,8 +24,9 @@ pub fn write_normalized_fen<P: Position>(pos: &P, out: &mut String) {
     let mut bytes = [0; FEN_CAP];
     let len = write_fen(pos, &mut bytes);
     out.clear();
-    // Only ASCII is written.
-    out.push_str(std::str::from_utf8(&bytes[..len]).unwrap_or_default());
+    out.push_str(std::str::from_utf8(&bytes[..len]).expect(
+        "write_fen writes only ASCII: byte literals and shakmaty's piece, file and rank chars",
+    ));
 }
 
 /// The normalized FEN of `pos` as a fresh string (convenience for cold paths).

@@ -1,0 +1,1219 @@
+//! The import engine: files in, rows out, resumable.
+//!
+//! It exists apart from `cmd::import` so that anything (the command today,
+//! other front ends later) can import without clap: it takes settings, an
+//! [`ImportJob`] and an interrupt counter, and hands back an
+//! [`ExitStatus`] and a [`Summary`]. It must not parse arguments nor print
+//! the summary; it writes only the diagnostics of a run in progress
+//! (retries, resumes, skipped inputs) to stderr.
+//!
+//! Inputs are imported one at a time. For each: identify it by fingerprint,
+//! take an advisory lock on it (two cron runs never import one file at
+//! once), resume from its checkpoint, then stream batches through the parse
+//! pipeline into the writer's two phases: [`crate::ingest::writer::resolve_positions`]
+//! of batch N+1 on one connection while [`crate::ingest::writer::write_games`] of
+//! batch N (with its checkpoint) runs on another.
+//! A lost connection is retried with backoff for a bounded time; a bad game
+//! is a reject, never an error; an interrupt finishes the batch in flight
+//! and ends the run as interrupted (exit code 3).
+
+use std::{
+    fs::{File, OpenOptions},
+    io::Write,
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::{
+    config::Settings,
+    error::{Error, ExitStatus},
+    ingest::{
+        bulk::{self, BulkLoad, Chosen, FinishReport},
+        dedup::PositionCache,
+        pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
+        source::{self, Compression, fingerprint},
+        writer::{
+            BatchStats, Conflict, FileContext, PendingIds, ResolvedBatch, WriteMode, WrittenBatch,
+            prepare_connection, resolve_positions, to_i64, write_games,
+        },
+    },
+    progress::{Progress, Snapshot},
+    store::db::{self, Database, Target, db_err},
+};
+
+/// What an import needs beyond the settings: the command line's inputs
+/// and how to treat them.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportJob<'a> {
+    /// PGN files, or `-` for stdin, imported in this order.
+    pub inputs: &'a [String],
+    /// Also append rejected games, verbatim, to this file.
+    pub rejects: Option<&'a Path>,
+    /// Import inputs again from their start (see `--restart`).
+    pub restart: bool,
+    /// Skip a busy input or database instead of waiting (see `--no-wait`).
+    pub no_wait: bool,
+}
+
+/// Totals of a run; `read = imported + present + rejected` always holds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Totals {
+    /// Game, position and move counts.
+    pub games: BatchStats,
+    /// Inputs imported to their end.
+    pub files_done: u64,
+    /// Inputs skipped: imported already, or busy with `--no-wait`.
+    pub files_skipped: u64,
+    /// Inputs that failed (the others go on).
+    pub files_failed: u64,
+    /// Inputs stopped by a signal or `--max-rejects`; a rerun resumes them.
+    pub files_interrupted: u64,
+}
+
+/// What a run did, handed to the command to print.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The database, described without its password.
+    pub target: String,
+    /// Counts of the run.
+    pub totals: Totals,
+    /// Time since the run began.
+    pub elapsed: Duration,
+    /// What became of the bulk load, if the run chose one.
+    pub bulk: BulkOutcome,
+}
+
+/// How the run's load mode ended.
+#[derive(Debug, Clone, Copy)]
+pub enum BulkOutcome {
+    /// Incremental mode.
+    Incremental,
+    /// Bulk mode was chosen, but no input had games to read: no load
+    /// began, and the indexes were left alone.
+    NothingToLoad,
+    /// Bulk load `load` finished: indexes rebuilt.
+    Finished {
+        /// `import_bulk_loads.id`.
+        load: i64,
+        /// What its finish did.
+        report: FinishReport,
+    },
+    /// Bulk load `load` is unfinished: a rerun rebuilds the indexes.
+    Unfinished {
+        /// `import_bulk_loads.id`.
+        load: i64,
+    },
+}
+
+/// How one input ended.
+enum InputEnd {
+    Done,
+    AlreadyImported,
+    Busy,
+    Interrupted,
+    TooManyRejects,
+    Failed(Error),
+}
+
+/// Everything an input's import needs.
+struct Importer<'a> {
+    settings: &'a Settings,
+    job: &'a ImportJob<'a>,
+    target: Target,
+    /// Writes games, moves and checkpoints (and finishes a bulk load).
+    db: Database,
+    /// Resolves positions, one batch ahead of `db`.
+    positions_db: Database,
+    control: Database,
+    cache: PositionCache,
+    write_mode: WriteMode,
+    /// The bulk load this run is part of.
+    bulk_load: Option<i64>,
+    bulk_report: Option<FinishReport>,
+    /// Re-takes the import lock after the control connection was replaced.
+    relock_sql: &'static str,
+    progress: Progress,
+    totals: Totals,
+    run_id: i64,
+    interrupts: Arc<AtomicUsize>,
+    rejects_file: Option<File>,
+    started: Instant,
+    /// Set when an attempt at an input failed: a connection may have been
+    /// replaced, and a server crash may have lost commits the importer
+    /// saw succeed, so the position map and the checkpoint are re-read
+    /// from the database before anything is written again.
+    stale: bool,
+    /// The input being imported, across the attempts a lost connection
+    /// forces: what the database and the totals held when it began.
+    attempt: Option<InputAttempt>,
+    /// Bulk mode was chosen but no load begun yet: it begins (dropping the
+    /// indexes) with the first input that has games to read, so that a run
+    /// whose inputs were all imported already leaves the indexes alone.
+    bulk_pending: bool,
+}
+
+/// The start of an input's import, kept across retried attempts so that
+/// its counts come from what the database committed, however many
+/// attempts it took.
+#[derive(Debug, Clone, Copy)]
+struct InputAttempt {
+    /// `import_files.id`.
+    file_id: i64,
+    /// The input's counters in `import_files` when the first attempt began.
+    committed_before: GameCounts,
+    /// The run's totals when the first attempt began.
+    totals_before: BatchStats,
+}
+
+/// An input's game counters, as `import_files` holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct GameCounts {
+    imported: i64,
+    present: i64,
+    rejected: i64,
+}
+
+impl GameCounts {
+    /// The counters from a row of `(games_imported, games_present, games_rejected)`
+    /// starting at column `first`.
+    fn from_row(row: &tokio_postgres::Row, first: usize) -> GameCounts {
+        GameCounts {
+            imported: row.get(first),
+            present: row.get(first + 1),
+            rejected: row.get(first + 2),
+        }
+    }
+}
+
+/// Runs an import: `job.inputs` one at a time into the database of
+/// `settings`, stopping at the next batch boundary once `interrupts` is
+/// non-zero. `summarize` is given what the run did before its connections
+/// close (the command prints it); the status says how the run ended.
+pub async fn import(
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    interrupts: Arc<AtomicUsize>,
+    quiet: bool,
+    summarize: impl FnOnce(&Summary),
+) -> Result<ExitStatus, Error> {
+    let target = settings.target();
+    let rejects_file = match job.rejects {
+        Some(path) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| Error::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
+    let mut retry = Retry::new(settings.retry_seconds);
+    let Start {
+        db,
+        positions_db,
+        control,
+        run_id,
+        chosen,
+        resumed,
+    } = loop {
+        match start(&target, settings, job).await {
+            Ok(start) => break start,
+            Err(error) => {
+                if !retry.wait(&error, false).await {
+                    return Err(error);
+                }
+            }
+        }
+    };
+    if let Target::Url(_) = &target {
+        for advice in crate::store::tuning::advice(&control.client).await? {
+            eprintln!("pgnload: advice: {advice}");
+        }
+    }
+    let Some(chosen) = chosen else {
+        eprintln!(
+            "pgnload: a bulk load holds the database (or other imports block one); skipped (--no-wait)"
+        );
+        control
+            .client
+            .execute(
+                "UPDATE import_runs SET finished_at = now(), status = 'skipped' WHERE id = $1",
+                &[&run_id],
+            )
+            .await
+            .map_err(db_err("recording the run"))?;
+        db.close()?;
+        positions_db.close()?;
+        control.close()?;
+        return Ok(ExitStatus::Clean);
+    };
+    let (write_mode, bulk_load, relock_sql) = match (chosen, resumed) {
+        // An unfinished load is continued (its tables have no indexes
+        // until it finishes, whatever this run imports); a new one
+        // begins with the first input that has games to read.
+        (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
+            eprintln!("pgnload: continuing an unfinished bulk load");
+            (mode, Some(id), "SELECT pg_try_advisory_lock($1)")
+        }
+        (Chosen::Bulk { .. }, None) => (
+            WriteMode::Incremental,
+            None,
+            "SELECT pg_try_advisory_lock($1)",
+        ),
+        (Chosen::Incremental, _) => (
+            WriteMode::Incremental,
+            None,
+            "SELECT pg_try_advisory_lock_shared($1)",
+        ),
+    };
+    let bulk_pending = matches!(chosen, Chosen::Bulk { .. }) && bulk_load.is_none();
+    let mut importer = Importer {
+        settings,
+        job,
+        target,
+        db,
+        positions_db,
+        control,
+        cache: PositionCache::new(settings.cache_positions),
+        write_mode,
+        bulk_load,
+        bulk_report: None,
+        relock_sql,
+        progress: Progress::new(quiet),
+        totals: Totals::default(),
+        run_id,
+        interrupts,
+        rejects_file,
+        started: Instant::now(),
+        stale: false,
+        attempt: None,
+        bulk_pending,
+    };
+    let mut status = importer.run_all().await;
+    importer.progress.finish();
+    // Interrupted: the user asked to stop now, and a rerun finishes.
+    // Stopped for too many rejects: the load is finished so that the
+    // database is not left without indexes while the rejects are fixed.
+    if let (
+        Ok(
+            ExitStatus::Clean
+            | ExitStatus::CompletedWithRejects
+            | ExitStatus::Failed
+            | ExitStatus::TooManyRejects,
+        ),
+        Some(load),
+    ) = (&status, importer.bulk_load)
+    {
+        match importer.finish_bulk(load, quiet).await {
+            Ok(Some(report)) => importer.bulk_report = Some(report),
+            Ok(None) => status = Ok(ExitStatus::Interrupted),
+            Err(error) => status = Err(error),
+        }
+    }
+    if let Ok(code) = status {
+        importer.record_run(code).await?;
+    }
+    summarize(&importer.summary());
+    let Importer {
+        db,
+        positions_db,
+        control,
+        ..
+    } = importer;
+    db.close()?;
+    positions_db.close()?;
+    control.close()?;
+    status
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+}
+
+/// Advisory lock key of an input fingerprint.
+pub fn lock_key(fingerprint: &str) -> i64 {
+    crate::chess::hash::to_signed(xxhash_rust::xxh64::xxh64(
+        fingerprint.as_bytes(),
+        0x7067_6e6c,
+    ))
+}
+
+/// The connections and decisions a run starts with.
+struct Start {
+    db: Database,
+    positions_db: Database,
+    control: Database,
+    run_id: i64,
+    /// `None`: skipped, because the lock is taken and `--no-wait` was given.
+    chosen: Option<Chosen>,
+    /// The unfinished bulk load this run continues, if any.
+    resumed: Option<BulkLoad>,
+}
+
+/// Opens a run: connections, migrations, the mode and its lock, the
+/// unfinished bulk load if one is continued, and the run's record (last, so
+/// that a failed attempt leaves no record behind). The caller retries it
+/// as a whole after a transient failure (a server starting up or
+/// restarting, `too_many_connections`, a terminated session): a 3 a.m.
+/// cron job that starts while the server restarts waits for it.
+async fn start(target: &Target, settings: &Settings, job: &ImportJob<'_>) -> Result<Start, Error> {
+    let mut db = db::connect(target).await?;
+    db::migrate(&mut db.client).await?;
+    prepare_connection(&db.client).await?;
+    let positions_db = db::connect(target).await?;
+    prepare_connection(&positions_db.client).await?;
+    let control = db::connect(target).await?;
+    let incoming = estimated_positions(job.inputs);
+    let chosen = bulk::choose(&control.client, settings.mode, incoming, job.no_wait).await?;
+    let resumed = match chosen {
+        Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
+        _ => None,
+    };
+    let run_id: i64 = control
+        .client
+        .query_one(
+            "INSERT INTO import_runs (pgnload_version, host, pid) VALUES ($1, $2, $3) RETURNING id",
+            &[
+                &env!("CARGO_PKG_VERSION"),
+                &hostname(),
+                &i32::try_from(std::process::id()).ok(),
+            ],
+        )
+        .await
+        .map_err(db_err("registering the run"))?
+        .get(0);
+    Ok(Start {
+        db,
+        positions_db,
+        control,
+        run_id,
+        chosen,
+        resumed,
+    })
+}
+
+/// Bounded retrying of transient database errors: exponential backoff
+/// until `retry_seconds` have passed since the first failure.
+struct Retry {
+    deadline: Instant,
+    attempt: u32,
+}
+
+impl Retry {
+    fn new(seconds: u64) -> Retry {
+        Retry {
+            deadline: Instant::now() + Duration::from_secs(seconds),
+            attempt: 0,
+        }
+    }
+
+    /// Waits before the next attempt; `false` when `error` is not worth
+    /// retrying or time is up.
+    async fn wait(&mut self, error: &Error, closed: bool) -> bool {
+        if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
+            return false;
+        }
+        let delay = db::backoff(self.attempt);
+        self.attempt += 1;
+        eprintln!("pgnload: {error}; retrying in {:.1}s", delay.as_secs_f64());
+        tokio::time::sleep(delay).await;
+        true
+    }
+}
+
+/// Runs `op` on a data connection until it succeeds, retrying transient
+/// failures with backoff for `retry_seconds`. With `reconnect`, a dropped
+/// connection is replaced and `op` runs again (for steps that re-read all
+/// they need, such as the bulk finish); without it, a dropped connection
+/// ends the retrying: the caller must re-read its state first (see
+/// `Importer::lost_or_failed`).
+async fn retry_on<T>(
+    db: &mut Database,
+    target: &Target,
+    retry_seconds: u64,
+    reconnect_dropped: bool,
+    mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let mut retry = Retry::new(retry_seconds);
+    loop {
+        let error = if db.client.is_closed() {
+            Error::Internal("connection closed".into())
+        } else {
+            match op(&mut db.client).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            }
+        };
+        let closed = db.client.is_closed();
+        if (closed && !reconnect_dropped) || !retry.wait(&error, closed).await {
+            return Err(error);
+        }
+        if db.client.is_closed() {
+            reconnect(db, target, true).await;
+        }
+    }
+}
+
+/// Replaces a dropped connection; failures are left for the next retry.
+async fn reconnect(slot: &mut Database, target: &Target, staging: bool) {
+    match db::connect(target).await {
+        Ok(db) => {
+            if staging && let Err(e) = prepare_connection(&db.client).await {
+                eprintln!("pgnload: reconnect: {e}");
+                return;
+            }
+            let old = std::mem::replace(slot, db);
+            let _ = old.close();
+        }
+        Err(e) => eprintln!("pgnload: reconnect: {e}"),
+    }
+}
+
+impl Importer<'_> {
+    /// Runs a bookkeeping statement on the control connection, reconnecting
+    /// and retrying if the connection dropped.
+    async fn control_execute(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        self.retrying_control(async |this: &mut Self| {
+            this.control
+                .client
+                .execute(sql, params)
+                .await
+                .map_err(db_err(what))
+        })
+        .await
+    }
+
+    /// Runs `op`, which works on the control connection, until it
+    /// succeeds: like [`retry_on`], but a replaced control connection also
+    /// re-takes the import lock that went with the old session. `op` gets
+    /// the whole importer because bookkeeping steps use its state.
+    async fn retrying_control<T>(
+        &mut self,
+        mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut retry = Retry::new(self.settings.retry_seconds);
+        loop {
+            let error = match op(self).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let closed = [&self.control, &self.db, &self.positions_db]
+                .iter()
+                .any(|db| db.client.is_closed());
+            if !retry.wait(&error, closed).await {
+                return Err(error);
+            }
+            for data in [&mut self.db, &mut self.positions_db] {
+                if data.client.is_closed() {
+                    reconnect(data, &self.target, true).await;
+                }
+            }
+            if self.control.client.is_closed() {
+                reconnect(&mut self.control, &self.target, false).await;
+                self.relock().await?;
+            }
+        }
+    }
+
+    /// The import lock went with the old control session: take it again,
+    /// without waiting (someone taking it meanwhile is not safe to join).
+    async fn relock(&mut self) -> Result<(), Error> {
+        if self.control.client.is_closed() {
+            return Ok(());
+        }
+        let locked: bool = self
+            .control
+            .client
+            .query_one(self.relock_sql, &[&bulk::LOCK])
+            .await
+            .map_err(db_err("re-taking the import lock"))?
+            .get(0);
+        if locked {
+            Ok(())
+        } else {
+            Err(Error::Conflict(
+                "lost the import lock with the database connection, and another import took it"
+                    .into(),
+            ))
+        }
+    }
+
+    /// Finishes the bulk load, retrying (on a new connection if needed)
+    /// after transient failures: every step is idempotent.
+    async fn finish_bulk(&mut self, load: i64, quiet: bool) -> Result<Option<FinishReport>, Error> {
+        let evicted = self.cache.evicted() > 0;
+        let (target, interrupts) = (&self.target, &self.interrupts);
+        retry_on(
+            &mut self.db,
+            target,
+            self.settings.retry_seconds,
+            true,
+            async |client| bulk::finish(target, client, load, evicted, interrupts, quiet).await,
+        )
+        .await
+    }
+
+    /// [`Self::import_input`], started again after a transient failure or
+    /// a lost connection (its steps are idempotent: the input's checkpoint
+    /// in the database says where to resume, and a failed attempt marks
+    /// the importer's own state stale so that it is re-read first).
+    async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        self.attempt = None;
+        let end = self
+            .retrying_control(async |this: &mut Self| {
+                let end = this.import_input(index, name).await;
+                if end.is_err() {
+                    this.stale = true;
+                }
+                end
+            })
+            .await;
+        self.attempt = None;
+        end
+    }
+
+    /// Forgets what a lost connection may have made untrue: position ids
+    /// learnt from commits a server crash can have undone. In a bulk load
+    /// the forgotten positions come again as new rows, so the load is
+    /// marked to merge duplicates at its finish.
+    async fn forget_unverified(&mut self) -> Result<(), Error> {
+        self.cache = PositionCache::new(self.settings.cache_positions);
+        if let Some(load) = self.bulk_load {
+            self.control
+                .client
+                .execute(
+                    "UPDATE import_bulk_loads SET needs_dedup = true, updated_at = now() WHERE id = $1",
+                    &[&load],
+                )
+                .await
+                .map_err(db_err("marking the bulk load for a duplicate merge"))?;
+        }
+        Ok(())
+    }
+
+    async fn run_all(&mut self) -> Result<ExitStatus, Error> {
+        let inputs = self.job.inputs;
+        let mut status = ExitStatus::Clean;
+        for (index, name) in inputs.iter().enumerate() {
+            // A signal between two inputs: the rest are not started, and
+            // the run ends as interrupted (exit 3), not clean.
+            if self.interrupted() {
+                status = ExitStatus::Interrupted;
+                break;
+            }
+            match self.import_input_retrying(index, name).await? {
+                InputEnd::Done => self.totals.files_done += 1,
+                InputEnd::AlreadyImported => {
+                    self.totals.files_skipped += 1;
+                    eprintln!("pgnload: {name}: already imported, skipped");
+                }
+                InputEnd::Busy => {
+                    self.totals.files_skipped += 1;
+                    eprintln!(
+                        "pgnload: {name}: another pgnload is importing it; skipped (--no-wait)"
+                    );
+                }
+                InputEnd::Interrupted => {
+                    self.totals.files_interrupted += 1;
+                    status = ExitStatus::Interrupted;
+                    break;
+                }
+                InputEnd::TooManyRejects => {
+                    self.totals.files_interrupted += 1;
+                    eprintln!(
+                        "pgnload: more than {} games rejected; stopping (rerun to continue)",
+                        self.settings.max_rejects
+                    );
+                    status = ExitStatus::TooManyRejects;
+                    break;
+                }
+                InputEnd::Failed(error) => {
+                    self.totals.files_failed += 1;
+                    let text = crate::error::report(&error);
+                    if text.contains(name.as_str()) {
+                        eprintln!("pgnload: {text}");
+                    } else {
+                        eprintln!("pgnload: {name}: {text}");
+                    }
+                }
+            }
+        }
+        if status == ExitStatus::Clean {
+            if self.totals.files_failed > 0 {
+                status = ExitStatus::Failed;
+            } else if self.totals.games.rejected > 0 || self.totals.games.conflicts > 0 {
+                status = ExitStatus::CompletedWithRejects;
+            }
+        }
+        Ok(status)
+    }
+
+    /// Records how the run ended in `import_runs`.
+    async fn record_run(&mut self, status: ExitStatus) -> Result<(), Error> {
+        let t = self.totals.games;
+        let (run_id, label) = (self.run_id, format!("{status:?}").to_lowercase());
+        // The totals add up counters PostgreSQL holds as bigints, so they
+        // fit unless a bug inflated them: an error then, not a clamp.
+        let bigint = |n: u64| {
+            i64::try_from(n).map_err(|_| {
+                Error::Internal(format!(
+                    "run {run_id}: a game count of {n} is past PostgreSQL's bigint"
+                ))
+            })
+        };
+        let counts = [
+            bigint(t.read)?,
+            bigint(t.imported)?,
+            bigint(t.present)?,
+            bigint(t.rejected)?,
+        ];
+        self.control_execute(
+            "recording the run",
+            "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
+                 games_imported = $4, games_present = $5, games_rejected = $6
+             WHERE id = $1",
+            &[
+                &run_id, &label, &counts[0], &counts[1], &counts[2], &counts[3],
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupts.load(Ordering::SeqCst) > 0
+    }
+
+    /// Imports one input. `Err` only for failures that stop the whole run
+    /// (the bookkeeping connection is gone); input-level failures are
+    /// [`InputEnd::Failed`].
+    async fn import_input(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        // A stream (stdin, a pipe, a FIFO) is read once: an identity of
+        // this run only, never resumed.
+        let (print_name, fingerprint, size) = if source::is_stream(name) {
+            (
+                name.to_owned(),
+                format!("stream:{}:{index}", self.run_id),
+                None,
+            )
+        } else {
+            let path = Path::new(name);
+            let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match fingerprint(path, &self.interrupts) {
+                Ok((fp, size)) => (absolute.display().to_string(), fp, Some(size)),
+                Err(e) if source::is_cancelled(&e) => return Ok(InputEnd::Interrupted),
+                Err(e) => return Ok(InputEnd::Failed(e)),
+            }
+        };
+        let key = lock_key(&fingerprint);
+        let locked: bool = self
+            .control
+            .client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .await
+            .map_err(db_err("locking the input"))?
+            .get(0);
+        if !locked {
+            if self.job.no_wait {
+                return Ok(InputEnd::Busy);
+            }
+            eprintln!("pgnload: {name}: another pgnload is importing it; waiting for it");
+            self.control
+                .client
+                .execute("SELECT pg_advisory_lock($1)", &[&key])
+                .await
+                .map_err(db_err("waiting for the input's lock"))?;
+        }
+        let end = self
+            .import_locked(name, &print_name, &fingerprint, size)
+            .await;
+        // A replaced control connection released the lock with the old session.
+        if !self.control.client.is_closed() {
+            let _ = self
+                .control
+                .client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await;
+        }
+        end
+    }
+
+    async fn import_locked(
+        &mut self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<InputEnd, Error> {
+        if std::mem::take(&mut self.stale) {
+            self.forget_unverified().await?;
+        }
+        // `--restart` applies to an input's first attempt only: a retry
+        // after a lost connection continues from what the first committed.
+        let retrying = self.attempt.is_some();
+        let restart = self.job.restart && !retrying;
+        let client = &self.control.client;
+        let row = client
+            .query_opt(
+                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected
+                 FROM import_files WHERE fingerprint = $1",
+                &[&fingerprint],
+            )
+            .await
+            .map_err(db_err("reading the input's checkpoint"))?;
+        let changed = client
+            .query_opt(
+                "SELECT fingerprint FROM import_files
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 ORDER BY updated_at DESC LIMIT 1",
+                &[&path, &fingerprint],
+            )
+            .await
+            .map_err(db_err("checking for a changed input"))?;
+        if let (None, false, Some(old)) = (&row, source::is_stream(name), changed) {
+            {
+                let old: String = old.get(0);
+                if !self.job.restart {
+                    return Ok(InputEnd::Failed(Error::Config(format!(
+                        "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
+                         refusing to resume. Pass --restart to import it from the start \
+                         (games already imported are recognized and skipped)"
+                    ))));
+                }
+                client
+                    .execute(
+                        "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
+                         WHERE path = $1 AND fingerprint = $2",
+                        &[&path, &old],
+                    )
+                    .await
+                    .map_err(db_err("retiring the old checkpoint"))?;
+            }
+        }
+        let (file_id, games_done, bytes_done) = match row {
+            Some(row) => {
+                let state: String = row.get(1);
+                if state == "done" && !restart {
+                    if retrying {
+                        // The attempt that lost its connection had finished.
+                        self.account_input(GameCounts::from_row(&row, 4))?;
+                        return Ok(InputEnd::Done);
+                    }
+                    return Ok(InputEnd::AlreadyImported);
+                }
+                let (games, bytes): (i64, i64) = if restart {
+                    (0, 0)
+                } else {
+                    (row.get(2), row.get(3))
+                };
+                if bytes > 0 {
+                    eprintln!(
+                        "pgnload: {name}: resuming after game #{games} (byte {bytes} of the decompressed stream)"
+                    );
+                }
+                (row.get::<_, i64>(0), games, bytes)
+            }
+            None => {
+                let compression = if source::is_stream(name) {
+                    "unknown".to_owned()
+                } else {
+                    sniff_compression(Path::new(name)).to_string()
+                };
+                let size_bytes = size.map(|size| {
+                    i64::try_from(size)
+                        .expect("a file size comes from st_size, a non-negative 64-bit off_t")
+                });
+                let id: i64 = client
+                    .query_one(
+                        "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
+                         VALUES ($1, $2, $3, $4, 'running') RETURNING id",
+                        &[&fingerprint, &path, &size_bytes, &compression],
+                    )
+                    .await
+                    .map_err(db_err("registering the input"))?
+                    .get(0);
+                (id, 0, 0)
+            }
+        };
+        let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
+        {
+            (Ok(bytes), Ok(games)) => (bytes, games),
+            _ => {
+                return Ok(InputEnd::Failed(Error::Internal(format!(
+                    "import_files row {file_id} holds a negative checkpoint \
+                     ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
+                ))));
+            }
+        };
+        // A restart reads the input again from its first game, so the
+        // rejects recorded for it are recorded again (and only once).
+        let committed: GameCounts = client
+            .query_one(
+                "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
+                 UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
+                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
+                 WHERE id = $1
+                 RETURNING games_imported, games_present, games_rejected",
+                &[&file_id, &path, &games_done, &bytes_done, &restart],
+            )
+            .await
+            .map(|row| GameCounts::from_row(&row, 0))
+            .map_err(db_err("marking the input running"))?;
+        if !retrying {
+            self.attempt = Some(InputAttempt {
+                file_id,
+                committed_before: committed,
+                totals_before: self.totals.games,
+            });
+        }
+
+        let source = self
+            .settings
+            .source
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
+        let mut file = FileContext {
+            file_id,
+            source,
+            expected_bytes_done: bytes_done,
+        };
+        let spec = InputSpec {
+            name: name.to_owned(),
+            skip_bytes,
+            skip_games,
+        };
+        if self.bulk_pending {
+            let BulkLoad { id, mode } = bulk::begin(&mut self.db.client).await?;
+            self.write_mode = mode;
+            self.bulk_load = Some(id);
+            self.bulk_pending = false;
+        }
+        let pipeline = Pipeline::start_interruptible(
+            vec![spec],
+            self.settings.pipeline,
+            Arc::clone(&self.interrupts),
+        );
+        let mut consumed = None;
+        // Batches move through two phases (see `Self::step`): `ready` has
+        // its positions committed and waits for its games to be written.
+        let mut ready: Option<(Batch, ResolvedBatch)> = None;
+        let mut upstream_end = None;
+        let end = loop {
+            let next = if upstream_end.is_some() {
+                None
+            } else {
+                match pipeline.events.recv() {
+                    Ok(Event::Opened {
+                        len, consumed: c, ..
+                    }) => {
+                        self.progress.start_input(name, len);
+                        consumed = Some(c);
+                        continue;
+                    }
+                    Ok(Event::Batch(batch)) => Some(batch),
+                    Ok(Event::Finished { .. }) => {
+                        upstream_end = Some(InputEnd::Done);
+                        None
+                    }
+                    // The pipeline's threads are gone without saying how
+                    // the input ended: a bug, not the end of the input.
+                    Err(_) => {
+                        upstream_end = Some(InputEnd::Failed(Error::Internal(
+                            "the parse pipeline stopped before the end of the input".into(),
+                        )));
+                        None
+                    }
+                    // The batches before the failure are still written.
+                    Ok(Event::Failed { error, .. }) => {
+                        upstream_end = Some(if source::is_cancelled(&error) {
+                            InputEnd::Interrupted
+                        } else {
+                            InputEnd::Failed(error)
+                        });
+                        None
+                    }
+                }
+            };
+            if next.is_none() && ready.is_none() {
+                break Ok(upstream_end.unwrap_or(InputEnd::Done));
+            }
+            let (resolved, written) = self
+                .step(next.as_ref(), ready.as_ref().map(|(b, r)| (b, r)), &file)
+                .await;
+            // Committed positions are learnt even if the other phase
+            // failed: a bulk load must not insert them a second time.
+            let resolved = match (next, resolved) {
+                (Some(batch), Some(Ok((resolved, pending)))) => {
+                    for (key, id) in pending {
+                        self.cache.insert(key, id);
+                    }
+                    Some(Ok((batch, resolved)))
+                }
+                (_, Some(Err(error))) => Some(Err(error)),
+                _ => None,
+            };
+            if let (Some((batch, _)), Some(written)) = (ready.take(), written) {
+                if let Err(error) = written.and_then(|written| self.after_commit(&batch, written)) {
+                    break self.lost_or_failed(error);
+                }
+                file.expected_bytes_done = to_i64(batch.end_offset);
+                let bytes = consumed
+                    .as_ref()
+                    .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
+                self.progress.update(Snapshot {
+                    games: self.totals.games.read,
+                    positions: self.totals.games.positions_new + self.totals.games.positions_reused,
+                    memory_hit_rate: self.totals.games.memory_hit_rate(),
+                    bytes,
+                });
+                let max = self.settings.max_rejects;
+                if max > 0 && self.totals.games.rejected > max {
+                    break Ok(InputEnd::TooManyRejects);
+                }
+                if self.interrupted() {
+                    break Ok(InputEnd::Interrupted);
+                }
+            }
+            match resolved {
+                Some(Ok(resolved)) => ready = Some(resolved),
+                Some(Err(error)) => break self.lost_or_failed(error),
+                None => {}
+            }
+        };
+        pipeline.stop();
+        drop(pipeline);
+        // A lost connection: the caller re-reads its state and retries.
+        let end = end?;
+        let (state, error) = match end {
+            InputEnd::Done => ("done", None),
+            InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
+            InputEnd::Failed(ref e) => ("failed", Some(e.to_string())),
+            InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
+        };
+        let committed = self
+            .retrying_control(async |this: &mut Self| {
+                this.control
+                    .client
+                    .query_one(
+                        "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
+                             finished_at = CASE WHEN $2 = 'done' THEN now() END
+                         WHERE id = $1
+                         RETURNING games_imported, games_present, games_rejected",
+                        &[&file_id, &state, &error],
+                    )
+                    .await
+                    .map(|row| GameCounts::from_row(&row, 0))
+                    .map_err(db_err("recording the input's state"))
+            })
+            .await?;
+        self.account_input(committed)?;
+        Ok(end)
+    }
+
+    /// How an input ends after a failed write: a dropped data connection
+    /// (server crash or restart, terminated backend) is an `Err`, after
+    /// which nothing the importer derived from earlier commits is trusted
+    /// and the input starts again from the checkpoint the database holds;
+    /// anything else fails the input.
+    fn lost_or_failed(&self, error: Error) -> Result<InputEnd, Error> {
+        if self.db.client.is_closed() || self.positions_db.client.is_closed() {
+            Err(error)
+        } else {
+            Ok(InputEnd::Failed(error))
+        }
+    }
+
+    /// Sets the run's game counts for the current input to what the
+    /// database committed for it (`committed`: its counters now), so that
+    /// a batch whose commit was acknowledged and then lost to a server
+    /// crash, or committed though its acknowledgement was lost, is counted
+    /// exactly once.
+    fn account_input(&mut self, committed: GameCounts) -> Result<(), Error> {
+        let Some(attempt) = self.attempt else {
+            return Err(Error::Internal(
+                "an input ended before its import began".into(),
+            ));
+        };
+        let before = attempt.committed_before;
+        let delta = |now: i64, then: i64| {
+            u64::try_from(now - then).map_err(|_| {
+                Error::Internal(format!(
+                    "the counters of import_files row {} went down during the import ({then} → {now})",
+                    attempt.file_id
+                ))
+            })
+        };
+        let imported = delta(committed.imported, before.imported)?;
+        let present = delta(committed.present, before.present)?;
+        let rejected = delta(committed.rejected, before.rejected)?;
+        let games = &mut self.totals.games;
+        let base = attempt.totals_before;
+        games.imported = base.imported + imported;
+        games.present = base.present + present;
+        games.rejected = base.rejected + rejected;
+        games.read = base.read + imported + present + rejected;
+        Ok(())
+    }
+
+    /// One step of the two-phase write: resolves the positions of `next`
+    /// on the positions connection while the games of `ready` (whose
+    /// positions a previous step committed) are written on the data
+    /// connection, so that PostgreSQL works on both at once. Each phase
+    /// retries transient failures on its own connection; a phase with
+    /// nothing to do returns `None`.
+    async fn step(
+        &mut self,
+        next: Option<&Batch>,
+        ready: Option<(&Batch, &ResolvedBatch)>,
+        file: &FileContext,
+    ) -> (
+        Option<Result<(ResolvedBatch, PendingIds), Error>>,
+        Option<Result<WrittenBatch, Error>>,
+    ) {
+        let retry_seconds = self.settings.retry_seconds;
+        let target = &self.target;
+        let (mut position_seq, mut game_seq) = self.write_mode.sequences();
+        let cache = &mut self.cache;
+        let positions_db = &mut self.positions_db;
+        let db = &mut self.db;
+        let resolve = async {
+            let batch = next?;
+            Some(
+                retry_on(positions_db, target, retry_seconds, false, async |client| {
+                    resolve_positions(client, batch, file, cache, position_seq.as_deref_mut()).await
+                })
+                .await,
+            )
+        };
+        let write = async {
+            let (batch, resolved) = ready?;
+            Some(
+                retry_on(db, target, retry_seconds, false, async |client| {
+                    write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
+                })
+                .await,
+            )
+        };
+        tokio::join!(resolve, write)
+    }
+
+    /// Accounts for a batch whose games committed.
+    fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
+        let shown_before = self.totals.games.conflicts;
+        for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
+            warn_conflict(batch, conflict, ordinal);
+        }
+        self.totals.games.add(written.stats);
+        if let Some(out) = &mut self.rejects_file {
+            for outcome in &batch.outcomes {
+                if let Outcome::Rejected(r) = outcome {
+                    let reason = r.rejection.to_string().replace(['\n', '\r'], " ");
+                    let mut text = format!("% pgnload reject: {reason}\n").into_bytes();
+                    text.extend_from_slice(r.raw.trim_ascii_end());
+                    text.extend_from_slice(b"\n\n");
+                    out.write_all(&text).map_err(Error::Output)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the run did, for the summary.
+    fn summary(&self) -> Summary {
+        let bulk = match (self.bulk_load, &self.bulk_report) {
+            (None, _) if self.bulk_pending => BulkOutcome::NothingToLoad,
+            (None, _) => BulkOutcome::Incremental,
+            (Some(load), Some(report)) => BulkOutcome::Finished {
+                load,
+                report: *report,
+            },
+            (Some(load), None) => BulkOutcome::Unfinished { load },
+        };
+        Summary {
+            target: self.target.describe(),
+            totals: self.totals,
+            elapsed: self.started.elapsed(),
+            bulk,
+        }
+    }
+}
+
+/// Says where a conflicting game and the game holding its id are (the
+/// first few of a run; `import_conflicts` has them all).
+fn warn_conflict(batch: &Batch, conflict: &Conflict, ordinal: u64) {
+    const SHOWN: u64 = 10;
+    if ordinal >= SHOWN {
+        if ordinal == SHOWN {
+            eprintln!("pgnload: more conflicts are not shown; see import_conflicts");
+        }
+        return;
+    }
+    let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) else {
+        return;
+    };
+    let holder = &conflict.holder;
+    let place = match (holder.game_number, holder.byte_offset) {
+        (Some(number), Some(offset)) => format!("game #{number} at byte {offset}"),
+        (Some(number), None) => format!("game #{number}"),
+        _ => "a game".to_owned(),
+    };
+    let held_by = match (&holder.game_id, &holder.path) {
+        (Some(id), Some(path)) => format!("games.id {id} ({path}, {place})"),
+        (Some(id), None) => format!("games.id {id}"),
+        (None, _) => format!("{place} of the same input"),
+    };
+    eprintln!(
+        "pgnload: {}: id {}:{} is already held by {held_by} with other moves; \
+         not imported (recorded in import_conflicts)",
+        game.pos, conflict.source, conflict.external_id
+    );
+}
+
+/// `games.source` of games without a Lichess id when `--source` is not
+/// given: one label for every file, so that a player named alike in two
+/// files is one player (games are recognized by content whatever their
+/// label).
+pub const DEFAULT_SOURCE: &str = "pgn";
+
+/// Uncompressed PGN bytes per new position, roughly, for a Lichess month
+/// (games of ~1.5 kB with clocks, ~35 positions each not seen before).
+const BYTES_PER_NEW_POSITION: u64 = 40;
+/// How much a compressed dump grows when decompressed, roughly.
+const COMPRESSION_RATIO: u64 = 5;
+
+/// How many new positions the inputs may bring: the scale `--mode auto`
+/// compares with the database's positions (stdin counts as nothing).
+fn estimated_positions(inputs: &[String]) -> u64 {
+    inputs
+        .iter()
+        .filter(|name| name.as_str() != "-")
+        .map(|name| {
+            let path = Path::new(name);
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            let plain = if sniff_compression(path) == Compression::None {
+                size
+            } else {
+                size.saturating_mul(COMPRESSION_RATIO)
+            };
+            plain / BYTES_PER_NEW_POSITION
+        })
+        .sum()
+}
+
+fn sniff_compression(path: &Path) -> Compression {
+    source::sniff_file(path).unwrap_or(Compression::None)
+}

@@ -1,0 +1,17 @@
+//! The import: inputs read, split and replayed on worker threads
+//! (`source`, `pipeline`), positions deduplicated in memory (`dedup`),
+//! batches written in two phases (`writer`), bulk loads (`bulk`), and the
+//! engine that drives them with checkpoints, retries and resume (`engine`).
+//!
+//! It exists apart from `cmd` so that importing needs no command line, and
+//! apart from `store` so that PostgreSQL's own concerns (connections,
+//! migrations, the private cluster) are not mixed with the import's. It
+//! must not parse arguments nor print summaries (that is `cmd::import`), and
+//! the chess core must never reach back into it.
+
+pub(crate) mod bulk;
+pub(crate) mod dedup;
+pub(crate) mod engine;
+pub mod pipeline;
+pub(crate) mod source;
+pub(crate) mod writer;
