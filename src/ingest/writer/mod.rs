@@ -209,7 +209,7 @@ pub struct ResolvedBatch {
 pub struct Holder {
     /// `games.id`, if it is in the table.
     pub game_id: Option<i64>,
-    /// Its input (`import_files.id`) and that input's path.
+    /// Its input (`import_files.id`).
     pub file_id: Option<i64>,
     /// The input's path as recorded.
     pub path: Option<String>,
