@@ -299,13 +299,20 @@ fn lichess_metadata_lands_in_typed_columns() {
 #[test]
 fn the_password_in_a_connection_url_is_never_printed() {
     let secret = "Sup3rS3cretPw";
-    // A server that is not there: the error names the target without the password.
+    // A server that is not there: the error names the target without the
+    // password, in the retry messages too (one second of them, not the
+    // default two minutes a cron job would wait).
+    let dir = crate::common::scratch_dir("pgnload-secret-");
+    let config = dir.path().join("short-retry.toml");
+    std::fs::write(&config, "[import]\nretry_seconds = 1\n").expect("write config");
     let out = run({
         let mut c = pgnload();
         c.env(
             "DATABASE_URL",
             format!("postgres://someone:{secret}@127.0.0.1:1/nowhere?connect_timeout=2"),
         )
+        .arg("--config")
+        .arg(&config)
         .args(["import", "-"]);
         c
     });
