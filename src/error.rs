@@ -148,9 +148,36 @@ pub enum Error {
     /// Writing output failed.
     #[error("writing output: {0}")]
     Output(#[source] io::Error),
+    /// An input cannot be imported as it is, though it could be read (it
+    /// changed since its interrupted import, it is an archive...): that
+    /// input fails, the others go on.
+    #[error("{file}: {message}")]
+    Input {
+        /// The input as named.
+        file: String,
+        /// What is wrong with it and what to do.
+        message: String,
+    },
     /// The configuration is invalid.
     #[error("configuration: {0}")]
     Config(String),
+    /// The machine refused what a run needs to start (threads, the async
+    /// runtime, signal handlers).
+    #[error("{what}: {source}")]
+    System {
+        /// What pgnload was setting up.
+        what: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A connection to the database is gone (the server restarted or
+    /// crashed, the session was terminated): transient, retried.
+    #[error("database: {context}: connection lost")]
+    Disconnected {
+        /// What pgnload was doing.
+        context: String,
+    },
     /// The embedded PostgreSQL cluster could not be managed.
     #[error(transparent)]
     Embedded(#[from] crate::store::embedded::EmbeddedError),
@@ -175,32 +202,80 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is: what retry decides on, and what
+/// the final message tells the user to do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// An input is unreadable or cannot be imported as it is.
+    Input,
+    /// Our own output could not be written.
+    Output,
+    /// The configuration (flags, environment, config file) is invalid.
+    Configuration,
+    /// The machine refused a resource the run needs.
+    System,
+    /// The database failed; `transient` when retrying can succeed (lost
+    /// connection, server restarting, deadlock, too many connections).
+    Database {
+        /// Whether a retry can succeed.
+        transient: bool,
+    },
+    /// Another process changed what this run relied on.
+    Conflict,
+    /// Something that cannot happen did: a bug in pgnload.
+    Bug,
+}
+
 impl Error {
-    /// Worth retrying: the connection or server went away, or the
-    /// transaction lost a deadlock / serialization race. Decided here, by
-    /// the kind of error (and for a database error, by its SQLSTATE class),
-    /// so that no caller matches error text.
-    pub fn is_transient(&self) -> bool {
-        let Error::Database { cause, .. } = self else {
-            return false;
-        };
-        if cause.is_closed() {
-            return true;
-        }
-        match cause.code() {
-            Some(code) => {
-                let code = code.code();
-                code.starts_with("08")
-                    || matches!(
-                        code,
-                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
-                    )
+    /// The kind of this error. Retry and the final message follow the
+    /// kind (for a database error, its SQLSTATE class), so that no caller
+    /// matches error text.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Open { .. } | Error::InputBroken { .. } | Error::Input { .. } => {
+                ErrorKind::Input
             }
-            // No SQLSTATE: transient if the socket failed (refused, reset),
-            // not if the connection string or the protocol is wrong.
-            None => std::error::Error::source(cause)
-                .is_some_and(|source| source.downcast_ref::<std::io::Error>().is_some()),
+            Error::Output(_) => ErrorKind::Output,
+            Error::Config(_) => ErrorKind::Configuration,
+            Error::System { .. } => ErrorKind::System,
+            Error::Embedded(_) => ErrorKind::System,
+            Error::Internal(_) => ErrorKind::Bug,
+            Error::Conflict(_) => ErrorKind::Conflict,
+            Error::Disconnected { .. } => ErrorKind::Database { transient: true },
+            Error::Database { cause, .. } => ErrorKind::Database {
+                transient: postgres_error_is_transient(cause),
+            },
         }
+    }
+
+    /// Worth retrying: the connection or server went away, or the
+    /// transaction lost a deadlock / serialization race.
+    pub fn is_transient(&self) -> bool {
+        self.kind() == ErrorKind::Database { transient: true }
+    }
+}
+
+/// Whether a driver error is worth retrying: a closed connection, an
+/// SQLSTATE of class 08 (connection), 57P01–03 (shutdown, crash, starting
+/// up), 40001/40P01 (serialization, deadlock) or 53300 (too many
+/// connections), or a socket that failed before the server answered.
+fn postgres_error_is_transient(cause: &tokio_postgres::Error) -> bool {
+    if cause.is_closed() {
+        return true;
+    }
+    match cause.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08")
+                || matches!(
+                    code,
+                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                )
+        }
+        // No SQLSTATE: transient if the socket failed (refused, reset),
+        // not if the connection string or the protocol is wrong.
+        None => std::error::Error::source(cause)
+            .is_some_and(|source| source.downcast_ref::<io::Error>().is_some()),
     }
 }
 
@@ -310,5 +385,36 @@ mod tests {
         ] {
             assert!(!other.is_transient(), "{other}");
         }
+    }
+
+    /// Retry and the final message follow the kind: a lost connection is a
+    /// transient database error (it used to be "internal error: connection
+    /// closed", a bug that was retried), a changed input is an input error
+    /// naming the file (it used to be a configuration error).
+    #[test]
+    fn each_error_has_the_kind_that_decides_its_handling() {
+        let lost = Error::Disconnected {
+            context: "a write step".into(),
+        };
+        assert_eq!(lost.kind(), ErrorKind::Database { transient: true });
+        assert!(lost.is_transient());
+        let changed = Error::Input {
+            file: "dump.pgn".into(),
+            message: "changed since its interrupted import".into(),
+        };
+        assert_eq!(changed.kind(), ErrorKind::Input);
+        assert!(!changed.is_transient());
+        assert_eq!(
+            changed.to_string(),
+            "dump.pgn: changed since its interrupted import"
+        );
+        assert_eq!(Error::Internal("x".into()).kind(), ErrorKind::Bug);
+        assert_eq!(Error::Config("x".into()).kind(), ErrorKind::Configuration);
+        let system = Error::System {
+            what: "starting the async runtime",
+            source: io::Error::other("no threads"),
+        };
+        assert_eq!(system.kind(), ErrorKind::System);
+        assert_eq!(report(&system), "starting the async runtime: no threads");
     }
 }

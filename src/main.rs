@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pgnload::{cli::Cli, error::ExitStatus};
+use pgnload::{
+    cli::Cli,
+    error::{ErrorKind, ExitStatus},
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -15,7 +18,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("pgnload: error: {}", pgnload::error::report(&err));
+            let advice = match err.kind() {
+                ErrorKind::Bug => " (a bug in pgnload: please report it with the command line)",
+                ErrorKind::Database { transient: true } => {
+                    " (still failing when retry_seconds ran out; rerun to resume)"
+                }
+                _ => "",
+            };
+            eprintln!("pgnload: error: {}{advice}", pgnload::error::report(&err));
             ExitCode::from(ExitStatus::Failed.code())
         }
     }

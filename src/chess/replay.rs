@@ -64,9 +64,10 @@ impl PositionsBuilder {
             None => 0,
         };
         self.text.truncate(start + len);
-        // A game is capped far below 4 GiB of FEN text (max_plies × ~100 bytes).
-        self.ends
-            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
+        self.ends.push(u32::try_from(self.text.len()).expect(
+            "a game's FEN text is far below 4 GiB: its plies are capped by max_plies \
+             (at most 1,000,000) and a FEN is under 100 bytes",
+        ));
     }
 
     /// Hashes every FEN in one loop at the end: the hashes are independent
@@ -388,7 +389,8 @@ fn replay_mainline<P: Rules>(
     positions.push(&board);
     let mut plies = Vec::with_capacity(moves.len());
     for (i, raw_move) in moves.into_iter().enumerate() {
-        let ply = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let ply = u32::try_from(i + 1)
+            .expect("a game held in memory has far fewer than 2^32 moves (the reader caps them at max_plies)");
         let illegal = |reason: String| RejectReason::IllegalMove {
             ply,
             san: raw_move.san.to_string(),

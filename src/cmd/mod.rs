@@ -44,8 +44,10 @@ pub fn watch_signals(
     use tokio::signal::unix::{SignalKind, signal};
     let _entered = runtime.enter();
     let installed = |kind: SignalKind| {
-        signal(kind)
-            .map_err(|e| crate::Error::Internal(format!("installing a signal handler: {e}")))
+        signal(kind).map_err(|source| crate::Error::System {
+            what: "installing a signal handler",
+            source,
+        })
     };
     let (mut int, mut term) = (
         installed(SignalKind::interrupt())?,

@@ -147,7 +147,7 @@ pub async fn choose(
         };
         lock("SELECT pg_advisory_unlock_shared($1)").await?;
         if requested == Mode::Incremental {
-            return Err(Error::Config(format!(
+            return Err(Error::Conflict(format!(
                 "bulk load #{load} stopped unfinished: positions and moves have no indexes until it \
                  finishes, so --mode incremental will not write into them. Finish it with \
                  `pgnload import --mode bulk` (or --mode auto) and the inputs of the stopped load, \
@@ -183,7 +183,7 @@ async fn position_count(client: &Client, limit: u64) -> Result<u64, Error> {
         .await
         .map_err(db_err("counting positions"))?
         .get(0);
-    Ok(u64::try_from(count).unwrap_or(0))
+    Ok(u64::try_from(count).expect("count(*) is never negative"))
 }
 
 /// The unfinished bulk load, if any.
@@ -319,7 +319,8 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
                 .map_err(db_err("listing indexes and constraints"))?;
             // Drop foreign keys before the keys they may depend on.
             for (position, object) in objects.iter().enumerate() {
-                let position = i32::try_from(position).unwrap_or(i32::MAX);
+                let position = i32::try_from(position)
+                    .expect("three tables have far fewer than 2^31 indexes and constraints");
                 tx.execute(
                     "INSERT INTO import_bulk_objects
                          (load_id, position, table_name, object_name, kind, drop_sql, create_sql)
@@ -462,7 +463,7 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
     .await
     .map_err(db_err("recording the merge"))?;
     tx.commit().await.map_err(db_err("committing the merge"))?;
-    Ok(u64::try_from(merged).unwrap_or(0))
+    Ok(u64::try_from(merged).expect("count(*) is never negative"))
 }
 
 /// `application_name` of the sessions that rebuild a bulk load's indexes,
@@ -492,7 +493,7 @@ async fn end_orphaned_rebuilds(client: &Client) -> Result<(), Error> {
             return Ok(());
         }
         if started.elapsed() > std::time::Duration::from_secs(120) {
-            return Err(Error::Config(format!(
+            return Err(Error::Conflict(format!(
                 "{left} index builds left by a stopped run (application_name '{REBUILD_APPLICATION}') \
                  did not end within 120 s of pg_terminate_backend; end them, then rerun"
             )));

@@ -446,7 +446,9 @@ async fn retry_on<T>(
     let mut retry = Retry::new(retry_seconds);
     loop {
         let error = if db.client.is_closed() {
-            Error::Internal("connection closed".into())
+            Error::Disconnected {
+                context: "a write step".into(),
+            }
         } else {
             match op(&mut db.client).await {
                 Ok(value) => return Ok(value),
@@ -788,11 +790,14 @@ impl Importer<'_> {
             {
                 let old: String = old.get(0);
                 if !self.job.restart {
-                    return Ok(InputEnd::Failed(Error::Config(format!(
-                        "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
-                         refusing to resume. Pass --restart to import it from the start \
-                         (games already imported are recognized and skipped)"
-                    ))));
+                    return Ok(InputEnd::Failed(Error::Input {
+                        file: name.to_owned(),
+                        message: format!(
+                            "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
+                             refusing to resume. Pass --restart to import it from the start \
+                             (games already imported are recognized and skipped)"
+                        ),
+                    }));
                 }
                 client
                     .execute(

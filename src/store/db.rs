@@ -283,7 +283,7 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
                 Ok::<_, Error>((cluster.pg_config(), session))
             })
             .await
-            .map_err(|e| Error::Config(format!("starting the embedded cluster: {e}")))??;
+            .map_err(|e| Error::Internal(format!("starting the embedded cluster: {e}")))??;
             (config, Some(session), target.describe())
         }
     };
@@ -410,7 +410,10 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         .thread_name("pgnload-db")
         .enable_all()
         .build()
-        .map_err(|e| Error::Config(format!("starting the async runtime: {e}")))
+        .map_err(|source| Error::System {
+            what: "starting the async runtime",
+            source,
+        })
 }
 
 /// Backoff delays for reconnecting after a dropped connection.

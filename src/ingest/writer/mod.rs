@@ -630,7 +630,7 @@ pub async fn write_games(
             black_id: player(&game.meta.black.name),
             initial_id,
             final_id,
-            ply_count: i32::try_from(game.plies.len()).unwrap_or(i32::MAX),
+            ply_count: ply_number(game.plies.len()),
             moves: game.encoded_moves(),
             variant: game.variant.as_db_label(),
             termination: game.meta.termination.as_deref().map(termination_label),
@@ -677,7 +677,7 @@ pub async fn write_games(
             };
             move_rows.push(MoveRow {
                 game_id,
-                ply: i32::try_from(i + 1).unwrap_or(i32::MAX),
+                ply: ply_number(i + 1),
                 before,
                 after,
                 uci: &ply.uci,
@@ -1072,6 +1072,14 @@ fn learn_ids(
             pending.push((key, id));
         }
     }
+}
+
+/// A ply number or count as the `integer` columns hold it.
+fn ply_number(n: usize) -> i32 {
+    i32::try_from(n).expect(
+        "an imported game has at most max_plies plies (at most 1,000,000, checked in config), \
+         far below 2^31",
+    )
 }
 
 /// The id resolved for a game's `i`-th position.
