@@ -73,7 +73,7 @@ pub struct ImportSection {
     /// Reconnect budget in seconds.
     pub retry_seconds: Option<u64>,
     /// auto, bulk or incremental.
-    pub mode: Option<crate::ingest::bulk::Mode>,
+    pub mode: Option<LoadMode>,
 }
 
 /// Reads and parses a config file.
@@ -103,7 +103,7 @@ pub struct Settings {
     /// Reconnect budget.
     pub retry_seconds: u64,
     /// How positions are written.
-    pub mode: crate::ingest::bulk::Mode,
+    pub mode: LoadMode,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -124,7 +124,7 @@ pub struct Overrides {
     /// `--max-rejects` / `PGNLOAD_MAX_REJECTS`.
     pub max_rejects: Option<u64>,
     /// `--mode` / `PGNLOAD_MODE`.
-    pub mode: Option<crate::ingest::bulk::Mode>,
+    pub mode: Option<LoadMode>,
 }
 
 /// Fewest explicit worker threads refused as absurd: above this (or the
@@ -303,10 +303,7 @@ impl Settings {
             cache_positions,
             max_rejects: cli.max_rejects.or(file.import.max_rejects).unwrap_or(0),
             retry_seconds,
-            mode: cli
-                .mode
-                .or(file.import.mode)
-                .unwrap_or(crate::ingest::bulk::Mode::Auto),
+            mode: cli.mode.or(file.import.mode).unwrap_or(LoadMode::Auto),
         })
     }
 
@@ -314,6 +311,22 @@ impl Settings {
     pub fn target(&self) -> crate::store::db::Target {
         crate::store::db::Target::choose(self.database_url.clone(), self.data_dir.clone())
     }
+}
+
+/// The load mode the user asks for (`--mode`, `PGNLOAD_MODE`,
+/// `import.mode`): a setting, so it lives with the settings; the import
+/// decides what it means against the database (`ingest::bulk::choose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMode {
+    /// Bulk when the database holds fewer positions than the inputs are
+    /// expected to bring and no other import is running; else incremental.
+    Auto,
+    /// Drop indexes, dedup in memory, rebuild at the end; takes the
+    /// database for itself.
+    Bulk,
+    /// Keep every index; get-or-create positions; runs beside other imports.
+    Incremental,
 }
 
 /// Longest `--source` label: it is part of the unique keys of players

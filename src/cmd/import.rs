@@ -13,12 +13,9 @@ use std::{
 };
 
 use crate::{
-    config::{Overrides, Settings},
+    config::{LoadMode, Overrides, Settings},
     error::{Error, ExitStatus},
-    ingest::{
-        bulk::Mode,
-        engine::{self, BulkOutcome, ImportJob, Summary},
-    },
+    ingest::engine::{self, BulkOutcome, ImportJob, Summary},
     store::db,
 };
 
@@ -59,7 +56,7 @@ pub struct ImportArgs {
     /// auto: bulk when the database holds fewer positions than the inputs
     /// should bring and no other import runs [default: auto].
     #[arg(long, value_enum, env = "PGNLOAD_MODE")]
-    pub mode: Option<Mode>,
+    pub mode: Option<LoadMode>,
 }
 
 impl ImportArgs {

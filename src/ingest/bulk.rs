@@ -43,6 +43,7 @@ use std::{
 use tokio_postgres::Client;
 
 use crate::{
+    config::LoadMode,
     error::Error,
     ingest::writer::{IdSequence, WriteMode},
     store::db::{self, Target, db_err},
@@ -52,22 +53,10 @@ use crate::{
 /// incremental imports ("pgnload bulk").
 pub const LOCK: i64 = 0x7067_6e6c_6275_6c6b;
 
-/// How `pgnload import` writes positions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Bulk when the database holds fewer positions than the inputs are
-    /// expected to bring and no other import is running; else incremental.
-    Auto,
-    /// Drop indexes, dedup in memory, rebuild at the end; takes the
-    /// database for itself.
-    Bulk,
-    /// Keep every index; get-or-create positions; runs beside other imports.
-    Incremental,
-}
-
 /// The mode a run got, with the lock that goes with it held on the
-/// control connection.
+/// control connection. (What the user asked for is a
+/// [`LoadMode`]; how the writer assigns ids is a
+/// [`WriteMode`], once a bulk load has begun.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chosen {
     /// Exclusive lock held; `resuming` when an unfinished load exists.
@@ -79,6 +68,23 @@ pub enum Chosen {
     Incremental,
 }
 
+impl Chosen {
+    /// Takes this mode's side of [`LOCK`] again without waiting, after the
+    /// session that held it was lost (someone taking it meanwhile is not
+    /// safe to join). Returns whether it was taken.
+    pub async fn relock(self, control: &Client) -> Result<bool, Error> {
+        let sql = match self {
+            Chosen::Bulk { .. } => "SELECT pg_try_advisory_lock($1)",
+            Chosen::Incremental => "SELECT pg_try_advisory_lock_shared($1)",
+        };
+        Ok(control
+            .query_one(sql, &[&LOCK])
+            .await
+            .map_err(db_err("re-taking the import lock"))?
+            .get(0))
+    }
+}
+
 /// Decides the mode and takes its lock. Returns `None` if the lock is
 /// taken and `no_wait` is set. An explicit mode is obeyed or refused, never
 /// changed: `--mode incremental` waits for a running bulk load to end and
@@ -88,7 +94,7 @@ pub enum Chosen {
 /// indexes until it finishes), else picks by the database's size.
 pub async fn choose(
     control: &Client,
-    requested: Mode,
+    requested: LoadMode,
     incoming_positions: u64,
     no_wait: bool,
 ) -> Result<Option<Chosen>, Error> {
@@ -108,9 +114,9 @@ pub async fn choose(
     loop {
         let open = unfinished(control).await?;
         let want_bulk = match requested {
-            Mode::Bulk => true,
-            Mode::Incremental => false,
-            Mode::Auto => {
+            LoadMode::Bulk => true,
+            LoadMode::Incremental => false,
+            LoadMode::Auto => {
                 open.is_some()
                     || position_count(control, incoming_positions).await? <= incoming_positions
             }
@@ -121,7 +127,7 @@ pub async fn choose(
                     resuming: unfinished(control).await?.is_some(),
                 }));
             }
-            if open.is_some() || requested == Mode::Bulk {
+            if open.is_some() || requested == LoadMode::Bulk {
                 if no_wait {
                     return Ok(None);
                 }
@@ -146,7 +152,7 @@ pub async fn choose(
             return Ok(Some(Chosen::Incremental));
         };
         lock("SELECT pg_advisory_unlock_shared($1)").await?;
-        if requested == Mode::Incremental {
+        if requested == LoadMode::Incremental {
             return Err(Error::Conflict(format!(
                 "bulk load #{load} stopped unfinished: positions and moves have no indexes until it \
                  finishes, so --mode incremental will not write into them. Finish it with \

@@ -134,8 +134,9 @@ struct Importer<'a> {
     /// The bulk load this run is part of.
     bulk_load: Option<i64>,
     bulk_report: Option<FinishReport>,
-    /// Re-takes the import lock after the control connection was replaced.
-    relock_sql: &'static str,
+    /// The mode and lock this run holds (taken again after the control
+    /// connection was replaced).
+    chosen: Chosen,
     progress: Progress,
     totals: Totals,
     run_id: i64,
@@ -254,24 +255,15 @@ pub async fn import(
         control.close()?;
         return Ok(ExitStatus::Clean);
     };
-    let (write_mode, bulk_load, relock_sql) = match (chosen, resumed) {
+    let (write_mode, bulk_load) = match (chosen, resumed) {
         // An unfinished load is continued (its tables have no indexes
         // until it finishes, whatever this run imports); a new one
         // begins with the first input that has games to read.
         (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
             eprintln!("pgnload: continuing an unfinished bulk load");
-            (mode, Some(id), "SELECT pg_try_advisory_lock($1)")
+            (mode, Some(id))
         }
-        (Chosen::Bulk { .. }, None) => (
-            WriteMode::Incremental,
-            None,
-            "SELECT pg_try_advisory_lock($1)",
-        ),
-        (Chosen::Incremental, _) => (
-            WriteMode::Incremental,
-            None,
-            "SELECT pg_try_advisory_lock_shared($1)",
-        ),
+        (Chosen::Bulk { .. }, None) | (Chosen::Incremental, _) => (WriteMode::Incremental, None),
     };
     let bulk_pending = matches!(chosen, Chosen::Bulk { .. }) && bulk_load.is_none();
     let mut importer = Importer {
@@ -285,7 +277,7 @@ pub async fn import(
         write_mode,
         bulk_load,
         bulk_report: None,
-        relock_sql,
+        chosen,
         progress: Progress::new(quiet),
         totals: Totals::default(),
         run_id,
@@ -537,14 +529,7 @@ impl Importer<'_> {
         if self.control.client.is_closed() {
             return Ok(());
         }
-        let locked: bool = self
-            .control
-            .client
-            .query_one(self.relock_sql, &[&bulk::LOCK])
-            .await
-            .map_err(db_err("re-taking the import lock"))?
-            .get(0);
-        if locked {
+        if self.chosen.relock(&self.control.client).await? {
             Ok(())
         } else {
             Err(Error::Conflict(
