@@ -170,6 +170,20 @@ struct InputAttempt {
     totals_before: BatchStats,
 }
 
+/// Where an input's import starts, as its `import_files` row says.
+#[derive(Debug, Clone, Copy)]
+struct Checkpoint {
+    /// `import_files.id`.
+    file_id: i64,
+    /// Decompressed bytes already imported (the checkpoint the next
+    /// batch's commit must find).
+    bytes_done: i64,
+    /// The same, as the pipeline skips it.
+    skip_bytes: u64,
+    /// Games already read.
+    skip_games: u64,
+}
+
 /// An input's game counters, as `import_files` holds them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct GameCounts {
@@ -739,6 +753,8 @@ impl Importer<'_> {
         end
     }
 
+    /// Imports an input whose lock is held: its checkpoint, its batches,
+    /// and how it ended.
     async fn import_locked(
         &mut self,
         name: &str,
@@ -746,6 +762,27 @@ impl Importer<'_> {
         fingerprint: &str,
         size: Option<u64>,
     ) -> Result<InputEnd, Error> {
+        let checkpoint = match self.open_checkpoint(name, path, fingerprint, size).await? {
+            Ok(checkpoint) => checkpoint,
+            Err(end) => return Ok(end),
+        };
+        let file_id = checkpoint.file_id;
+        // A lost connection: the caller re-reads its state and retries.
+        let end = self.stream_batches(name, checkpoint).await?;
+        self.record_end(file_id, end).await
+    }
+
+    /// Reads (or registers) the input's checkpoint and marks it running:
+    /// where to resume, or how the input ends without reading it (already
+    /// imported, changed since an interrupted import, an impossible
+    /// checkpoint). Forgets first what a lost connection made stale.
+    async fn open_checkpoint(
+        &mut self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<Result<Checkpoint, InputEnd>, Error> {
         if std::mem::take(&mut self.stale) {
             self.forget_unverified().await?;
         }
@@ -775,14 +812,14 @@ impl Importer<'_> {
             {
                 let old: String = old.get(0);
                 if !self.job.restart {
-                    return Ok(InputEnd::Failed(Error::Input {
+                    return Ok(Err(InputEnd::Failed(Error::Input {
                         file: name.to_owned(),
                         message: format!(
                             "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
                              refusing to resume. Pass --restart to import it from the start \
                              (games already imported are recognized and skipped)"
                         ),
-                    }));
+                    })));
                 }
                 client
                     .execute(
@@ -801,9 +838,9 @@ impl Importer<'_> {
                     if retrying {
                         // The attempt that lost its connection had finished.
                         self.account_input(GameCounts::from_row(&row, 4))?;
-                        return Ok(InputEnd::Done);
+                        return Ok(Err(InputEnd::Done));
                     }
-                    return Ok(InputEnd::AlreadyImported);
+                    return Ok(Err(InputEnd::AlreadyImported));
                 }
                 let (games, bytes): (i64, i64) = if restart {
                     (0, 0)
@@ -843,10 +880,10 @@ impl Importer<'_> {
         {
             (Ok(bytes), Ok(games)) => (bytes, games),
             _ => {
-                return Ok(InputEnd::Failed(Error::Internal(format!(
+                return Ok(Err(InputEnd::Failed(Error::Internal(format!(
                     "import_files row {file_id} holds a negative checkpoint \
                      ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
-                ))));
+                )))));
             }
         };
         // A restart reads the input again from its first game, so the
@@ -870,21 +907,36 @@ impl Importer<'_> {
                 totals_before: self.totals.games,
             });
         }
+        Ok(Ok(Checkpoint {
+            file_id,
+            bytes_done,
+            skip_bytes,
+            skip_games,
+        }))
+    }
 
+    /// Streams the input from its checkpoint through the parse pipeline
+    /// and the two write phases. `Err` when a data connection was lost
+    /// (the caller re-reads its state and retries).
+    async fn stream_batches(
+        &mut self,
+        name: &str,
+        checkpoint: Checkpoint,
+    ) -> Result<InputEnd, Error> {
         let source = self
             .settings
             .source
             .clone()
             .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
         let mut file = FileContext {
-            file_id,
+            file_id: checkpoint.file_id,
             source,
-            expected_bytes_done: bytes_done,
+            expected_bytes_done: checkpoint.bytes_done,
         };
         let spec = InputSpec {
             name: name.to_owned(),
-            skip_bytes,
-            skip_games,
+            skip_bytes: checkpoint.skip_bytes,
+            skip_games: checkpoint.skip_games,
         };
         if self.bulk_pending {
             let BulkLoad { id, mode } = bulk::begin(&mut self.db.client).await?;
@@ -986,8 +1038,12 @@ impl Importer<'_> {
         };
         pipeline.stop();
         drop(pipeline);
-        // A lost connection: the caller re-reads its state and retries.
-        let end = end?;
+        end
+    }
+
+    /// Records how the input ended, and sets the run's counts for it from
+    /// what the database committed.
+    async fn record_end(&mut self, file_id: i64, end: InputEnd) -> Result<InputEnd, Error> {
         let (state, error) = match end {
             InputEnd::Done => ("done", None),
             InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
