@@ -546,38 +546,9 @@ pub async fn write_games(
     // 1. The resolved games already in the database, again: another
     //    importer, or the previous batch, may have committed some since
     //    their positions were resolved.
-    let keys_of: HashMap<usize, &[PositionKey]> = resolved
-        .games
-        .iter()
-        .map(|g| (g.index, &g.keys[..]))
-        .collect();
-    let candidates: Vec<Candidate<'_>> = resolved
-        .games
-        .iter()
-        .filter_map(|g| {
-            let game = batch_game(batch, g.index)?;
-            Some(Candidate {
-                index: g.index,
-                game,
-                source: game.source(&file.source),
-                external_id: g.external_id.clone(),
-            })
-        })
-        .collect();
-    let (fresh, late_conflicts) = classify(&tx, candidates, file)
+    let (new_games, late_conflicts) = recheck_games(&tx, batch, file, resolved)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
-    let new_games: Vec<NewGame<'_>> = fresh
-        .into_iter()
-        .filter_map(|c| {
-            Some(NewGame {
-                keys: keys_of.get(&c.index).copied()?,
-                game: c.game,
-                source: c.source,
-                external_id: c.external_id,
-            })
-        })
-        .collect();
     let conflicts: Vec<Conflict> = resolved
         .conflicts
         .iter()
@@ -602,47 +573,10 @@ pub async fn write_games(
         .map_err(|e| at.err("get-or-create events", e))?;
 
     // 3. Games.
-    let mut game_rows: Vec<GameRow<'_>> = Vec::with_capacity(new_games.len());
-    for new in &new_games {
-        let game = new.game;
-        let id_of = |i: usize| id_at(new.keys, position_ids, i);
-        let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
-            return Err(unresolved(game));
-        };
-        let player = |name: &Option<String>| {
-            name.as_ref()
-                .and_then(|n| player_ids.get(&(new.source, username_key(new.source, n))))
-                .copied()
-        };
-        let event = game.meta.event.as_ref().and_then(|name| {
-            let key = event_key(game, name);
-            event_ids.get(&(new.source, key.to_owned())).copied()
-        });
-        let tags = game.meta.tags_json();
-        game_rows.push(GameRow {
-            id: None,
-            keys: new.keys,
-            game,
-            source: new.source,
-            external_id: new.external_id.clone(),
-            event_id: event,
-            white_id: player(&game.meta.white.name),
-            black_id: player(&game.meta.black.name),
-            initial_id,
-            final_id,
-            ply_count: ply_number(game.plies.len()),
-            moves: game.encoded_moves(),
-            variant: game.variant.as_db_label(),
-            termination: game.meta.termination.as_deref().map(termination_label),
-            result: game.result.and_then(|r| r.score()),
-            initial_s: game.meta.clock.map(|c| c.initial_s),
-            increment_s: game.meta.clock.map(|c| c.increment_s),
-            tags: Json(serde_json::Value::Object(tags)),
-            file_id: file.file_id,
-            game_number: to_i64(game.pos.game_number),
-            byte_offset: to_i64(game.pos.byte_offset),
-        });
-    }
+    let mut game_rows = new_games
+        .iter()
+        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
+        .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
         match ids {
@@ -662,33 +596,8 @@ pub async fn write_games(
     stats.rejected = rejected.len() as u64;
     stats.present = stats.read - stats.imported - stats.rejected;
 
-    // 4. Moves of the inserted games, and the rejects.
-    let mut move_rows = Vec::new();
-    for row in &game_rows {
-        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
-            continue;
-        };
-        let game = row.game;
-        let id_of = |i: usize| id_at(row.keys, position_ids, i);
-        for (i, ply) in game.plies.iter().enumerate() {
-            let (before, after) = (id_of(i), id_of(i + 1));
-            let (Some(before), Some(after)) = (before, after) else {
-                return Err(unresolved(game));
-            };
-            move_rows.push(MoveRow {
-                game_id,
-                ply: ply_number(i + 1),
-                before,
-                after,
-                uci: &ply.uci,
-                san: &ply.san,
-                clock_ms: ply.clock_ms,
-                eval_cp: ply.eval_cp,
-                eval_mate: ply.eval_mate,
-                nag: ply.nag,
-            });
-        }
-    }
+    // 4. Moves of the inserted games, the rejects and the conflicts.
+    let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
     if !move_rows.is_empty() {
         stats.moves = copy_rows(
             &tx,
@@ -718,7 +627,6 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("copying rejects", e))?;
     }
-
     if !conflicts.is_empty() {
         record_conflicts(&tx, batch, file, &conflicts)
             .await
@@ -727,6 +635,149 @@ pub async fn write_games(
     stats.conflicts = conflicts.len() as u64;
 
     // 5. The checkpoint, in the same transaction.
+    advance_checkpoint(&tx, file, (games_through, end_offset), &stats)
+        .await
+        .map_err(|e| at.err("updating the checkpoint", e))??;
+    tx.commit().await.map_err(|e| at.err("committing", e))?;
+    Ok(WrittenBatch { stats, conflicts })
+}
+
+/// The games [`resolve_positions`] kept, looked up again by identity
+/// (another importer, or the previous batch, may have committed some
+/// since): the ones still new, with their position keys, and the
+/// conflicts found now.
+async fn recheck_games<'b>(
+    tx: &Transaction<'_>,
+    batch: &'b Batch,
+    file: &'b FileContext,
+    resolved: &'b ResolvedBatch,
+) -> Result<(Vec<NewGame<'b>>, Vec<Conflict>), tokio_postgres::Error> {
+    let keys_of: HashMap<usize, &[PositionKey]> = resolved
+        .games
+        .iter()
+        .map(|g| (g.index, &g.keys[..]))
+        .collect();
+    let candidates: Vec<Candidate<'_>> = resolved
+        .games
+        .iter()
+        .filter_map(|g| {
+            let game = batch_game(batch, g.index)?;
+            Some(Candidate {
+                index: g.index,
+                game,
+                source: game.source(&file.source),
+                external_id: g.external_id.clone(),
+            })
+        })
+        .collect();
+    let (fresh, conflicts) = classify(tx, candidates, file).await?;
+    let new_games = fresh
+        .into_iter()
+        .filter_map(|c| {
+            Some(NewGame {
+                keys: keys_of.get(&c.index).copied()?,
+                game: c.game,
+                source: c.source,
+                external_id: c.external_id,
+            })
+        })
+        .collect();
+    Ok((new_games, conflicts))
+}
+
+/// The `games` row of a new game: its positions, players and event
+/// resolved to ids.
+fn game_row<'a>(
+    new: &NewGame<'a>,
+    position_ids: &KeyMap<i64>,
+    player_ids: &HashMap<(&'a str, String), i64>,
+    event_ids: &HashMap<(&'a str, String), i64>,
+    file: &FileContext,
+) -> Result<GameRow<'a>, Error> {
+    let game = new.game;
+    let id_of = |i: usize| id_at(new.keys, position_ids, i);
+    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
+        return Err(unresolved(game));
+    };
+    let player = |name: &Option<String>| {
+        name.as_ref()
+            .and_then(|n| player_ids.get(&(new.source, username_key(new.source, n))))
+            .copied()
+    };
+    let event = game.meta.event.as_ref().and_then(|name| {
+        let key = event_key(game, name);
+        event_ids.get(&(new.source, key.to_owned())).copied()
+    });
+    Ok(GameRow {
+        id: None,
+        keys: new.keys,
+        game,
+        source: new.source,
+        external_id: new.external_id.clone(),
+        event_id: event,
+        white_id: player(&game.meta.white.name),
+        black_id: player(&game.meta.black.name),
+        initial_id,
+        final_id,
+        ply_count: ply_number(game.plies.len()),
+        moves: game.encoded_moves(),
+        variant: game.variant.as_db_label(),
+        termination: game.meta.termination.as_deref().map(termination_label),
+        result: game.result.and_then(|r| r.score()),
+        initial_s: game.meta.clock.map(|c| c.initial_s),
+        increment_s: game.meta.clock.map(|c| c.increment_s),
+        tags: Json(serde_json::Value::Object(game.meta.tags_json())),
+        file_id: file.file_id,
+        game_number: to_i64(game.pos.game_number),
+        byte_offset: to_i64(game.pos.byte_offset),
+    })
+}
+
+/// The `moves` rows of the games that were inserted (`inserted`: their
+/// ids by identity).
+fn move_rows<'a>(
+    game_rows: &[GameRow<'a>],
+    inserted: &HashMap<(String, String), i64>,
+    position_ids: &KeyMap<i64>,
+) -> Result<Vec<MoveRow<'a>>, Error> {
+    let mut rows = Vec::new();
+    for row in game_rows {
+        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
+            continue;
+        };
+        let game = row.game;
+        let id_of = |i: usize| id_at(row.keys, position_ids, i);
+        for (i, ply) in game.plies.iter().enumerate() {
+            let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
+                return Err(unresolved(game));
+            };
+            rows.push(MoveRow {
+                game_id,
+                ply: ply_number(i + 1),
+                before,
+                after,
+                uci: &ply.uci,
+                san: &ply.san,
+                clock_ms: ply.clock_ms,
+                eval_cp: ply.eval_cp,
+                eval_mate: ply.eval_mate,
+                nag: ply.nag,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Moves the input's checkpoint to the end of the batch (`through`: games
+/// read, bytes consumed) and adds the batch's counts, if the checkpoint is
+/// still where this import left it; otherwise another process wrote this
+/// input: a conflict, and the transaction must roll back.
+async fn advance_checkpoint(
+    tx: &Transaction<'_>,
+    file: &FileContext,
+    (games_through, end_offset): (i64, i64),
+    stats: &BatchStats,
+) -> Result<Result<(), Error>, tokio_postgres::Error> {
     let updated = tx
         .execute(
             "UPDATE import_files SET games_done = $2, bytes_done = $3,
@@ -743,17 +794,15 @@ pub async fn write_games(
                 &file.expected_bytes_done,
             ],
         )
-        .await
-        .map_err(|e| at.err("updating the checkpoint", e))?;
+        .await?;
     if updated != 1 {
-        return Err(Error::Conflict(format!(
+        return Ok(Err(Error::Conflict(format!(
             "the checkpoint of input {} moved under this import (expected byte {}); \
              another process imported the same input; rolled back",
             file.file_id, file.expected_bytes_done
-        )));
+        ))));
     }
-    tx.commit().await.map_err(|e| at.err("committing", e))?;
-    Ok(WrittenBatch { stats, conflicts })
+    Ok(Ok(()))
 }
 
 /// What [`write_games`] committed.
