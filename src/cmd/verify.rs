@@ -25,7 +25,7 @@
 use std::{
     collections::HashMap,
     fs::File,
-    io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write},
+    io::{self, BufRead, BufReader, BufWriter, Write},
     path::PathBuf,
     sync::{
         Arc,
@@ -36,7 +36,6 @@ use std::{
 
 use crossbeam_channel::bounded;
 use futures_util::StreamExt;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use tokio::runtime::Runtime;
 use tokio_postgres::{
@@ -51,6 +50,7 @@ use crate::{
     error::Error,
     error::ExitStatus,
     ingest::source::open_input,
+    progress::Progress,
     store::db::{self, db_err},
     verify::{
         Finding, GameRow, IdRange, KindCounts, LineCheck, MismatchKind, MoveRow, PositionRow,
@@ -211,90 +211,6 @@ impl Report {
     }
 }
 
-enum MeterMode {
-    Quiet,
-    Bar(ProgressBar),
-    Log { last: Instant },
-}
-
-/// Progress: a bar on a terminal, a log line every few seconds when stderr
-/// is not one (cron, CI), nothing with `--quiet`.
-struct Meter {
-    mode: MeterMode,
-    noun: &'static str,
-    started: Instant,
-    done: u64,
-}
-
-const LOG_EVERY: Duration = Duration::from_secs(5);
-
-impl Meter {
-    fn new(quiet: bool, noun: &'static str) -> Meter {
-        let mode = if quiet {
-            MeterMode::Quiet
-        } else if io::stderr().is_terminal() {
-            MeterMode::Bar(ProgressBar::with_draw_target(
-                None,
-                ProgressDrawTarget::stderr(),
-            ))
-        } else {
-            MeterMode::Log {
-                last: Instant::now(),
-            }
-        };
-        Meter {
-            mode,
-            noun,
-            started: Instant::now(),
-            done: 0,
-        }
-    }
-
-    /// Sets the expected total (an estimate is fine; `None` shows a spinner).
-    fn set_total(&self, total: Option<u64>) {
-        if let MeterMode::Bar(bar) = &self.mode {
-            let template = match total {
-                Some(total) => {
-                    bar.set_length(total);
-                    "verify [{bar:20}] {human_pos}/~{human_len} {msg} ETA {eta}"
-                }
-                None => "verify {spinner} {human_pos} {msg}",
-            };
-            if let Ok(style) = ProgressStyle::with_template(template) {
-                bar.set_style(style.progress_chars("=> "));
-            }
-            bar.enable_steady_tick(Duration::from_millis(200));
-        }
-    }
-
-    fn add(&mut self, n: u64, mismatches: u64) {
-        self.done += n;
-        let rate = self.done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
-        match &mut self.mode {
-            MeterMode::Quiet => {}
-            MeterMode::Bar(bar) => {
-                bar.set_position(self.done);
-                bar.set_message(format!("{} {rate:.0}/s, {mismatches} bad", self.noun));
-            }
-            MeterMode::Log { last } => {
-                if last.elapsed() >= LOG_EVERY {
-                    *last = Instant::now();
-                    eprintln!(
-                        "pgnload verify: {} {} checked ({rate:.0}/s), {mismatches} mismatches",
-                        self.done, self.noun
-                    );
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let MeterMode::Bar(bar) = &self.mode {
-            bar.finish_and_clear();
-        }
-    }
-}
-
 /// Ctrl-C / SIGTERM as the checks see it: the first stops reading at the
 /// next batch (or at once while waiting on the database), the findings so
 /// far are flushed and the summary says the run is partial (exit 3).
@@ -362,7 +278,7 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
     )?;
     let interrupt = Interrupt(interrupts);
     let mut report = Report::create(args.report.clone(), first_column)?;
-    let mut meter = Meter::new(quiet, noun);
+    let mut meter = Progress::counting(quiet, noun);
     let run = Run {
         args,
         settings,
@@ -386,8 +302,8 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
     }
     println!(
         "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)",
-        meter.done,
-        meter.done as f64 / elapsed.max(1e-9)
+        meter.done(),
+        meter.done() as f64 / elapsed.max(1e-9)
     );
     for line in extra {
         println!("{line}");
@@ -424,7 +340,7 @@ struct Run<'a> {
     settings: &'a Settings,
     runtime: &'a Runtime,
     interrupt: &'a Interrupt,
-    meter: &'a mut Meter,
+    meter: &'a mut Progress,
     report: &'a mut Report,
 }
 
