@@ -1,5 +1,5 @@
 //! The checks behind `pgnload verify`, as pure functions over one row, one
-//! digest-file line or one game. `cmd::verify` streams rows out of the
+//! digest-file line or one game. [`super::engine`] streams rows out of the
 //! database and runs these in parallel; keeping them free of I/O lets them be
 //! unit-tested without a database.
 //!

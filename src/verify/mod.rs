@@ -1,11 +1,17 @@
-//! `pgnload verify`: recompute what an import stored and report every
-//! difference. The checks are pure functions ([`checks`], [`digest`]) so
-//! they can be unit-tested without a database; [`report`] writes what they
-//! find. This layer must not depend on the CLI (`cmd`) or on the import
-//! (`ingest`): it reads what any importer stored.
+//! Verification: recompute what an import stored and report every
+//! difference, so that a database (ours or one another importer filled) can
+//! be trusted or repaired. The checks are pure functions ([`checks`],
+//! [`digest`]), unit-tested without a database; [`engine`] streams rows to
+//! them and [`report`] writes what they find.
+//!
+//! It must not depend on the CLI (`cmd`, clap) nor on the import engine: it
+//! reads only what is stored (it opens a digest file with
+//! `ingest::source`, as `import` opens its inputs), and it never writes to
+//! the database.
 
 pub mod checks;
 pub mod digest;
+pub mod engine;
 pub mod report;
 
 pub use checks::*;
