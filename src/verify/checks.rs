@@ -193,12 +193,14 @@ impl KindCounts {
 // Positions
 // ---------------------------------------------------------------------------
 
-/// One `positions` row, borrowed from the COPY buffer it was decoded from.
+/// One `positions` row as read back for checking (the writer's own row,
+/// `ingest::writer`, is what COPY writes: other columns, text not bytes),
+/// borrowed from the COPY buffer it was decoded from.
 /// The split columns stay raw bytes: they are only compared with the FEN's
 /// fields, and skipping their UTF-8 validation is measurable at a million
 /// rows per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PositionRow<'a> {
+pub struct StoredPosition<'a> {
     /// `id`.
     pub id: i64,
     /// `normalized_fen`.
@@ -281,7 +283,7 @@ fn split_ascii_fields(fen: &str) -> Option<[&str; 4]> {
 /// what python-chess writes for its position. A FEN that is not normalized
 /// is not checked further than its digest (its split columns and position
 /// are ill-defined).
-pub fn check_position(row: &PositionRow<'_>, canonical: bool, out: &mut Vec<Finding>) {
+pub fn check_position(row: &StoredPosition<'_>, canonical: bool, out: &mut Vec<Finding>) {
     let fen = row.normalized_fen;
     let finding = |kind, stored: String, expected: String| Finding {
         id: row.id,
@@ -414,9 +416,10 @@ pub fn canonical_mismatch(fen: &str) -> Option<String> {
 // Games
 // ---------------------------------------------------------------------------
 
-/// The `games` columns `verify --games` needs.
+/// The `games` columns `verify --games` reads back (not the writer's row:
+/// that one holds what a new game becomes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GameRow {
+pub struct StoredGame {
     /// `id`.
     pub id: i64,
     /// `variant` as its enum label.
@@ -433,9 +436,9 @@ pub struct GameRow {
     pub final_position_id: i64,
 }
 
-/// The `moves` columns `verify --games` needs.
+/// The `moves` columns `verify --games` reads back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MoveRow {
+pub struct StoredMove {
     /// `ply` (1-based).
     pub ply: i32,
     /// `uci`.
@@ -530,8 +533,8 @@ pub fn replay_codes(mut board: VariantPosition, codes: &[u16]) -> Replayed {
 /// the game's initial and final positions, all against a replay of
 /// `games.moves`.
 pub fn check_game<'a>(
-    game: &GameRow,
-    moves: &[MoveRow],
+    game: &StoredGame,
+    moves: &[StoredMove],
     fen_of: impl Fn(i64) -> Option<&'a str>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -731,9 +734,9 @@ mod tests {
 
     const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
 
-    fn row(fen: &str) -> PositionRow<'_> {
+    fn row(fen: &str) -> StoredPosition<'_> {
         let parts = split_normalized(fen).expect("test FEN is normalized");
-        PositionRow {
+        StoredPosition {
             id: 7,
             normalized_fen: fen,
             fen_hash: fen_digest(fen),
@@ -744,7 +747,7 @@ mod tests {
         }
     }
 
-    fn check(row: &PositionRow<'_>, canonical: bool) -> Vec<(MismatchKind, String, String)> {
+    fn check(row: &StoredPosition<'_>, canonical: bool) -> Vec<(MismatchKind, String, String)> {
         let mut out = Vec::new();
         check_position(row, canonical, &mut out);
         out.into_iter()
@@ -994,7 +997,7 @@ mod tests {
         assert_eq!(check_against_db(2, &checked, &db), None);
     }
 
-    fn game_fixture() -> (GameRow, Vec<MoveRow>, HashMap<i64, String>) {
+    fn game_fixture() -> (StoredGame, Vec<StoredMove>, HashMap<i64, String>) {
         let game = crate::chess::replay::replay_game(
             {
                 let limits = crate::chess::reader::ParseLimits {
@@ -1030,14 +1033,14 @@ mod tests {
             .plies
             .iter()
             .enumerate()
-            .map(|(i, p)| MoveRow {
+            .map(|(i, p)| StoredMove {
                 ply: i as i32 + 1,
                 uci: p.uci.to_string(),
                 position_id: id(i),
                 position_after_id: id(i + 1),
             })
             .collect();
-        let row = GameRow {
+        let row = StoredGame {
             id: 42,
             variant: game.variant.as_db_label().to_owned(),
             start_fen: None,
@@ -1055,7 +1058,7 @@ mod tests {
         let fen_of = |id: i64| fens.get(&id).map(String::as_str);
         assert_eq!(check_game(&game, &moves, fen_of), []);
 
-        let kinds = |game: &GameRow, moves: &[MoveRow]| -> Vec<MismatchKind> {
+        let kinds = |game: &StoredGame, moves: &[StoredMove]| -> Vec<MismatchKind> {
             check_game(game, moves, fen_of)
                 .into_iter()
                 .map(|f| f.kind)

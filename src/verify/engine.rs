@@ -42,9 +42,9 @@ use tokio_postgres::{
 };
 
 use super::{
-    FileDigest, Finding, GameRow, IdRange, KindCounts, LineCheck, MismatchKind, MoveRow,
-    PositionRow, Report, SignDetector, SignMode, check_against_db, check_digest_line, check_game,
-    check_position, parse_digest_line, split_fields,
+    FileDigest, Finding, IdRange, KindCounts, LineCheck, MismatchKind, Report, SignDetector,
+    SignMode, StoredGame, StoredMove, StoredPosition, check_against_db, check_digest_line,
+    check_game, check_position, parse_digest_line, split_fields,
 };
 use crate::{
     config::Settings,
@@ -334,7 +334,7 @@ fn check_copy_row(
         });
         return Ok(());
     };
-    let row = PositionRow {
+    let row = StoredPosition {
         id,
         normalized_fen,
         fen_hash: row.try_get(2)?,
@@ -443,8 +443,8 @@ fn verify_positions(canonical: bool, run: Run<'_>) -> Result<Checked, Error> {
 // --games
 // ---------------------------------------------------------------------------
 
-fn game_from_row(row: &tokio_postgres::Row) -> Result<GameRow, tokio_postgres::Error> {
-    Ok(GameRow {
+fn game_from_row(row: &tokio_postgres::Row) -> Result<StoredGame, tokio_postgres::Error> {
+    Ok(StoredGame {
         id: row.try_get(0)?,
         variant: row.try_get(1)?,
         start_fen: row.try_get(2)?,
@@ -521,7 +521,7 @@ fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(db_err("decoding a games row"))?;
             let ids: Vec<i64> = games.iter().map(|g| g.id).collect();
-            let mut moves: HashMap<i64, Vec<MoveRow>> = HashMap::with_capacity(games.len());
+            let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::with_capacity(games.len());
             let mut position_ids: Vec<i64> = games
                 .iter()
                 .flat_map(|g| [g.initial_position_id, g.final_position_id])
@@ -534,7 +534,7 @@ fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
                 let (game_id, m) = (|| {
                     Ok::<_, tokio_postgres::Error>((
                         row.try_get::<_, i64>(0)?,
-                        MoveRow {
+                        StoredMove {
                             ply: row.try_get(1)?,
                             uci: row.try_get(2)?,
                             position_id: row.try_get(3)?,
