@@ -11,7 +11,8 @@
 //!   retries.
 //! * [`store`]: PostgreSQL itself: connections, migrations, the private
 //!   cluster, server-setting advice.
-//! * `verify`: the pure checks behind `pgnload verify`.
+//! * `verify`: `pgnload verify` without the CLI: the pure checks, the
+//!   engine streaming rows to them, the TSV report.
 //! * `cmd`: one file per subcommand: parse arguments, call the layers
 //!   above, print.
 //! * [`cli`]: the clap definitions, for `main` and `cmd` only.

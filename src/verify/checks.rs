@@ -1,5 +1,5 @@
 //! The checks behind `pgnload verify`, as pure functions over one row, one
-//! digest-file line or one game. `cmd::verify` streams rows out of the
+//! digest-file line or one game. [`super::engine`] streams rows out of the
 //! database and runs these in parallel; keeping them free of I/O lets them be
 //! unit-tested without a database.
 //!
@@ -22,7 +22,7 @@
 //! | `precision_loss` | the digest rounded to a 64-bit float | went through a float column (pandas with NULLs, JSON in JavaScript) |
 //! | `hash_mismatch` | anything else | hashed different text, corrupted, or computed with another function |
 
-use std::{collections::HashMap, fmt};
+use std::fmt;
 
 use shakmaty::{
     CastlingMode, Position,
@@ -33,7 +33,7 @@ use shakmaty::{
 use crate::chess::{
     encoding::decode_move_uci,
     fen::{canonical_fen, normalize_fen_text, position_from_fen, split_normalized},
-    hash::{fen_digest, fen_digest_unsigned, to_signed, to_unsigned},
+    hash::{fen_digest, fen_digest_unsigned, to_signed},
     model::GameVariant,
 };
 
@@ -193,12 +193,14 @@ impl KindCounts {
 // Positions
 // ---------------------------------------------------------------------------
 
-/// One `positions` row, borrowed from the COPY buffer it was decoded from.
+/// One `positions` row as read back for checking (the writer's own row,
+/// `ingest::writer`, is what COPY writes: other columns, text not bytes),
+/// borrowed from the COPY buffer it was decoded from.
 /// The split columns stay raw bytes: they are only compared with the FEN's
 /// fields, and skipping their UTF-8 validation is measurable at a million
 /// rows per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PositionRow<'a> {
+pub struct StoredPosition<'a> {
     /// `id`.
     pub id: i64,
     /// `normalized_fen`.
@@ -281,7 +283,7 @@ fn split_ascii_fields(fen: &str) -> Option<[&str; 4]> {
 /// what python-chess writes for its position. A FEN that is not normalized
 /// is not checked further than its digest (its split columns and position
 /// are ill-defined).
-pub fn check_position(row: &PositionRow<'_>, canonical: bool, out: &mut Vec<Finding>) {
+pub fn check_position(row: &StoredPosition<'_>, canonical: bool, out: &mut Vec<Finding>) {
     let fen = row.normalized_fen;
     let finding = |kind, stored: String, expected: String| Finding {
         id: row.id,
@@ -411,376 +413,13 @@ pub fn canonical_mismatch(fen: &str) -> Option<String> {
 }
 
 // ---------------------------------------------------------------------------
-// Digest files
-// ---------------------------------------------------------------------------
-
-/// How a digest was written in a file. The 64-bit pattern of a value is the
-/// same whichever way it is read, except for the notation itself: a negative
-/// number can only be signed, one ≥ 2^63 only unsigned, and one in
-/// `0..2^63` means the same digest either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notation {
-    /// Negative: a signed digest.
-    Negative,
-    /// In `0..2^63`: the same under both readings.
-    Low,
-    /// At least 2^63: an unsigned digest.
-    High,
-}
-
-/// A digest as read from a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileDigest {
-    /// The 64-bit pattern (unsigned reading).
-    pub bits: u64,
-    /// How it was written.
-    pub notation: Notation,
-}
-
-impl FileDigest {
-    /// Parses a decimal 64-bit digest, signed or unsigned.
-    pub fn parse(text: &str) -> Option<FileDigest> {
-        let text = text.trim();
-        if text.starts_with('-') {
-            let value: i64 = text.parse().ok()?;
-            Some(FileDigest {
-                bits: to_unsigned(value),
-                notation: if value < 0 {
-                    Notation::Negative
-                } else {
-                    Notation::Low
-                },
-            })
-        } else {
-            let value: u64 = text.parse().ok()?;
-            Some(FileDigest {
-                bits: value,
-                notation: if value >= 1 << 63 {
-                    Notation::High
-                } else {
-                    Notation::Low
-                },
-            })
-        }
-    }
-
-    /// The value as `positions.fen_hash` stores it.
-    pub fn signed(self) -> i64 {
-        to_signed(self.bits)
-    }
-}
-
-/// Which column of a line a digest came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DigestColumn {
-    /// The only digest of a `fen, digest` or `game_key, ply, fen, digest` line.
-    Single,
-    /// The signed column of a `fen, signed, unsigned` line.
-    Signed,
-    /// The unsigned column of a `fen, signed, unsigned` line.
-    Unsigned,
-}
-
-/// The line shapes a digest file may have (told apart by column count, per line).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DigestShape {
-    /// `fen, digest` (a legacy export).
-    FenDigest,
-    /// `fen, signed, unsigned` (`py_digests.py --fens`, `pgnload hash`).
-    FenSignedUnsigned,
-    /// `game_key, ply, fen, digest` (`py_digests.py FILE`, `pgnload positions`).
-    KeyPlyFenDigest,
-}
-
-/// One parsed digest-file line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DigestLine {
-    /// The FEN as written (CSV quotes removed).
-    pub fen: String,
-    /// The shape.
-    pub shape: DigestShape,
-    /// Digests with their column and their text as written.
-    pub digests: Vec<(DigestColumn, String)>,
-}
-
-/// Splits one line of a digest file into fields: on tabs when it has one
-/// (TSV), else as CSV (commas, `"`-quoted fields with `""` escapes). FENs
-/// contain neither tabs nor commas, so deciding per line is unambiguous.
-pub fn split_fields(line: &str) -> Vec<String> {
-    if line.contains('\t') {
-        return line.split('\t').map(str::to_owned).collect();
-    }
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (false, '"') if field.trim().is_empty() => {
-                field.clear();
-                quoted = true;
-            }
-            (false, ',') => fields.push(std::mem::take(&mut field)),
-            (_, c) => field.push(c),
-        }
-    }
-    fields.push(field);
-    fields
-}
-
-/// Parses one digest-file line. `Ok(None)` for blank lines and `#` comments;
-/// `Err` says why a line cannot be read.
-pub fn parse_digest_line(line: &str) -> Result<Option<DigestLine>, String> {
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
-    if line.trim().is_empty() || line.starts_with('#') {
-        return Ok(None);
-    }
-    let fields = split_fields(line);
-    let numeric = |s: &str| FileDigest::parse(s).is_some();
-    let (shape, fen, digests) = match fields.as_slice() {
-        [fen, digest] => (
-            DigestShape::FenDigest,
-            fen,
-            vec![(DigestColumn::Single, digest)],
-        ),
-        [fen, signed, unsigned] => (
-            DigestShape::FenSignedUnsigned,
-            fen,
-            vec![
-                (DigestColumn::Signed, signed),
-                (DigestColumn::Unsigned, unsigned),
-            ],
-        ),
-        [_key, ply, fen, digest] if ply.trim().parse::<u32>().is_ok() => (
-            DigestShape::KeyPlyFenDigest,
-            fen,
-            vec![(DigestColumn::Single, digest)],
-        ),
-        _ => {
-            return Err(format!(
-                "{} fields; expected fen,digest or fen,signed,unsigned or game_key,ply,fen,digest",
-                fields.len()
-            ));
-        }
-    };
-    if let Some((_, bad)) = digests.iter().find(|(_, d)| !numeric(d)) {
-        return Err(format!("digest {bad:?} is not a 64-bit integer"));
-    }
-    Ok(Some(DigestLine {
-        fen: fen.clone(),
-        shape,
-        digests: digests
-            .into_iter()
-            .map(|(column, text)| (column, text.trim().to_owned()))
-            .collect(),
-    }))
-}
-
-/// How the digests of a file are to be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SignMode {
-    /// Detected from the values (see [`SignDetector`]).
-    #[default]
-    Auto,
-    /// `--signed`: every digest is signed; of a `fen, signed, unsigned` line
-    /// only the signed column is checked.
-    Signed,
-    /// `--unsigned`: every digest is unsigned; of a `fen, signed, unsigned`
-    /// line only the unsigned column is checked.
-    Unsigned,
-}
-
-/// Per-file signedness detection over the single-digest columns: any value
-/// ≥ 2^63 means unsigned, any negative one signed, neither is ambiguous.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SignDetector {
-    /// Negative values seen.
-    pub negative: u64,
-    /// Values ≥ 2^63 seen.
-    pub high: u64,
-}
-
-impl SignDetector {
-    /// Notes one value.
-    pub fn note(&mut self, digest: FileDigest) {
-        match digest.notation {
-            Notation::Negative => self.negative += 1,
-            Notation::High => self.high += 1,
-            Notation::Low => {}
-        }
-    }
-
-    /// What the file looks like, for the summary (with a hint when an
-    /// override contradicts the values).
-    pub fn describe(&self, mode: SignMode) -> String {
-        match (mode, self.negative > 0, self.high > 0) {
-            (SignMode::Signed, _, true) => format!(
-                "signed (--signed), but {} values are ≥ 2^63: the file looks unsigned",
-                self.high
-            ),
-            (SignMode::Signed, ..) => "signed (--signed)".into(),
-            (SignMode::Unsigned, true, _) => format!(
-                "unsigned (--unsigned), but {} values are negative: the file looks signed",
-                self.negative
-            ),
-            (SignMode::Unsigned, ..) => "unsigned (--unsigned)".into(),
-            (SignMode::Auto, true, true) => {
-                "MIXED signed and unsigned (each value read as written)".into()
-            }
-            (SignMode::Auto, true, false) => "signed (detected)".into(),
-            (SignMode::Auto, false, true) => "unsigned (detected)".into(),
-            (SignMode::Auto, false, false) => {
-                "ambiguous, read as signed (no value < 0 or ≥ 2^63)".into()
-            }
-        }
-    }
-}
-
-/// The result of checking one digest-file line against its FEN.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineCheck {
-    /// What is wrong with the line itself, if anything.
-    pub finding: Option<Finding>,
-    /// The FEN to look up in the database (`--against-db`): set when the FEN
-    /// is normalized.
-    pub lookup: Option<String>,
-    /// The digest the file claims, as stored in the database, when it
-    /// matches the FEN (then a different `fen_hash` is a database error).
-    pub claimed: Option<i64>,
-}
-
-/// Checks one parsed line (number `line_no`): each digest column that `mode`
-/// selects must be a value of its column's signedness and equal the FEN's
-/// xxh64; the FEN must be normalized. Single-digest columns feed `detector`.
-pub fn check_digest_line(
-    line_no: u64,
-    line: &DigestLine,
-    mode: SignMode,
-    detector: &mut SignDetector,
-) -> LineCheck {
-    let id = i64::try_from(line_no).unwrap_or(i64::MAX);
-    let finding = |kind, stored: String, expected: String| Finding {
-        id,
-        normalized_fen: line.fen.clone(),
-        stored,
-        expected,
-        kind,
-    };
-    let digest = fen_digest_unsigned(&line.fen);
-    let mut first_problem = None;
-    let mut claimed = None;
-    for (column, text) in &line.digests {
-        let wanted = match (column, mode) {
-            (DigestColumn::Signed, SignMode::Unsigned)
-            | (DigestColumn::Unsigned, SignMode::Signed) => continue,
-            _ => column,
-        };
-        let Some(value) = FileDigest::parse(text) else {
-            first_problem.get_or_insert_with(|| {
-                finding(
-                    MismatchKind::BadLine,
-                    text.clone(),
-                    "a 64-bit integer".into(),
-                )
-            });
-            continue;
-        };
-        if *wanted == DigestColumn::Single {
-            detector.note(value);
-        }
-        let unsigned_column = match (wanted, mode) {
-            (DigestColumn::Unsigned, _) | (DigestColumn::Single, SignMode::Unsigned) => Some(true),
-            (DigestColumn::Signed, _) | (DigestColumn::Single, SignMode::Signed) => Some(false),
-            (DigestColumn::Single, SignMode::Auto) => None,
-        };
-        let misfit = matches!(
-            (unsigned_column, value.notation),
-            (Some(true), Notation::Negative) | (Some(false), Notation::High)
-        );
-        if misfit {
-            first_problem.get_or_insert_with(|| {
-                let want = if unsigned_column == Some(true) {
-                    "an unsigned digest (0 ≤ d < 2^64)"
-                } else {
-                    "a signed digest (-2^63 ≤ d < 2^63)"
-                };
-                finding(MismatchKind::BadLine, text.clone(), want.into())
-            });
-            continue;
-        }
-        if value.bits != digest {
-            // Show the expected value in the notation the line uses.
-            let as_unsigned = unsigned_column.unwrap_or(value.notation == Notation::High);
-            let expected = if as_unsigned {
-                digest.to_string()
-            } else {
-                to_signed(digest).to_string()
-            };
-            first_problem.get_or_insert_with(|| {
-                finding(MismatchKind::DigestMismatch, text.clone(), expected)
-            });
-        } else {
-            claimed = Some(value.signed());
-        }
-    }
-    let normalized = is_normalized(&line.fen);
-    if first_problem.is_none() && !normalized {
-        first_problem = Some(finding(
-            MismatchKind::NotNormalized,
-            line.fen.clone(),
-            normalize_fen_text(&line.fen),
-        ));
-    }
-    let clean = first_problem.is_none();
-    LineCheck {
-        finding: first_problem,
-        lookup: normalized.then(|| line.fen.clone()),
-        claimed: claimed.filter(|_| clean),
-    }
-}
-
-/// Compares one line with what the database holds for its FEN
-/// (`--against-db`): missing, or a different `fen_hash` when the file's
-/// digest is right.
-pub fn check_against_db(
-    line_no: u64,
-    check: &LineCheck,
-    db: &HashMap<String, i64>,
-) -> Option<Finding> {
-    let fen = check.lookup.as_ref()?;
-    let id = i64::try_from(line_no).unwrap_or(i64::MAX);
-    match (db.get(fen), check.claimed) {
-        (None, _) => Some(Finding {
-            id,
-            normalized_fen: fen.clone(),
-            stored: String::new(),
-            expected: fen_digest(fen).to_string(),
-            kind: MismatchKind::DbMissing,
-        }),
-        (Some(&stored), Some(claimed)) if stored != claimed => Some(Finding {
-            id,
-            normalized_fen: fen.clone(),
-            stored: stored.to_string(),
-            expected: claimed.to_string(),
-            kind: MismatchKind::DbMismatch,
-        }),
-        _ => None,
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Games
 // ---------------------------------------------------------------------------
 
-/// The `games` columns `verify --games` needs.
+/// The `games` columns `verify --games` reads back (not the writer's row:
+/// that one holds what a new game becomes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GameRow {
+pub struct StoredGame {
     /// `id`.
     pub id: i64,
     /// `variant` as its enum label.
@@ -797,9 +436,9 @@ pub struct GameRow {
     pub final_position_id: i64,
 }
 
-/// The `moves` columns `verify --games` needs.
+/// The `moves` columns `verify --games` reads back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MoveRow {
+pub struct StoredMove {
     /// `ply` (1-based).
     pub ply: i32,
     /// `uci`.
@@ -894,8 +533,8 @@ pub fn replay_codes(mut board: VariantPosition, codes: &[u16]) -> Replayed {
 /// the game's initial and final positions, all against a replay of
 /// `games.moves`.
 pub fn check_game<'a>(
-    game: &GameRow,
-    moves: &[MoveRow],
+    game: &StoredGame,
+    moves: &[StoredMove],
     fen_of: impl Fn(i64) -> Option<&'a str>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -1048,42 +687,6 @@ pub fn check_game<'a>(
     out
 }
 
-// ---------------------------------------------------------------------------
-// Report
-// ---------------------------------------------------------------------------
-
-/// Escapes a report field like PostgreSQL's text COPY format (backslash,
-/// tab, newline, carriage return), so a corrupt FEN cannot break the TSV.
-pub fn escape_tsv(field: &str) -> std::borrow::Cow<'_, str> {
-    if !field.contains(['\\', '\t', '\n', '\r']) {
-        return std::borrow::Cow::Borrowed(field);
-    }
-    let mut out = String::with_capacity(field.len() + 8);
-    for c in field.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// Writes one report line (no trailing newline handling beyond `\n`).
-pub fn write_finding(out: &mut impl std::io::Write, finding: &Finding) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}\t{}\t{}\t{}\t{}",
-        finding.id,
-        escape_tsv(&finding.normalized_fen),
-        escape_tsv(&finding.stored),
-        escape_tsv(&finding.expected),
-        finding.kind
-    )
-}
-
 /// Which rows `verify` reads: `--id-range`. Written `A..B` (half-open, as in
 /// Rust), `A..=B` (inclusive), `A..` or `..B`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1126,12 +729,14 @@ impl IdRange {
 mod tests {
     use super::*;
     use crate::chess::fen::normalized_fen;
+    use crate::verify::{digest::*, report::*};
+    use std::collections::HashMap;
 
     const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
 
-    fn row(fen: &str) -> PositionRow<'_> {
+    fn row(fen: &str) -> StoredPosition<'_> {
         let parts = split_normalized(fen).expect("test FEN is normalized");
-        PositionRow {
+        StoredPosition {
             id: 7,
             normalized_fen: fen,
             fen_hash: fen_digest(fen),
@@ -1142,7 +747,7 @@ mod tests {
         }
     }
 
-    fn check(row: &PositionRow<'_>, canonical: bool) -> Vec<(MismatchKind, String, String)> {
+    fn check(row: &StoredPosition<'_>, canonical: bool) -> Vec<(MismatchKind, String, String)> {
         let mut out = Vec::new();
         check_position(row, canonical, &mut out);
         out.into_iter()
@@ -1392,7 +997,7 @@ mod tests {
         assert_eq!(check_against_db(2, &checked, &db), None);
     }
 
-    fn game_fixture() -> (GameRow, Vec<MoveRow>, HashMap<i64, String>) {
+    fn game_fixture() -> (StoredGame, Vec<StoredMove>, HashMap<i64, String>) {
         let game = crate::chess::replay::replay_game(
             {
                 let limits = crate::chess::reader::ParseLimits {
@@ -1428,14 +1033,14 @@ mod tests {
             .plies
             .iter()
             .enumerate()
-            .map(|(i, p)| MoveRow {
+            .map(|(i, p)| StoredMove {
                 ply: i as i32 + 1,
                 uci: p.uci.to_string(),
                 position_id: id(i),
                 position_after_id: id(i + 1),
             })
             .collect();
-        let row = GameRow {
+        let row = StoredGame {
             id: 42,
             variant: game.variant.as_db_label().to_owned(),
             start_fen: None,
@@ -1453,7 +1058,7 @@ mod tests {
         let fen_of = |id: i64| fens.get(&id).map(String::as_str);
         assert_eq!(check_game(&game, &moves, fen_of), []);
 
-        let kinds = |game: &GameRow, moves: &[MoveRow]| -> Vec<MismatchKind> {
+        let kinds = |game: &StoredGame, moves: &[StoredMove]| -> Vec<MismatchKind> {
             check_game(game, moves, fen_of)
                 .into_iter()
                 .map(|f| f.kind)
