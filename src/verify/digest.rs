@@ -262,7 +262,7 @@ pub fn check_digest_line(
     mode: SignMode,
     detector: &mut SignDetector,
 ) -> LineCheck {
-    let id = i64::try_from(line_no).unwrap_or(i64::MAX);
+    let id = i64::try_from(line_no).expect("a digest file has far fewer than 2^63 lines");
     let finding = |kind, stored: String, expected: String| Finding {
         id,
         normalized_fen: line.fen.clone(),
@@ -352,7 +352,7 @@ pub fn check_against_db(
     db: &HashMap<String, i64>,
 ) -> Option<Finding> {
     let fen = check.lookup.as_ref()?;
-    let id = i64::try_from(line_no).unwrap_or(i64::MAX);
+    let id = i64::try_from(line_no).expect("a digest file has far fewer than 2^63 lines");
     match (db.get(fen), check.claimed) {
         (None, _) => Some(Finding {
             id,

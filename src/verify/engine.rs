@@ -619,7 +619,7 @@ fn read_lines(reader: &mut impl BufRead, first: u64, n: usize) -> io::Result<Vec
 /// Checks one raw line: what is wrong with it, and what to look up.
 fn check_raw_line(line: &RawLine, mode: SignMode) -> (Option<LineCheck>, SignDetector) {
     let mut detector = SignDetector::default();
-    let id = i64::try_from(line.number).unwrap_or(i64::MAX);
+    let id = i64::try_from(line.number).expect("a digest file has far fewer than 2^63 lines");
     let bad = |fen: String, reason: String| {
         LineCheck {
         finding: Some(Finding {
