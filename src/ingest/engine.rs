@@ -574,17 +574,14 @@ impl Importer<'_> {
     /// the importer's own state stale so that it is re-read first).
     async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
         self.attempt = None;
-        let end = self
-            .retrying_control(async |this: &mut Self| {
-                let end = this.import_input(index, name).await;
-                if end.is_err() {
-                    this.stale = true;
-                }
-                end
-            })
-            .await;
-        self.attempt = None;
-        end
+        self.retrying_control(async |this: &mut Self| {
+            let end = this.import_input(index, name).await;
+            if end.is_err() {
+                this.stale = true;
+            }
+            end
+        })
+        .await
     }
 
     /// Forgets what a lost connection may have made untrue: position ids

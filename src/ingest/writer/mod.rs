@@ -306,7 +306,10 @@ async fn existing_games(
                  FROM k JOIN games g ON g.source <> 'lichess' AND g.external_id = k.external_id
                  WHERE k.source <> 'lichess'
              )
-             SELECT found.*, f.path FROM found LEFT JOIN import_files f ON f.id = found.import_file_id",
+             -- The holder's path is only reported for a conflict: a rerun,
+             -- where every game is present, looks up no input.
+             SELECT found.*, f.path FROM found
+             LEFT JOIN import_files f ON f.id = found.import_file_id AND NOT found.same",
             &[&sources, &ids, &moves, &start_fens],
         )
         .await?;
