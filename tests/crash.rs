@@ -17,18 +17,15 @@ use nix::{
 use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
-    common::{TestDb, fresh_db, pgnload, run, scratch_dir},
+    common::{TestDb, assert_games_verify_clean, embedded_pgnload, fresh_db, run, scratch_dir},
     import::content_dump,
     resume::corpus_with_copies,
 };
 
 /// `pgnload import` on the embedded cluster in `data_dir` (no URL).
 fn embedded_import(data_dir: &Path, mode: &str, files: &[PathBuf]) -> Command {
-    let mut cmd = pgnload();
-    cmd.env_remove("DATABASE_URL")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["-q", "import", "--batch-games", "50", "--mode", mode])
+    let mut cmd = embedded_pgnload(data_dir);
+    cmd.args(["-q", "import", "--batch-games", "50", "--mode", mode])
         .args(files)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -113,26 +110,10 @@ fn crash_trial(dir: &Path, trial: usize, mode: &str, signal: Signal, delay: Dura
         "trial {trial}: rerun:\n{rerun_err}\nfirst run:\n{first_err}"
     );
     let report = dir.join(format!("verify-{mode}-{trial}.tsv"));
-    let verify = run({
-        let mut c = pgnload();
-        c.env_remove("DATABASE_URL")
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .args(["-q", "verify", "--games", "--report"])
-            .arg(&report);
-        c
-    });
-    assert_eq!(
-        verify.status.code(),
-        Some(0),
-        "trial {trial}: verify --games after the crash:\n{}\n{}",
-        String::from_utf8_lossy(&verify.stderr),
-        std::fs::read_to_string(&report)
-            .unwrap_or_default()
-            .lines()
-            .take(5)
-            .collect::<Vec<_>>()
-            .join("\n")
+    assert_games_verify_clean(
+        &data_dir,
+        &report,
+        &format!("trial {trial}, after the crash"),
     );
     cluster.start_persistent().expect("start for the dump");
     let dump = content_dump(&TestDb::existing(cluster.connection_url()));

@@ -18,7 +18,9 @@ use nix::{
 use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
-    common::{Lcg, TestDb, fresh_db, pgnload, run, scratch_dir},
+    common::{
+        Lcg, TestDb, assert_games_verify_clean, embedded_pgnload, fresh_db, run, scratch_dir,
+    },
     import::content_dump,
     resume::corpus_with_copies,
 };
@@ -119,10 +121,7 @@ fn run_with_fault(
     restart: bool,
     delay: Duration,
 ) -> Output {
-    let mut cmd = pgnload();
-    cmd.env_remove("DATABASE_URL")
-        .arg("--data-dir")
-        .arg(data_dir);
+    let mut cmd = embedded_pgnload(data_dir);
     import_args(&mut cmd, restart, files);
     let child = cmd
         .stdout(Stdio::null())
@@ -212,10 +211,7 @@ fn an_import_through_random_faults_equals_a_clean_import() {
 
     // Then to the end, undisturbed.
     let out = run({
-        let mut c = pgnload();
-        c.env_remove("DATABASE_URL")
-            .arg("--data-dir")
-            .arg(&data_dir);
+        let mut c = embedded_pgnload(&data_dir);
         import_args(&mut c, false, &files);
         c
     });
@@ -227,23 +223,7 @@ fn an_import_through_random_faults_equals_a_clean_import() {
     );
     assert_summary_adds_up(&stderr);
     let report = dir.path().join("verify.tsv");
-    let verify = run({
-        let mut c = pgnload();
-        c.env_remove("DATABASE_URL")
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .args(["-q", "verify", "--games", "--report"])
-            .arg(&report);
-        c
-    });
-    assert_eq!(
-        verify.status.code(),
-        Some(0),
-        "{}\n{}\n{}",
-        log.join("\n"),
-        String::from_utf8_lossy(&verify.stderr),
-        std::fs::read_to_string(&report).unwrap_or_default()
-    );
+    assert_games_verify_clean(&data_dir, &report, &log.join("\n"));
     cluster.start_persistent().expect("start for the dump");
     let db = TestDb::existing(cluster.connection_url());
     let dump = content_dump(&db);

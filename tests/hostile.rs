@@ -13,7 +13,10 @@ use pgnload::{
     ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
 };
 
-use crate::common::{assert_rejects_kept, data, fresh_db, hostile_corpus, run};
+use crate::common::{
+    assert_rejects_kept, children_peak_rss_kib, data, fresh_db, hostile_corpus, import_streamed,
+    run,
+};
 
 /// A good game after each hostile one: it must come out whole, as game 2.
 const NEXT: &[u8] = b"[Event \"next\"]\n[White \"x\"]\n\n1. d4 d5 *\n\n";
@@ -340,16 +343,7 @@ fn hostile_tags_reach_the_database_whole_or_not_at_all() {
 #[test]
 fn a_game_of_millions_of_tags_is_rejected_in_bounded_memory() {
     let db = fresh_db("many_tags");
-    let mut child = db
-        .pgnload()
-        .args(["import", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn pgnload");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+    let (result, written) = import_streamed(&db, |stdin| {
         stdin.write_all(b"[Event \"first\"]\n\n1. e4 *\n\n")?;
         let line = b"[Tag \"value-of-a-tag\"]\n";
         let block: Vec<u8> = line.repeat(100_000);
@@ -363,9 +357,7 @@ fn a_game_of_millions_of_tags_is_rejected_in_bounded_memory() {
         }
         stdin.write_all(b"\n1. e4 *\n\n[Event \"last\"]\n\n1. d4 *\n\n")
     });
-    let result = child.wait_with_output().expect("wait for pgnload");
     let stderr = String::from_utf8_lossy(&result.stderr);
-    let written = writer.join().expect("writer thread");
     assert!(written.is_ok(), "pgnload stopped reading: {stderr}");
     assert_eq!(result.status.code(), Some(1), "{stderr}");
     assert!(
@@ -378,9 +370,7 @@ fn a_game_of_millions_of_tags_is_rejected_in_bounded_memory() {
             "game too large: 207000010 bytes exceeds the limit of 8388608 bytes | too many tags: more than {MAX_TAGS}"
         )
     );
-    let max_rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .expect("getrusage")
-        .max_rss();
+    let max_rss_kib = children_peak_rss_kib();
     assert!(
         max_rss_kib < 256 * 1024,
         "a child used {max_rss_kib} KiB for 207 MB of tags"

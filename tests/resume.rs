@@ -15,8 +15,8 @@ use nix::{
 
 use crate::{
     common::{
-        Lcg, TestDb, assert_rejects_kept, data, data_pgns, fresh_db, hostile_corpus, migrated_db,
-        run,
+        Lcg, TestDb, assert_rejects_kept, children_peak_rss_kib, data, data_pgns, fresh_db,
+        hostile_corpus, import_streamed, migrated_db, run,
     },
     import::content_dump,
 };
@@ -318,21 +318,8 @@ fn oversized_inputs_are_rejected_in_bounded_memory() {
     let started = Instant::now();
     // Streamed through stdin rather than written to a file: 1.1 GB of
     // scratch disk is more than a CI machine may have free.
-    let mut child = db
-        .pgnload()
-        .args(["import", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn pgnload");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let writer = std::thread::spawn(move || write_oversized_games(&mut stdin));
-    let result = child.wait_with_output().expect("wait for pgnload");
-    writer
-        .join()
-        .expect("writer thread")
-        .expect("pgnload read the whole input");
+    let (result, written) = import_streamed(&db, write_oversized_games);
+    written.expect("pgnload read the whole input");
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{stderr}");
     assert!(
@@ -343,9 +330,7 @@ fn oversized_inputs_are_rejected_in_bounded_memory() {
         db.psql("SELECT string_agg(reason, ' | ' ORDER BY game_number) FROM import_rejects");
     assert!(reasons.contains("too large"), "{reasons}");
     assert!(reasons.contains("too long"), "{reasons}");
-    let max_rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .expect("getrusage")
-        .max_rss();
+    let max_rss_kib = children_peak_rss_kib();
     assert!(
         max_rss_kib < 512 * 1024,
         "a child used {max_rss_kib} KiB for 1.1 GB of hostile input"

@@ -313,3 +313,66 @@ pub fn assert_rejects_kept(db: &TestDb, expected: &[ExpectedReject]) {
         assert_eq!(fields[3], hex, "game {} not kept verbatim", reject.number);
     }
 }
+
+/// `pgnload` on the embedded cluster in `data_dir` (never a `DATABASE_URL`
+/// from the environment).
+pub fn embedded_pgnload(data_dir: &Path) -> Command {
+    let mut cmd = pgnload();
+    cmd.env_remove("DATABASE_URL")
+        .arg("--data-dir")
+        .arg(data_dir);
+    cmd
+}
+
+/// Runs `verify --games` on the embedded cluster in `data_dir`, writing its
+/// report to `report`, and fails with `context`, verify's stderr and the
+/// report's first lines unless every game and position checks out.
+pub fn assert_games_verify_clean(data_dir: &Path, report: &Path, context: &str) {
+    let verify = run({
+        let mut c = embedded_pgnload(data_dir);
+        c.args(["-q", "verify", "--games", "--report"]).arg(report);
+        c
+    });
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{context}: verify --games:\n{}\n{}",
+        String::from_utf8_lossy(&verify.stderr),
+        std::fs::read_to_string(report)
+            .unwrap_or_default()
+            .lines()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// `pgnload import -` into `db`, fed by `feed` from a thread (so that a
+/// huge input needs no disk); returns pgnload's output and whether `feed`
+/// wrote everything (an error means pgnload stopped reading).
+pub fn import_streamed(
+    db: &TestDb,
+    feed: impl FnOnce(&mut std::process::ChildStdin) -> std::io::Result<()> + Send + 'static,
+) -> (Output, std::io::Result<()>) {
+    let mut child = db
+        .pgnload()
+        .args(["import", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || feed(&mut stdin));
+    let output = child.wait_with_output().expect("wait for pgnload");
+    let written = writer.join().expect("writer thread");
+    (output, written)
+}
+
+/// The largest peak RSS of any child process this test binary waited for,
+/// in KiB.
+pub fn children_peak_rss_kib() -> i64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage")
+        .max_rss()
+}
