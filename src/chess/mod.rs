@@ -10,6 +10,7 @@
 //! ever names a layer above it, so that it could become its own crate
 //! without tokio-postgres.
 
+pub mod category;
 pub mod encoding;
 pub mod fen;
 pub mod hash;
