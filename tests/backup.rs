@@ -271,3 +271,72 @@ fn a_missing_or_damaged_backup_is_refused_clearly() {
     assert!(stderr.contains("rolled back"), "{stderr}");
     assert_eq!(target.psql(OBJECTS), "0", "a failed restore left objects");
 }
+
+/// SIGTERM (or Ctrl-C) during a backup stops pg_dump, removes what it had
+/// written, and exits with code 3. pg_dump is a stand-in here (found through
+/// `PG_BIN`), which writes its file and then waits to be stopped, so that
+/// the signal lands while it runs whatever the machine's speed.
+#[test]
+fn an_interrupted_backup_leaves_no_file_and_exits_3() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use nix::{
+        sys::signal::{Signal, kill},
+        unistd::Pid,
+    };
+
+    let scratch = scratch_dir("pgnload-backup-");
+    let real = pgnload::store::embedded::PgBinaries::locate().expect("PostgreSQL programs");
+    let bin = scratch.path().join("bin");
+    fs::create_dir(&bin).expect("bin dir");
+    let fake = bin.join("pg_dump");
+    fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = --version ]; then exec '{}' --version; fi\n\
+             for a; do [ \"$prev\" = --file ] && file=$a; prev=$a; done\n\
+             echo partial > \"$file\"\n\
+             exec sleep 600\n",
+            real.tool("pg_dump").display()
+        ),
+    )
+    .expect("write the stand-in");
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let db = fresh_db("bk_interrupt");
+    let file = scratch.path().join("stopped.dump");
+    let child = db
+        .pgnload()
+        .env("PG_BIN", &bin)
+        .args(["db", "backup"])
+        .arg(&file)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    let partial = || {
+        fs::read_dir(scratch.path())
+            .expect("scratch dir")
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().contains(".partial-"))
+    };
+    // Not a timing: the loop only waits for the stand-in's file; the
+    // bound keeps a broken build from hanging the suite.
+    let mut polls = 0;
+    while !partial() {
+        polls += 1;
+        assert!(polls < 6000, "pg_dump's stand-in never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let output = child.wait_with_output().expect("wait for pgnload");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("stopped by an interrupt; no backup was written"),
+        "{stderr}"
+    );
+    assert!(!file.exists(), "a backup file after an interrupt");
+    assert!(!partial(), "the unfinished file was left behind");
+}

@@ -8,7 +8,7 @@ use crate::{
     error::Error,
     error::ExitStatus,
     store::{
-        backup::{self, Format, Outcome},
+        backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
         embedded::{ClusterStatus, EmbeddedCluster},
     },
@@ -82,6 +82,18 @@ fn done(what: &str, path: &std::path::Path, outcome: &Outcome) -> String {
     message
 }
 
+/// A backup or restore stopped by Ctrl-C / SIGTERM is not a failure: it
+/// says what it left and ends with exit code 3 (`None`).
+fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>, Error> {
+    match result {
+        Err(Error::Backup(stopped @ BackupError::Interrupted { .. })) => {
+            eprintln!("pgnload: {stopped}");
+            Ok(None)
+        }
+        other => other.map(Some),
+    }
+}
+
 /// Runs a `pgnload db` subcommand; `quiet` silences the progress lines of
 /// backup and restore.
 pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
@@ -92,18 +104,24 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
     };
     let message = match command {
         DbCommand::Backup(args) => {
-            let outcome = backup::backup(
+            let result = backup::backup(
                 &settings.target(),
                 &args.path,
                 args.format,
                 args.jobs,
                 &progress,
-            )?;
-            done("backup written:", &args.path, &outcome)
+            );
+            match unless_interrupted(result)? {
+                Some(outcome) => done("backup written:", &args.path, &outcome),
+                None => return Ok(ExitStatus::Interrupted),
+            }
         }
         DbCommand::Restore(args) => {
-            let outcome = backup::restore(&settings.target(), &args.path, args.jobs, &progress)?;
-            done("restored", &args.path, &outcome)
+            let result = backup::restore(&settings.target(), &args.path, args.jobs, &progress);
+            match unless_interrupted(result)? {
+                Some(outcome) => done("restored", &args.path, &outcome),
+                None => return Ok(ExitStatus::Interrupted),
+            }
         }
         DbCommand::Migrate => {
             let runtime = db::runtime()?;

@@ -22,13 +22,22 @@ use std::{
     os::unix::{ffi::OsStrExt, fs::OpenOptionsExt},
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicI32, AtomicUsize, Ordering},
+    },
     time::Instant,
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
 };
 
 use tokio_postgres::config::{Host, SslMode};
 
 use crate::{
-    error::{Error, ErrorKind},
+    error::{Error, ErrorKind, ExitStatus as PgnloadExit},
     store::{
         db::{self, Target, redact_url},
         embedded::{EmbeddedCluster, PgBinaries},
@@ -178,6 +187,14 @@ pub enum BackupError {
         #[source]
         source: io::Error,
     },
+    /// Ctrl-C or SIGTERM stopped the tool.
+    #[error("{tool} was stopped by an interrupt; {aftermath}")]
+    Interrupted {
+        /// `pg_dump` or `pg_restore`.
+        tool: &'static str,
+        /// What the interruption left behind.
+        aftermath: String,
+    },
     /// The tool ran and failed; its stderr, once.
     #[error("{tool} failed ({status}); {aftermath}{}", section(stderr))]
     Failed {
@@ -201,8 +218,32 @@ impl BackupError {
             | BackupError::Options(_) => ErrorKind::Configuration,
             BackupError::Exists { .. } | BackupError::NotEmpty { .. } => ErrorKind::Conflict,
             BackupError::NoBackup { .. } | BackupError::NotAnArchive { .. } => ErrorKind::Input,
-            BackupError::Io { .. } | BackupError::Spawn { .. } => ErrorKind::System,
+            BackupError::Io { .. }
+            | BackupError::Spawn { .. }
+            | BackupError::Interrupted { .. } => ErrorKind::System,
             BackupError::Failed { .. } => ErrorKind::Database { transient: false },
+        }
+    }
+
+    /// Says what a failed or interrupted tool left behind.
+    fn leaving(self, what: String) -> BackupError {
+        match self {
+            BackupError::Failed {
+                tool,
+                status,
+                stderr,
+                ..
+            } => BackupError::Failed {
+                tool,
+                status,
+                aftermath: what,
+                stderr,
+            },
+            BackupError::Interrupted { tool, .. } => BackupError::Interrupted {
+                tool,
+                aftermath: what,
+            },
+            other => other,
         }
     }
 }
@@ -257,11 +298,13 @@ pub fn backup(
     check_destination(&path, format)?;
     let staging = staging_path(&path);
     let runtime = db::runtime()?;
+    let interrupts = Interrupts::watch(&runtime)?;
     let database = runtime.block_on(db::connect(target))?;
     let result = (|| {
         let server = runtime.block_on(server_version(&database.client))?;
         let link = Link::new(target)?;
         let tool = locate_tool("pg_dump", target, &server)?;
+        interrupts.check("pg_dump")?;
         progress(&format!(
             "backing up {} with {} ({} format, {jobs} job{}) to {}",
             database.description,
@@ -278,25 +321,13 @@ pub fn backup(
             cmd.arg(format!("--jobs={jobs}"));
         }
         let started = Instant::now();
-        let ran = run_tool(cmd, &tool, "pg_dump");
+        let ran = interrupts.run_tool(cmd, &tool, "pg_dump");
         let seconds = started.elapsed().as_secs_f64();
         if let Err(e) = ran.and_then(|()| publish(&staging, &path)) {
             remove_all(&staging);
-            return Err(match e {
-                BackupError::Failed {
-                    tool,
-                    status,
-                    stderr,
-                    ..
-                } => BackupError::Failed {
-                    tool,
-                    status,
-                    aftermath: format!("no backup was written at {}", path.display()),
-                    stderr,
-                },
-                other => other,
-            }
-            .into());
+            return Err(e
+                .leaving(format!("no backup was written at {}", path.display()))
+                .into());
         }
         Ok::<_, Error>(Outcome {
             bytes: disk_bytes(&path),
@@ -335,6 +366,7 @@ pub fn restore(
         None => 1,
     };
     let runtime = db::runtime()?;
+    let interrupts = Interrupts::watch(&runtime)?;
     let mut database = runtime.block_on(db::connect(target))?;
     let result = (|| {
         let server = runtime.block_on(server_version(&database.client))?;
@@ -342,14 +374,17 @@ pub fn restore(
         let tool = locate_tool("pg_restore", target, &server)?;
         let mut list = link.command(&tool);
         list.arg("--list").arg(&path);
-        run_tool(list, &tool, "pg_restore").map_err(|e| match e {
-            BackupError::Failed { stderr, .. } => BackupError::NotAnArchive {
-                path: path.clone(),
-                stderr,
-            },
-            other => other,
-        })?;
+        interrupts
+            .run_tool(list, &tool, "pg_restore")
+            .map_err(|e| match e {
+                BackupError::Failed { stderr, .. } => BackupError::NotAnArchive {
+                    path: path.clone(),
+                    stderr,
+                },
+                other => other.leaving("nothing was changed".into()),
+            })?;
         runtime.block_on(ensure_empty(&database.client, &database.description))?;
+        interrupts.check("pg_restore")?;
         progress(&format!(
             "restoring {} into {} with {} ({jobs} job{})",
             path.display(),
@@ -369,30 +404,19 @@ pub fn restore(
         }
         cmd.arg(&path);
         let started = Instant::now();
-        run_tool(cmd, &tool, "pg_restore").map_err(|e| match e {
-            BackupError::Failed {
-                tool,
-                status,
-                stderr,
-                ..
-            } => BackupError::Failed {
-                tool,
-                status,
-                aftermath: if jobs == 1 {
-                    format!(
-                        "the restore was rolled back: {} is still empty",
-                        database.description
-                    )
-                } else {
-                    format!(
-                        "{} now holds part of the backup: empty it (a new --data-dir, or \
-                         DROP and CREATE DATABASE) before restoring again",
-                        database.description
-                    )
-                },
-                stderr,
-            },
-            other => other,
+        interrupts.run_tool(cmd, &tool, "pg_restore").map_err(|e| {
+            e.leaving(if jobs == 1 {
+                format!(
+                    "the restore was rolled back: {} is still empty",
+                    database.description
+                )
+            } else {
+                format!(
+                    "{} now holds part of the backup: empty it (a new --data-dir, or \
+                     DROP and CREATE DATABASE) before restoring again",
+                    database.description
+                )
+            })
         })?;
         let seconds = started.elapsed().as_secs_f64();
         let migrations = runtime.block_on(db::migrate(&mut database.client))?;
@@ -794,56 +818,147 @@ fn write_passfile(password: &[u8]) -> Result<PathBuf, BackupError> {
     Ok(path)
 }
 
-/// Runs a tool to completion with stdout discarded and stderr kept (its
-/// first [`STDERR_LIMIT`] bytes; the rest is read and counted, so the
-/// tool never blocks on a full pipe).
-fn run_tool(mut cmd: Command, path: &Path, tool: &'static str) -> Result<(), BackupError> {
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| BackupError::Spawn {
+/// Ctrl-C and SIGTERM while pgnload backs up or restores. The first one
+/// stops the running tool (SIGTERM; in a terminal, Ctrl-C reaches it
+/// directly too), whose unfinished output is then removed, and the command
+/// ends with exit code 3; a second one exits at once. Without this, the
+/// signal would end pgnload before it could clean up after the tool.
+#[derive(Debug, Clone, Default)]
+struct Interrupts {
+    count: Arc<AtomicUsize>,
+    /// The running tool's pid, 0 when none runs.
+    child: Arc<AtomicI32>,
+}
+
+impl Interrupts {
+    fn watch(runtime: &tokio::runtime::Runtime) -> Result<Interrupts, Error> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let _entered = runtime.enter();
+        let installed = |kind: SignalKind| {
+            signal(kind).map_err(|source| Error::System {
+                what: "installing a signal handler",
+                source,
+            })
+        };
+        let (mut int, mut term) = (
+            installed(SignalKind::interrupt())?,
+            installed(SignalKind::terminate())?,
+        );
+        let interrupts = Interrupts::default();
+        let watcher = interrupts.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                if watcher.count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    eprintln!("pgnload: interrupted: stopping (again to exit at once)");
+                    watcher.stop_child();
+                } else {
+                    eprintln!("pgnload: interrupted again: exiting now");
+                    std::process::exit(i32::from(PgnloadExit::Interrupted.code()));
+                }
+            }
+        });
+        Ok(interrupts)
+    }
+
+    fn interrupted(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > 0
+    }
+
+    /// Before a tool starts: an interrupt already received ends the command.
+    fn check(&self, tool: &'static str) -> Result<(), BackupError> {
+        if self.interrupted() {
+            return Err(BackupError::Interrupted {
+                tool,
+                aftermath: "it did not start".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn stop_child(&self) {
+        let pid = self.child.load(Ordering::SeqCst);
+        if pid > 0 {
+            // It may have exited already (then it is a zombie until waited
+            // for, so the pid is still its own): nothing to do.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+    }
+
+    /// Runs a tool to completion with stdout discarded and stderr kept
+    /// (its first [`STDERR_LIMIT`] bytes; the rest is read and counted, so
+    /// the tool never blocks on a full pipe).
+    fn run_tool(
+        &self,
+        mut cmd: Command,
+        path: &Path,
+        tool: &'static str,
+    ) -> Result<(), BackupError> {
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| BackupError::Spawn {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        self.child
+            .store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+        // An interrupt between the check before the spawn and the store
+        // above found no child to stop.
+        if self.interrupted() {
+            self.stop_child();
+        }
+        let mut kept = Vec::new();
+        let mut dropped = 0u64;
+        if let Some(mut stderr) = child.stderr.take() {
+            let mut buf = [0u8; 8192];
+            loop {
+                match stderr.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let room = STDERR_LIMIT.saturating_sub(kept.len()).min(n);
+                        kept.extend_from_slice(&buf[..room]);
+                        dropped += (n - room) as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The tool's exit status still says how it went.
+                    Err(_) => break,
+                }
+            }
+        }
+        let status = child.wait();
+        self.child.store(0, Ordering::SeqCst);
+        let status = status.map_err(|source| BackupError::Spawn {
             path: path.to_path_buf(),
             source,
         })?;
-    let mut kept = Vec::new();
-    let mut dropped = 0u64;
-    if let Some(mut stderr) = child.stderr.take() {
-        let mut buf = [0u8; 8192];
-        loop {
-            match stderr.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let room = STDERR_LIMIT.saturating_sub(kept.len()).min(n);
-                    kept.extend_from_slice(&buf[..room]);
-                    dropped += (n - room) as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The tool's exit status still says how it went.
-                Err(_) => break,
+        let mut stderr = String::from_utf8_lossy(&kept).into_owned();
+        if dropped > 0 {
+            let _ = write!(stderr, "\n(… {dropped} more bytes of {tool}'s output)");
+        }
+        if status.success() {
+            if !stderr.trim().is_empty() {
+                eprintln!("pgnload: {tool} said:\n{}", stderr.trim_end());
             }
+            return Ok(());
         }
-    }
-    let status = child.wait().map_err(|source| BackupError::Spawn {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut stderr = String::from_utf8_lossy(&kept).into_owned();
-    if dropped > 0 {
-        let _ = write!(stderr, "\n(… {dropped} more bytes of {tool}'s output)");
-    }
-    if status.success() {
-        if !stderr.trim().is_empty() {
-            eprintln!("pgnload: {tool} said:\n{}", stderr.trim_end());
+        if self.interrupted() {
+            return Err(BackupError::Interrupted {
+                tool,
+                aftermath: String::new(),
+            });
         }
-        return Ok(());
+        Err(BackupError::Failed {
+            tool,
+            status,
+            aftermath: String::new(),
+            stderr,
+        })
     }
-    Err(BackupError::Failed {
-        tool,
-        status,
-        aftermath: String::new(),
-        stderr,
-    })
 }
 
 /// Refuses a restore target that holds any table, view, sequence or type
