@@ -278,8 +278,6 @@ fn a_missing_or_damaged_backup_is_refused_clearly() {
 /// the signal lands while it runs whatever the machine's speed.
 #[test]
 fn an_interrupted_backup_leaves_no_file_and_exits_3() {
-    use std::os::unix::fs::PermissionsExt;
-
     use nix::{
         sys::signal::{Signal, kill},
         unistd::Pid,
@@ -287,22 +285,16 @@ fn an_interrupted_backup_leaves_no_file_and_exits_3() {
 
     let scratch = scratch_dir("pgnload-backup-");
     let real = pgnload::store::embedded::PgBinaries::locate().expect("PostgreSQL programs");
-    let bin = scratch.path().join("bin");
-    fs::create_dir(&bin).expect("bin dir");
-    let fake = bin.join("pg_dump");
-    fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\n\
-             if [ \"$1\" = --version ]; then exec '{}' --version; fi\n\
+    let bin = stand_in(
+        scratch.path(),
+        &format!(
+            "if [ \"$1\" = --version ]; then exec '{}' --version; fi\n\
              for a; do [ \"$prev\" = --file ] && file=$a; prev=$a; done\n\
              echo partial > \"$file\"\n\
-             exec sleep 600\n",
+             exec sleep 300\n",
             real.tool("pg_dump").display()
         ),
-    )
-    .expect("write the stand-in");
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).expect("chmod");
+    );
 
     let db = fresh_db("bk_interrupt");
     let file = scratch.path().join("stopped.dump");
@@ -339,4 +331,47 @@ fn an_interrupted_backup_leaves_no_file_and_exits_3() {
     );
     assert!(!file.exists(), "a backup file after an interrupt");
     assert!(!partial(), "the unfinished file was left behind");
+}
+
+/// A directory for `PG_BIN` in `dir` whose `pg_dump` is a shell script
+/// with `body`.
+fn stand_in(dir: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    fs::create_dir(&bin).expect("bin dir");
+    let script = bin.join("pg_dump");
+    fs::write(&script, format!("#!/bin/sh\n{body}")).expect("write the stand-in");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).expect("chmod");
+    bin
+}
+
+/// A pg_dump of another major version than the server's, or none at all
+/// where `PG_BIN` points, is refused before anything is written, saying
+/// which versions and where it looked.
+#[test]
+fn a_pg_dump_of_another_version_or_none_is_refused() {
+    let scratch = scratch_dir("pgnload-backup-");
+    let db = fresh_db("bk_version");
+    let file = scratch.path().join("never.dump");
+    let backup = |bin: &Path| {
+        run({
+            let mut c = db.pgnload();
+            c.env("PG_BIN", bin).args(["db", "backup"]).arg(&file);
+            c
+        })
+    };
+    let old = stand_in(scratch.path(), "echo 'pg_dump (PostgreSQL) 9.6.24'\n");
+    assert_refused(
+        &backup(&old),
+        "is PostgreSQL 9.6.24 but the server is PostgreSQL",
+        "9.6",
+    );
+    let empty = scratch.path().join("empty");
+    fs::create_dir(&empty).expect("empty dir");
+    assert_refused(
+        &backup(&empty),
+        "pg_dump not found (looked in:",
+        "no pg_dump",
+    );
+    assert!(!file.exists());
 }
