@@ -375,3 +375,49 @@ fn a_pg_dump_of_another_version_or_none_is_refused() {
     );
     assert!(!file.exists());
 }
+
+/// A backup of an older schema (only the first migration applied) is
+/// brought up to date by the restore, as an import would.
+#[test]
+fn a_restored_older_schema_is_migrated() {
+    use pgnload::store::db::{MIGRATIONS, checksum};
+
+    let scratch = scratch_dir("pgnload-backup-");
+    let old = fresh_db("bk_old_schema");
+    let first = &MIGRATIONS[0];
+    old.psql(first.sql);
+    old.psql(&format!(
+        "CREATE TABLE pgnload_migrations (version integer PRIMARY KEY, name text NOT NULL, \
+         checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); \
+         INSERT INTO pgnload_migrations (version, name, checksum) VALUES (1, '{}', '{}')",
+        first.name,
+        checksum(first.sql)
+    ));
+    let file = scratch.path().join("old.dump");
+    assert_ok(
+        &run({
+            let mut c = old.pgnload();
+            c.args(["db", "backup"]).arg(&file);
+            c
+        }),
+        "backup",
+    );
+    let target = fresh_db("bk_old_restored");
+    let restore = run({
+        let mut c = target.pgnload();
+        c.args(["db", "restore"]).arg(&file);
+        c
+    });
+    assert_ok(&restore, "restore");
+    let said = String::from_utf8_lossy(&restore.stdout);
+    for migration in &MIGRATIONS[1..] {
+        assert!(
+            said.contains(&format!("applied {}", migration.name)),
+            "{said}"
+        );
+    }
+    assert_eq!(
+        target.psql("SELECT count(*) FROM pgnload_migrations"),
+        MIGRATIONS.len().to_string()
+    );
+}
