@@ -705,8 +705,8 @@ sized = [(n, runs[n]["bytes"]) for n in LABELS if runs[n].get("bytes")]
 if sized:
     print("database bytes (public schema: heap + TOAST + indexes), against the same games' PGN "
           "and .zst (zstd -3)")
-    header = ["run", "corpus", "games", "PGN MB", ".zst MB", "DB MB", "DB/PGN", "DB/zst",
-              "B/game", "positions B/row", "moves B/ply", "games B/row", "pg_database_size MB"]
+    header = ["run", "corpus", "games", "PGN MiB", ".zst MiB", "DB MiB", "DB/PGN", "DB/zst",
+              "B/game", "positions B/row", "moves B/ply", "games B/row", "pg_database_size MiB"]
     rows = [[LABELS[n], b["corpus"], fmt(b["games"]), fmt(b["pgn_bytes"], 1, 2**20),
              fmt(b["zst_bytes"], 1, 2**20), fmt(b["public_bytes"], 1, 2**20),
              fmt(b["vs_pgn"], 2), fmt(b["vs_zst"], 1), fmt(b["per_game"]),
@@ -714,7 +714,7 @@ if sized:
              fmt(b["database_bytes"], 1, 2**20)] for n, b in sized]
     print_table(header, rows)
     print()
-    print("bytes per row of each table and index (KB totals in parentheses)")
+    print("bytes per row of each table and index (KiB totals in parentheses)")
     short = {n: n.replace("pgnload_", "").replace("raw_copy_", "raw_") for n, _ in sized}
     header = ["relation"] + [short[n] for n, _ in sized]
     rows = []
