@@ -128,6 +128,26 @@ record_corpus() {
     record "corpus_$name" known_pct "$(sed -n 's/^known in .*: \([0-9.]*\)% of positions.*/\1/p' "$logfile")"
     record "corpus_$name" known_distinct_pct "$(sed -n 's/^known in .*, \([0-9.]*\)% of distinct.*/\1/p' "$logfile")"
     record "corpus_$name" bytes "$(stat -c %s "$out/$name.pgn")"
+    record "corpus_$name" zst_bytes "$(zst_size "$out/$name.pgn")"
+}
+# Bytes of FILE compressed with zstd level 3 (what `zstd` does by default and
+# about what the Lichess dumps use), streamed, nothing written: the `zstd`
+# binary, else python's zstandard module, else "n/a".
+zst_size() {
+    if command -v zstd >/dev/null; then
+        zstd -3 -q -c -- "$1" | wc -c
+    elif python3 -c 'import zstandard' 2>/dev/null; then
+        python3 -c '
+import sys, zstandard
+with open(sys.argv[1], "rb") as f:
+    r = zstandard.ZstdCompressor(level=3).stream_reader(f)
+    n = 0
+    while chunk := r.read(1 << 20):
+        n += len(chunk)
+print(n)' "$1"
+    else
+        echo n/a
+    fi
 }
 log "generating corpus A ($games games)"
 "$gen" --games "$games" --seed "$seed_a" --out "$out/A.pgn" --stats 2>"$out/gen_A.log" ||
@@ -227,6 +247,33 @@ record_rows() {
     done
 }
 
+# Bytes on disk of run $1's database (URL $2), which holds corpus $3 (A, or
+# A+B): every table of the public schema with its heap (main fork), the rest
+# of pg_table_size (TOAST, free space and visibility maps), its indexes
+# summed, its total (pg_total_relation_size), and every index on its own;
+# plus pg_database_size (catalogs included). DIR/sizes_<run>.txt keeps the
+# rows; the report divides them by the rows each table holds.
+record_sizes() {
+    local run=$1 db=$2 corpus=$3 rows_of t
+    q "$db" "
+SELECT 'table', c.relname, pg_relation_size(c.oid), pg_table_size(c.oid) - pg_relation_size(c.oid),
+       pg_indexes_size(c.oid), pg_total_relation_size(c.oid)
+FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')
+UNION ALL
+SELECT 'index', t.relname || '.' || i.relname, pg_relation_size(i.oid), 0, 0, pg_relation_size(i.oid)
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+WHERE t.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'database', current_database(), pg_database_size(current_database()), 0, 0,
+       pg_database_size(current_database())" >"$out/sizes_$run.txt"
+    rows_of=$(counts "$db")
+    read -r -a rows_of <<<"$rows_of"
+    for t in "${!tables[@]}"; do
+        record "$run" "stored_${tables[$t]}" "${rows_of[$t]}"
+    done
+    record "$run" sizes_corpus "$corpus"
+}
+
 bulk_url=$url
 "$pgnload" --data-dir "$cluster" db migrate >/dev/null
 
@@ -296,6 +343,7 @@ if ((no_import)); then
 else
     import_run pgnload_bulk bulk "$out/A.pgn" "$games"
     settle "$bulk_url"
+    record_sizes pgnload_bulk "$bulk_url" A
 fi
 
 # ------------------------------------------------- 3a. recognizing an input
@@ -334,6 +382,7 @@ done
 if ((!no_import && mode_flag)); then
     fresh_db bench_bulk >/dev/null
     import_run pgnload_bulk_warm bulk "$out/A.pgn" "$games" bench_bulk
+    record_sizes pgnload_bulk_warm "$(db_url bench_bulk)" A
     q "$url" "DROP DATABASE bench_bulk"
 fi
 
@@ -350,6 +399,7 @@ if ((!no_import)); then
     q "$bulk_url" "CHECKPOINT"
     import_run pgnload_incremental incremental "$out/B.pgn" "$b_games"
     settle "$bulk_url"
+    record_sizes pgnload_incremental "$bulk_url" A+B
     read -r max_file max_event max_player max_position max_game <<<"$a_max"
     declare -A b_rows=(
         [import_files]="id > $max_file" [events]="id > $max_event" [players]="id > $max_player"
@@ -379,6 +429,7 @@ measure raw_copy_indexed "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/ra
 after=$(counts "$raw_url")
 record_rows raw_copy_indexed "$before" "$after"
 settle "$raw_url"
+record_sizes raw_copy_indexed "$raw_url" A
 if ((!no_import)); then
     log "raw COPY of B's rows into A's, indexes kept"
     copy_script B_ >"$out/raw/copy_B.sql"
@@ -387,6 +438,7 @@ if ((!no_import)); then
         die "raw COPY of B failed; see $out/raw_copy_incremental.log"
     record_rows raw_copy_incremental "$after" "$(counts "$raw_url")"
     record raw_copy_incremental games "$b_games"
+    record_sizes raw_copy_incremental "$raw_url" A+B
 fi
 q "$url" "DROP DATABASE bench_raw"
 
@@ -435,6 +487,7 @@ measure raw_copy_rebuild "$psql" "$raw_url" -X -q -v ON_ERROR_STOP=1 -f "$out/ra
     die "raw COPY with rebuild failed; see $out/raw_copy_rebuild.log"
 after=$(counts "$raw_url")
 record_rows raw_copy_rebuild "$before" "$after"
+record_sizes raw_copy_rebuild "$raw_url" A
 phase() { sed -n "s/^phase $1 //p" "$out/raw_copy_rebuild.out"; }
 record raw_copy_rebuild copy_s "$(seconds "$(phase copy)" "$(phase rebuild)")"
 record raw_copy_rebuild rebuild_s "$(seconds "$(phase rebuild)" "$(phase end)")"
@@ -453,12 +506,12 @@ record python positions_replayed "$(wc -l <"$out/python.out")"
 rm -f "$out/python.out" "$out/slice.pgn"
 
 # ---------------------------------------------------------------- 7. report
-python3 - "$results" "$out/bench.json" <<'PY'
+python3 - "$results" "$out/bench.json" "$out" <<'PY'
 """Turns results.tsv into the table (stdout) and bench.json."""
 import json
 import sys
 
-results, json_path = sys.argv[1], sys.argv[2]
+results, json_path, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 data = {}
 for line in open(results, encoding="utf-8"):
     run, key, value = line.rstrip("\n").split("\t", 2)
@@ -524,6 +577,54 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+# Bytes on disk per run (record_sizes), against the PGN and .zst of the
+# corpora the database holds; per row for each table.
+PER_ROW = {"games": "games_row", "positions": "per_position", "moves": "per_ply"}
+for name in LABELS:
+    raw = data.get(name, {})
+    if "sizes_corpus" not in raw:
+        continue
+    parts = raw["sizes_corpus"].split("+")
+    tables, indexes, database = {}, {}, None
+    for line in open(f"{out_dir}/sizes_{name}.txt", encoding="utf-8"):
+        kind, rel, heap, rest, idx, total = line.rstrip("\n").split("|")
+        heap, rest, idx, total = int(heap), int(rest), int(idx), int(total)
+        if kind == "table":
+            tables[rel] = {"heap": heap, "toast_fsm_vm": rest, "indexes": idx, "total": total,
+                           "index_detail": {}}
+        elif kind == "index":
+            indexes[rel] = total
+        else:
+            database = total
+    for rel, size in indexes.items():
+        table, index = rel.split(".", 1)
+        tables[table]["index_detail"][index] = size
+    for t in TABLES:
+        rows = num(raw.get(f"stored_{t}"))
+        tables[t]["rows"] = rows
+        tables[t]["total_per_row"] = ratio(tables[t]["total"], rows)
+    stored_games = tables["games"]["rows"]
+    public = sum(t["total"] for t in tables.values())
+    pgn = sum(corpora[p]["bytes"] for p in parts)
+    zst = [corpora[p].get("zst_bytes") for p in parts]
+    zst = sum(zst) if all(isinstance(z, int) for z in zst) else None
+    sizes = {
+        "corpus": raw["sizes_corpus"],
+        "games": stored_games,
+        "pgn_bytes": pgn,
+        "zst_bytes": zst,
+        "public_bytes": public,
+        "database_bytes": database,
+        "per_game": ratio(public, stored_games),
+        "vs_pgn": ratio(public, pgn),
+        "vs_zst": ratio(public, zst),
+        "tables": tables,
+    }
+    for t, key in PER_ROW.items():
+        sizes[key] = tables[t]["total_per_row"]
+    runs[name]["bytes"] = sizes
+
+
 # Against the raw runs, the bulk load on the cluster in the same state.
 bulk = runs["pgnload_bulk_warm"] if runs["pgnload_bulk_warm"]["status"] == "ok" else runs["pgnload_bulk"]
 ratios = {}
@@ -552,6 +653,16 @@ for name in ("pgnload_bulk", "pgnload_bulk_warm", "pgnload_incremental"):
     if runs[name]["status"] == "ok":
         ratios[f"{name}_vs_python_games_per_s"] = ratio(
             runs[name]["games_per_s"], runs["python"]["games_per_s"])
+
+
+def print_table(header, rows):
+    """Columns padded to their widest cell: the first left-aligned, the rest right."""
+    widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header))]
+    for i, row in enumerate([header] + rows):
+        print("  ".join(str(c).ljust(w) if j == 0 else str(c).rjust(w)
+                        for j, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 def fmt(value, digits=0, scale=1.0):
@@ -584,17 +695,51 @@ for name, label in LABELS.items():
                  "" if name == "python" else
                  f'{fmt(r["server_peak_rss_kb"], 0, 1024)}/{fmt(r["server_peak_pss_kb"], 0, 1024)}',
                  fmt(r["cache_hit_rate"]) if name.startswith("pgnload") else ""])
-widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header))]
-for i, row in enumerate([header] + rows):
-    print("  ".join(str(c).ljust(w) if j == 0 else str(c).rjust(w)
-                    for j, (c, w) in enumerate(zip(row, widths))).rstrip())
-    if i == 0:
-        print("  ".join("-" * w for w in widths))
+print_table(header, rows)
 if runs["raw_copy_rebuild"]["status"] == "ok":
     r = runs["raw_copy_rebuild"]
     print(f"(rebuilt: COPY {r['copy_s']:.2f} s + indexes and constraints {r['rebuild_s']:.2f} s; "
           "python positions/s = positions replayed)")
 print()
+sized = [(n, runs[n]["bytes"]) for n in LABELS if runs[n].get("bytes")]
+if sized:
+    print("database bytes (public schema: heap + TOAST + indexes), against the same games' PGN "
+          "and .zst (zstd -3)")
+    header = ["run", "corpus", "games", "PGN MiB", ".zst MiB", "DB MiB", "DB/PGN", "DB/zst",
+              "B/game", "positions B/row", "moves B/ply", "games B/row", "pg_database_size MiB"]
+    rows = [[LABELS[n], b["corpus"], fmt(b["games"]), fmt(b["pgn_bytes"], 1, 2**20),
+             fmt(b["zst_bytes"], 1, 2**20), fmt(b["public_bytes"], 1, 2**20),
+             fmt(b["vs_pgn"], 2), fmt(b["vs_zst"], 1), fmt(b["per_game"]),
+             fmt(b["per_position"]), fmt(b["per_ply"]), fmt(b["games_row"]),
+             fmt(b["database_bytes"], 1, 2**20)] for n, b in sized]
+    print_table(header, rows)
+    print()
+    print("bytes per row of each table and index (KiB totals in parentheses)")
+    short = {n: n.replace("pgnload_", "").replace("raw_copy_", "raw_") for n, _ in sized}
+    header = ["relation"] + [short[n] for n, _ in sized]
+    rows = []
+    for t in sorted(TABLES, key=lambda t: -sized[0][1]["tables"][t]["total"]):
+        def cell(b, value_of):
+            info = b["tables"].get(t)
+            if info is None:
+                return "-"
+            value = value_of(info)
+            if value is None:
+                return "-"
+            return f"{fmt(ratio(value, info['rows']), 1)} ({fmt(value, 0, 1024)})"
+        rows.append([f"{t} total"] + [cell(b, lambda i: i["total"]) for _, b in sized])
+        rows.append(["  heap"] + [cell(b, lambda i: i["heap"]) for _, b in sized])
+        rows.append(["  TOAST+maps"] + [cell(b, lambda i: i["toast_fsm_vm"]) for _, b in sized])
+        names = sorted({ix for _, b in sized for ix in b["tables"].get(t, {}).get("index_detail", {})})
+        for ix in names:
+            rows.append([f"  {ix}"]
+                        + [cell(b, lambda i, ix=ix: i["index_detail"].get(ix)) for _, b in sized])
+    rows.append(["other tables (bookkeeping)"]
+                + [f"({fmt(sum(i['total'] for t, i in b['tables'].items() if t not in TABLES), 0, 1024)})"
+                   for _, b in sized])
+    print_table(header, rows)
+    print("(bytes per row of the table the relation belongs to; all tables in bench.json)")
+    print()
 if "noop_rerun_vs_cat_time" in ratios:
     print(f"recognizing imported A.pgn (no-op rerun: start, connect, fingerprint every byte, skip): "
           f"{fmt(runs['pgnload_noop_rerun']['wall_s'], 2)} s = x{fmt(ratios['noop_rerun_vs_cat_time'], 2)} "

@@ -181,6 +181,9 @@ pub enum Error {
     /// The embedded PostgreSQL cluster could not be managed.
     #[error(transparent)]
     Embedded(#[from] crate::store::embedded::EmbeddedError),
+    /// `pgnload db backup` or `db restore` could not run or failed.
+    #[error(transparent)]
+    Backup(#[from] crate::store::backup::BackupError),
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
@@ -239,6 +242,7 @@ impl Error {
             Error::Config(_) => ErrorKind::Configuration,
             Error::System { .. } => ErrorKind::System,
             Error::Embedded(_) => ErrorKind::System,
+            Error::Backup(e) => e.kind(),
             Error::Internal(_) => ErrorKind::Bug,
             Error::Conflict(_) => ErrorKind::Conflict,
             Error::Disconnected { .. } => ErrorKind::Database { transient: true },

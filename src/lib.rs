@@ -82,7 +82,7 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
     match &cli.command {
         cli::Command::Hash(args) => cmd::hash::run(args),
         cli::Command::Positions(args) => cmd::positions::run(args, settings.pipeline),
-        cli::Command::Db(command) => cmd::db::run(command, &settings),
+        cli::Command::Db(command) => cmd::db::run(command, &settings, cli.global.quiet),
         cli::Command::Import(args) => cmd::import::run(args, &settings, cli.global.quiet),
         cli::Command::Status(args) => cmd::status::run(args, &settings),
         cli::Command::Verify(args) => cmd::verify::run(args, &settings, cli.global.quiet),

@@ -1,10 +1,14 @@
-//! `pgnload db …`: migrations and the embedded cluster's lifecycle.
+//! `pgnload db …`: migrations, the embedded cluster's lifecycle, backup
+//! and restore.
+
+use std::{num::NonZeroUsize, path::PathBuf};
 
 use crate::{
     config::Settings,
     error::Error,
     error::ExitStatus,
     store::{
+        backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
         embedded::{ClusterStatus, EmbeddedCluster},
     },
@@ -23,6 +27,36 @@ pub enum DbCommand {
     Status,
     /// Print a connection URL for psql (`psql "$(pgnload db url)"`).
     Url,
+    /// Back the database up with pg_dump: one file, or a directory (parallel jobs).
+    Backup(BackupArgs),
+    /// Restore a backup with pg_restore into an empty database (a new --data-dir).
+    Restore(RestoreArgs),
+}
+
+/// Options of `pgnload db backup`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackupArgs {
+    /// Where to write the backup; it must not exist (a directory may be empty).
+    pub path: PathBuf,
+    /// custom: one compressed file; directory: one file per table, written
+    /// with parallel jobs [default: directory for a path ending in / or an
+    /// existing directory, else custom].
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Parallel pg_dump jobs, directory format only [default: one per core].
+    #[arg(long)]
+    pub jobs: Option<NonZeroUsize>,
+}
+
+/// Options of `pgnload db restore`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RestoreArgs {
+    /// A backup written by `pgnload db backup` (or pg_dump -Fc / -Fd).
+    pub path: PathBuf,
+    /// Parallel pg_restore jobs; with one, the restore is a single
+    /// transaction [default: one per core for a directory, else 1].
+    #[arg(long)]
+    pub jobs: Option<NonZeroUsize>,
 }
 
 fn embedded(settings: &Settings) -> Result<EmbeddedCluster, Error> {
@@ -34,9 +68,61 @@ fn embedded(settings: &Settings) -> Result<EmbeddedCluster, Error> {
     }
 }
 
-/// Runs a `pgnload db` subcommand.
-pub fn run(command: &DbCommand, settings: &Settings) -> Result<ExitStatus, Error> {
+/// The summary line of a backup or restore.
+fn done(what: &str, path: &std::path::Path, outcome: &Outcome) -> String {
+    let mut message = format!(
+        "{what} {} ({:.1} MiB) in {:.1} s",
+        path.display(),
+        outcome.bytes as f64 / f64::from(1u32 << 20),
+        outcome.seconds
+    );
+    for name in &outcome.migrations {
+        message.push_str(&format!("\napplied {name}"));
+    }
+    message
+}
+
+/// A backup or restore stopped by Ctrl-C / SIGTERM is not a failure: it
+/// says what it left and ends with exit code 3 (`None`).
+fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>, Error> {
+    match result {
+        Err(Error::Backup(stopped @ BackupError::Interrupted { .. })) => {
+            eprintln!("pgnload: {stopped}");
+            Ok(None)
+        }
+        other => other.map(Some),
+    }
+}
+
+/// Runs a `pgnload db` subcommand; `quiet` silences the progress lines of
+/// backup and restore.
+pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
+    let progress = |line: &str| {
+        if !quiet {
+            eprintln!("pgnload: {line}");
+        }
+    };
     let message = match command {
+        DbCommand::Backup(args) => {
+            let result = backup::backup(
+                &settings.target(),
+                &args.path,
+                args.format,
+                args.jobs,
+                &progress,
+            );
+            match unless_interrupted(result)? {
+                Some(outcome) => done("backup written:", &args.path, &outcome),
+                None => return Ok(ExitStatus::Interrupted),
+            }
+        }
+        DbCommand::Restore(args) => {
+            let result = backup::restore(&settings.target(), &args.path, args.jobs, &progress);
+            match unless_interrupted(result)? {
+                Some(outcome) => done("restored", &args.path, &outcome),
+                None => return Ok(ExitStatus::Interrupted),
+            }
+        }
         DbCommand::Migrate => {
             let runtime = db::runtime()?;
             runtime.block_on(async {
