@@ -2,6 +2,7 @@
 //! the importer normalized the positions it stored (python-chess's four
 //! fields), then found by `positions.normalized_fen`.
 
+use shakmaty::fen::Fen;
 use tokio_postgres::Client;
 
 use crate::{
@@ -20,14 +21,27 @@ pub async fn position_id(
     variant: GameVariant,
     fen: &str,
 ) -> Result<Option<i64>, Error> {
+    let not_legal = |e: &dyn std::fmt::Display| Error::Input {
+        file: "FEN".to_owned(),
+        message: format!(
+            "{e}: not a legal {} position (a FEN of another variant? pass --variant)",
+            variant.as_db_label()
+        ),
+    };
     let normalized = canonical_fen(fen, variant.rules(), variant == GameVariant::Chess960)
-        .map_err(|e| Error::Input {
-            file: "FEN".to_owned(),
-            message: format!(
-                "{e}: not a legal {} position (a FEN of another variant? pass --variant)",
-                variant.as_db_label()
-            ),
-        })?;
+        .map_err(|e| not_legal(&e))?;
+    // The standard rules read a FEN with crazyhouse pockets or three-check
+    // counters by ignoring them; a search must not silently drop part of
+    // the position it was given.
+    if let Ok(parsed) = Fen::from_ascii(fen.trim().as_bytes()) {
+        let setup = parsed.into_setup();
+        if setup.pockets.is_some() && variant != GameVariant::Crazyhouse {
+            return Err(not_legal(&format!("{fen:?} has crazyhouse pockets")));
+        }
+        if setup.remaining_checks.is_some() && variant != GameVariant::ThreeCheck {
+            return Err(not_legal(&format!("{fen:?} has three-check counters")));
+        }
+    }
     let row = client
         .query_opt(
             "SELECT id FROM positions WHERE normalized_fen = $1",
