@@ -235,6 +235,23 @@ fn player_and_position_searches_match_a_python_recount() {
         nonempty += usize::from(!got.is_empty());
     }
     assert_eq!(nonempty, searches.len(), "every search finds games");
+    // A limited search for a frequent position walks the games newest
+    // first; it must list the first games the full search lists.
+    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+    let all = pgnload_ok(&db, &["games", "--format", "json", "--fen", start]);
+    let limited = pgnload_ok(
+        &db,
+        &["games", "--format", "json", "--fen", start, "--limit", "5"],
+    );
+    assert_eq!(
+        limited.lines().collect::<Vec<_>>(),
+        all.lines().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        all.lines().count() > 400,
+        "{} games from the start",
+        all.lines().count()
+    );
     // The Lichess "alice" is one player whatever the spelling; the other
     // source's `alice` and `Alice` are two.
     assert_eq!(pgnload_lines(&db, &["--player", "alice"]).len(), 5);

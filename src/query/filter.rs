@@ -115,7 +115,7 @@ pub struct GameFilter {
     /// --color.
     pub color: Option<Side>,
     /// --fen: `Some(None)` when no stored game reached the position.
-    pub position: Option<Option<i64>>,
+    pub position: Option<Option<Reached>>,
     /// --since, as the first instant of that day.
     pub since: Option<NaiveDate>,
     /// --until, inclusive.
@@ -131,6 +131,36 @@ pub struct GameFilter {
     pub min_rating: Option<i32>,
     /// --limit.
     pub limit: Option<u32>,
+}
+
+/// A position to search for, and how: both ways select the same games;
+/// they differ in what they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reached {
+    /// `positions.id`.
+    pub id: i64,
+    /// Reached by so many games that walking the games in the order asked
+    /// and checking each (through the moves' primary key) reaches the
+    /// limit sooner than collecting every game that reached it: the start
+    /// position and the common openings. Otherwise the games are found
+    /// from the position (`moves.position_id`, `games.final_position_id`).
+    pub walk: bool,
+}
+
+/// Whether a search for a position reached by `reached` games (counted up
+/// to `cap`, see [`walk_cap`]) should walk the games: a walk reads about
+/// `limit × games / reached` games, a lookup `reached` moves rows.
+fn should_walk(reached: u64, limit: Option<u32>, games: u64) -> bool {
+    limit.is_some_and(|limit| reached.saturating_mul(reached) > u64::from(limit) * games)
+}
+
+/// How many moves rows to count at most before deciding: past
+/// `sqrt(limit × games)` the walk wins whatever the true number.
+fn walk_cap(limit: Option<u32>, games: u64) -> i64 {
+    let product = limit.map_or(0, |l| u64::from(l) * games);
+    // Square root by f64: exact enough for a threshold, and far from 2^53.
+    let root = (product as f64).sqrt().ceil() as i64;
+    root.saturating_add(1)
 }
 
 /// A `WHERE` clause over `games g` and the values of its `$n` parameters.
@@ -192,6 +222,38 @@ async fn player_ids(client: &Client, option: &str, name: &str) -> Result<Vec<i64
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
+/// How to search for position `id` with `limit` (see [`Reached::walk`]):
+/// counts the moves rows of the position up to [`walk_cap`], against the
+/// planner's estimate of the number of games.
+async fn reached(client: &Client, id: i64, limit: Option<u32>) -> Result<Reached, Error> {
+    if limit.is_none() {
+        return Ok(Reached { id, walk: false });
+    }
+    let games: f32 = client
+        .query_one(
+            "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'games'::regclass",
+            &[],
+        )
+        .await
+        .map_err(db_err("estimating the number of games"))?
+        .get(0);
+    // A float estimate of a row count: non-negative, far below 2^64.
+    let games = games as u64;
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM moves WHERE position_id = $1 LIMIT $2) s",
+            &[&id, &walk_cap(limit, games)],
+        )
+        .await
+        .map_err(db_err("counting the games that reached a position"))?
+        .get(0);
+    let count = u64::try_from(count).unwrap_or(0);
+    Ok(Reached {
+        id,
+        walk: should_walk(count, limit, games),
+    })
+}
+
 impl FilterArgs {
     /// Looks up the names and the FEN: an unknown player or an illegal FEN
     /// is an error; a position no game reached selects no game.
@@ -209,7 +271,10 @@ impl FilterArgs {
             .or(self.fen.as_ref().map(|_| GameVariant::Standard));
         let position = match &self.fen {
             Some(fen) => {
-                Some(position_id(client, variant.unwrap_or(GameVariant::Standard), fen).await?)
+                match position_id(client, variant.unwrap_or(GameVariant::Standard), fen).await? {
+                    Some(id) => Some(Some(reached(client, id, self.limit).await?)),
+                    None => Some(None),
+                }
             }
             None => None,
         };
@@ -258,11 +323,21 @@ impl GameFilter {
             });
         }
         match self.position {
-            Some(Some(id)) => {
+            // OFFSET 0 keeps the planner from turning the check into a
+            // hash of every game that reached the position.
+            Some(Some(Reached { id, walk: true })) => {
+                let x = w.param(id);
+                w.and(format!(
+                    "EXISTS (SELECT 1 FROM moves m WHERE m.game_id = g.id AND m.position_id = {x}
+                             OFFSET 0)
+                     OR g.final_position_id = {x}"
+                ));
+            }
+            Some(Some(Reached { id, walk: false })) => {
                 let x = w.param(id);
                 w.and(format!(
                     "g.id IN (SELECT m.game_id FROM moves m WHERE m.position_id = {x}
-                              UNION SELECT f.id FROM games f WHERE f.final_position_id = {x})"
+                              UNION ALL SELECT f.id FROM games f WHERE f.final_position_id = {x})"
                 ));
             }
             Some(None) => w.and("false".to_owned()),
@@ -376,7 +451,10 @@ mod tests {
         let filter = GameFilter {
             player: Some(vec![7]),
             opponent: Some(vec![9]),
-            position: Some(Some(42)),
+            position: Some(Some(Reached {
+                id: 42,
+                walk: false,
+            })),
             since: NaiveDate::from_ymd_opt(2024, 1, 1),
             until: NaiveDate::from_ymd_opt(2024, 1, 31),
             result: Some(GameResult::Draw),
@@ -390,6 +468,24 @@ mod tests {
             assert!(!w.clause.contains(value), "{value} inlined: {}", w.clause);
         }
         assert_eq!(GameFilter::default().where_clause().clause, "true");
+    }
+
+    #[test]
+    fn a_position_is_walked_only_when_the_limit_comes_sooner() {
+        // 100 games asked of 1,000,000: walk past 10,000 games reaching it.
+        assert_eq!(walk_cap(Some(100), 1_000_000), 10_001);
+        assert!(should_walk(10_001, Some(100), 1_000_000));
+        assert!(!should_walk(10_000, Some(100), 1_000_000));
+        assert!(
+            !should_walk(1_000_000, None, 1_000_000),
+            "no limit: every game is read"
+        );
+        assert_eq!(walk_cap(None, 1_000_000), 1);
+        let walked = GameFilter {
+            position: Some(Some(Reached { id: 7, walk: true })),
+            ..GameFilter::default()
+        };
+        assert!(walked.where_clause().clause.contains("EXISTS"));
     }
 
     #[test]
