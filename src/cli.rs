@@ -11,8 +11,8 @@ use clap::{
 
 use crate::{
     cmd::{
-        db::DbCommand, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
-        status::StatusArgs, verify::VerifyArgs,
+        db::DbCommand, export::ExportArgs, game::GameCommand, games::GamesArgs, hash::HashArgs,
+        import::ImportArgs, positions::PositionsArgs, status::StatusArgs, verify::VerifyArgs,
     },
     config::Overrides,
 };
@@ -79,6 +79,13 @@ pub enum Command {
     Hash(HashArgs),
     /// Print every position of every game: game_key, ply, normalized FEN, signed digest.
     Positions(PositionsArgs),
+    /// List the games a filter selects (player, opponent, position, dates, …).
+    Games(GamesArgs),
+    /// One game: show it as PGN.
+    #[command(subcommand)]
+    Game(GameCommand),
+    /// Write the games a filter selects (all by default) as PGN.
+    Export(ExportArgs),
 }
 
 /// Parser of input names: pgnload keeps an input's name as text (messages,

@@ -44,8 +44,10 @@ pub mod cli;
 pub(crate) mod cmd;
 pub(crate) mod config;
 pub mod error;
+pub mod export;
 pub mod ingest;
 pub(crate) mod progress;
+pub mod query;
 pub mod store;
 pub(crate) mod verify;
 
@@ -86,5 +88,8 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
         cli::Command::Import(args) => cmd::import::run(args, &settings, cli.global.quiet),
         cli::Command::Status(args) => cmd::status::run(args, &settings),
         cli::Command::Verify(args) => cmd::verify::run(args, &settings, cli.global.quiet),
+        cli::Command::Games(args) => cmd::games::run(args, &settings),
+        cli::Command::Game(command) => cmd::game::run(command, &settings),
+        cli::Command::Export(args) => cmd::export::run(args, &settings, cli.global.quiet),
     }
 }

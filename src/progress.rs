@@ -47,6 +47,10 @@ pub struct Progress {
     len: Option<u64>,
     /// `verify`: rows (lines) checked so far.
     done: u64,
+    /// The counting command (`verify`, `export`), and whether it counts
+    /// mismatches (only `verify` checks anything).
+    command: &'static str,
+    checks: bool,
 }
 
 impl Progress {
@@ -59,6 +63,16 @@ impl Progress {
     /// A reporter for `verify`, counting `noun` ("positions", …).
     pub fn counting(quiet: bool, noun: &str) -> Progress {
         Progress::labelled(quiet, noun.to_owned())
+    }
+
+    /// A reporter for another command that counts `noun` without checking
+    /// anything (`export` counting games); `add` takes 0 mismatches.
+    pub fn counting_for(quiet: bool, command: &'static str, noun: &str) -> Progress {
+        Progress {
+            command,
+            checks: false,
+            ..Progress::labelled(quiet, noun.to_owned())
+        }
     }
 
     fn labelled(quiet: bool, label: String) -> Progress {
@@ -80,6 +94,8 @@ impl Progress {
             label,
             len: None,
             done: 0,
+            command: "verify",
+            checks: true,
         }
     }
 
@@ -149,11 +165,12 @@ impl Progress {
             let template = match total {
                 Some(total) => {
                     bar.set_length(total);
-                    "verify [{bar:20}] {human_pos}/~{human_len} {msg} ETA {eta}"
+                    "{prefix} [{bar:20}] {human_pos}/~{human_len} {msg} ETA {eta}"
                 }
-                None => "verify {spinner} {human_pos} {msg}",
+                None => "{prefix} {spinner} {human_pos} {msg}",
             };
             Progress::style(bar, template);
+            bar.set_prefix(self.command);
             bar.enable_steady_tick(Duration::from_millis(200));
         }
     }
@@ -162,19 +179,31 @@ impl Progress {
     pub fn add(&mut self, n: u64, mismatches: u64) {
         self.done += n;
         let rate = self.rate(self.done);
+        let bad = if self.checks {
+            format!(", {mismatches} bad")
+        } else {
+            String::new()
+        };
         match &mut self.mode {
             Mode::Quiet => {}
             Mode::Bar(bar) => {
                 bar.set_position(self.done);
-                bar.set_message(format!("{} {rate:.0}/s, {mismatches} bad", self.label));
+                bar.set_message(format!("{} {rate:.0}/s{bad}", self.label));
             }
             Mode::Log { last } => {
                 if last.elapsed() >= LOG_EVERY {
                     *last = Instant::now();
-                    eprintln!(
-                        "pgnload verify: {} {} checked ({rate:.0}/s), {mismatches} mismatches",
-                        self.done, self.label
-                    );
+                    if self.checks {
+                        eprintln!(
+                            "pgnload verify: {} {} checked ({rate:.0}/s), {mismatches} mismatches",
+                            self.done, self.label
+                        );
+                    } else {
+                        eprintln!(
+                            "pgnload {}: {} {} ({rate:.0}/s)",
+                            self.command, self.done, self.label
+                        );
+                    }
                 }
             }
         }

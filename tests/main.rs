@@ -13,6 +13,7 @@ mod hostile;
 mod import;
 mod inputs;
 mod parity;
+mod query;
 mod reliability;
 mod resume;
 mod robustness;

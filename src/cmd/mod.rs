@@ -5,6 +5,9 @@
 //! (`ingest`, `verify`, `store`, `chess`), which never import `cmd`.
 
 pub mod db;
+pub mod export;
+pub mod game;
+pub mod games;
 pub mod hash;
 pub mod import;
 pub mod positions;

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_game_identity.sql",
         sql: include_str!("../../sql/0003_game_identity.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_query_indexes.sql",
+        sql: include_str!("../../sql/0005_query_indexes.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

@@ -1,0 +1,121 @@
+//! `pgnload games`: the games a filter selects, newest first, as a table,
+//! JSON lines or PGN.
+
+use std::io::{self, Write};
+
+use crate::{
+    config::Settings,
+    error::{Error, ExitStatus},
+    export::pgn,
+    query::{
+        filter::FilterArgs,
+        games::{self, Order, StoredGame},
+    },
+    store::db,
+};
+
+/// How `games` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per game, for people.
+    Table,
+    /// One JSON object per line.
+    Json,
+    /// The games as PGN (as `export` writes them).
+    Pgn,
+}
+
+/// Options of `pgnload games`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GamesArgs {
+    /// Which games.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// The JSON object of one game (one line of `--format json`).
+fn json_line(game: &StoredGame) -> serde_json::Value {
+    serde_json::json!({
+        "id": game.id,
+        "source": game.source,
+        "external_id": game.external_id,
+        "white": game.white,
+        "black": game.black,
+        "white_elo": game.white_elo,
+        "black_elo": game.black_elo,
+        "result": game.result_text(),
+        "started_at": game.started_at.map(|at| at.to_rfc3339()),
+        "ply_count": game.ply_count,
+        "event": game.event,
+    })
+}
+
+/// One line of the table.
+fn table_line(game: &StoredGame) -> String {
+    let side = |name: &Option<String>, elo: Option<i32>| {
+        let name = name.as_deref().unwrap_or("?");
+        match elo {
+            Some(elo) => format!("{name} ({elo})"),
+            None => name.to_owned(),
+        }
+    };
+    format!(
+        "{:>8}  {:<16}  {:<28}  {:<28}  {:<7}  {:>4}  {}\n",
+        game.id,
+        game.started_at
+            .map_or("-".to_owned(), |at| at.format("%Y-%m-%d %H:%M").to_string()),
+        side(&game.white, game.white_elo),
+        side(&game.black, game.black_elo),
+        game.result_text(),
+        game.ply_count,
+        game.event.as_deref().unwrap_or("")
+    )
+}
+
+/// Runs `pgnload games`.
+pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    let runtime = db::runtime()?;
+    runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        let filter = args.filter.resolve(&database.client).await?;
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        if args.format == Format::Table {
+            out.write_all(
+                format!(
+                    "{:>8}  {:<16}  {:<28}  {:<28}  {:<7}  {:>4}  {}\n",
+                    "id", "started (UTC)", "white", "black", "result", "ply", "event"
+                )
+                .as_bytes(),
+            )
+            .map_err(Error::Output)?;
+        }
+        let mut text = String::new();
+        games::for_each(
+            &mut database.client,
+            &filter,
+            Order::Newest,
+            args.format == Format::Pgn,
+            |game, moves| {
+                text.clear();
+                match args.format {
+                    Format::Table => text.push_str(&table_line(game)),
+                    Format::Json => {
+                        text.push_str(&json_line(game).to_string());
+                        text.push('\n');
+                    }
+                    Format::Pgn => pgn::write_game(game, moves, &mut text)?,
+                }
+                out.write_all(text.as_bytes()).map_err(Error::Output)
+            },
+        )
+        .await?;
+        out.flush().map_err(Error::Output)?;
+        database.close()?;
+        Ok(ExitStatus::Clean)
+    })
+}

@@ -1,0 +1,297 @@
+//! A stored game as PGN: what `game show`, `games --format pgn` and
+//! `export` write.
+//!
+//! The text is chosen so that importing it gives back the same rows: the
+//! same natural key (`source`, `external_id`: the Lichess id, or the
+//! content digest of [`crate::chess::replay::GameRecord::external_id`],
+//! which covers the tags no column holds, Event, Site, Round, White,
+//! Black, TimeControl, ECO, the start time, the start position and the
+//! moves), the same columns, the same `tags` and the same moves with their
+//! clocks, evaluations and NAGs. Tags come as the Seven Tag Roster first,
+//! then the columns, then `games.tags` (kept raw values after the typed
+//! ones of the same name, in file order, as the importer reads them).
+
+use std::fmt::Write as _;
+
+use chrono::{NaiveTime, Timelike};
+
+use crate::{
+    chess::model::GameVariant,
+    error::Error,
+    query::games::{StoredGame, StoredMove},
+};
+
+/// Longest movetext line written (PGN allows 255; 80 is the export norm).
+const LINE: usize = 80;
+
+/// The `Variant` tag of a variant, as Lichess writes it; none for standard.
+fn variant_tag(variant: GameVariant) -> Option<&'static str> {
+    Some(match variant {
+        GameVariant::Standard => return None,
+        GameVariant::Chess960 => "Chess960",
+        GameVariant::Antichess => "Antichess",
+        GameVariant::Atomic => "Atomic",
+        GameVariant::Crazyhouse => "Crazyhouse",
+        GameVariant::Horde => "Horde",
+        GameVariant::KingOfTheHill => "King of the Hill",
+        GameVariant::RacingKings => "Racing Kings",
+        GameVariant::ThreeCheck => "Three-check",
+    })
+}
+
+/// The `Termination` tag of a `game_termination` label. `other` without a
+/// raw value in `games.tags` was a value without letters or digits (the
+/// importer keeps only values with some): `-` reads back as `other` too.
+fn termination_tag(label: &str) -> &'static str {
+    match label {
+        "normal" => "Normal",
+        "time_forfeit" => "Time forfeit",
+        "abandoned" => "Abandoned",
+        "rules_infraction" => "Rules infraction",
+        "unterminated" => "Unterminated",
+        _ => "-",
+    }
+}
+
+/// The values of `games.tags`, in order, as `(name, value)`; a name
+/// written several times holds an array.
+fn stored_tags(game: &StoredGame) -> Result<Vec<(String, String)>, Error> {
+    let mut out = Vec::new();
+    for (name, value) in &game.tags {
+        let values = match value {
+            serde_json::Value::Array(values) => values.iter().collect(),
+            single => vec![single],
+        };
+        for value in values {
+            let serde_json::Value::String(text) = value else {
+                return Err(Error::Internal(format!(
+                    "game {}: tag {name} holds {value}, not text",
+                    game.id
+                )));
+            };
+            out.push((name.clone(), text.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The tags of `game`, in the order written. A Seven Tag Roster tag no
+/// column holds gets PGN's placeholder, which the importer reads as
+/// absent and never keeps, so the raw values kept in `games.tags` (written
+/// last) stay after it as they were after the first value in the source.
+pub fn tags(game: &StoredGame) -> Result<Vec<(String, String)>, Error> {
+    let kept = stored_tags(game)?;
+    let lichess = game.source == "lichess";
+    let day = game.started_at.map(|at| at.format("%Y.%m.%d").to_string());
+    let or = |column: &Option<String>, placeholder: &str| {
+        Some(column.clone().unwrap_or_else(|| placeholder.to_owned()))
+    };
+    let mut columns: Vec<(&str, Option<String>)> = vec![
+        ("Event", or(&game.event, "?")),
+        ("Site", or(&game.site, "?")),
+        ("Date", or(&day, "????.??.??")),
+        ("Round", or(&game.round, if lichess { "-" } else { "?" })),
+        ("White", or(&game.white, "?")),
+        ("Black", or(&game.black, "?")),
+        ("Result", Some(game.result_text().to_owned())),
+    ];
+    // UTCDate/UTCTime when the time is known (Lichess writes them always);
+    // not when a raw one is kept: it must stay the first of its name.
+    let utc_kept = game.tags.contains_key("UTCDate") || game.tags.contains_key("UTCTime");
+    if let Some(at) = game.started_at
+        && !utc_kept
+        && (lichess || at.time() != NaiveTime::MIN)
+    {
+        columns.push(("UTCDate", day));
+        let time = format!("{:02}:{:02}:{:02}", at.hour(), at.minute(), at.second());
+        columns.push(("UTCTime", Some(time)));
+    }
+    let signed = |diff: Option<i32>| diff.map(|d| format!("{d:+}"));
+    // `other` with its raw value kept: that value is written with the kept ones.
+    let termination = match game.termination.as_deref() {
+        Some("other") if game.tags.contains_key("Termination") => None,
+        label => label.map(|label| termination_tag(label).to_owned()),
+    };
+    columns.extend([
+        ("WhiteElo", game.white_elo.map(|e| e.to_string())),
+        ("BlackElo", game.black_elo.map(|e| e.to_string())),
+        ("WhiteRatingDiff", signed(game.white_rating_diff)),
+        ("BlackRatingDiff", signed(game.black_rating_diff)),
+        ("WhiteTitle", game.white_title.clone()),
+        ("BlackTitle", game.black_title.clone()),
+        ("Variant", variant_tag(game.variant).map(str::to_owned)),
+        ("TimeControl", game.time_control.clone()),
+        ("ECO", game.eco.clone()),
+        ("Opening", game.opening.clone()),
+        ("Termination", termination),
+    ]);
+    if let Some(fen) = &game.start_fen {
+        columns.push(("FEN", Some(fen.clone())));
+        columns.push(("SetUp", Some("1".to_owned())));
+    }
+    let mut out: Vec<(String, String)> = columns
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v)))
+        .collect();
+    out.extend(kept);
+    Ok(out)
+}
+
+/// `value` between quotes, with `\` and `"` escaped (pgn-reader unescapes
+/// any `\x` to `x`).
+fn quoted(value: &str, out: &mut String) {
+    out.push('"');
+    for c in value.chars() {
+        if c == '\\' || c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// `h:mm:ss`, with as many fraction digits as the milliseconds need (the
+/// importer reads up to three).
+fn clock(ms: i32) -> Option<String> {
+    let ms = u32::try_from(ms).ok()?;
+    let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut text = format!("{h}:{m:02}:{s:02}");
+    if frac != 0 {
+        let digits = format!("{frac:03}");
+        text.push('.');
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    Some(text)
+}
+
+/// Centipawns as pawns with two decimals (`17` → `0.17`, `-5` → `-0.05`).
+fn pawns(cp: i32) -> String {
+    let sign = if cp < 0 { "-" } else { "" };
+    let abs = cp.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// The side to move and move number of the start position: from the FEN
+/// tag's second and sixth fields, else White at move 1.
+fn first_move(start_fen: Option<&str>) -> (bool, u32) {
+    let Some(fen) = start_fen else {
+        return (true, 1);
+    };
+    let fields: Vec<&str> = fen.split_whitespace().collect();
+    let white = fields.get(1) != Some(&"b");
+    let number = fields
+        .get(5)
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1);
+    (white, number)
+}
+
+/// Appends `game` with `moves` as one PGN game (tags, blank line,
+/// movetext wrapped at 80 columns, blank line) to `out`.
+pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> Result<(), Error> {
+    for (name, value) in tags(game)? {
+        out.push('[');
+        out.push_str(&name);
+        out.push(' ');
+        quoted(&value, out);
+        out.push_str("]\n");
+    }
+    out.push('\n');
+    let (mut white, mut number) = first_move(game.start_fen.as_deref());
+    let mut tokens: Vec<String> = Vec::with_capacity(moves.len() * 2 + 1);
+    let mut after_comment = true;
+    for (ply, m) in moves.iter().enumerate() {
+        if white {
+            tokens.push(format!("{number}."));
+        } else if after_comment {
+            tokens.push(format!("{number}..."));
+        }
+        tokens.push(m.san.clone());
+        if let Some(nag) = m.nag {
+            tokens.push(format!("${nag}"));
+        }
+        let mut comment = String::new();
+        match (m.eval_mate, m.eval_cp) {
+            (Some(mate), _) => write!(comment, " [%eval #{mate}]"),
+            (None, Some(cp)) => write!(comment, " [%eval {}]", pawns(cp)),
+            (None, None) => Ok(()),
+        }
+        .map_err(|e| Error::Internal(format!("formatting a comment: {e}")))?;
+        if let Some(ms) = m.clock_ms {
+            let text = clock(ms).ok_or_else(|| {
+                Error::Internal(format!(
+                    "game {} ply {}: negative clock {ms}",
+                    game.id,
+                    ply + 1
+                ))
+            })?;
+            comment.push_str(" [%clk ");
+            comment.push_str(&text);
+            comment.push(']');
+        }
+        after_comment = !comment.is_empty();
+        if after_comment {
+            tokens.push(format!("{{{comment} }}"));
+        }
+        if !white {
+            number += 1;
+        }
+        white = !white;
+    }
+    tokens.push(game.result_text().to_owned());
+    let mut line = 0;
+    for token in tokens {
+        if line > 0 && line + 1 + token.len() > LINE {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(&token);
+        line += token.len();
+    }
+    out.push_str("\n\n");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_and_evals_read_back_as_written() {
+        for ms in [0, 9_300, 30_000, 60_050, 3_600_000 + 61_001, 5_400_000] {
+            let text = clock(ms).expect("non-negative");
+            let (parsed, _) =
+                crate::chess::model::parse_comment_commands(format!("[%clk {text}]").as_bytes());
+            assert_eq!(parsed, Some(ms), "{text}");
+        }
+        assert_eq!(clock(300_000).as_deref(), Some("0:05:00"));
+        assert_eq!(clock(-1), None);
+        for cp in [0, 17, -5, -150, 1234, -99999] {
+            let (_, eval) = crate::chess::model::parse_comment_commands(
+                format!("[%eval {}]", pawns(cp)).as_bytes(),
+            );
+            assert_eq!(eval, Some(crate::chess::model::Eval::Centipawns(cp)));
+        }
+    }
+
+    #[test]
+    fn a_black_first_start_numbers_its_first_move_with_dots() {
+        assert_eq!(first_move(None), (true, 1));
+        assert_eq!(
+            first_move(Some("8/8/8/8/8/8/8/K6k b - - 3 41")),
+            (false, 41)
+        );
+        assert_eq!(first_move(Some("8/8/8/8/8/8/8/K6k w - -")), (true, 1));
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_escaped() {
+        let mut out = String::new();
+        quoted(r#"a "b" \c"#, &mut out);
+        assert_eq!(out, r#""a \"b\" \\c""#);
+    }
+}

@@ -1,0 +1,504 @@
+//! The one game filter: the options of `games` and `export` (and of the
+//! exports to come), resolved against the database into a [`GameFilter`]
+//! that builds a parameterized `WHERE` clause over `games g`.
+//!
+//! Names and FENs are looked up before the query so that a typo is an
+//! error (an unknown player, an illegal FEN) rather than an empty answer;
+//! a known player or position with no game matching is an empty answer.
+
+use chrono::{NaiveDate, NaiveTime};
+use tokio_postgres::{Client, types::ToSql};
+
+use crate::{
+    chess::{
+        category::Speed,
+        model::{GameResult, GameVariant},
+    },
+    error::Error,
+    ingest::writer::username_key,
+    query::position::position_id,
+    store::db::db_err,
+};
+
+/// Which side the `--player` played.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    /// The player had the white pieces.
+    White,
+    /// The player had the black pieces.
+    Black,
+}
+
+/// The filter options, as typed. Shared by every command that selects
+/// games, so each reads them the same way.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Games of this player (case-insensitive for Lichess names, exact
+    /// for other sources, as the import keyed them).
+    #[arg(long)]
+    pub player: Option<String>,
+    /// Only games against this player (needs --player).
+    #[arg(long, requires = "player")]
+    pub opponent: Option<String>,
+    /// Only games where --player had this color.
+    #[arg(long, value_enum, requires = "player")]
+    pub color: Option<Side>,
+    /// Games that reached this position (FEN, read under --variant), the
+    /// final position included.
+    #[arg(long)]
+    pub fen: Option<String>,
+    /// Games started on or after this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_parser = parse_day)]
+    pub since: Option<NaiveDate>,
+    /// Games started on or before this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_parser = parse_day)]
+    pub until: Option<NaiveDate>,
+    /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
+    #[arg(long, value_parser = parse_result)]
+    pub result: Option<GameResult>,
+    /// Games of this variant (standard, chess960, crazyhouse, … or a
+    /// Variant tag value); also the rules --fen is read under.
+    #[arg(long, value_parser = parse_variant)]
+    pub variant: Option<GameVariant>,
+    /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
+    /// rapid, classical, correspondence), from the time control as Lichess
+    /// computes it; a game without a readable clock is correspondence.
+    #[arg(long, value_delimiter = ',')]
+    pub speed: Vec<Speed>,
+    /// Games where both players are rated at least this.
+    #[arg(long)]
+    pub min_rating: Option<i32>,
+    /// At most this many games.
+    #[arg(long)]
+    pub limit: Option<u32>,
+}
+
+fn parse_day(text: &str) -> Result<NaiveDate, String> {
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD: {e}"))
+}
+
+fn parse_result(text: &str) -> Result<GameResult, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "white" => Ok(GameResult::WhiteWins),
+        "black" => Ok(GameResult::BlackWins),
+        "draw" => Ok(GameResult::Draw),
+        _ => GameResult::from_tag(text).ok_or_else(|| {
+            format!("{text:?}: expected 1-0, 0-1, 1/2-1/2, *, white, black or draw")
+        }),
+    }
+}
+
+/// A variant by its database label (`king_of_the_hill`) or as a `Variant`
+/// tag names it (`King of the Hill`, `zh`, …).
+pub fn parse_variant(text: &str) -> Result<GameVariant, String> {
+    GameVariant::ALL
+        .into_iter()
+        .find(|v| v.as_db_label().eq_ignore_ascii_case(text))
+        .or_else(|| GameVariant::from_tag(text))
+        .ok_or_else(|| {
+            let names: Vec<&str> = GameVariant::ALL.iter().map(|v| v.as_db_label()).collect();
+            format!(
+                "unknown variant {text:?}; expected one of {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// The filter with names and FEN resolved to ids: what the SQL needs.
+#[derive(Debug, Clone, Default)]
+pub struct GameFilter {
+    /// `players.id` of --player (one per source that knows the name).
+    pub player: Option<Vec<i64>>,
+    /// `players.id` of --opponent.
+    pub opponent: Option<Vec<i64>>,
+    /// --color.
+    pub color: Option<Side>,
+    /// --fen: `Some(None)` when no stored game reached the position.
+    pub position: Option<Option<Reached>>,
+    /// --since, as the first instant of that day.
+    pub since: Option<NaiveDate>,
+    /// --until, inclusive.
+    pub until: Option<NaiveDate>,
+    /// --result.
+    pub result: Option<GameResult>,
+    /// --variant (standard when only --fen is given: the position is one
+    /// of that variant).
+    pub variant: Option<GameVariant>,
+    /// --speed.
+    pub speeds: Vec<Speed>,
+    /// --min-rating.
+    pub min_rating: Option<i32>,
+    /// --limit.
+    pub limit: Option<u32>,
+}
+
+/// A position to search for, and how: both ways select the same games;
+/// they differ in what they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reached {
+    /// `positions.id`.
+    pub id: i64,
+    /// Reached by so many games that walking the games in the order asked
+    /// and checking each (through the moves' primary key) reaches the
+    /// limit sooner than collecting every game that reached it: the start
+    /// position and the common openings. Otherwise the games are found
+    /// from the position (`moves.position_id`, `games.final_position_id`).
+    pub walk: bool,
+}
+
+/// Whether a search for a position reached by `reached` games (counted up
+/// to `cap`, see [`walk_cap`]) should walk the games: a walk reads about
+/// `limit × games / reached` games, a lookup `reached` moves rows.
+fn should_walk(reached: u64, limit: Option<u32>, games: u64) -> bool {
+    limit.is_some_and(|limit| reached.saturating_mul(reached) > u64::from(limit) * games)
+}
+
+/// How many moves rows to count at most before deciding: past
+/// `sqrt(limit × games)` the walk wins whatever the true number.
+fn walk_cap(limit: Option<u32>, games: u64) -> i64 {
+    let product = limit.map_or(0, |l| u64::from(l) * games);
+    // Square root by f64: exact enough for a threshold, and far from 2^53.
+    let root = (product as f64).sqrt().ceil() as i64;
+    root.saturating_add(1)
+}
+
+/// A `WHERE` clause over `games g` and the values of its `$n` parameters.
+#[derive(Debug, Default)]
+pub struct Where {
+    /// `true`, or conditions joined by `AND`.
+    pub clause: String,
+    /// The parameters, in `$n` order.
+    pub params: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Where {
+    /// Adds a parameter; returns its placeholder.
+    fn param(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
+        self.params.push(Box::new(value));
+        format!("${}", self.params.len())
+    }
+
+    fn and(&mut self, condition: String) {
+        if !self.clause.is_empty() {
+            self.clause.push_str(" AND ");
+        }
+        self.clause.push('(');
+        self.clause.push_str(&condition);
+        self.clause.push(')');
+    }
+
+    /// The parameters as the driver takes them.
+    pub fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+/// The ids of the players called `name`: Lichess names compare
+/// case-insensitively (the import keys them by lowercase), other sources'
+/// exactly. An unknown name is an error naming the option.
+async fn player_ids(client: &Client, option: &str, name: &str) -> Result<Vec<i64>, Error> {
+    let exact = username_key("", name);
+    let lichess = username_key("lichess", name);
+    let rows = client
+        .query(
+            "SELECT id FROM players
+             WHERE username_key IN ($1, $2)
+               AND username_key = CASE WHEN source = 'lichess' THEN $2 ELSE $1 END
+             ORDER BY id",
+            &[&exact, &lichess],
+        )
+        .await
+        .map_err(db_err("looking up a player"))?;
+    if rows.is_empty() {
+        return Err(Error::Input {
+            file: option.to_owned(),
+            message: format!("no player called {name:?} in the database"),
+        });
+    }
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// How to search for position `id` with `limit` (see [`Reached::walk`]):
+/// counts the moves rows of the position up to [`walk_cap`], against the
+/// planner's estimate of the number of games.
+async fn reached(client: &Client, id: i64, limit: Option<u32>) -> Result<Reached, Error> {
+    if limit.is_none() {
+        return Ok(Reached { id, walk: false });
+    }
+    let games: f32 = client
+        .query_one(
+            "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'games'::regclass",
+            &[],
+        )
+        .await
+        .map_err(db_err("estimating the number of games"))?
+        .get(0);
+    // A float estimate of a row count: non-negative, far below 2^64.
+    let games = games as u64;
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM moves WHERE position_id = $1 LIMIT $2) s",
+            &[&id, &walk_cap(limit, games)],
+        )
+        .await
+        .map_err(db_err("counting the games that reached a position"))?
+        .get(0);
+    let count = u64::try_from(count).unwrap_or(0);
+    Ok(Reached {
+        id,
+        walk: should_walk(count, limit, games),
+    })
+}
+
+impl FilterArgs {
+    /// Looks up the names and the FEN: an unknown player or an illegal FEN
+    /// is an error; a position no game reached selects no game.
+    pub async fn resolve(&self, client: &Client) -> Result<GameFilter, Error> {
+        let player = match &self.player {
+            Some(name) => Some(player_ids(client, "--player", name).await?),
+            None => None,
+        };
+        let opponent = match &self.opponent {
+            Some(name) => Some(player_ids(client, "--opponent", name).await?),
+            None => None,
+        };
+        let variant = self
+            .variant
+            .or(self.fen.as_ref().map(|_| GameVariant::Standard));
+        let position = match &self.fen {
+            Some(fen) => {
+                match position_id(client, variant.unwrap_or(GameVariant::Standard), fen).await? {
+                    Some(id) => Some(Some(reached(client, id, self.limit).await?)),
+                    None => Some(None),
+                }
+            }
+            None => None,
+        };
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && since > until
+        {
+            return Err(Error::Config(format!(
+                "--since {since} is after --until {until}"
+            )));
+        }
+        Ok(GameFilter {
+            player,
+            opponent,
+            color: self.color,
+            position,
+            since: self.since,
+            until: self.until,
+            result: self.result,
+            variant,
+            speeds: self.speed.clone(),
+            min_rating: self.min_rating,
+            limit: self.limit,
+        })
+    }
+}
+
+impl GameFilter {
+    /// The conditions over `games g`, every value a parameter.
+    pub fn where_clause(&self) -> Where {
+        let mut w = Where::default();
+        if let Some(player) = &self.player {
+            let p = w.param(player.clone());
+            let opponent = self.opponent.as_ref().map(|o| w.param(o.clone()));
+            let as_white = match &opponent {
+                Some(o) => format!("g.white_player_id = ANY({p}) AND g.black_player_id = ANY({o})"),
+                None => format!("g.white_player_id = ANY({p})"),
+            };
+            let as_black = match &opponent {
+                Some(o) => format!("g.black_player_id = ANY({p}) AND g.white_player_id = ANY({o})"),
+                None => format!("g.black_player_id = ANY({p})"),
+            };
+            w.and(match self.color {
+                Some(Side::White) => as_white,
+                Some(Side::Black) => as_black,
+                None => format!("({as_white}) OR ({as_black})"),
+            });
+        }
+        match self.position {
+            // OFFSET 0 keeps the planner from turning the check into a
+            // hash of every game that reached the position.
+            Some(Some(Reached { id, walk: true })) => {
+                let x = w.param(id);
+                w.and(format!(
+                    "EXISTS (SELECT 1 FROM moves m WHERE m.game_id = g.id AND m.position_id = {x}
+                             OFFSET 0)
+                     OR g.final_position_id = {x}"
+                ));
+            }
+            Some(Some(Reached { id, walk: false })) => {
+                let x = w.param(id);
+                w.and(format!(
+                    "g.id IN (SELECT m.game_id FROM moves m WHERE m.position_id = {x}
+                              UNION ALL SELECT f.id FROM games f WHERE f.final_position_id = {x})"
+                ));
+            }
+            Some(None) => w.and("false".to_owned()),
+            None => {}
+        }
+        if let Some(since) = self.since {
+            let at = w.param(since.and_time(NaiveTime::MIN).and_utc());
+            w.and(format!("g.started_at >= {at}"));
+        }
+        if let Some(until) = self.until {
+            // Inclusive: before the first instant of the next day (none
+            // after the last representable day: every game is before it).
+            match until.succ_opt() {
+                Some(next) => {
+                    let at = w.param(next.and_time(NaiveTime::MIN).and_utc());
+                    w.and(format!("g.started_at < {at}"));
+                }
+                None => w.and("g.started_at IS NOT NULL".to_owned()),
+            }
+        }
+        match self.result.map(GameResult::score) {
+            Some(Some(score)) => {
+                let r = w.param(score);
+                w.and(format!("g.result = {r}"));
+            }
+            Some(None) => w.and("g.result IS NULL".to_owned()),
+            None => {}
+        }
+        if let Some(variant) = self.variant {
+            let v = w.param(variant.as_db_label().to_owned());
+            w.and(format!("g.variant::text = {v}"));
+        }
+        if !self.speeds.is_empty() {
+            let ranges: Vec<String> = self.speeds.iter().map(|&s| speed_condition(s)).collect();
+            w.and(ranges.join(" OR "));
+        }
+        if let Some(min) = self.min_rating {
+            let m = w.param(min);
+            w.and(format!("g.white_elo >= {m} AND g.black_elo >= {m}"));
+        }
+        if w.clause.is_empty() {
+            w.clause.push_str("true");
+        }
+        w
+    }
+}
+
+/// The range of `time_initial_s + 40 * time_increment_s` of `speed`, from
+/// [`Speed::UPPER_BOUNDS_S`] (constants of the program, not user values);
+/// a game without a readable clock is correspondence, as
+/// [`Speed::from_clock`] decides.
+fn speed_condition(speed: Speed) -> String {
+    let estimate = "(g.time_initial_s::bigint + 40 * g.time_increment_s::bigint)";
+    let index = Speed::ALL
+        .iter()
+        .position(|&s| s == speed)
+        .expect("every speed is in Speed::ALL");
+    let lower = index
+        .checked_sub(1)
+        .and_then(|i| Speed::UPPER_BOUNDS_S.get(i));
+    match (lower, Speed::UPPER_BOUNDS_S.get(index)) {
+        (None, Some(upper)) => format!("{estimate} < {upper}"),
+        (Some(lower), Some(upper)) => format!("{estimate} >= {lower} AND {estimate} < {upper}"),
+        (Some(lower), None) => format!("g.time_initial_s IS NULL OR {estimate} >= {lower}"),
+        (None, None) => "true".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chess::model::TimeControl;
+
+    #[test]
+    fn speed_ranges_match_speed_from_clock() {
+        // Each estimate at and around every bound falls in exactly the
+        // range of the speed from_clock gives it.
+        for estimate in [
+            0i64, 29, 30, 179, 180, 479, 480, 1499, 1500, 21599, 21600, 99999,
+        ] {
+            let clock = TimeControl {
+                initial_s: i32::try_from(estimate).expect("small test value"),
+                increment_s: 0,
+            };
+            let expected = Speed::from_clock(Some(clock));
+            for speed in Speed::ALL {
+                let sql = speed_condition(speed);
+                // Evaluate the condition's bounds by reading them back.
+                let holds = sql
+                    .split(" AND ")
+                    .map(|part| part.rsplit(' ').collect::<Vec<_>>())
+                    .all(|words| {
+                        let bound: i64 = words[0].parse().unwrap_or(i64::MIN);
+                        match words.get(1).copied() {
+                            Some("<") => estimate < bound,
+                            Some(">=") => estimate >= bound,
+                            _ => true,
+                        }
+                    });
+                assert_eq!(holds, speed == expected, "{estimate} s vs {speed}: {sql}");
+            }
+        }
+        assert_eq!(
+            speed_condition(Speed::Correspondence),
+            "g.time_initial_s IS NULL OR (g.time_initial_s::bigint + 40 * g.time_increment_s::bigint) >= 21600"
+        );
+    }
+
+    #[test]
+    fn user_values_are_parameters_never_sql() {
+        let filter = GameFilter {
+            player: Some(vec![7]),
+            opponent: Some(vec![9]),
+            position: Some(Some(Reached {
+                id: 42,
+                walk: false,
+            })),
+            since: NaiveDate::from_ymd_opt(2024, 1, 1),
+            until: NaiveDate::from_ymd_opt(2024, 1, 31),
+            result: Some(GameResult::Draw),
+            variant: Some(GameVariant::Crazyhouse),
+            min_rating: Some(2000),
+            ..GameFilter::default()
+        };
+        let w = filter.where_clause();
+        assert_eq!(w.params.len(), 8, "{}", w.clause);
+        for value in ["42", "2000", "crazyhouse", "2024"] {
+            assert!(!w.clause.contains(value), "{value} inlined: {}", w.clause);
+        }
+        assert_eq!(GameFilter::default().where_clause().clause, "true");
+    }
+
+    #[test]
+    fn a_position_is_walked_only_when_the_limit_comes_sooner() {
+        // 100 games asked of 1,000,000: walk past 10,000 games reaching it.
+        assert_eq!(walk_cap(Some(100), 1_000_000), 10_001);
+        assert!(should_walk(10_001, Some(100), 1_000_000));
+        assert!(!should_walk(10_000, Some(100), 1_000_000));
+        assert!(
+            !should_walk(1_000_000, None, 1_000_000),
+            "no limit: every game is read"
+        );
+        assert_eq!(walk_cap(None, 1_000_000), 1);
+        let walked = GameFilter {
+            position: Some(Some(Reached { id: 7, walk: true })),
+            ..GameFilter::default()
+        };
+        assert!(walked.where_clause().clause.contains("EXISTS"));
+    }
+
+    #[test]
+    fn options_parse_as_documented() {
+        assert_eq!(parse_result("1/2-1/2"), Ok(GameResult::Draw));
+        assert_eq!(parse_result("White"), Ok(GameResult::WhiteWins));
+        assert!(parse_result("2-0").is_err());
+        assert_eq!(
+            parse_variant("king_of_the_hill"),
+            Ok(GameVariant::KingOfTheHill)
+        );
+        assert_eq!(parse_variant("Three-check"), Ok(GameVariant::ThreeCheck));
+        assert!(parse_variant("suicide").is_err());
+        assert!(parse_day("2024-02-30").is_err());
+    }
+}

@@ -1,0 +1,646 @@
+//! Reading the data back: `games` searches against a python-chess recount,
+//! `game show` and `export` read back by python-chess, export → import
+//! round trips, and bad input.
+
+use std::{collections::BTreeSet, path::Path, process::Output};
+
+use crate::common::{
+    TestDb, data, data_pgns, embedded_pgnload, migrated_db, python_script, run, scratch_dir,
+};
+
+/// Runs `pgnload ARGS` on `db`.
+fn pgnload(db: &TestDb, args: &[&str]) -> Output {
+    run({
+        let mut c = db.pgnload();
+        c.arg("-q").args(args);
+        c
+    })
+}
+
+/// `pgnload ARGS` on `db`, which must succeed; its stdout.
+fn pgnload_ok(db: &TestDb, args: &[&str]) -> String {
+    let out = pgnload(db, args);
+    assert!(
+        out.status.success(),
+        "pgnload {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+fn import(db: &TestDb, files: &[&Path]) {
+    let mut args = vec!["import".to_owned()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    pgnload_ok(db, &args);
+}
+
+/// Games with repeated players: Lichess games (names case-insensitive,
+/// spelled three ways) and other games (names exact: `alice` and `Alice`
+/// are two players), some reaching 1. e4 e5, one ending in a position
+/// no other game reaches.
+const PLAYERS_PGN: &str = r#"[Event "Casual"]
+[Site "https://lichess.org/aaaaaaa1"]
+[White "Alice"]
+[Black "Bob"]
+[Result "1-0"]
+
+1. e4 e5 2. Nf3 Nc6 3. Bb5 1-0
+
+[Event "Casual"]
+[Site "https://lichess.org/aaaaaaa2"]
+[White "bob"]
+[Black "ALICE"]
+[Result "0-1"]
+
+1. e4 e5 2. Nf3 Nf6 0-1
+
+[Event "Casual"]
+[Site "https://lichess.org/aaaaaaa3"]
+[White "alice"]
+[Black "Carol"]
+[Result "1/2-1/2"]
+
+1. d4 d5 2. c4 e6 1/2-1/2
+
+[Event "Club"]
+[Site "Town"]
+[White "Alice"]
+[Black "Bob"]
+[Result "0-1"]
+
+1. e4 e5 2. Qh5 Nc6 3. Bc4 g6 4. Qf3 Nf6 0-1
+
+[Event "Club"]
+[Site "Town"]
+[White "alice"]
+[Black "Alice"]
+[Result "*"]
+
+1. c4 e5 2. g3 Nf6 3. Bg2 d5 4. cxd5 Nxd5 5. Nc3 Nb6 6. d3 Be7 *
+
+[Event "Club"]
+[Site "Town"]
+[White "Dave"]
+[Black "alice"]
+[Result "1-0"]
+
+1. e4 c5 1-0
+"#;
+
+/// Games whose tags no column holds as written, for the round trip: a
+/// partial date, a rating with a question mark, a name written twice, a
+/// value with a quote and a backslash, a Date that is not the UTCDate, a
+/// UTCDate without a time, a termination without letters, an unknown
+/// Result, clocks with tenths and hundredths, mate scores, NAGs, and a
+/// start with Black to move.
+const EDGE_PGN: &str = r#"[Event "Edge \"one\" \\ back"]
+[Site "Somewhere"]
+[Date "2020.??.??"]
+[White "A"]
+[White "A2"]
+[Black "B"]
+[WhiteElo "2700?"]
+[Termination "-"]
+[Result "1-0"]
+[Annotator "x"]
+[Annotator "y"]
+
+1. e4 $1 { [%eval 0.25] [%clk 0:05:00.5] } 1... e5 $6 { [%eval #-3] [%clk 0:04:59.25] } 2. Nf3 1-0
+
+[Event "Edge two"]
+[Date "2021.03.04"]
+[UTCDate "2021.03.05"]
+[UTCTime "10:11:12"]
+[White "C"]
+[Black "D"]
+[Result "garbage"]
+[FEN "4k3/8/8/8/8/8/4P3/4K3 b - - 0 40"]
+[SetUp "1"]
+
+40... Kd7 41. e4 Kd6 *
+
+[Event "Edge three"]
+[UTCDate "2022.01.02"]
+[UTCTime "nonsense"]
+[White "E"]
+[Black "F"]
+[Result "1/2-1/2"]
+[Termination "Adjudication"]
+
+1. d4 d5 1/2-1/2
+"#;
+
+/// The game lines `py_query.py ARGS FILES` prints.
+fn python_lines(args: &[&str], files: &[&Path]) -> Vec<String> {
+    let out = run({
+        let mut c = python_script("py_query.py");
+        c.args(args).args(files);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "py_query.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The same lines from `pgnload games --format json ARGS`.
+fn pgnload_lines(db: &TestDb, args: &[&str]) -> Vec<String> {
+    let mut full = vec!["games", "--format", "json"];
+    full.extend(args);
+    let mut lines: Vec<String> = pgnload_ok(db, &full)
+        .lines()
+        .map(|line| {
+            let game: serde_json::Value = serde_json::from_str(line).expect("a JSON object");
+            let lichess = game["source"] == "lichess";
+            let name = |side: &str| {
+                let name = game[side].as_str().unwrap_or("").to_owned();
+                if lichess { name.to_lowercase() } else { name }
+            };
+            format!(
+                "{}\t{}\t{}\t{}",
+                name("white"),
+                name("black"),
+                game["result"].as_str().expect("result"),
+                game["ply_count"]
+            )
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn player_and_position_searches_match_a_python_recount() {
+    let dir = scratch_dir("pgnload-query-");
+    let players = dir.path().join("players.pgn");
+    std::fs::write(&players, PLAYERS_PGN).expect("write corpus");
+    let files = [
+        players.as_path(),
+        &data("lichess-2025-05-sample.pgn"),
+        &data("kasparov-deep-blue-1997.pgn"),
+        &data("saturs-jannlee-zh-lichess.pgn"),
+        &data("knightvuillaume-jannlee-zh-lichess.pgn"),
+        &data("cutechess-fischerrandom.pgn"),
+    ];
+    let db = migrated_db("query_search");
+    import(&db, &files);
+    let after_e4_e5 = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq e6 0 2";
+    let never_reached = "r1b1k2r/ppppqppp/1bn5/4P3/2B5/2P5/PP3PPP/RNBQ1RK1 b kq - 0 1";
+    let searches: Vec<Vec<&str>> = vec![
+        vec!["--player", "alice"],
+        vec!["--player", "ALICE", "--color", "white"],
+        vec!["--player", "Alice", "--color", "black"],
+        vec!["--player", "alice", "--opponent", "BOB"],
+        vec!["--player", "Alice", "--opponent", "alice"],
+        vec!["--player", "JannLee"],
+        vec!["--player", "Garry Kasparov", "--color", "black"],
+        vec![
+            "--fen",
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+        ],
+        vec!["--fen", after_e4_e5],
+        vec![
+            "--fen",
+            "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+        ],
+        vec![
+            "--fen",
+            "r1bqkbnr/pppp1ppp/2n5/1B2p3/4P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 3 3",
+        ],
+        vec![
+            "--fen",
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR[] w KQkq - 0 1",
+            "--variant",
+            "crazyhouse",
+        ],
+        vec!["--player", "alice", "--fen", after_e4_e5],
+        // Reached only as a game's final position.
+        vec![
+            "--fen",
+            "rnbqk2r/ppp1bppp/1n6/4p3/8/2NP2P1/PP2PPBP/R1BQK1NR w KQkq - 1 7",
+        ],
+    ];
+    let mut nonempty = 0;
+    for search in &searches {
+        let expected = python_lines(search, &files);
+        let got = pgnload_lines(&db, search);
+        assert_eq!(got, expected, "games {search:?}");
+        nonempty += usize::from(!got.is_empty());
+    }
+    assert_eq!(nonempty, searches.len(), "every search finds games");
+    // A limited search for a frequent position walks the games newest
+    // first; it must list the first games the full search lists.
+    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+    let all = pgnload_ok(&db, &["games", "--format", "json", "--fen", start]);
+    let limited = pgnload_ok(
+        &db,
+        &["games", "--format", "json", "--fen", start, "--limit", "5"],
+    );
+    assert_eq!(
+        limited.lines().collect::<Vec<_>>(),
+        all.lines().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        all.lines().count() > 400,
+        "{} games from the start",
+        all.lines().count()
+    );
+    // The Lichess "alice" is one player whatever the spelling; the other
+    // source's `alice` and `Alice` are two.
+    assert_eq!(pgnload_lines(&db, &["--player", "alice"]).len(), 5);
+    assert_eq!(pgnload_lines(&db, &["--player", "Alice"]).len(), 5);
+    // A legal position no game reached, and filters no game passes: empty, exit 0.
+    for args in [
+        vec!["--fen", never_reached],
+        vec!["--player", "alice", "--since", "2100-01-01"],
+        vec!["--player", "bob", "--result", "1/2-1/2"],
+    ] {
+        assert_eq!(pgnload_lines(&db, &args), Vec::<String>::new(), "{args:?}");
+    }
+    // Filters on columns, against the rows themselves.
+    let count = |args: &[&str]| pgnload_lines(&db, args).len().to_string();
+    let sql = |condition: &str| db.psql(&format!("SELECT count(*) FROM games WHERE {condition}"));
+    assert_eq!(
+        count(&["--speed", "blitz"]),
+        sql(
+            "time_initial_s + 40 * time_increment_s >= 180 AND time_initial_s + 40 * time_increment_s < 480"
+        )
+    );
+    assert_eq!(
+        count(&["--speed", "correspondence"]),
+        sql("time_initial_s IS NULL OR time_initial_s + 40 * time_increment_s >= 21600")
+    );
+    assert_eq!(
+        count(&["--min-rating", "2000"]),
+        sql("white_elo >= 2000 AND black_elo >= 2000")
+    );
+    assert_eq!(count(&["--result", "0-1"]), sql("result = -1"));
+    assert_eq!(
+        count(&["--variant", "Chess960"]),
+        sql("variant = 'chess960'")
+    );
+    assert_eq!(
+        count(&["--since", "1997-05-04", "--until", "1997-05-06"]),
+        sql("started_at >= '1997-05-04' AND started_at < '1997-05-07'")
+    );
+    assert_eq!(count(&["--limit", "7"]), "7");
+}
+
+#[test]
+fn json_lines_and_the_table_say_what_the_game_is() {
+    let db = migrated_db("query_json");
+    import(&db, &[&data("lichess-2025-05-sample.pgn")]);
+    let out = pgnload_ok(
+        &db,
+        &["games", "--format", "json", "--player", "RAHMAT_TOJENG"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let game: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    let keys: BTreeSet<&str> = game
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from([
+            "id",
+            "source",
+            "external_id",
+            "white",
+            "black",
+            "white_elo",
+            "black_elo",
+            "result",
+            "started_at",
+            "ply_count",
+            "event"
+        ])
+    );
+    let id = db.psql("SELECT id FROM games WHERE external_id = 'xZhyPFE7'");
+    assert_eq!(game["id"].to_string(), id);
+    assert_eq!(game["source"], "lichess");
+    assert_eq!(game["external_id"], "xZhyPFE7");
+    assert_eq!(game["white"], "rahmat_tojeng");
+    assert_eq!(game["black"], "vckxlrxmz");
+    assert_eq!(game["white_elo"], 1803);
+    assert_eq!(game["black_elo"], 1802);
+    assert_eq!(game["result"], "0-1");
+    assert_eq!(game["started_at"], "2025-05-01T00:00:30+00:00");
+    assert_eq!(game["ply_count"], 36);
+    assert_eq!(
+        game["event"],
+        "Rated Blitz tournament https://lichess.org/tournament/kMtyy84D"
+    );
+    let table = pgnload_ok(&db, &["games", "--player", "rahmat_tojeng"]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 2, "a header and one game: {table}");
+    assert!(
+        rows[1].contains("rahmat_tojeng (1803)") && rows[1].contains("0-1"),
+        "{table}"
+    );
+}
+
+/// `py_pgn_same.py SOURCE WRITTEN` must find no difference.
+fn assert_same_games(source: &Path, written: &Path) {
+    let out = run({
+        let mut c = python_script("py_pgn_same.py");
+        c.arg(source).arg(written);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "{} read back differs:\n{}{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn game_show_and_export_read_back_as_the_source_games() {
+    let dir = scratch_dir("pgnload-show-");
+    for file in data_pgns() {
+        let db = migrated_db("query_show");
+        import(&db, &[&file]);
+        // Every game by `game show ID`, in import order…
+        let ids = db.psql("SELECT id FROM games ORDER BY id");
+        let mut shown = String::new();
+        for id in ids.lines() {
+            shown.push_str(&pgnload_ok(&db, &["game", "show", id]));
+        }
+        let shown_file = dir.path().join("shown.pgn");
+        std::fs::write(&shown_file, &shown).expect("write");
+        assert_same_games(&file, &shown_file);
+        // …and all of them by `export`.
+        let exported = dir.path().join("exported.pgn");
+        let summary = pgnload_ok(&db, &["export", "-o", &exported.display().to_string()]);
+        assert_eq!(
+            summary,
+            format!(
+                "exported {} games to {}\n",
+                ids.lines().count(),
+                exported.display()
+            )
+        );
+        assert_same_games(&file, &exported);
+    }
+    // By natural key, the same text as by id.
+    let db = migrated_db("query_show_key");
+    import(&db, &[&data("lichess-2025-05-sample.pgn")]);
+    let id = db.psql("SELECT id FROM games WHERE source = 'lichess' AND external_id = 'xZhyPFE7'");
+    let by_key = pgnload_ok(&db, &["game", "show", "lichess:xZhyPFE7"]);
+    assert_eq!(by_key, pgnload_ok(&db, &["game", "show", &id]));
+    assert!(by_key.contains("{ [%clk 0:05:00] }"), "{by_key}");
+}
+
+/// Every natural-key row of a database, as text: games (with their
+/// players, event and first/last positions), moves (with their
+/// positions), positions, players and events.
+fn natural_rows(db: &TestDb) -> Vec<(String, String)> {
+    let queries = [
+        (
+            "games",
+            "SELECT g.source, g.external_id, g.site, g.round, wp.username, wp.username_key, bp.username,
+                    g.white_elo, g.black_elo, g.white_rating_diff, g.black_rating_diff, g.time_control,
+                    g.time_initial_s, g.time_increment_s, g.variant, g.termination, g.result, g.eco,
+                    g.opening, g.started_at, g.ply_count, md5(g.moves), g.start_fen, g.tags::text,
+                    e.event_key, e.name, e.kind, ip.normalized_fen, fp.normalized_fen
+             FROM games g LEFT JOIN players wp ON wp.id = g.white_player_id
+             LEFT JOIN players bp ON bp.id = g.black_player_id LEFT JOIN events e ON e.id = g.event_id
+             JOIN positions ip ON ip.id = g.initial_position_id
+             JOIN positions fp ON fp.id = g.final_position_id
+             ORDER BY g.source, g.external_id",
+        ),
+        (
+            "moves",
+            "SELECT g.source, g.external_id, md5(string_agg(concat_ws(',', m.ply, m.uci, m.san,
+                    m.clock_ms, m.eval_cp, m.eval_mate, m.nag, p.normalized_fen, a.normalized_fen),
+                    ';' ORDER BY m.ply)), count(*)
+             FROM moves m JOIN games g ON g.id = m.game_id
+             JOIN positions p ON p.id = m.position_id JOIN positions a ON a.id = m.position_after_id
+             GROUP BY g.source, g.external_id ORDER BY g.source, g.external_id",
+        ),
+        (
+            "positions",
+            "SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
+             FROM positions ORDER BY normalized_fen",
+        ),
+        (
+            "players",
+            "SELECT source, username, username_key, title, is_bot FROM players
+             ORDER BY source, username_key",
+        ),
+        (
+            "events",
+            "SELECT source, event_key, external_id, name, kind FROM events ORDER BY source, event_key",
+        ),
+    ];
+    queries
+        .iter()
+        .flat_map(|(table, sql)| {
+            db.psql(sql)
+                .lines()
+                .map(|line| ((*table).to_owned(), line.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn export_then_import_gives_the_same_rows() {
+    let dir = scratch_dir("pgnload-roundtrip-");
+    let random = dir.path().join("random.pgn");
+    let generated = run({
+        let mut c = python_script("gen_random_games.py");
+        c.args(["--seed", "20261123", "--games", "400", "--out"])
+            .arg(&random);
+        c
+    });
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let edge = dir.path().join("edge.pgn");
+    std::fs::write(&edge, EDGE_PGN).expect("write corpus");
+    let mut files = data_pgns();
+    files.push(random);
+    files.push(edge);
+    let files: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    let original = migrated_db("query_rt_a");
+    import(&original, &files);
+    let exported = dir.path().join("all.pgn");
+    pgnload_ok(
+        &original,
+        &["export", "-o", &exported.display().to_string()],
+    );
+    let copy = migrated_db("query_rt_b");
+    import(&copy, &[&exported]);
+    let (a, b) = (natural_rows(&original), natural_rows(&copy));
+    let games = original.psql("SELECT count(*) FROM games");
+    assert!(games.parse::<u32>().expect("count") > 800, "{games} games");
+    for variant in [
+        "chess960",
+        "crazyhouse",
+        "three_check",
+        "racing_kings",
+        "horde",
+    ] {
+        assert_ne!(
+            original.psql(&format!(
+                "SELECT count(*) FROM games WHERE variant = '{variant}'"
+            )),
+            "0",
+            "the corpus lost its {variant} games"
+        );
+    }
+    let only_a: Vec<_> = a.iter().filter(|row| !b.contains(row)).take(5).collect();
+    let only_b: Vec<_> = b.iter().filter(|row| !a.contains(row)).take(5).collect();
+    assert!(
+        only_a.is_empty() && only_b.is_empty() && a.len() == b.len(),
+        "rows differ ({} vs {}):\noriginal only: {only_a:#?}\ncopy only: {only_b:#?}",
+        a.len(),
+        b.len()
+    );
+    // A filtered export reimports to exactly the games it selected.
+    let zh = dir.path().join("zh.pgn");
+    pgnload_ok(
+        &original,
+        &[
+            "export",
+            "--variant",
+            "crazyhouse",
+            "-o",
+            &zh.display().to_string(),
+        ],
+    );
+    let part = migrated_db("query_rt_c");
+    import(&part, &[&zh]);
+    assert_eq!(
+        part.psql("SELECT string_agg(external_id, ',' ORDER BY external_id) FROM games"),
+        original.psql(
+            "SELECT string_agg(external_id, ',' ORDER BY external_id) FROM games
+             WHERE variant = 'crazyhouse'"
+        )
+    );
+}
+
+#[test]
+fn bad_input_gets_a_message_and_exit_code_2() {
+    let db = migrated_db("query_bad");
+    import(
+        &db,
+        &[
+            &data("kasparov-deep-blue-1997.pgn"),
+            &data("saturs-jannlee-zh-lichess.pgn"),
+        ],
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["games", "--player", "nobody"],
+            "--player: no player called \"nobody\"",
+        ),
+        // Not Lichess: names are exact.
+        (
+            vec!["games", "--player", "garry kasparov"],
+            "no player called",
+        ),
+        (
+            vec![
+                "games",
+                "--player",
+                "Garry Kasparov",
+                "--opponent",
+                "nobody",
+            ],
+            "--opponent: no player called \"nobody\"",
+        ),
+        (vec!["games", "--fen", "not a fen"], "FEN"),
+        (
+            vec![
+                "games",
+                "--fen",
+                "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+                "--variant",
+                "racing_kings",
+            ],
+            "not a legal racing_kings position",
+        ),
+        (
+            vec![
+                "export",
+                "--fen",
+                "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR[Q] w KQkq - 0 1",
+            ],
+            "not a legal standard position",
+        ),
+        (vec!["game", "show", "999999"], "game 999999: no such game"),
+        (
+            vec!["game", "show", "lichess:zzzzzzzz"],
+            "game lichess:zzzzzzzz: no such game",
+        ),
+        (
+            vec!["games", "--since", "2024-02-01", "--until", "2024-01-01"],
+            "is after --until",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = pgnload(&db, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?} printed {:?}", out.stdout);
+    }
+    // Not a game reference at all: clap's usage error.
+    let out = pgnload(&db, &["game", "show", "ENPo6ReH"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE:EXTERNAL_ID"));
+}
+
+#[test]
+fn the_commands_work_on_the_embedded_cluster() {
+    let dir = scratch_dir("pgnload-query-embedded-");
+    let data_dir = dir.path().join("data");
+    let ok = |args: &[&str]| {
+        let out = run({
+            let mut c = embedded_pgnload(&data_dir);
+            c.arg("-q").args(args);
+            c
+        });
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let source = data("kasparov-deep-blue-1997.pgn");
+    ok(&["import", &source.display().to_string()]);
+    let listed = ok(&["games", "--format", "json", "--player", "Garry Kasparov"]);
+    assert_eq!(listed.lines().count(), 6, "{listed}");
+    let shown = dir.path().join("shown.pgn");
+    let mut text = String::new();
+    for id in 1..=6 {
+        text.push_str(&ok(&["game", "show", &id.to_string()]));
+    }
+    std::fs::write(&shown, text).expect("write");
+    let exported = dir.path().join("export.pgn");
+    ok(&["export", "-o", &exported.display().to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(&exported).expect("export"),
+        std::fs::read_to_string(&shown).expect("shown"),
+        "export writes what game show writes"
+    );
+    assert_same_games(&source, &exported);
+    ok(&["db", "stop"]);
+}
