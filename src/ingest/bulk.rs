@@ -523,14 +523,9 @@ pub async fn finish(
     load_id: i64,
     evicted: bool,
     interrupts: &Arc<AtomicUsize>,
-    quiet: bool,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<FinishReport>, Error> {
     let started = Instant::now();
-    let say = |text: String| {
-        if !quiet {
-            eprintln!("pgnload: bulk load: {text}");
-        }
-    };
     let needs_dedup: bool = client
         .query_one(
             "UPDATE import_bulk_loads SET state = 'finishing', updated_at = now(),
@@ -544,10 +539,10 @@ pub async fn finish(
     end_orphaned_rebuilds(client).await?;
     let mut report = FinishReport::default();
     if needs_dedup {
-        say("merging duplicate positions".into());
+        say("merging duplicate positions");
         report.duplicates_merged = merge_duplicates(client, load_id).await?;
         report.dedup_s = started.elapsed().as_secs_f64();
-        say(format!(
+        say(&format!(
             "{} duplicate positions merged in {:.1} s",
             report.duplicates_merged, report.dedup_s
         ));
@@ -576,7 +571,7 @@ pub async fn finish(
             work.push_back((name, create_sql));
         }
     }
-    say(format!(
+    say(&format!(
         "rebuilding {} indexes and constraints, then analyzing",
         work.len()
     ));
@@ -600,7 +595,7 @@ pub async fn finish(
             connection,
             Arc::clone(&work),
             Arc::clone(interrupts),
-            quiet,
+            say,
         ));
     }
     for result in futures_util::future::join_all(workers).await {
@@ -619,7 +614,7 @@ pub async fn finish(
         )
         .await
         .map_err(db_err("marking the bulk load done"))?;
-    say(format!(
+    say(&format!(
         "indexes and constraints rebuilt, tables analyzed in {:.1} s",
         report.rebuild_s
     ));
@@ -632,7 +627,7 @@ async fn rebuild_worker(
     connection: db::Database,
     work: Arc<Mutex<VecDeque<(String, String)>>>,
     interrupts: Arc<AtomicUsize>,
-    quiet: bool,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<(), Error> {
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
@@ -652,8 +647,8 @@ async fn rebuild_worker(
             .await
             .map_err(db_err(format!("rebuilding {name}")))?;
         let seconds = started.elapsed().as_secs_f64();
-        if !quiet && seconds >= 1.0 {
-            eprintln!("pgnload: bulk load: {name} in {seconds:.1} s");
+        if seconds >= 1.0 {
+            say(&format!("{name} in {seconds:.1} s"));
         }
     }
     connection.close()

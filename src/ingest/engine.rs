@@ -3,9 +3,9 @@
 //! It exists apart from `cmd::import` so that anything (the command today,
 //! other front ends later) can import without clap: it takes settings, an
 //! [`ImportJob`] and an interrupt counter, and hands back an
-//! [`ExitStatus`] and a [`Summary`]. It must not parse arguments nor print
-//! the summary; it writes only the diagnostics of a run in progress
-//! (retries, resumes, skipped inputs) to stderr.
+//! [`ExitStatus`]; what it has to say (progress, retries, resumes, skipped
+//! inputs, the summary) goes to the front end's [`Reporter`]. It must not
+//! parse arguments nor print.
 //!
 //! Inputs are imported one at a time. For each: identify it by fingerprint,
 //! take an advisory lock on it (two cron runs never import one file at
@@ -31,6 +31,7 @@ use std::{
 use crate::{
     config::Settings,
     error::{Error, ExitStatus},
+    ingest::report::{BulkOutcome, Notice, Reporter, Summary, Totals},
     ingest::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
@@ -41,7 +42,7 @@ use crate::{
             prepare_connection, resolve_positions, to_i64, write_games,
         },
     },
-    progress::{Progress, Snapshot},
+    progress::Snapshot,
     store::db::{self, Database, Target, db_err},
 };
 
@@ -57,56 +58,6 @@ pub struct ImportJob<'a> {
     pub restart: bool,
     /// Skip a busy input or database instead of waiting (see `--no-wait`).
     pub no_wait: bool,
-}
-
-/// Totals of a run; `read = imported + present + rejected` always holds.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Totals {
-    /// Game, position and move counts.
-    pub games: BatchStats,
-    /// Inputs imported to their end.
-    pub files_done: u64,
-    /// Inputs skipped: imported already, or busy with `--no-wait`.
-    pub files_skipped: u64,
-    /// Inputs that failed (the others go on).
-    pub files_failed: u64,
-    /// Inputs stopped by a signal or `--max-rejects`; a rerun resumes them.
-    pub files_interrupted: u64,
-}
-
-/// What a run did, handed to the command to print.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    /// The database, described without its password.
-    pub target: String,
-    /// Counts of the run.
-    pub totals: Totals,
-    /// Time since the run began.
-    pub elapsed: Duration,
-    /// What became of the bulk load, if the run chose one.
-    pub bulk: BulkOutcome,
-}
-
-/// How the run's load mode ended.
-#[derive(Debug, Clone, Copy)]
-pub enum BulkOutcome {
-    /// Incremental mode.
-    Incremental,
-    /// Bulk mode was chosen, but no input had games to read: no load
-    /// began, and the indexes were left alone.
-    NothingToLoad,
-    /// Bulk load `load` finished: indexes rebuilt.
-    Finished {
-        /// `import_bulk_loads.id`.
-        load: i64,
-        /// What its finish did.
-        report: FinishReport,
-    },
-    /// Bulk load `load` is unfinished: a rerun rebuilds the indexes.
-    Unfinished {
-        /// `import_bulk_loads.id`.
-        load: i64,
-    },
 }
 
 /// How one input ended.
@@ -137,7 +88,7 @@ struct Importer<'a> {
     /// The mode and lock this run holds (taken again after the control
     /// connection was replaced).
     chosen: Chosen,
-    progress: Progress,
+    reporter: &'a dyn Reporter,
     totals: Totals,
     run_id: i64,
     interrupts: Arc<AtomicUsize>,
@@ -206,14 +157,13 @@ impl GameCounts {
 
 /// Runs an import: `job.inputs` one at a time into the database of
 /// `settings`, stopping at the next batch boundary once `interrupts` is
-/// non-zero. `summarize` is given what the run did before its connections
-/// close (the command prints it); the status says how the run ended.
+/// non-zero. `reporter` is told what happens, and given the summary before
+/// the connections close; the status says how the run ended.
 pub async fn import(
     settings: &Settings,
     job: &ImportJob<'_>,
     interrupts: Arc<AtomicUsize>,
-    quiet: bool,
-    summarize: impl FnOnce(&Summary),
+    reporter: &dyn Reporter,
 ) -> Result<ExitStatus, Error> {
     let target = settings.target();
     let rejects_file = match job.rejects {
@@ -241,7 +191,7 @@ pub async fn import(
         match start(&target, settings, job).await {
             Ok(start) => break start,
             Err(error) => {
-                if !retry.wait(&error, false).await {
+                if !retry.wait(&error, false, reporter).await {
                     return Err(error);
                 }
             }
@@ -249,13 +199,11 @@ pub async fn import(
     };
     if let Target::Url(_) = &target {
         for advice in crate::store::tuning::advice(&control.client).await? {
-            eprintln!("pgnload: advice: {advice}");
+            reporter.notice(&Notice::Advice(&advice));
         }
     }
     let Some(chosen) = chosen else {
-        eprintln!(
-            "pgnload: a bulk load holds the database (or other imports block one); skipped (--no-wait)"
-        );
+        reporter.notice(&Notice::DatabaseBusy);
         control
             .client
             .execute(
@@ -274,7 +222,7 @@ pub async fn import(
         // until it finishes, whatever this run imports); a new one
         // begins with the first input that has games to read.
         (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
-            eprintln!("pgnload: continuing an unfinished bulk load");
+            reporter.notice(&Notice::ContinuingBulkLoad);
             (mode, Some(id))
         }
         (Chosen::Bulk { .. }, None) | (Chosen::Incremental, _) => (WriteMode::Incremental, None),
@@ -292,7 +240,7 @@ pub async fn import(
         bulk_load,
         bulk_report: None,
         chosen,
-        progress: Progress::new(quiet),
+        reporter,
         totals: Totals::default(),
         run_id,
         interrupts,
@@ -303,7 +251,7 @@ pub async fn import(
         bulk_pending,
     };
     let mut status = importer.run_all().await;
-    importer.progress.finish();
+    reporter.inputs_ended();
     // Interrupted: the user asked to stop now, and a rerun finishes.
     // Stopped for too many rejects: the load is finished so that the
     // database is not left without indexes while the rejects are fixed.
@@ -317,7 +265,7 @@ pub async fn import(
         Some(load),
     ) = (&status, importer.bulk_load)
     {
-        match importer.finish_bulk(load, quiet).await {
+        match importer.finish_bulk(load).await {
             Ok(Some(report)) => importer.bulk_report = Some(report),
             Ok(None) => status = Ok(ExitStatus::Interrupted),
             Err(error) => status = Err(error),
@@ -326,7 +274,7 @@ pub async fn import(
     if let Ok(code) = status {
         importer.record_run(code).await?;
     }
-    summarize(&importer.summary());
+    reporter.summary(&importer.summary());
     let Importer {
         db,
         positions_db,
@@ -424,13 +372,13 @@ impl Retry {
 
     /// Waits before the next attempt; `false` when `error` is not worth
     /// retrying or time is up.
-    async fn wait(&mut self, error: &Error, closed: bool) -> bool {
+    async fn wait(&mut self, error: &Error, closed: bool, reporter: &dyn Reporter) -> bool {
         if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
             return false;
         }
         let delay = db::backoff(self.attempt);
         self.attempt += 1;
-        eprintln!("pgnload: {error}; retrying in {:.1}s", delay.as_secs_f64());
+        reporter.notice(&Notice::Retrying { error, delay });
         tokio::time::sleep(delay).await;
         true
     }
@@ -447,6 +395,7 @@ async fn retry_on<T>(
     target: &Target,
     retry_seconds: u64,
     reconnect_dropped: bool,
+    reporter: &dyn Reporter,
     mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let mut retry = Retry::new(retry_seconds);
@@ -462,27 +411,27 @@ async fn retry_on<T>(
             }
         };
         let closed = db.client.is_closed();
-        if (closed && !reconnect_dropped) || !retry.wait(&error, closed).await {
+        if (closed && !reconnect_dropped) || !retry.wait(&error, closed, reporter).await {
             return Err(error);
         }
         if db.client.is_closed() {
-            reconnect(db, target, true).await;
+            reconnect(db, target, true, reporter).await;
         }
     }
 }
 
 /// Replaces a dropped connection; failures are left for the next retry.
-async fn reconnect(slot: &mut Database, target: &Target, staging: bool) {
+async fn reconnect(slot: &mut Database, target: &Target, staging: bool, reporter: &dyn Reporter) {
     match db::connect(target).await {
         Ok(db) => {
             if staging && let Err(e) = prepare_connection(&db.client).await {
-                eprintln!("pgnload: reconnect: {e}");
+                reporter.notice(&Notice::ReconnectFailed(&e));
                 return;
             }
             let old = std::mem::replace(slot, db);
             let _ = old.close();
         }
-        Err(e) => eprintln!("pgnload: reconnect: {e}"),
+        Err(e) => reporter.notice(&Notice::ReconnectFailed(&e)),
     }
 }
 
@@ -522,16 +471,16 @@ impl Importer<'_> {
             let closed = [&self.control, &self.db, &self.positions_db]
                 .iter()
                 .any(|db| db.client.is_closed());
-            if !retry.wait(&error, closed).await {
+            if !retry.wait(&error, closed, self.reporter).await {
                 return Err(error);
             }
             for data in [&mut self.db, &mut self.positions_db] {
                 if data.client.is_closed() {
-                    reconnect(data, &self.target, true).await;
+                    reconnect(data, &self.target, true, self.reporter).await;
                 }
             }
             if self.control.client.is_closed() {
-                reconnect(&mut self.control, &self.target, false).await;
+                reconnect(&mut self.control, &self.target, false, self.reporter).await;
                 self.relock().await?;
             }
         }
@@ -555,15 +504,17 @@ impl Importer<'_> {
 
     /// Finishes the bulk load, retrying (on a new connection if needed)
     /// after transient failures: every step is idempotent.
-    async fn finish_bulk(&mut self, load: i64, quiet: bool) -> Result<Option<FinishReport>, Error> {
+    async fn finish_bulk(&mut self, load: i64) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
-        let (target, interrupts) = (&self.target, &self.interrupts);
+        let (target, interrupts, reporter) = (&self.target, &self.interrupts, self.reporter);
+        let say = |text: &str| reporter.notice(&Notice::BulkLoad(text));
         retry_on(
             &mut self.db,
             target,
             self.settings.retry_seconds,
             true,
-            async |client| bulk::finish(target, client, load, evicted, interrupts, quiet).await,
+            reporter,
+            async |client| bulk::finish(target, client, load, evicted, interrupts, &say).await,
         )
         .await
     }
@@ -617,13 +568,11 @@ impl Importer<'_> {
                 InputEnd::Done => self.totals.files_done += 1,
                 InputEnd::AlreadyImported => {
                     self.totals.files_skipped += 1;
-                    eprintln!("pgnload: {name}: already imported, skipped");
+                    self.reporter.notice(&Notice::AlreadyImported(name));
                 }
                 InputEnd::Busy => {
                     self.totals.files_skipped += 1;
-                    eprintln!(
-                        "pgnload: {name}: another pgnload is importing it; skipped (--no-wait)"
-                    );
+                    self.reporter.notice(&Notice::InputBusy(name));
                 }
                 InputEnd::Interrupted => {
                     self.totals.files_interrupted += 1;
@@ -632,21 +581,17 @@ impl Importer<'_> {
                 }
                 InputEnd::TooManyRejects => {
                     self.totals.files_interrupted += 1;
-                    eprintln!(
-                        "pgnload: more than {} games rejected; stopping (rerun to continue)",
-                        self.settings.max_rejects
-                    );
+                    self.reporter
+                        .notice(&Notice::TooManyRejects(self.settings.max_rejects));
                     status = ExitStatus::TooManyRejects;
                     break;
                 }
                 InputEnd::Failed(error) => {
                     self.totals.files_failed += 1;
-                    let text = crate::error::report(&error);
-                    if text.contains(name.as_str()) {
-                        eprintln!("pgnload: {text}");
-                    } else {
-                        eprintln!("pgnload: {name}: {text}");
-                    }
+                    self.reporter.notice(&Notice::InputFailed {
+                        input: name,
+                        error: &error,
+                    });
                 }
             }
         }
@@ -729,7 +674,7 @@ impl Importer<'_> {
             if self.job.no_wait {
                 return Ok(InputEnd::Busy);
             }
-            eprintln!("pgnload: {name}: another pgnload is importing it; waiting for it");
+            self.reporter.notice(&Notice::WaitingForInput(name));
             self.control
                 .client
                 .execute("SELECT pg_advisory_lock($1)", &[&key])
@@ -845,9 +790,11 @@ impl Importer<'_> {
                     (row.get(2), row.get(3))
                 };
                 if bytes > 0 {
-                    eprintln!(
-                        "pgnload: {name}: resuming after game #{games} (byte {bytes} of the decompressed stream)"
-                    );
+                    self.reporter.notice(&Notice::Resuming {
+                        input: name,
+                        games,
+                        bytes,
+                    });
                 }
                 (row.get::<_, i64>(0), games, bytes)
             }
@@ -959,7 +906,7 @@ impl Importer<'_> {
                     Ok(Event::Opened {
                         len, consumed: c, ..
                     }) => {
-                        self.progress.start_input(name, len);
+                        self.reporter.input_opened(name, len);
                         consumed = Some(c);
                         continue;
                     }
@@ -1013,7 +960,7 @@ impl Importer<'_> {
                 let bytes = consumed
                     .as_ref()
                     .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
-                self.progress.update(Snapshot {
+                self.reporter.progress(Snapshot {
                     games: self.totals.games.read,
                     positions: self.totals.games.positions_new + self.totals.games.positions_reused,
                     memory_hit_rate: self.totals.games.memory_hit_rate(),
@@ -1128,7 +1075,7 @@ impl Importer<'_> {
         Option<Result<WrittenBatch, Error>>,
     ) {
         let retry_seconds = self.settings.retry_seconds;
-        let target = &self.target;
+        let (target, reporter) = (&self.target, self.reporter);
         let (mut position_seq, mut game_seq) = self.write_mode.sequences();
         let cache = &mut self.cache;
         let positions_db = &mut self.positions_db;
@@ -1136,16 +1083,24 @@ impl Importer<'_> {
         let resolve = async {
             let batch = next?;
             Some(
-                retry_on(positions_db, target, retry_seconds, false, async |client| {
-                    resolve_positions(client, batch, file, cache, position_seq.as_deref_mut()).await
-                })
+                retry_on(
+                    positions_db,
+                    target,
+                    retry_seconds,
+                    false,
+                    reporter,
+                    async |client| {
+                        resolve_positions(client, batch, file, cache, position_seq.as_deref_mut())
+                            .await
+                    },
+                )
                 .await,
             )
         };
         let write = async {
             let (batch, resolved) = ready?;
             Some(
-                retry_on(db, target, retry_seconds, false, async |client| {
+                retry_on(db, target, retry_seconds, false, reporter, async |client| {
                     write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
                 })
                 .await,
@@ -1158,7 +1113,7 @@ impl Importer<'_> {
     fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
         let shown_before = self.totals.games.conflicts;
         for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
-            warn_conflict(batch, conflict, ordinal);
+            self.warn_conflict(batch, conflict, ordinal);
         }
         self.totals.games.add(written.stats);
         if let Some(out) = &mut self.rejects_file {
@@ -1173,6 +1128,24 @@ impl Importer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Says where a conflicting game and the game holding its id are (the
+    /// first few of a run; `import_conflicts` has them all).
+    fn warn_conflict(&self, batch: &Batch, conflict: &Conflict, ordinal: u64) {
+        const SHOWN: u64 = 10;
+        if ordinal >= SHOWN {
+            if ordinal == SHOWN {
+                self.reporter.notice(&Notice::MoreConflicts);
+            }
+            return;
+        }
+        if let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) {
+            self.reporter.notice(&Notice::Conflict {
+                game: &game.pos,
+                conflict,
+            });
+        }
     }
 
     /// What the run did, for the summary.
@@ -1193,37 +1166,6 @@ impl Importer<'_> {
             bulk,
         }
     }
-}
-
-/// Says where a conflicting game and the game holding its id are (the
-/// first few of a run; `import_conflicts` has them all).
-fn warn_conflict(batch: &Batch, conflict: &Conflict, ordinal: u64) {
-    const SHOWN: u64 = 10;
-    if ordinal >= SHOWN {
-        if ordinal == SHOWN {
-            eprintln!("pgnload: more conflicts are not shown; see import_conflicts");
-        }
-        return;
-    }
-    let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) else {
-        return;
-    };
-    let holder = &conflict.holder;
-    let place = match (holder.game_number, holder.byte_offset) {
-        (Some(number), Some(offset)) => format!("game #{number} at byte {offset}"),
-        (Some(number), None) => format!("game #{number}"),
-        _ => "a game".to_owned(),
-    };
-    let held_by = match (&holder.game_id, &holder.path) {
-        (Some(id), Some(path)) => format!("games.id {id} ({path}, {place})"),
-        (Some(id), None) => format!("games.id {id}"),
-        (None, _) => format!("{place} of the same input"),
-    };
-    eprintln!(
-        "pgnload: {}: id {}:{} is already held by {held_by} with other moves; \
-         not imported (recorded in import_conflicts)",
-        game.pos, conflict.source, conflict.external_id
-    );
 }
 
 /// `games.source` of games without a Lichess id when `--source` is not
