@@ -23,7 +23,7 @@ use std::{
     path::Path,
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -70,42 +70,134 @@ enum InputEnd {
     Failed(Error),
 }
 
-/// Everything an input's import needs.
+/// Everything an input's import needs, grouped by idea.
 struct Importer<'a> {
-    settings: &'a Settings,
-    job: &'a ImportJob<'a>,
-    target: Target,
-    /// Writes games, moves and checkpoints (and finishes a bulk load).
-    db: Database,
-    /// Resolves positions, one batch ahead of `db`.
-    positions_db: Database,
-    control: Database,
+    /// What the run was given, and its identity.
+    run: RunContext<'a>,
+    /// The run's three database sessions.
+    conns: Connections,
+    /// The load mode and where its bulk load stands.
+    load: Load,
+    /// Position ids known to be committed, so that a batch's positions are
+    /// resolved without the database where possible.
     cache: PositionCache,
-    write_mode: WriteMode,
-    /// The bulk load this run is part of.
-    bulk_load: Option<i64>,
-    bulk_report: Option<FinishReport>,
-    /// The mode and lock this run holds (taken again after the control
-    /// connection was replaced).
-    chosen: Chosen,
-    reporter: &'a dyn Reporter,
-    totals: Totals,
-    run_id: i64,
-    interrupts: Arc<AtomicUsize>,
-    rejects_file: Option<File>,
-    started: Instant,
     /// Set when an attempt at an input failed: a connection may have been
     /// replaced, and a server crash may have lost commits the importer
     /// saw succeed, so the position map and the checkpoint are re-read
     /// from the database before anything is written again.
     stale: bool,
-    /// The input being imported, across the attempts a lost connection
-    /// forces: what the database and the totals held when it began.
-    attempt: Option<InputAttempt>,
+    /// The run's counts.
+    tally: Tally,
+}
+
+/// What a run was given and what identifies it; fixed for the run.
+struct RunContext<'a> {
+    settings: &'a Settings,
+    job: &'a ImportJob<'a>,
+    target: Target,
+    /// `import_runs.id`.
+    id: i64,
+    interrupts: Arc<AtomicUsize>,
+    reporter: &'a dyn Reporter,
+    /// `--rejects`, opened for appending.
+    rejects_file: Option<File>,
+    started: Instant,
+}
+
+/// The run's database sessions: two data connections, so that PostgreSQL
+/// works on both phases of the write at once, and one for bookkeeping and
+/// the locks, which live as long as its session.
+struct Connections {
+    /// Writes games, moves and checkpoints (and finishes a bulk load).
+    db: Database,
+    /// Resolves positions, one batch ahead of `db`.
+    positions_db: Database,
+    /// Runs, inputs, checkpoints' states and the advisory locks.
+    control: Database,
+}
+
+impl Connections {
+    /// Closes the three sessions, reporting the first failure.
+    fn close(self) -> Result<(), Error> {
+        self.db.close()?;
+        self.positions_db.close()?;
+        self.control.close()
+    }
+}
+
+/// The run's load mode.
+struct Load {
+    /// The mode and lock this run holds (taken again after the control
+    /// connection was replaced).
+    chosen: Chosen,
+    /// How batches are written (a bulk load's id sequences, or none).
+    write_mode: WriteMode,
+    bulk: BulkState,
+}
+
+impl Load {
+    /// The load of a run that chose `chosen` and found the unfinished bulk
+    /// load `resumed`, if any.
+    fn new(chosen: Chosen, resumed: Option<BulkLoad>, reporter: &dyn Reporter) -> Load {
+        match (chosen, resumed) {
+            // An unfinished load is continued (its tables have no indexes
+            // until it finishes, whatever this run imports); a new one
+            // begins with the first input that has games to read.
+            (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
+                reporter.notice(&Notice::ContinuingBulkLoad);
+                Load {
+                    chosen,
+                    write_mode: mode,
+                    bulk: BulkState::Open(id),
+                }
+            }
+            (Chosen::Bulk { .. }, None) => Load {
+                chosen,
+                write_mode: WriteMode::Incremental,
+                bulk: BulkState::Pending,
+            },
+            (Chosen::Incremental, _) => Load {
+                chosen,
+                write_mode: WriteMode::Incremental,
+                bulk: BulkState::None,
+            },
+        }
+    }
+}
+
+/// Where the run's bulk load stands.
+#[derive(Debug, Clone, Copy)]
+enum BulkState {
+    /// Incremental mode: no bulk load.
+    None,
     /// Bulk mode was chosen but no load begun yet: it begins (dropping the
     /// indexes) with the first input that has games to read, so that a run
     /// whose inputs were all imported already leaves the indexes alone.
-    bulk_pending: bool,
+    Pending,
+    /// Bulk load `import_bulk_loads.id` is open: begun or continued.
+    Open(i64),
+    /// Bulk load `import_bulk_loads.id` was finished by this run.
+    Finished(i64, FinishReport),
+}
+
+impl BulkState {
+    /// What the summary says of it.
+    fn outcome(self) -> BulkOutcome {
+        match self {
+            BulkState::None => BulkOutcome::Incremental,
+            BulkState::Pending => BulkOutcome::NothingToLoad,
+            BulkState::Open(load) => BulkOutcome::Unfinished { load },
+            BulkState::Finished(load, report) => BulkOutcome::Finished { load, report },
+        }
+    }
+}
+
+/// The run's counts, and the input whose counts are being taken.
+struct Tally {
+    totals: Totals,
+    /// The input being imported, across the attempts a lost connection
+    /// forces: what the database and the totals held when it began.
+    attempt: Option<InputAttempt>,
 }
 
 /// The start of an input's import, kept across retried attempts so that
@@ -179,32 +271,21 @@ pub async fn import(
         ),
         None => None,
     };
-    let mut retry = Retry::new(settings.retry_seconds);
     let Start {
-        db,
-        positions_db,
-        control,
+        conns,
         run_id,
         chosen,
         resumed,
-    } = loop {
-        match start(&target, settings, job).await {
-            Ok(start) => break start,
-            Err(error) => {
-                if !retry.wait(&error, false, reporter).await {
-                    return Err(error);
-                }
-            }
-        }
-    };
+    } = start_retrying(&target, settings, job, reporter).await?;
     if let Target::Url(_) = &target {
-        for advice in crate::store::tuning::advice(&control.client).await? {
+        for advice in crate::store::tuning::advice(&conns.control.client).await? {
             reporter.notice(&Notice::Advice(&advice));
         }
     }
     let Some(chosen) = chosen else {
         reporter.notice(&Notice::DatabaseBusy);
-        control
+        conns
+            .control
             .client
             .execute(
                 "UPDATE import_runs SET finished_at = now(), status = 'skipped' WHERE id = $1",
@@ -212,79 +293,56 @@ pub async fn import(
             )
             .await
             .map_err(db_err("recording the run"))?;
-        db.close()?;
-        positions_db.close()?;
-        control.close()?;
+        conns.close()?;
         return Ok(ExitStatus::Clean);
     };
-    let (write_mode, bulk_load) = match (chosen, resumed) {
-        // An unfinished load is continued (its tables have no indexes
-        // until it finishes, whatever this run imports); a new one
-        // begins with the first input that has games to read.
-        (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
-            reporter.notice(&Notice::ContinuingBulkLoad);
-            (mode, Some(id))
-        }
-        (Chosen::Bulk { .. }, None) | (Chosen::Incremental, _) => (WriteMode::Incremental, None),
-    };
-    let bulk_pending = matches!(chosen, Chosen::Bulk { .. }) && bulk_load.is_none();
+    let load = Load::new(chosen, resumed, reporter);
     let mut importer = Importer {
-        settings,
-        job,
-        target,
-        db,
-        positions_db,
-        control,
+        run: RunContext {
+            settings,
+            job,
+            target,
+            id: run_id,
+            interrupts,
+            reporter,
+            rejects_file,
+            started: Instant::now(),
+        },
+        conns,
+        load,
         cache: PositionCache::new(settings.cache_positions),
-        write_mode,
-        bulk_load,
-        bulk_report: None,
-        chosen,
-        reporter,
-        totals: Totals::default(),
-        run_id,
-        interrupts,
-        rejects_file,
-        started: Instant::now(),
         stale: false,
-        attempt: None,
-        bulk_pending,
+        tally: Tally {
+            totals: Totals::default(),
+            attempt: None,
+        },
     };
-    let mut status = importer.run_all().await;
+    let status = importer.run_all().await;
     reporter.inputs_ended();
-    // Interrupted: the user asked to stop now, and a rerun finishes.
-    // Stopped for too many rejects: the load is finished so that the
-    // database is not left without indexes while the rejects are fixed.
-    if let (
-        Ok(
-            ExitStatus::Clean
-            | ExitStatus::CompletedWithRejects
-            | ExitStatus::Failed
-            | ExitStatus::TooManyRejects,
-        ),
-        Some(load),
-    ) = (&status, importer.bulk_load)
-    {
-        match importer.finish_bulk(load).await {
-            Ok(Some(report)) => importer.bulk_report = Some(report),
-            Ok(None) => status = Ok(ExitStatus::Interrupted),
-            Err(error) => status = Err(error),
+    let status = importer.end_run(status).await;
+    reporter.summary(&importer.summary());
+    importer.conns.close()?;
+    status
+}
+
+/// [`start`], retried as a whole after a transient failure.
+async fn start_retrying(
+    target: &Target,
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    reporter: &dyn Reporter,
+) -> Result<Start, Error> {
+    let mut retry = Retry::new(settings.retry_seconds);
+    loop {
+        match start(target, settings, job).await {
+            Ok(start) => return Ok(start),
+            Err(error) => {
+                if !retry.wait(&error, false, reporter).await {
+                    return Err(error);
+                }
+            }
         }
     }
-    if let Ok(code) = status {
-        importer.record_run(code).await?;
-    }
-    reporter.summary(&importer.summary());
-    let Importer {
-        db,
-        positions_db,
-        control,
-        ..
-    } = importer;
-    db.close()?;
-    positions_db.close()?;
-    control.close()?;
-    status
 }
 
 fn hostname() -> Option<String> {
@@ -303,9 +361,7 @@ pub fn lock_key(fingerprint: &str) -> i64 {
 
 /// The connections and decisions a run starts with.
 struct Start {
-    db: Database,
-    positions_db: Database,
-    control: Database,
+    conns: Connections,
     run_id: i64,
     /// `None`: skipped, because the lock is taken and `--no-wait` was given.
     chosen: Option<Chosen>,
@@ -346,9 +402,11 @@ async fn start(target: &Target, settings: &Settings, job: &ImportJob<'_>) -> Res
         .map_err(db_err("registering the run"))?
         .get(0);
     Ok(Start {
-        db,
-        positions_db,
-        control,
+        conns: Connections {
+            db,
+            positions_db,
+            control,
+        },
         run_id,
         chosen,
         resumed,
@@ -445,7 +503,8 @@ impl Importer<'_> {
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, Error> {
         self.retrying_control(async |this: &mut Self| {
-            this.control
+            this.conns
+                .control
                 .client
                 .execute(sql, params)
                 .await
@@ -462,25 +521,35 @@ impl Importer<'_> {
         &mut self,
         mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let mut retry = Retry::new(self.settings.retry_seconds);
+        let mut retry = Retry::new(self.run.settings.retry_seconds);
         loop {
             let error = match op(self).await {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
-            let closed = [&self.control, &self.db, &self.positions_db]
-                .iter()
-                .any(|db| db.client.is_closed());
-            if !retry.wait(&error, closed, self.reporter).await {
+            let closed = [
+                &self.conns.control,
+                &self.conns.db,
+                &self.conns.positions_db,
+            ]
+            .iter()
+            .any(|db| db.client.is_closed());
+            if !retry.wait(&error, closed, self.run.reporter).await {
                 return Err(error);
             }
-            for data in [&mut self.db, &mut self.positions_db] {
+            for data in [&mut self.conns.db, &mut self.conns.positions_db] {
                 if data.client.is_closed() {
-                    reconnect(data, &self.target, true, self.reporter).await;
+                    reconnect(data, &self.run.target, true, self.run.reporter).await;
                 }
             }
-            if self.control.client.is_closed() {
-                reconnect(&mut self.control, &self.target, false, self.reporter).await;
+            if self.conns.control.client.is_closed() {
+                reconnect(
+                    &mut self.conns.control,
+                    &self.run.target,
+                    false,
+                    self.run.reporter,
+                )
+                .await;
                 self.relock().await?;
             }
         }
@@ -489,10 +558,10 @@ impl Importer<'_> {
     /// The import lock went with the old control session: take it again,
     /// without waiting (someone taking it meanwhile is not safe to join).
     async fn relock(&mut self) -> Result<(), Error> {
-        if self.control.client.is_closed() {
+        if self.conns.control.client.is_closed() {
             return Ok(());
         }
-        if self.chosen.relock(&self.control.client).await? {
+        if self.load.chosen.relock(&self.conns.control.client).await? {
             Ok(())
         } else {
             Err(Error::Conflict(
@@ -506,12 +575,13 @@ impl Importer<'_> {
     /// after transient failures: every step is idempotent.
     async fn finish_bulk(&mut self, load: i64) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
-        let (target, interrupts, reporter) = (&self.target, &self.interrupts, self.reporter);
+        let (target, interrupts, reporter) =
+            (&self.run.target, &self.run.interrupts, self.run.reporter);
         let say = |text: &str| reporter.notice(&Notice::BulkLoad(text));
         retry_on(
-            &mut self.db,
+            &mut self.conns.db,
             target,
-            self.settings.retry_seconds,
+            self.run.settings.retry_seconds,
             true,
             reporter,
             async |client| bulk::finish(target, client, load, evicted, interrupts, &say).await,
@@ -524,7 +594,7 @@ impl Importer<'_> {
     /// in the database says where to resume, and a failed attempt marks
     /// the importer's own state stale so that it is re-read first).
     async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
-        self.attempt = None;
+        self.tally.attempt = None;
         self.retrying_control(async |this: &mut Self| {
             let end = this.import_input(index, name).await;
             if end.is_err() {
@@ -540,9 +610,9 @@ impl Importer<'_> {
     /// the forgotten positions come again as new rows, so the load is
     /// marked to merge duplicates at its finish.
     async fn forget_unverified(&mut self) -> Result<(), Error> {
-        self.cache = PositionCache::new(self.settings.cache_positions);
-        if let Some(load) = self.bulk_load {
-            self.control
+        self.cache = PositionCache::new(self.run.settings.cache_positions);
+        if let BulkState::Open(load) = self.load.bulk {
+            self.conns.control
                 .client
                 .execute(
                     "UPDATE import_bulk_loads SET needs_dedup = true, updated_at = now() WHERE id = $1",
@@ -554,8 +624,40 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// Ends the run after its inputs: finishes the bulk load unless the
+    /// run was interrupted (the user asked to stop now, and a rerun
+    /// finishes it; stopped for too many rejects, the load is finished so
+    /// that the database is not left without indexes while the rejects are
+    /// fixed), then records how the run ended.
+    async fn end_run(
+        &mut self,
+        mut status: Result<ExitStatus, Error>,
+    ) -> Result<ExitStatus, Error> {
+        if let (
+            Ok(
+                ExitStatus::Clean
+                | ExitStatus::CompletedWithRejects
+                | ExitStatus::Failed
+                | ExitStatus::TooManyRejects,
+            ),
+            BulkState::Open(load),
+        ) = (&status, self.load.bulk)
+        {
+            match self.finish_bulk(load).await {
+                Ok(Some(report)) => self.load.bulk = BulkState::Finished(load, report),
+                Ok(None) => status = Ok(ExitStatus::Interrupted),
+                Err(error) => status = Err(error),
+            }
+        }
+        if let Ok(code) = status {
+            self.record_run(code).await?;
+        }
+        status
+    }
+
+    /// Imports the inputs in order; the status says how the run ended.
     async fn run_all(&mut self) -> Result<ExitStatus, Error> {
-        let inputs = self.job.inputs;
+        let inputs = self.run.job.inputs;
         let mut status = ExitStatus::Clean;
         for (index, name) in inputs.iter().enumerate() {
             // A signal between two inputs: the rest are not started, and
@@ -565,30 +667,31 @@ impl Importer<'_> {
                 break;
             }
             match self.import_input_retrying(index, name).await? {
-                InputEnd::Done => self.totals.files_done += 1,
+                InputEnd::Done => self.tally.totals.files_done += 1,
                 InputEnd::AlreadyImported => {
-                    self.totals.files_skipped += 1;
-                    self.reporter.notice(&Notice::AlreadyImported(name));
+                    self.tally.totals.files_skipped += 1;
+                    self.run.reporter.notice(&Notice::AlreadyImported(name));
                 }
                 InputEnd::Busy => {
-                    self.totals.files_skipped += 1;
-                    self.reporter.notice(&Notice::InputBusy(name));
+                    self.tally.totals.files_skipped += 1;
+                    self.run.reporter.notice(&Notice::InputBusy(name));
                 }
                 InputEnd::Interrupted => {
-                    self.totals.files_interrupted += 1;
+                    self.tally.totals.files_interrupted += 1;
                     status = ExitStatus::Interrupted;
                     break;
                 }
                 InputEnd::TooManyRejects => {
-                    self.totals.files_interrupted += 1;
-                    self.reporter
-                        .notice(&Notice::TooManyRejects(self.settings.max_rejects));
+                    self.tally.totals.files_interrupted += 1;
+                    self.run
+                        .reporter
+                        .notice(&Notice::TooManyRejects(self.run.settings.max_rejects));
                     status = ExitStatus::TooManyRejects;
                     break;
                 }
                 InputEnd::Failed(error) => {
-                    self.totals.files_failed += 1;
-                    self.reporter.notice(&Notice::InputFailed {
+                    self.tally.totals.files_failed += 1;
+                    self.run.reporter.notice(&Notice::InputFailed {
                         input: name,
                         error: &error,
                     });
@@ -596,9 +699,10 @@ impl Importer<'_> {
             }
         }
         if status == ExitStatus::Clean {
-            if self.totals.files_failed > 0 {
+            if self.tally.totals.files_failed > 0 {
                 status = ExitStatus::Failed;
-            } else if self.totals.games.rejected > 0 || self.totals.games.conflicts > 0 {
+            } else if self.tally.totals.games.rejected > 0 || self.tally.totals.games.conflicts > 0
+            {
                 status = ExitStatus::CompletedWithRejects;
             }
         }
@@ -607,8 +711,8 @@ impl Importer<'_> {
 
     /// Records how the run ended in `import_runs`.
     async fn record_run(&mut self, status: ExitStatus) -> Result<(), Error> {
-        let t = self.totals.games;
-        let (run_id, label) = (self.run_id, format!("{status:?}").to_lowercase());
+        let t = self.tally.totals.games;
+        let (run_id, label) = (self.run.id, format!("{status:?}").to_lowercase());
         // The totals add up counters PostgreSQL holds as bigints, so they
         // fit unless a bug inflated them: an error then, not a clamp.
         let bigint = |n: u64| {
@@ -638,7 +742,7 @@ impl Importer<'_> {
     }
 
     fn interrupted(&self) -> bool {
-        self.interrupts.load(Ordering::SeqCst) > 0
+        self.run.interrupts.load(Ordering::SeqCst) > 0
     }
 
     /// Imports one input. `Err` only for failures that stop the whole run
@@ -650,13 +754,13 @@ impl Importer<'_> {
         let (print_name, fingerprint, size) = if source::is_stream(name) {
             (
                 name.to_owned(),
-                format!("stream:{}:{index}", self.run_id),
+                format!("stream:{}:{index}", self.run.id),
                 None,
             )
         } else {
             let path = Path::new(name);
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            match fingerprint(path, &self.interrupts) {
+            match fingerprint(path, &self.run.interrupts) {
                 Ok((fp, size)) => (absolute.display().to_string(), fp, Some(size)),
                 Err(e) if source::is_cancelled(&e) => return Ok(InputEnd::Interrupted),
                 Err(e) => return Ok(InputEnd::Failed(e)),
@@ -664,6 +768,7 @@ impl Importer<'_> {
         };
         let key = lock_key(&fingerprint);
         let locked: bool = self
+            .conns
             .control
             .client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
@@ -671,11 +776,12 @@ impl Importer<'_> {
             .map_err(db_err("locking the input"))?
             .get(0);
         if !locked {
-            if self.job.no_wait {
+            if self.run.job.no_wait {
                 return Ok(InputEnd::Busy);
             }
-            self.reporter.notice(&Notice::WaitingForInput(name));
-            self.control
+            self.run.reporter.notice(&Notice::WaitingForInput(name));
+            self.conns
+                .control
                 .client
                 .execute("SELECT pg_advisory_lock($1)", &[&key])
                 .await
@@ -685,8 +791,9 @@ impl Importer<'_> {
             .import_locked(name, &print_name, &fingerprint, size)
             .await;
         // A replaced control connection released the lock with the old session.
-        if !self.control.client.is_closed() {
+        if !self.conns.control.client.is_closed() {
             let _ = self
+                .conns
                 .control
                 .client
                 .execute("SELECT pg_advisory_unlock($1)", &[&key])
@@ -730,10 +837,12 @@ impl Importer<'_> {
         }
         // `--restart` applies to an input's first attempt only: a retry
         // after a lost connection continues from what the first committed.
-        let retrying = self.attempt.is_some();
-        let restart = self.job.restart && !retrying;
-        let client = &self.control.client;
-        let row = client
+        let retrying = self.tally.attempt.is_some();
+        let restart = self.run.job.restart && !retrying;
+        let row = self
+            .conns
+            .control
+            .client
             .query_opt(
                 "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected
                  FROM import_files WHERE fingerprint = $1",
@@ -741,38 +850,6 @@ impl Importer<'_> {
             )
             .await
             .map_err(db_err("reading the input's checkpoint"))?;
-        let changed = client
-            .query_opt(
-                "SELECT fingerprint FROM import_files
-                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
-                 ORDER BY updated_at DESC LIMIT 1",
-                &[&path, &fingerprint],
-            )
-            .await
-            .map_err(db_err("checking for a changed input"))?;
-        if let (None, false, Some(old)) = (&row, source::is_stream(name), changed) {
-            {
-                let old: String = old.get(0);
-                if !self.job.restart {
-                    return Ok(Err(InputEnd::Failed(Error::Input {
-                        file: name.to_owned(),
-                        message: format!(
-                            "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
-                             refusing to resume. Pass --restart to import it from the start \
-                             (games already imported are recognized and skipped)"
-                        ),
-                    })));
-                }
-                client
-                    .execute(
-                        "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
-                         WHERE path = $1 AND fingerprint = $2",
-                        &[&path, &old],
-                    )
-                    .await
-                    .map_err(db_err("retiring the old checkpoint"))?;
-            }
-        }
         let (file_id, games_done, bytes_done) = match row {
             Some(row) => {
                 let state: String = row.get(1);
@@ -790,7 +867,7 @@ impl Importer<'_> {
                     (row.get(2), row.get(3))
                 };
                 if bytes > 0 {
-                    self.reporter.notice(&Notice::Resuming {
+                    self.run.reporter.notice(&Notice::Resuming {
                         input: name,
                         games,
                         bytes,
@@ -799,25 +876,16 @@ impl Importer<'_> {
                 (row.get::<_, i64>(0), games, bytes)
             }
             None => {
-                let compression = if source::is_stream(name) {
-                    "unknown".to_owned()
-                } else {
-                    sniff_compression(Path::new(name)).to_string()
-                };
-                let size_bytes = size.map(|size| {
-                    i64::try_from(size)
-                        .expect("a file size comes from st_size, a non-negative 64-bit off_t")
-                });
-                let id: i64 = client
-                    .query_one(
-                        "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
-                         VALUES ($1, $2, $3, $4, 'running') RETURNING id",
-                        &[&fingerprint, &path, &size_bytes, &compression],
-                    )
-                    .await
-                    .map_err(db_err("registering the input"))?
-                    .get(0);
-                (id, 0, 0)
+                if !source::is_stream(name)
+                    && let Some(end) = self.refuse_changed(name, path, fingerprint).await?
+                {
+                    return Ok(Err(end));
+                }
+                (
+                    self.register_input(name, path, fingerprint, size).await?,
+                    0,
+                    0,
+                )
             }
         };
         let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
@@ -830,25 +898,14 @@ impl Importer<'_> {
                 )))));
             }
         };
-        // A restart reads the input again from its first game, so the
-        // rejects recorded for it are recorded again (and only once).
-        let committed: GameCounts = client
-            .query_one(
-                "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
-                 UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
-                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
-                 WHERE id = $1
-                 RETURNING games_imported, games_present, games_rejected",
-                &[&file_id, &path, &games_done, &bytes_done, &restart],
-            )
-            .await
-            .map(|row| GameCounts::from_row(&row, 0))
-            .map_err(db_err("marking the input running"))?;
+        let committed = self
+            .mark_running(file_id, path, games_done, bytes_done, restart)
+            .await?;
         if !retrying {
-            self.attempt = Some(InputAttempt {
+            self.tally.attempt = Some(InputAttempt {
                 file_id,
                 committed_before: committed,
-                totals_before: self.totals.games,
+                totals_before: self.tally.totals.games,
             });
         }
         Ok(Ok(Checkpoint {
@@ -859,6 +916,109 @@ impl Importer<'_> {
         }))
     }
 
+    /// A file not seen before at `path` whose import there was interrupted
+    /// under another fingerprint has changed since: refused (resuming would
+    /// mix two files), or with `--restart` the old checkpoint is retired.
+    async fn refuse_changed(
+        &self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+    ) -> Result<Option<InputEnd>, Error> {
+        let client = &self.conns.control.client;
+        let Some(old) = client
+            .query_opt(
+                "SELECT fingerprint FROM import_files
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 ORDER BY updated_at DESC LIMIT 1",
+                &[&path, &fingerprint],
+            )
+            .await
+            .map_err(db_err("checking for a changed input"))?
+        else {
+            return Ok(None);
+        };
+        let old: String = old.get(0);
+        if !self.run.job.restart {
+            return Ok(Some(InputEnd::Failed(Error::Input {
+                file: name.to_owned(),
+                message: format!(
+                    "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
+                     refusing to resume. Pass --restart to import it from the start \
+                     (games already imported are recognized and skipped)"
+                ),
+            })));
+        }
+        client
+            .execute(
+                "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
+                 WHERE path = $1 AND fingerprint = $2",
+                &[&path, &old],
+            )
+            .await
+            .map_err(db_err("retiring the old checkpoint"))?;
+        Ok(None)
+    }
+
+    /// Registers an input seen for the first time; returns its
+    /// `import_files.id`.
+    async fn register_input(
+        &self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<i64, Error> {
+        let compression = if source::is_stream(name) {
+            "unknown".to_owned()
+        } else {
+            sniff_compression(Path::new(name)).to_string()
+        };
+        let size_bytes = size.map(|size| {
+            i64::try_from(size)
+                .expect("a file size comes from st_size, a non-negative 64-bit off_t")
+        });
+        Ok(self
+            .conns
+            .control
+            .client
+            .query_one(
+                "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
+                 VALUES ($1, $2, $3, $4, 'running') RETURNING id",
+                &[&fingerprint, &path, &size_bytes, &compression],
+            )
+            .await
+            .map_err(db_err("registering the input"))?
+            .get(0))
+    }
+
+    /// Marks the input running from its checkpoint; returns its counters
+    /// as committed. A restart reads the input again from its first game,
+    /// so the rejects recorded for it are recorded again (and only once).
+    async fn mark_running(
+        &self,
+        file_id: i64,
+        path: &str,
+        games_done: i64,
+        bytes_done: i64,
+        restart: bool,
+    ) -> Result<GameCounts, Error> {
+        self.conns
+            .control
+            .client
+            .query_one(
+                "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
+                 UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
+                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
+                 WHERE id = $1
+                 RETURNING games_imported, games_present, games_rejected",
+                &[&file_id, &path, &games_done, &bytes_done, &restart],
+            )
+            .await
+            .map(|row| GameCounts::from_row(&row, 0))
+            .map_err(db_err("marking the input running"))
+    }
+
     /// Streams the input from its checkpoint through the parse pipeline
     /// and the two write phases. `Err` when a data connection was lost
     /// (the caller re-reads its state and retries).
@@ -867,11 +1027,8 @@ impl Importer<'_> {
         name: &str,
         checkpoint: Checkpoint,
     ) -> Result<InputEnd, Error> {
-        let source = self
-            .settings
-            .source
-            .clone()
-            .unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
+        let source =
+            (self.run.settings.source.clone()).unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
         let mut file = FileContext {
             file_id: checkpoint.file_id,
             source,
@@ -882,16 +1039,15 @@ impl Importer<'_> {
             skip_bytes: checkpoint.skip_bytes,
             skip_games: checkpoint.skip_games,
         };
-        if self.bulk_pending {
-            let BulkLoad { id, mode } = bulk::begin(&mut self.db.client).await?;
-            self.write_mode = mode;
-            self.bulk_load = Some(id);
-            self.bulk_pending = false;
+        if let BulkState::Pending = self.load.bulk {
+            let BulkLoad { id, mode } = bulk::begin(&mut self.conns.db.client).await?;
+            self.load.write_mode = mode;
+            self.load.bulk = BulkState::Open(id);
         }
         let pipeline = Pipeline::start_interruptible(
             vec![spec],
-            self.settings.pipeline,
-            Arc::clone(&self.interrupts),
+            self.run.settings.pipeline,
+            Arc::clone(&self.run.interrupts),
         );
         let mut consumed = None;
         // Batches move through two phases (see `Self::step`): `ready` has
@@ -899,40 +1055,15 @@ impl Importer<'_> {
         let mut ready: Option<(Batch, ResolvedBatch)> = None;
         let mut upstream_end = None;
         let end = loop {
-            let next = if upstream_end.is_some() {
-                None
-            } else {
-                match pipeline.events.recv() {
-                    Ok(Event::Opened {
-                        len, consumed: c, ..
-                    }) => {
-                        self.reporter.input_opened(name, len);
-                        consumed = Some(c);
-                        continue;
-                    }
-                    Ok(Event::Batch(batch)) => Some(batch),
-                    Ok(Event::Finished { .. }) => {
-                        upstream_end = Some(InputEnd::Done);
+            let next = match upstream_end {
+                Some(_) => None,
+                None => match self.next_batch(&pipeline, name, &mut consumed) {
+                    Ok(batch) => Some(batch),
+                    Err(end) => {
+                        upstream_end = Some(end);
                         None
                     }
-                    // The pipeline's threads are gone without saying how
-                    // the input ended: a bug, not the end of the input.
-                    Err(_) => {
-                        upstream_end = Some(InputEnd::Failed(Error::Internal(
-                            "the parse pipeline stopped before the end of the input".into(),
-                        )));
-                        None
-                    }
-                    // The batches before the failure are still written.
-                    Ok(Event::Failed { error, .. }) => {
-                        upstream_end = Some(if source::is_cancelled(&error) {
-                            InputEnd::Interrupted
-                        } else {
-                            InputEnd::Failed(error)
-                        });
-                        None
-                    }
-                }
+                },
             };
             if next.is_none() && ready.is_none() {
                 break Ok(upstream_end.unwrap_or(InputEnd::Done));
@@ -957,21 +1088,8 @@ impl Importer<'_> {
                     break self.lost_or_failed(error);
                 }
                 file.expected_bytes_done = to_i64(batch.end_offset);
-                let bytes = consumed
-                    .as_ref()
-                    .map_or(batch.end_offset, |c| c.load(Ordering::Relaxed));
-                self.reporter.progress(Snapshot {
-                    games: self.totals.games.read,
-                    positions: self.totals.games.positions_new + self.totals.games.positions_reused,
-                    memory_hit_rate: self.totals.games.memory_hit_rate(),
-                    bytes,
-                });
-                let max = self.settings.max_rejects;
-                if max > 0 && self.totals.games.rejected > max {
-                    break Ok(InputEnd::TooManyRejects);
-                }
-                if self.interrupted() {
-                    break Ok(InputEnd::Interrupted);
+                if let Some(end) = self.after_batch(&batch, consumed.as_deref()) {
+                    break Ok(end);
                 }
             }
             match resolved {
@@ -985,6 +1103,64 @@ impl Importer<'_> {
         end
     }
 
+    /// The pipeline's next batch, or how the input ended upstream (the
+    /// batches before a failure are still written). `consumed` is set to
+    /// the input's byte counter when it opens.
+    fn next_batch(
+        &self,
+        pipeline: &Pipeline,
+        name: &str,
+        consumed: &mut Option<Arc<AtomicU64>>,
+    ) -> Result<Batch, InputEnd> {
+        loop {
+            match pipeline.events.recv() {
+                Ok(Event::Opened {
+                    len, consumed: c, ..
+                }) => {
+                    self.run.reporter.input_opened(name, len);
+                    *consumed = Some(c);
+                }
+                Ok(Event::Batch(batch)) => return Ok(batch),
+                Ok(Event::Finished { .. }) => return Err(InputEnd::Done),
+                // The pipeline's threads are gone without saying how the
+                // input ended: a bug, not the end of the input.
+                Err(_) => {
+                    return Err(InputEnd::Failed(Error::Internal(
+                        "the parse pipeline stopped before the end of the input".into(),
+                    )));
+                }
+                Ok(Event::Failed { error, .. }) => {
+                    return Err(if source::is_cancelled(&error) {
+                        InputEnd::Interrupted
+                    } else {
+                        InputEnd::Failed(error)
+                    });
+                }
+            }
+        }
+    }
+
+    /// After a batch committed: reports progress (`consumed`: the input's
+    /// bytes read, when it opened) and says whether the input stops here
+    /// (too many rejects, an interrupt).
+    fn after_batch(&self, batch: &Batch, consumed: Option<&AtomicU64>) -> Option<InputEnd> {
+        let games = &self.tally.totals.games;
+        self.run.reporter.progress(Snapshot {
+            games: games.read,
+            positions: games.positions_new + games.positions_reused,
+            memory_hit_rate: games.memory_hit_rate(),
+            bytes: consumed.map_or(batch.end_offset, |c| c.load(Ordering::Relaxed)),
+        });
+        let max = self.run.settings.max_rejects;
+        if max > 0 && games.rejected > max {
+            Some(InputEnd::TooManyRejects)
+        } else if self.interrupted() {
+            Some(InputEnd::Interrupted)
+        } else {
+            None
+        }
+    }
+
     /// Records how the input ended, and sets the run's counts for it from
     /// what the database committed.
     async fn record_end(&mut self, file_id: i64, end: InputEnd) -> Result<InputEnd, Error> {
@@ -996,7 +1172,8 @@ impl Importer<'_> {
         };
         let committed = self
             .retrying_control(async |this: &mut Self| {
-                this.control
+                this.conns
+                    .control
                     .client
                     .query_one(
                         "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
@@ -1020,7 +1197,7 @@ impl Importer<'_> {
     /// and the input starts again from the checkpoint the database holds;
     /// anything else fails the input.
     fn lost_or_failed(&self, error: Error) -> Result<InputEnd, Error> {
-        if self.db.client.is_closed() || self.positions_db.client.is_closed() {
+        if self.conns.db.client.is_closed() || self.conns.positions_db.client.is_closed() {
             Err(error)
         } else {
             Ok(InputEnd::Failed(error))
@@ -1033,7 +1210,7 @@ impl Importer<'_> {
     /// crash, or committed though its acknowledgement was lost, is counted
     /// exactly once.
     fn account_input(&mut self, committed: GameCounts) -> Result<(), Error> {
-        let Some(attempt) = self.attempt else {
+        let Some(attempt) = self.tally.attempt else {
             return Err(Error::Internal(
                 "an input ended before its import began".into(),
             ));
@@ -1050,7 +1227,7 @@ impl Importer<'_> {
         let imported = delta(committed.imported, before.imported)?;
         let present = delta(committed.present, before.present)?;
         let rejected = delta(committed.rejected, before.rejected)?;
-        let games = &mut self.totals.games;
+        let games = &mut self.tally.totals.games;
         let base = attempt.totals_before;
         games.imported = base.imported + imported;
         games.present = base.present + present;
@@ -1074,12 +1251,12 @@ impl Importer<'_> {
         Option<Result<(ResolvedBatch, PendingIds), Error>>,
         Option<Result<WrittenBatch, Error>>,
     ) {
-        let retry_seconds = self.settings.retry_seconds;
-        let (target, reporter) = (&self.target, self.reporter);
-        let (mut position_seq, mut game_seq) = self.write_mode.sequences();
+        let retry_seconds = self.run.settings.retry_seconds;
+        let (target, reporter) = (&self.run.target, self.run.reporter);
+        let (mut position_seq, mut game_seq) = self.load.write_mode.sequences();
         let cache = &mut self.cache;
-        let positions_db = &mut self.positions_db;
-        let db = &mut self.db;
+        let positions_db = &mut self.conns.positions_db;
+        let db = &mut self.conns.db;
         let resolve = async {
             let batch = next?;
             Some(
@@ -1111,12 +1288,12 @@ impl Importer<'_> {
 
     /// Accounts for a batch whose games committed.
     fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
-        let shown_before = self.totals.games.conflicts;
+        let shown_before = self.tally.totals.games.conflicts;
         for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
             self.warn_conflict(batch, conflict, ordinal);
         }
-        self.totals.games.add(written.stats);
-        if let Some(out) = &mut self.rejects_file {
+        self.tally.totals.games.add(written.stats);
+        if let Some(out) = &mut self.run.rejects_file {
             for outcome in &batch.outcomes {
                 if let Outcome::Rejected(r) = outcome {
                     let reason = r.rejection.to_string().replace(['\n', '\r'], " ");
@@ -1136,12 +1313,12 @@ impl Importer<'_> {
         const SHOWN: u64 = 10;
         if ordinal >= SHOWN {
             if ordinal == SHOWN {
-                self.reporter.notice(&Notice::MoreConflicts);
+                self.run.reporter.notice(&Notice::MoreConflicts);
             }
             return;
         }
         if let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) {
-            self.reporter.notice(&Notice::Conflict {
+            self.run.reporter.notice(&Notice::Conflict {
                 game: &game.pos,
                 conflict,
             });
@@ -1150,20 +1327,11 @@ impl Importer<'_> {
 
     /// What the run did, for the summary.
     fn summary(&self) -> Summary {
-        let bulk = match (self.bulk_load, &self.bulk_report) {
-            (None, _) if self.bulk_pending => BulkOutcome::NothingToLoad,
-            (None, _) => BulkOutcome::Incremental,
-            (Some(load), Some(report)) => BulkOutcome::Finished {
-                load,
-                report: *report,
-            },
-            (Some(load), None) => BulkOutcome::Unfinished { load },
-        };
         Summary {
-            target: self.target.describe(),
-            totals: self.totals,
-            elapsed: self.started.elapsed(),
-            bulk,
+            target: self.run.target.describe(),
+            totals: self.tally.totals,
+            elapsed: self.run.started.elapsed(),
+            bulk: self.load.bulk.outcome(),
         }
     }
 }
