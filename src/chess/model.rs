@@ -4,6 +4,9 @@
 //! Tag parsing is lenient by design: a malformed `WhiteElo` or `UTCDate`
 //! leaves that field empty (the raw tag is still kept) instead of rejecting a
 //! game whose moves are fine.
+//!
+//! It never rejects a game (the reader and replay decide that) and reads
+//! nothing but the text it is given.
 
 use std::sync::Arc;
 

@@ -23,6 +23,9 @@
 //!    checks that need the raw bytes (size, garbage, a missing result
 //!    marker, bytes PostgreSQL cannot store) and hands the [`RawGame`] on
 //!    to replay.
+//!
+//! It must not replay moves (that is `replay`) nor read anything but the
+//! `Read` it is given.
 
 use std::{
     borrow::Cow,

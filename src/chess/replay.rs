@@ -6,6 +6,9 @@
 //! python-chess's `parse_san` (a missing or extra `x` is tolerated, fully
 //! specified moves like `e2e4` or `g1f3` are accepted for any piece) so both
 //! accept the same games.
+//!
+//! It must not parse PGN text again (the reader did) nor know how a game is
+//! stored.
 
 use std::sync::Arc;
 

@@ -30,6 +30,8 @@
 //! sees the unfinished load, drops again whatever a half-done finish
 //! rebuilt, continues the inputs and finishes. While a load is unfinished
 //! the tables have no indexes: queries work but are slow.
+//!
+//! No step may leave the database in a state a rerun cannot finish.
 
 use std::{
     collections::VecDeque,

@@ -1,6 +1,9 @@
 //! Players and events of a batch's new games, get-or-created through
 //! staging tables in both modes (they are few, and their unique keys stay
 //! during a bulk load), so that games refer to them by id.
+//!
+//! It must not write games or positions: it only returns the ids of the
+//! rows games refer to.
 
 use std::collections::HashMap;
 
