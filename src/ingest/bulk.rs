@@ -47,7 +47,10 @@ use tokio_postgres::Client;
 use crate::{
     config::LoadMode,
     error::Error,
-    ingest::writer::{IdSequence, WriteMode},
+    ingest::{
+        report::{Notice, Reporter},
+        writer::{IdSequence, WriteMode},
+    },
     store::db::{self, Target, db_err},
 };
 
@@ -99,6 +102,7 @@ pub async fn choose(
     requested: LoadMode,
     incoming_positions: u64,
     no_wait: bool,
+    reporter: &dyn Reporter,
 ) -> Result<Option<Chosen>, Error> {
     let try_lock = |sql: &'static str| async move {
         control
@@ -133,9 +137,7 @@ pub async fn choose(
                 if no_wait {
                     return Ok(None);
                 }
-                eprintln!(
-                    "pgnload: waiting for the other imports to end (bulk mode needs the database to itself)"
-                );
+                reporter.notice(&Notice::WaitingForImports);
                 lock("SELECT pg_advisory_lock($1)").await?;
                 return Ok(Some(Chosen::Bulk {
                     resuming: unfinished(control).await?.is_some(),
@@ -147,7 +149,7 @@ pub async fn choose(
             if no_wait {
                 return Ok(None);
             }
-            eprintln!("pgnload: waiting for a bulk load to finish");
+            reporter.notice(&Notice::WaitingForBulkLoad);
             lock("SELECT pg_advisory_lock_shared($1)").await?;
         }
         let Some(load) = unfinished(control).await? else {
@@ -525,9 +527,10 @@ pub async fn finish(
     load_id: i64,
     evicted: bool,
     interrupts: &Arc<AtomicUsize>,
-    say: &(dyn Fn(&str) + Sync),
+    reporter: &dyn Reporter,
 ) -> Result<Option<FinishReport>, Error> {
     let started = Instant::now();
+    let say = |text: &str| reporter.notice(&Notice::BulkLoad(text));
     let needs_dedup: bool = client
         .query_one(
             "UPDATE import_bulk_loads SET state = 'finishing', updated_at = now(),
@@ -597,7 +600,7 @@ pub async fn finish(
             connection,
             Arc::clone(&work),
             Arc::clone(interrupts),
-            say,
+            &say,
         ));
     }
     for result in futures_util::future::join_all(workers).await {

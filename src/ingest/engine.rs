@@ -334,7 +334,7 @@ async fn start_retrying(
 ) -> Result<Start, Error> {
     let mut retry = Retry::new(settings.retry_seconds);
     loop {
-        match start(target, settings, job).await {
+        match start(target, settings, job, reporter).await {
             Ok(start) => return Ok(start),
             Err(error) => {
                 if !retry.wait(&error, false, reporter).await {
@@ -375,7 +375,12 @@ struct Start {
 /// as a whole after a transient failure (a server starting up or
 /// restarting, `too_many_connections`, a terminated session): a 3 a.m.
 /// cron job that starts while the server restarts waits for it.
-async fn start(target: &Target, settings: &Settings, job: &ImportJob<'_>) -> Result<Start, Error> {
+async fn start(
+    target: &Target,
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    reporter: &dyn Reporter,
+) -> Result<Start, Error> {
     let mut db = db::connect(target).await?;
     db::migrate(&mut db.client).await?;
     prepare_connection(&db.client).await?;
@@ -383,7 +388,14 @@ async fn start(target: &Target, settings: &Settings, job: &ImportJob<'_>) -> Res
     prepare_connection(&positions_db.client).await?;
     let control = db::connect(target).await?;
     let incoming = estimated_positions(job.inputs);
-    let chosen = bulk::choose(&control.client, settings.mode, incoming, job.no_wait).await?;
+    let chosen = bulk::choose(
+        &control.client,
+        settings.mode,
+        incoming,
+        job.no_wait,
+        reporter,
+    )
+    .await?;
     let resumed = match chosen {
         Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
         _ => None,
@@ -577,14 +589,13 @@ impl Importer<'_> {
         let evicted = self.cache.evicted() > 0;
         let (target, interrupts, reporter) =
             (&self.run.target, &self.run.interrupts, self.run.reporter);
-        let say = |text: &str| reporter.notice(&Notice::BulkLoad(text));
         retry_on(
             &mut self.conns.db,
             target,
             self.run.settings.retry_seconds,
             true,
             reporter,
-            async |client| bulk::finish(target, client, load, evicted, interrupts, &say).await,
+            async |client| bulk::finish(target, client, load, evicted, interrupts, reporter).await,
         )
         .await
     }

@@ -90,6 +90,10 @@ pub enum Notice<'a> {
     MoreConflicts,
     /// A step of a bulk load's finish (merge, rebuild, analyze).
     BulkLoad(&'a str),
+    /// `--mode bulk` waits for the incremental imports running to end.
+    WaitingForImports,
+    /// An incremental import waits for a bulk load to finish.
+    WaitingForBulkLoad,
 }
 
 impl fmt::Display for Notice<'_> {
@@ -156,6 +160,10 @@ impl fmt::Display for Notice<'_> {
                 f.write_str("more conflicts are not shown; see import_conflicts")
             }
             Notice::BulkLoad(text) => write!(f, "bulk load: {text}"),
+            Notice::WaitingForImports => f.write_str(
+                "waiting for the other imports to end (bulk mode needs the database to itself)",
+            ),
+            Notice::WaitingForBulkLoad => f.write_str("waiting for a bulk load to finish"),
         }
     }
 }
@@ -208,4 +216,155 @@ pub enum BulkOutcome {
         /// `import_bulk_loads.id`.
         load: i64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// The lines the engine printed before it had a reporter, byte for
+    /// byte (after the `pgnload: ` that `cmd::import` puts first).
+    #[test]
+    fn notices_read_as_the_engine_printed_them() {
+        let error = Error::Conflict("lost the import lock".into());
+        let game = SourcePos {
+            file: Arc::from("a.pgn"),
+            game_number: 7,
+            byte_offset: 120,
+        };
+        let conflict = |game_id, path: Option<&str>, game_number, byte_offset| {
+            let mut conflict = Conflict {
+                index: 0,
+                source: "lichess".into(),
+                external_id: "abcd1234".into(),
+                holder: Default::default(),
+            };
+            let holder = &mut conflict.holder;
+            (holder.game_id, holder.file_id) = (game_id, Some(3));
+            holder.path = path.map(str::to_owned);
+            (holder.game_number, holder.byte_offset) = (game_number, byte_offset);
+            conflict
+        };
+        let held = conflict(Some(42), Some("/d/b.pgn"), Some(2), Some(0));
+        let same_input = conflict(None, None, Some(5), None);
+        let cases: [(Notice<'_>, String); 17] = [
+            (
+                Notice::Advice("raise work_mem"),
+                "advice: raise work_mem".into(),
+            ),
+            (
+                Notice::DatabaseBusy,
+                "a bulk load holds the database (or other imports block one); skipped (--no-wait)"
+                    .into(),
+            ),
+            (
+                Notice::ContinuingBulkLoad,
+                "continuing an unfinished bulk load".into(),
+            ),
+            (
+                Notice::Retrying {
+                    error: &error,
+                    delay: Duration::from_millis(250),
+                },
+                format!("{error}; retrying in 0.2s"),
+            ),
+            (
+                Notice::ReconnectFailed(&error),
+                format!("reconnect: {error}"),
+            ),
+            (
+                Notice::AlreadyImported("a.pgn"),
+                "a.pgn: already imported, skipped".into(),
+            ),
+            (
+                Notice::InputBusy("a.pgn"),
+                "a.pgn: another pgnload is importing it; skipped (--no-wait)".into(),
+            ),
+            (
+                Notice::WaitingForInput("a.pgn"),
+                "a.pgn: another pgnload is importing it; waiting for it".into(),
+            ),
+            (
+                Notice::Resuming {
+                    input: "a.pgn",
+                    games: 10,
+                    bytes: 999,
+                },
+                "a.pgn: resuming after game #10 (byte 999 of the decompressed stream)".into(),
+            ),
+            (
+                Notice::TooManyRejects(5),
+                "more than 5 games rejected; stopping (rerun to continue)".into(),
+            ),
+            (
+                Notice::InputFailed {
+                    input: "a.pgn",
+                    error: &error,
+                },
+                format!("a.pgn: {}", crate::error::report(&error)),
+            ),
+            (
+                Notice::Conflict {
+                    game: &game,
+                    conflict: &held,
+                },
+                format!(
+                    "{game}: id lichess:abcd1234 is already held by games.id 42 \
+                     (/d/b.pgn, game #2 at byte 0) with other moves; not imported \
+                     (recorded in import_conflicts)"
+                ),
+            ),
+            (
+                Notice::Conflict {
+                    game: &game,
+                    conflict: &same_input,
+                },
+                format!(
+                    "{game}: id lichess:abcd1234 is already held by game #5 of the same input \
+                     with other moves; not imported (recorded in import_conflicts)"
+                ),
+            ),
+            (
+                Notice::MoreConflicts,
+                "more conflicts are not shown; see import_conflicts".into(),
+            ),
+            (
+                Notice::BulkLoad("merging duplicate positions"),
+                "bulk load: merging duplicate positions".into(),
+            ),
+            (
+                Notice::WaitingForImports,
+                "waiting for the other imports to end (bulk mode needs the database to itself)"
+                    .into(),
+            ),
+            (
+                Notice::WaitingForBulkLoad,
+                "waiting for a bulk load to finish".into(),
+            ),
+        ];
+        for (notice, text) in cases {
+            assert_eq!(notice.to_string(), text, "{notice:?}");
+        }
+    }
+
+    /// A failed input whose error names it already is not named twice.
+    #[test]
+    fn a_failure_naming_its_input_is_not_prefixed_again() {
+        let error = Error::Input {
+            file: "a.pgn".into(),
+            message: "changed since its interrupted import".into(),
+        };
+        let text = Notice::InputFailed {
+            input: "a.pgn",
+            error: &error,
+        }
+        .to_string();
+        assert_eq!(text, crate::error::report(&error));
+        assert!(
+            text.contains("a.pgn") && !text.starts_with("a.pgn: a.pgn"),
+            "{text}"
+        );
+    }
 }
