@@ -25,7 +25,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use crate::{
@@ -36,6 +36,7 @@ use crate::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
         pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
+        retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},
         writer::{
             BatchStats, Conflict, FileContext, PendingIds, ResolvedBatch, WriteMode, WrittenBatch,
@@ -423,86 +424,6 @@ async fn start(
         chosen,
         resumed,
     })
-}
-
-/// Bounded retrying of transient database errors: exponential backoff
-/// until `retry_seconds` have passed since the first failure.
-struct Retry {
-    deadline: Instant,
-    attempt: u32,
-}
-
-impl Retry {
-    fn new(seconds: u64) -> Retry {
-        Retry {
-            deadline: Instant::now() + Duration::from_secs(seconds),
-            attempt: 0,
-        }
-    }
-
-    /// Waits before the next attempt; `false` when `error` is not worth
-    /// retrying or time is up.
-    async fn wait(&mut self, error: &Error, closed: bool, reporter: &dyn Reporter) -> bool {
-        if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
-            return false;
-        }
-        let delay = db::backoff(self.attempt);
-        self.attempt += 1;
-        reporter.notice(&Notice::Retrying { error, delay });
-        tokio::time::sleep(delay).await;
-        true
-    }
-}
-
-/// Runs `op` on a data connection until it succeeds, retrying transient
-/// failures with backoff for `retry_seconds`. With `reconnect`, a dropped
-/// connection is replaced and `op` runs again (for steps that re-read all
-/// they need, such as the bulk finish); without it, a dropped connection
-/// ends the retrying: the caller must re-read its state first (see
-/// `Importer::lost_or_failed`).
-async fn retry_on<T>(
-    db: &mut Database,
-    target: &Target,
-    retry_seconds: u64,
-    reconnect_dropped: bool,
-    reporter: &dyn Reporter,
-    mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
-) -> Result<T, Error> {
-    let mut retry = Retry::new(retry_seconds);
-    loop {
-        let error = if db.client.is_closed() {
-            Error::Disconnected {
-                context: "a write step".into(),
-            }
-        } else {
-            match op(&mut db.client).await {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            }
-        };
-        let closed = db.client.is_closed();
-        if (closed && !reconnect_dropped) || !retry.wait(&error, closed, reporter).await {
-            return Err(error);
-        }
-        if db.client.is_closed() {
-            reconnect(db, target, true, reporter).await;
-        }
-    }
-}
-
-/// Replaces a dropped connection; failures are left for the next retry.
-async fn reconnect(slot: &mut Database, target: &Target, staging: bool, reporter: &dyn Reporter) {
-    match db::connect(target).await {
-        Ok(db) => {
-            if staging && let Err(e) = prepare_connection(&db.client).await {
-                reporter.notice(&Notice::ReconnectFailed(&e));
-                return;
-            }
-            let old = std::mem::replace(slot, db);
-            let _ = old.close();
-        }
-        Err(e) => reporter.notice(&Notice::ReconnectFailed(&e)),
-    }
 }
 
 impl Importer<'_> {
