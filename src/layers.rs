@@ -189,10 +189,7 @@ fn the_import_prints_nothing_itself() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ingest");
     let mut files = Vec::new();
     rust_files(&dir, &mut files);
-    assert!(
-        files.iter().any(|f| f.ends_with("engine.rs")),
-        "src/ingest holds the engine: {files:?}"
-    );
+    assert!(files.len() >= 10, "src/ingest holds the import: {files:?}");
     let mut printing = Vec::new();
     for file in &files {
         if file
