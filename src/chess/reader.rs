@@ -646,8 +646,13 @@ impl<R: Read> GameSplitter<R> {
             input,
             file,
             games: games_before,
+            // A game is held whole up to the cap, so the cap is a size in
+            // memory; a larger one would be reported as a limit it is not.
             cap: usize::try_from(limits.max_game_bytes)
-                .unwrap_or(usize::MAX)
+                .expect(
+                    "max_game_bytes is at most config::MAX_GAME_BYTES (1 GiB) from the settings, \
+                     and a few MiB from every other caller",
+                )
                 .max(1),
             buf: Vec::new(),
             base: start_offset,
@@ -788,7 +793,9 @@ impl<R: Read> GameSplitter<R> {
 pub struct ParseLimits {
     /// Games longer than this are rejected.
     pub max_plies: u32,
-    /// Games larger than this (in bytes) are rejected.
+    /// Games larger than this (in bytes) are rejected. A game is held
+    /// whole up to this size, so it must fit in memory: the settings bound
+    /// it to `config::MAX_GAME_BYTES`.
     pub max_game_bytes: u64,
 }
 
