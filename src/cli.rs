@@ -1,6 +1,8 @@
 //! Command-line definition (clap). Kept apart from the commands so help text
 //! and flags live in one place. Every global flag names the environment
 //! variable it can come from; see `config/pgnload.toml` for the file form.
+//!
+//! It must not act on the flags: `config` resolves them, `cmd` runs them.
 
 use std::{ffi::OsString, path::PathBuf};
 

@@ -4,6 +4,9 @@
 //! built-in default. Flags and variables are read by clap (each flag names
 //! its `PGNLOAD_*` variable); the file is TOML with every key documented in
 //! `config/pgnload.toml`; unknown keys are an error.
+//!
+//! It must not connect to anything nor read files other than the config
+//! file: the settings are whole before any command starts.
 
 use std::{
     num::NonZeroUsize,

@@ -5,6 +5,9 @@
 //! * [`Error`]: the run itself cannot go on (unreadable file, corrupt
 //!   compressed stream, database unreachable). It carries the context needed
 //!   to act on it: file, byte offset, game number.
+//!
+//! It must not depend on any other module of the crate: every layer, the
+//! chess core included, uses it.
 
 use std::{fmt, io, path::PathBuf, sync::Arc};
 

@@ -175,3 +175,44 @@ fn the_checker_sees_every_way_of_naming_a_forbidden_layer() {
     assert!(violations("// use crate::store::db;").is_empty());
     assert!(violations("let m = shakmaty::Move::Put { role, to };").is_empty());
 }
+
+/// Files of `src/ingest/` that may print: the read thread of a named pipe
+/// says it waits for a writer, and has no reporter to say it through (it
+/// outlives none of the engine's borrows).
+const INGEST_MAY_PRINT: &[&str] = &["source.rs"];
+
+/// The import prints nothing itself: what it has to say goes to the
+/// front end's `ingest::report::Reporter`, so that `cmd::import` (or
+/// another front end) decides what is shown and `--quiet` means quiet.
+#[test]
+fn the_import_prints_nothing_itself() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ingest");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() >= 10, "src/ingest holds the import: {files:?}");
+    let mut printing = Vec::new();
+    for file in &files {
+        if file
+            .file_name()
+            .is_some_and(|name| INGEST_MAY_PRINT.iter().any(|may| name == *may))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if ["eprintln!", "println!", "eprint!", "print!"]
+                .iter()
+                .any(|m| code.contains(m))
+            {
+                printing.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        printing.is_empty(),
+        "the import must tell its Reporter, not print:\n{}",
+        printing.join("\n")
+    );
+}

@@ -8,7 +8,8 @@
 //!   parsing, replay, normalized FENs, digests, the 2-byte move encoding.
 //! * [`ingest`]: the import: sources, the parse pipeline, the dedup cache,
 //!   the two-phase writer, bulk loads, and the engine with checkpoints and
-//!   retries.
+//!   retries, which tells its front end what happens through a reporter
+//!   (it prints nothing itself).
 //! * [`store`]: PostgreSQL itself: connections, migrations, the private
 //!   cluster, server-setting advice.
 //! * `verify`: `pgnload verify` without the CLI: the pure checks, the

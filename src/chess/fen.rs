@@ -12,6 +12,10 @@
 //! so the replay loop writes each FEN with `write_fen` straight into the
 //! game's text (no allocation, copy or UTF-8 check per position);
 //! [`write_normalized_fen`] and [`normalized_fen`] serve the cold paths.
+//!
+//! It must not change a byte of what python-chess writes: the normalized
+//! FEN is the stored key of `positions`, and any difference would split the
+//! table in two.
 
 use shakmaty::{
     Bitboard, CastlingMode, Color, Position, PositionError, Role, Square,

@@ -4,6 +4,9 @@
 //! Tag parsing is lenient by design: a malformed `WhiteElo` or `UTCDate`
 //! leaves that field empty (the raw tag is still kept) instead of rejecting a
 //! game whose moves are fine.
+//!
+//! It never rejects a game (the reader and replay decide that) and reads
+//! nothing but the text it is given.
 
 use std::sync::Arc;
 
@@ -601,7 +604,7 @@ fn scan_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
         if let Some(value) = command.strip_prefix(b"%clk") {
             clock = clock.or_else(|| clock_value(value));
         } else if let Some(value) = command.strip_prefix(b"%eval") {
-            eval = eval.or_else(|| parse_eval(trim_ascii(value)));
+            eval = eval.or_else(|| trim_ascii(value).and_then(parse_eval));
         }
         rest = &rest[end..];
     }
@@ -611,15 +614,18 @@ fn scan_comment_commands(comment: &[u8]) -> (Option<i32>, Option<Eval>) {
 /// The value of a `%clk` command (the bytes after `%clk`).
 fn clock_value(value: &[u8]) -> Option<i32> {
     let value = value.trim_ascii();
-    clock_digits(value).unwrap_or_else(|| parse_clock(trim_ascii(value)))
+    clock_digits(value).unwrap_or_else(|| trim_ascii(value).and_then(parse_clock))
 }
 
 fn memchr_pos(haystack: &[u8], needle: u8) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }
 
-fn trim_ascii(s: &[u8]) -> &str {
-    std::str::from_utf8(s.trim_ascii()).unwrap_or("")
+/// The text of a comment's value, trimmed; `None` if it is not UTF-8 (then
+/// it is no clock or evaluation, as for python-chess, whose patterns need
+/// ASCII digits).
+fn trim_ascii(s: &[u8]) -> Option<&str> {
+    std::str::from_utf8(s.trim_ascii()).ok()
 }
 
 /// [`parse_clock`] for the form Lichess writes on every move, without

@@ -23,6 +23,9 @@
 //!    checks that need the raw bytes (size, garbage, a missing result
 //!    marker, bytes PostgreSQL cannot store) and hands the [`RawGame`] on
 //!    to replay.
+//!
+//! It must not replay moves (that is `replay`) nor read anything but the
+//! `Read` it is given.
 
 use std::{
     borrow::Cow,
@@ -118,15 +121,24 @@ struct Window<'a> {
 }
 
 impl Window<'_> {
+    /// The bytes read from stream offset `at` on (empty past them).
+    fn from(&self, at: u64) -> &[u8] {
+        let i = at.checked_sub(self.base).expect(
+            "the scanner never looks behind its position, and the splitter keeps every byte \
+             from there on",
+        );
+        // Past `usize` is past the bytes in memory.
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.data.get(i..))
+            .unwrap_or_default()
+    }
+
     /// The byte at stream offset `at`, `None` at the end of the stream.
     fn get(&self, at: u64) -> Result<Option<u8>, More> {
-        // The scanner never looks behind its position, which is kept.
-        let i = at
-            .checked_sub(self.base)
-            .and_then(|i| usize::try_from(i).ok())
-            .unwrap_or(usize::MAX);
-        match self.data.get(i) {
-            Some(b'\r') => match self.data.get(i + 1) {
+        let rest = self.from(at);
+        match rest.first() {
+            Some(b'\r') => match rest.get(1) {
                 Some(b'\n') => Ok(Some(b'\r')),
                 Some(_) => Ok(Some(b'\n')),
                 None if self.eof => Ok(Some(b'\n')),
@@ -142,11 +154,7 @@ impl Window<'_> {
     /// counting as a newline when it is one); `None` at the end. When the
     /// bytes read so far hold none, `Err` gives the offset to search on from.
     fn find(&self, from: u64, needle: u8) -> Result<Option<u64>, u64> {
-        let start = from
-            .checked_sub(self.base)
-            .and_then(|i| usize::try_from(i).ok())
-            .unwrap_or(usize::MAX);
-        let rest = self.data.get(start..).unwrap_or_default();
+        let rest = self.from(from);
         let mut at = 0;
         loop {
             let hit = rest[at..]
@@ -246,8 +254,14 @@ impl Scanner {
         })
     }
 
-    fn rel(&self, at: u64) -> usize {
-        usize::try_from(at - self.start).unwrap_or(usize::MAX)
+    /// Stream offset `at` within the current game, `None` past `usize`: a
+    /// game that long is past any size cap (a `usize`), so it is rejected
+    /// as too large before its spans are read, and none is recorded.
+    fn rel(&self, at: u64) -> Option<usize> {
+        let within = at
+            .checked_sub(self.start)
+            .expect("the scanner records offsets of the game it is in, at or after its start");
+        usize::try_from(within).ok()
     }
 
     fn push(&mut self, span: TagSpan) {
@@ -261,11 +275,18 @@ impl Scanner {
     }
 
     fn push_quoted(&mut self, (name_start, name_end, value, value_end): (u64, u64, u64, u64)) {
-        let span = TagSpan::Quoted {
-            name: self.rel(name_start)..self.rel(name_end),
-            value: self.rel(value)..self.rel(value_end),
+        let (Some(name_start), Some(name_end), Some(value), Some(value_end)) = (
+            self.rel(name_start),
+            self.rel(name_end),
+            self.rel(value),
+            self.rel(value_end),
+        ) else {
+            return;
         };
-        self.push(span);
+        self.push(TagSpan::Quoted {
+            name: name_start..name_end,
+            value: value..value_end,
+        });
     }
 
     /// Scans on until the current game ends (or, between games, until the
@@ -360,7 +381,7 @@ impl Scanner {
                         self.pos += 1;
                     }
                     Some(_) => {
-                        self.scan.movetext = Some(self.rel(self.pos));
+                        self.scan.movetext = self.rel(self.pos);
                         self.state = State::Movetext;
                     }
                 },
@@ -465,8 +486,9 @@ impl Scanner {
                     if replace && self.scan.tags.len() < MAX_TAGS {
                         self.scan.tags.pop();
                     }
-                    let span = TagSpan::Line(self.rel(open)..self.rel(end));
-                    self.push(span);
+                    if let (Some(open), Some(end)) = (self.rel(open), self.rel(end)) {
+                        self.push(TagSpan::Line(open..end));
+                    }
                     let Some(eol) = eol else {
                         return Ok(Boundary::End);
                     };
@@ -477,10 +499,7 @@ impl Scanner {
                     };
                 }
                 State::Movetext => {
-                    let i = (self.pos.checked_sub(w.base))
-                        .and_then(|i| usize::try_from(i).ok())
-                        .unwrap_or(usize::MAX);
-                    let rest = w.data.get(i..).unwrap_or_default();
+                    let rest = w.from(self.pos);
                     let Some(p) = rest.iter().position(|&c| MOVETEXT_STOP[usize::from(c)]) else {
                         if w.eof {
                             return Ok(Boundary::End);
@@ -627,8 +646,13 @@ impl<R: Read> GameSplitter<R> {
             input,
             file,
             games: games_before,
+            // A game is held whole up to the cap, so the cap is a size in
+            // memory; a larger one would be reported as a limit it is not.
             cap: usize::try_from(limits.max_game_bytes)
-                .unwrap_or(usize::MAX)
+                .expect(
+                    "max_game_bytes is at most config::MAX_GAME_BYTES (1 GiB) from the settings, \
+                     and a few MiB from every other caller",
+                )
                 .max(1),
             buf: Vec::new(),
             base: start_offset,
@@ -669,6 +693,16 @@ impl<R: Read> GameSplitter<R> {
         }
     }
 
+    /// Where stream offset `at` is in the buffer: `at` is the current game's
+    /// start, the scanner's position or the game's end, which the buffer
+    /// holds (only bytes before them are ever dropped) or ends at.
+    fn index(&self, at: u64) -> usize {
+        at.checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i <= self.buf.len())
+            .expect("the buffer keeps the current game and the scanner's position, and ends at the read-ahead")
+    }
+
     /// Reads the next block, first dropping what is no longer needed.
     fn fill(&mut self) -> io::Result<()> {
         let pos = self.scanner.pos;
@@ -676,16 +710,15 @@ impl<R: Read> GameSplitter<R> {
             && self.head.is_none()
             && pos - start > self.cap as u64
         {
-            let from = usize::try_from(start - self.base).unwrap_or(usize::MAX);
+            let from = self.index(start);
             self.head = self.buf.get(from..from + self.cap).map(<[u8]>::to_vec);
         }
         let keep = match self.game_start {
             Some(start) if self.head.is_none() => start,
             _ => pos,
         };
-        let dead = usize::try_from(keep.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        let dead = self.index(keep);
         if dead >= BLOCK && dead * 2 >= self.buf.len() {
-            let dead = dead.min(self.buf.len());
             self.buf.drain(..dead);
             self.base += dead as u64;
         }
@@ -737,9 +770,8 @@ impl<R: Read> GameSplitter<R> {
         let bytes = match self.head.take() {
             Some(head) => head,
             None => {
-                let from = usize::try_from(start - self.base).unwrap_or(usize::MAX);
-                let to = usize::try_from(end - self.base).unwrap_or(usize::MAX);
-                self.buf.get(from..to).unwrap_or_default().to_vec()
+                let (from, to) = (self.index(start), self.index(end));
+                self.buf[from..to].to_vec()
             }
         };
         self.games += 1;
@@ -761,7 +793,9 @@ impl<R: Read> GameSplitter<R> {
 pub struct ParseLimits {
     /// Games longer than this are rejected.
     pub max_plies: u32,
-    /// Games larger than this (in bytes) are rejected.
+    /// Games larger than this (in bytes) are rejected. A game is held
+    /// whole up to this size, so it must fit in memory: the settings bound
+    /// it to `config::MAX_GAME_BYTES`.
     pub max_game_bytes: u64,
 }
 
@@ -788,7 +822,7 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
         .collect::<Result<Vec<_>, _>>()?;
     let movetext = text
         .get(scan.movetext.unwrap_or(text.len())..)
-        .unwrap_or_default();
+        .expect(SPAN_WITHIN_GAME);
     let mut game = parse_movetext(movetext, limits.max_plies)?;
     game.tags = tags;
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
@@ -819,9 +853,14 @@ fn lone_cr_as_newline(bytes: &[u8]) -> Cow<'_, [u8]> {
     )
 }
 
+/// Why a span the scanner recorded lies within the game's bytes.
+const SPAN_WITHIN_GAME: &str = "the scanner records spans of the game it reads, which ends at the \
+     next game or the end of the stream, and a game cut at the size cap is rejected before its \
+     spans are read";
+
 /// A tag's name and value, decoded.
 fn decode_tag(text: &[u8], span: &TagSpan) -> Result<(String, String), RejectReason> {
-    let slice = |r: &Range<usize>| text.get(r.clone()).unwrap_or_default();
+    let slice = |r: &Range<usize>| text.get(r.clone()).expect(SPAN_WITHIN_GAME);
     match span {
         TagSpan::Quoted { name, value } => Ok((
             decode_text(slice(name)).into_owned(),

@@ -6,6 +6,9 @@
 //! python-chess's `parse_san` (a missing or extra `x` is tolerated, fully
 //! specified moves like `e2e4` or `g1f3` are accepted for any piece) so both
 //! accept the same games.
+//!
+//! It must not parse PGN text again (the reader did) nor know how a game is
+//! stored.
 
 use std::sync::Arc;
 
@@ -59,10 +62,9 @@ impl PositionsBuilder {
     fn push<P: Position>(&mut self, pos: &P) {
         let start = self.text.len();
         self.text.resize(start + FEN_CAP, 0);
-        let len = match self.text.get_mut(start..) {
-            Some(tail) => <&mut [u8; FEN_CAP]>::try_from(tail).map_or(0, |out| write_fen(pos, out)),
-            None => 0,
-        };
+        let out = <&mut [u8; FEN_CAP]>::try_from(&mut self.text[start..])
+            .expect("the text was just resized to FEN_CAP bytes past start");
+        let len = write_fen(pos, out);
         self.text.truncate(start + len);
         self.ends.push(u32::try_from(self.text.len()).expect(
             "a game's FEN text is far below 4 GiB: its plies are capped by max_plies \
@@ -79,15 +81,16 @@ impl PositionsBuilder {
             .ends
             .iter()
             .map(|&end| {
-                let fen = self.text.get(start..end as usize).unwrap_or_default();
+                let fen = self.text.get(start..end as usize).expect(
+                    "each end was the text's length when its FEN was appended, and the text only grows",
+                );
                 start = end as usize;
                 fen_digest_bytes(fen)
             })
             .collect();
         PositionList {
-            // Only ASCII is written; the lossy branch is never taken.
             text: String::from_utf8(self.text)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                .expect("only FENs are written, and a FEN is ASCII (board, side, castling, square, numbers)"),
             ends: self.ends,
             digests,
         }

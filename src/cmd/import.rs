@@ -9,13 +9,17 @@
 use std::{
     num::NonZeroUsize,
     path::PathBuf,
-    sync::{Arc, atomic::AtomicUsize},
+    sync::{Arc, Mutex, PoisonError, atomic::AtomicUsize},
 };
 
 use crate::{
     config::{LoadMode, Overrides, Settings},
     error::{Error, ExitStatus},
-    ingest::engine::{self, BulkOutcome, ImportJob, Summary},
+    ingest::{
+        engine::{self, ImportJob},
+        report::{BulkOutcome, Notice, Reporter, Summary},
+    },
+    progress::{Progress, Snapshot},
     store::db,
 };
 
@@ -86,13 +90,53 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         restart: args.restart,
         no_wait: args.no_wait,
     };
-    runtime.block_on(engine::import(
-        settings,
-        &job,
-        interrupts,
+    let printer = Printer {
+        progress: Mutex::new(Progress::new(quiet)),
         quiet,
-        print_summary,
-    ))
+    };
+    runtime.block_on(engine::import(settings, &job, interrupts, &printer))
+}
+
+/// Shows an import on stderr: the progress bar (or log lines), the
+/// messages of the run, the summary.
+struct Printer {
+    /// Locked for each update only (the engine reports from both write
+    /// phases, which run on one task).
+    progress: Mutex<Progress>,
+    /// `--quiet`: no progress, no bulk-finish steps; messages that need
+    /// attention (retries, skipped or failed inputs) are still shown.
+    quiet: bool,
+}
+
+impl Printer {
+    fn bar(&self) -> std::sync::MutexGuard<'_, Progress> {
+        // A panic while drawing leaves nothing half-done worth refusing.
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Reporter for Printer {
+    fn input_opened(&self, name: &str, len: Option<u64>) {
+        self.bar().start_input(name, len);
+    }
+
+    fn progress(&self, now: Snapshot) {
+        self.bar().update(now);
+    }
+
+    fn inputs_ended(&self) {
+        self.bar().finish();
+    }
+
+    fn notice(&self, notice: &Notice<'_>) {
+        if !(self.quiet && matches!(notice, Notice::BulkLoad(_))) {
+            eprintln!("pgnload: {notice}");
+        }
+    }
+
+    fn summary(&self, summary: &Summary) {
+        print_summary(summary);
+    }
 }
 
 /// Prints the run's summary to stderr.

@@ -30,6 +30,8 @@
 //! sees the unfinished load, drops again whatever a half-done finish
 //! rebuilt, continues the inputs and finishes. While a load is unfinished
 //! the tables have no indexes: queries work but are slow.
+//!
+//! No step may leave the database in a state a rerun cannot finish.
 
 use std::{
     collections::VecDeque,
@@ -45,7 +47,10 @@ use tokio_postgres::Client;
 use crate::{
     config::LoadMode,
     error::Error,
-    ingest::writer::{IdSequence, WriteMode},
+    ingest::{
+        report::{Notice, Reporter},
+        writer::{IdSequence, WriteMode},
+    },
     store::db::{self, Target, db_err},
 };
 
@@ -97,6 +102,7 @@ pub async fn choose(
     requested: LoadMode,
     incoming_positions: u64,
     no_wait: bool,
+    reporter: &dyn Reporter,
 ) -> Result<Option<Chosen>, Error> {
     let try_lock = |sql: &'static str| async move {
         control
@@ -131,9 +137,7 @@ pub async fn choose(
                 if no_wait {
                     return Ok(None);
                 }
-                eprintln!(
-                    "pgnload: waiting for the other imports to end (bulk mode needs the database to itself)"
-                );
+                reporter.notice(&Notice::WaitingForImports);
                 lock("SELECT pg_advisory_lock($1)").await?;
                 return Ok(Some(Chosen::Bulk {
                     resuming: unfinished(control).await?.is_some(),
@@ -145,7 +149,7 @@ pub async fn choose(
             if no_wait {
                 return Ok(None);
             }
-            eprintln!("pgnload: waiting for a bulk load to finish");
+            reporter.notice(&Notice::WaitingForBulkLoad);
             lock("SELECT pg_advisory_lock_shared($1)").await?;
         }
         let Some(load) = unfinished(control).await? else {
@@ -523,14 +527,10 @@ pub async fn finish(
     load_id: i64,
     evicted: bool,
     interrupts: &Arc<AtomicUsize>,
-    quiet: bool,
+    reporter: &dyn Reporter,
 ) -> Result<Option<FinishReport>, Error> {
     let started = Instant::now();
-    let say = |text: String| {
-        if !quiet {
-            eprintln!("pgnload: bulk load: {text}");
-        }
-    };
+    let say = |text: &str| reporter.notice(&Notice::BulkLoad(text));
     let needs_dedup: bool = client
         .query_one(
             "UPDATE import_bulk_loads SET state = 'finishing', updated_at = now(),
@@ -544,10 +544,10 @@ pub async fn finish(
     end_orphaned_rebuilds(client).await?;
     let mut report = FinishReport::default();
     if needs_dedup {
-        say("merging duplicate positions".into());
+        say("merging duplicate positions");
         report.duplicates_merged = merge_duplicates(client, load_id).await?;
         report.dedup_s = started.elapsed().as_secs_f64();
-        say(format!(
+        say(&format!(
             "{} duplicate positions merged in {:.1} s",
             report.duplicates_merged, report.dedup_s
         ));
@@ -576,7 +576,7 @@ pub async fn finish(
             work.push_back((name, create_sql));
         }
     }
-    say(format!(
+    say(&format!(
         "rebuilding {} indexes and constraints, then analyzing",
         work.len()
     ));
@@ -600,7 +600,7 @@ pub async fn finish(
             connection,
             Arc::clone(&work),
             Arc::clone(interrupts),
-            quiet,
+            &say,
         ));
     }
     for result in futures_util::future::join_all(workers).await {
@@ -619,7 +619,7 @@ pub async fn finish(
         )
         .await
         .map_err(db_err("marking the bulk load done"))?;
-    say(format!(
+    say(&format!(
         "indexes and constraints rebuilt, tables analyzed in {:.1} s",
         report.rebuild_s
     ));
@@ -632,7 +632,7 @@ async fn rebuild_worker(
     connection: db::Database,
     work: Arc<Mutex<VecDeque<(String, String)>>>,
     interrupts: Arc<AtomicUsize>,
-    quiet: bool,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<(), Error> {
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
@@ -652,8 +652,8 @@ async fn rebuild_worker(
             .await
             .map_err(db_err(format!("rebuilding {name}")))?;
         let seconds = started.elapsed().as_secs_f64();
-        if !quiet && seconds >= 1.0 {
-            eprintln!("pgnload: bulk load: {name} in {seconds:.1} s");
+        if seconds >= 1.0 {
+            say(&format!("{name} in {seconds:.1} s"));
         }
     }
     connection.close()

@@ -1,7 +1,9 @@
 //! The import: inputs read, split and replayed on worker threads
 //! (`source`, `pipeline`), positions deduplicated in memory (`dedup`),
 //! batches written in two phases (`writer`), bulk loads (`bulk`), and the
-//! engine that drives them with checkpoints, retries and resume (`engine`).
+//! engine that drives them with checkpoints, retries (`retry`) and resume
+//! (`engine`), telling the front end what happens through a reporter
+//! (`report`).
 //!
 //! It exists apart from `cmd` so that importing needs no command line, and
 //! apart from `store` so that PostgreSQL's own concerns (connections,
@@ -13,5 +15,7 @@ pub(crate) mod bulk;
 pub(crate) mod dedup;
 pub(crate) mod engine;
 pub mod pipeline;
+pub(crate) mod report;
+pub(crate) mod retry;
 pub(crate) mod source;
 pub(crate) mod writer;

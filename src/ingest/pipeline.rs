@@ -10,6 +10,9 @@
 //! stage whatever the input size. Batches keep file order; games inside a
 //! batch are processed in parallel but returned in order, so output and
 //! checkpoints are deterministic.
+//!
+//! It must not touch the database nor buffer beyond its bounded channels:
+//! the consumer decides what is written, and when.
 
 use std::{
     sync::{

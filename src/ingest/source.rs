@@ -1,6 +1,9 @@
 //! Inputs: files or stdin, plain PGN or compressed, sniffed from the first
 //! bytes rather than trusted from the file name (Lichess dumps get renamed,
 //! and stdin has no name at all).
+//!
+//! It must not parse PGN: it hands out bytes and fingerprints, nothing
+//! more.
 
 use std::{
     fmt,

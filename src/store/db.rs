@@ -8,6 +8,9 @@
 //! append-only. A ~40-line runner is used instead of a migration crate
 //! because the popular ones (sqlx, refinery) bring their own Postgres
 //! drivers or async runtimes alongside tokio-postgres.
+//!
+//! It must not let a password out: every connection error and description
+//! of a database goes through the redaction here.
 
 use std::{path::PathBuf, time::Duration};
 

@@ -1,5 +1,8 @@
 //! The TSV report of `pgnload verify`: one line per finding, fields
 //! escaped so that no stored text can break the columns.
+//!
+//! It must not decide what is a finding (the checks do): it only writes
+//! them.
 
 use std::{
     fs::File,

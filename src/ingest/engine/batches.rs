@@ -1,0 +1,277 @@
+//! An input's batches, from the parse pipeline through the writer's two
+//! phases: positions of batch N+1 on one connection while the games of
+//! batch N (with its checkpoint) are written on the other.
+//!
+//! It must not touch the input's row but through the writer's checkpoint:
+//! where an input starts and how it ends are `checkpoint`'s.
+
+use std::{
+    io::Write,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use super::{BulkState, DEFAULT_SOURCE, Importer, InputEnd, checkpoint::Checkpoint};
+use crate::{
+    error::Error,
+    ingest::{
+        bulk::{self, BulkLoad},
+        pipeline::{Batch, Event, InputSpec, Outcome, Pipeline},
+        report::Notice,
+        retry::retry_on,
+        source,
+        writer::{
+            Conflict, FileContext, PendingIds, ResolvedBatch, WrittenBatch, resolve_positions,
+            to_i64, write_games,
+        },
+    },
+    progress::Snapshot,
+};
+
+impl Importer<'_> {
+    /// Streams the input from its checkpoint through the parse pipeline
+    /// and the two write phases. `Err` when a data connection was lost
+    /// (the caller re-reads its state and retries).
+    pub(super) async fn stream_batches(
+        &mut self,
+        name: &str,
+        checkpoint: Checkpoint,
+    ) -> Result<InputEnd, Error> {
+        let source =
+            (self.run.settings.source.clone()).unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
+        let mut file = FileContext {
+            file_id: checkpoint.file_id,
+            source,
+            expected_bytes_done: checkpoint.bytes_done,
+        };
+        let spec = InputSpec {
+            name: name.to_owned(),
+            skip_bytes: checkpoint.skip_bytes,
+            skip_games: checkpoint.skip_games,
+        };
+        if let BulkState::Pending = self.load.bulk {
+            let BulkLoad { id, mode } = bulk::begin(&mut self.conns.db.client).await?;
+            self.load.write_mode = mode;
+            self.load.bulk = BulkState::Open(id);
+        }
+        let pipeline = Pipeline::start_interruptible(
+            vec![spec],
+            self.run.settings.pipeline,
+            Arc::clone(&self.run.interrupts),
+        );
+        let mut consumed = None;
+        // Batches move through two phases (see `Self::step`): `ready` has
+        // its positions committed and waits for its games to be written.
+        let mut ready: Option<(Batch, ResolvedBatch)> = None;
+        let mut upstream_end = None;
+        let end = loop {
+            let next = match upstream_end {
+                Some(_) => None,
+                None => match self.next_batch(&pipeline, name, &mut consumed) {
+                    Ok(batch) => Some(batch),
+                    Err(end) => {
+                        upstream_end = Some(end);
+                        None
+                    }
+                },
+            };
+            if next.is_none() && ready.is_none() {
+                break Ok(upstream_end.unwrap_or(InputEnd::Done));
+            }
+            let (resolved, written) = self
+                .step(next.as_ref(), ready.as_ref().map(|(b, r)| (b, r)), &file)
+                .await;
+            // Committed positions are learnt even if the other phase
+            // failed: a bulk load must not insert them a second time.
+            let resolved = match (next, resolved) {
+                (Some(batch), Some(Ok((resolved, pending)))) => {
+                    for (key, id) in pending {
+                        self.cache.insert(key, id);
+                    }
+                    Some(Ok((batch, resolved)))
+                }
+                (_, Some(Err(error))) => Some(Err(error)),
+                _ => None,
+            };
+            if let (Some((batch, _)), Some(written)) = (ready.take(), written) {
+                if let Err(error) = written.and_then(|written| self.after_commit(&batch, written)) {
+                    break self.lost_or_failed(error);
+                }
+                file.expected_bytes_done = to_i64(batch.end_offset);
+                if let Some(end) = self.after_batch(&batch, consumed.as_deref()) {
+                    break Ok(end);
+                }
+            }
+            match resolved {
+                Some(Ok(resolved)) => ready = Some(resolved),
+                Some(Err(error)) => break self.lost_or_failed(error),
+                None => {}
+            }
+        };
+        pipeline.stop();
+        drop(pipeline);
+        end
+    }
+
+    /// The pipeline's next batch, or how the input ended upstream (the
+    /// batches before a failure are still written). `consumed` is set to
+    /// the input's byte counter when it opens.
+    fn next_batch(
+        &self,
+        pipeline: &Pipeline,
+        name: &str,
+        consumed: &mut Option<Arc<AtomicU64>>,
+    ) -> Result<Batch, InputEnd> {
+        loop {
+            match pipeline.events.recv() {
+                Ok(Event::Opened {
+                    len, consumed: c, ..
+                }) => {
+                    self.run.reporter.input_opened(name, len);
+                    *consumed = Some(c);
+                }
+                Ok(Event::Batch(batch)) => return Ok(batch),
+                Ok(Event::Finished { .. }) => return Err(InputEnd::Done),
+                // The pipeline's threads are gone without saying how the
+                // input ended: a bug, not the end of the input.
+                Err(_) => {
+                    return Err(InputEnd::Failed(Error::Internal(
+                        "the parse pipeline stopped before the end of the input".into(),
+                    )));
+                }
+                Ok(Event::Failed { error, .. }) => {
+                    return Err(if source::is_cancelled(&error) {
+                        InputEnd::Interrupted
+                    } else {
+                        InputEnd::Failed(error)
+                    });
+                }
+            }
+        }
+    }
+
+    /// After a batch committed: reports progress (`consumed`: the input's
+    /// bytes read, when it opened) and says whether the input stops here
+    /// (too many rejects, an interrupt).
+    fn after_batch(&self, batch: &Batch, consumed: Option<&AtomicU64>) -> Option<InputEnd> {
+        let games = &self.tally.totals.games;
+        self.run.reporter.progress(Snapshot {
+            games: games.read,
+            positions: games.positions_new + games.positions_reused,
+            memory_hit_rate: games.memory_hit_rate(),
+            bytes: consumed.map_or(batch.end_offset, |c| c.load(Ordering::Relaxed)),
+        });
+        let max = self.run.settings.max_rejects;
+        if max > 0 && games.rejected > max {
+            Some(InputEnd::TooManyRejects)
+        } else if self.interrupted() {
+            Some(InputEnd::Interrupted)
+        } else {
+            None
+        }
+    }
+
+    /// One step of the two-phase write: resolves the positions of `next`
+    /// on the positions connection while the games of `ready` (whose
+    /// positions a previous step committed) are written on the data
+    /// connection, so that PostgreSQL works on both at once. Each phase
+    /// retries transient failures on its own connection; a phase with
+    /// nothing to do returns `None`.
+    async fn step(
+        &mut self,
+        next: Option<&Batch>,
+        ready: Option<(&Batch, &ResolvedBatch)>,
+        file: &FileContext,
+    ) -> (
+        Option<Result<(ResolvedBatch, PendingIds), Error>>,
+        Option<Result<WrittenBatch, Error>>,
+    ) {
+        let retry_seconds = self.run.settings.retry_seconds;
+        let (target, reporter) = (&self.run.target, self.run.reporter);
+        let (mut position_seq, mut game_seq) = self.load.write_mode.sequences();
+        let cache = &mut self.cache;
+        let positions_db = &mut self.conns.positions_db;
+        let db = &mut self.conns.db;
+        let resolve = async {
+            let batch = next?;
+            Some(
+                retry_on(
+                    positions_db,
+                    target,
+                    retry_seconds,
+                    false,
+                    reporter,
+                    async |client| {
+                        resolve_positions(client, batch, file, cache, position_seq.as_deref_mut())
+                            .await
+                    },
+                )
+                .await,
+            )
+        };
+        let write = async {
+            let (batch, resolved) = ready?;
+            Some(
+                retry_on(db, target, retry_seconds, false, reporter, async |client| {
+                    write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
+                })
+                .await,
+            )
+        };
+        tokio::join!(resolve, write)
+    }
+
+    /// Accounts for a batch whose games committed.
+    fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
+        let shown_before = self.tally.totals.games.conflicts;
+        for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
+            self.warn_conflict(batch, conflict, ordinal);
+        }
+        self.tally.totals.games.add(written.stats);
+        if let Some(out) = &mut self.run.rejects_file {
+            for outcome in &batch.outcomes {
+                if let Outcome::Rejected(r) = outcome {
+                    let reason = r.rejection.to_string().replace(['\n', '\r'], " ");
+                    let mut text = format!("% pgnload reject: {reason}\n").into_bytes();
+                    text.extend_from_slice(r.raw.trim_ascii_end());
+                    text.extend_from_slice(b"\n\n");
+                    out.write_all(&text).map_err(Error::Output)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Says where a conflicting game and the game holding its id are (the
+    /// first few of a run; `import_conflicts` has them all).
+    fn warn_conflict(&self, batch: &Batch, conflict: &Conflict, ordinal: u64) {
+        const SHOWN: u64 = 10;
+        if ordinal >= SHOWN {
+            if ordinal == SHOWN {
+                self.run.reporter.notice(&Notice::MoreConflicts);
+            }
+            return;
+        }
+        if let Some(Outcome::Game(game)) = batch.outcomes.get(conflict.index) {
+            self.run.reporter.notice(&Notice::Conflict {
+                game: &game.pos,
+                conflict,
+            });
+        }
+    }
+
+    /// How an input ends after a failed write: a dropped data connection
+    /// (server crash or restart, terminated backend) is an `Err`, after
+    /// which nothing the importer derived from earlier commits is trusted
+    /// and the input starts again from the checkpoint the database holds;
+    /// anything else fails the input.
+    fn lost_or_failed(&self, error: Error) -> Result<InputEnd, Error> {
+        if self.conns.db.client.is_closed() || self.conns.positions_db.client.is_closed() {
+            Err(error)
+        } else {
+            Ok(InputEnd::Failed(error))
+        }
+    }
+}

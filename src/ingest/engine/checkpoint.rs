@@ -1,0 +1,349 @@
+//! An input's checkpoint in `import_files`: where its import resumes,
+//! whether it is imported already or changed since, how it ended, and its
+//! counts as the database committed them (so that a batch committed once
+//! is counted once, however many attempts a lost connection forced).
+//!
+//! It must not read the input's games nor write any: it works on the
+//! input's row on the control connection (and, when it forgets the position
+//! map after a lost connection, marks a bulk load for a duplicate merge).
+
+use std::path::Path;
+
+use super::{BulkState, Importer, InputEnd, sniff_compression};
+use crate::{
+    error::Error,
+    ingest::{dedup::PositionCache, report::Notice, source, writer::BatchStats},
+    store::db::db_err,
+};
+
+/// The start of an input's import, kept across retried attempts so that
+/// its counts come from what the database committed, however many
+/// attempts it took.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InputAttempt {
+    /// `import_files.id`.
+    file_id: i64,
+    /// The input's counters in `import_files` when the first attempt began.
+    committed_before: GameCounts,
+    /// The run's totals when the first attempt began.
+    totals_before: BatchStats,
+}
+
+/// Where an input's import starts, as its `import_files` row says.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Checkpoint {
+    /// `import_files.id`.
+    pub(super) file_id: i64,
+    /// Decompressed bytes already imported (the checkpoint the next
+    /// batch's commit must find).
+    pub(super) bytes_done: i64,
+    /// The same, as the pipeline skips it.
+    pub(super) skip_bytes: u64,
+    /// Games already read.
+    pub(super) skip_games: u64,
+}
+
+/// An input's game counters, as `import_files` holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct GameCounts {
+    imported: i64,
+    present: i64,
+    rejected: i64,
+}
+
+impl GameCounts {
+    /// The counters from a row of `(games_imported, games_present, games_rejected)`
+    /// starting at column `first`.
+    fn from_row(row: &tokio_postgres::Row, first: usize) -> GameCounts {
+        GameCounts {
+            imported: row.get(first),
+            present: row.get(first + 1),
+            rejected: row.get(first + 2),
+        }
+    }
+}
+
+impl Importer<'_> {
+    /// Reads (or registers) the input's checkpoint and marks it running:
+    /// where to resume, or how the input ends without reading it (already
+    /// imported, changed since an interrupted import, an impossible
+    /// checkpoint). Forgets first what a lost connection made stale.
+    pub(super) async fn open_checkpoint(
+        &mut self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<Result<Checkpoint, InputEnd>, Error> {
+        if std::mem::take(&mut self.stale) {
+            self.forget_unverified().await?;
+        }
+        // `--restart` applies to an input's first attempt only: a retry
+        // after a lost connection continues from what the first committed.
+        let retrying = self.tally.attempt.is_some();
+        let restart = self.run.job.restart && !retrying;
+        let row = self
+            .conns
+            .control
+            .client
+            .query_opt(
+                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected
+                 FROM import_files WHERE fingerprint = $1",
+                &[&fingerprint],
+            )
+            .await
+            .map_err(db_err("reading the input's checkpoint"))?;
+        let (file_id, games_done, bytes_done) = match row {
+            Some(row) => {
+                let state: String = row.get(1);
+                if state == "done" && !restart {
+                    if retrying {
+                        // The attempt that lost its connection had finished.
+                        self.account_input(GameCounts::from_row(&row, 4))?;
+                        return Ok(Err(InputEnd::Done));
+                    }
+                    return Ok(Err(InputEnd::AlreadyImported));
+                }
+                let (games, bytes): (i64, i64) = if restart {
+                    (0, 0)
+                } else {
+                    (row.get(2), row.get(3))
+                };
+                if bytes > 0 {
+                    self.run.reporter.notice(&Notice::Resuming {
+                        input: name,
+                        games,
+                        bytes,
+                    });
+                }
+                (row.get::<_, i64>(0), games, bytes)
+            }
+            None => {
+                if !source::is_stream(name)
+                    && let Some(end) = self.refuse_changed(name, path, fingerprint).await?
+                {
+                    return Ok(Err(end));
+                }
+                (
+                    self.register_input(name, path, fingerprint, size).await?,
+                    0,
+                    0,
+                )
+            }
+        };
+        let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
+        {
+            (Ok(bytes), Ok(games)) => (bytes, games),
+            _ => {
+                return Ok(Err(InputEnd::Failed(Error::Internal(format!(
+                    "import_files row {file_id} holds a negative checkpoint \
+                     ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
+                )))));
+            }
+        };
+        let committed = self
+            .mark_running(file_id, path, games_done, bytes_done, restart)
+            .await?;
+        if !retrying {
+            self.tally.attempt = Some(InputAttempt {
+                file_id,
+                committed_before: committed,
+                totals_before: self.tally.totals.games,
+            });
+        }
+        Ok(Ok(Checkpoint {
+            file_id,
+            bytes_done,
+            skip_bytes,
+            skip_games,
+        }))
+    }
+
+    /// A file not seen before at `path` whose import there was interrupted
+    /// under another fingerprint has changed since: refused (resuming would
+    /// mix two files), or with `--restart` the old checkpoint is retired.
+    async fn refuse_changed(
+        &self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+    ) -> Result<Option<InputEnd>, Error> {
+        let client = &self.conns.control.client;
+        let Some(old) = client
+            .query_opt(
+                "SELECT fingerprint FROM import_files
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 ORDER BY updated_at DESC LIMIT 1",
+                &[&path, &fingerprint],
+            )
+            .await
+            .map_err(db_err("checking for a changed input"))?
+        else {
+            return Ok(None);
+        };
+        let old: String = old.get(0);
+        if !self.run.job.restart {
+            return Ok(Some(InputEnd::Failed(Error::Input {
+                file: name.to_owned(),
+                message: format!(
+                    "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
+                     refusing to resume. Pass --restart to import it from the start \
+                     (games already imported are recognized and skipped)"
+                ),
+            })));
+        }
+        client
+            .execute(
+                "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
+                 WHERE path = $1 AND fingerprint = $2",
+                &[&path, &old],
+            )
+            .await
+            .map_err(db_err("retiring the old checkpoint"))?;
+        Ok(None)
+    }
+
+    /// Registers an input seen for the first time; returns its
+    /// `import_files.id`.
+    async fn register_input(
+        &self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<i64, Error> {
+        let compression = if source::is_stream(name) {
+            "unknown".to_owned()
+        } else {
+            sniff_compression(Path::new(name)).to_string()
+        };
+        let size_bytes = size.map(|size| {
+            i64::try_from(size)
+                .expect("a file size comes from st_size, a non-negative 64-bit off_t")
+        });
+        Ok(self
+            .conns
+            .control
+            .client
+            .query_one(
+                "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
+                 VALUES ($1, $2, $3, $4, 'running') RETURNING id",
+                &[&fingerprint, &path, &size_bytes, &compression],
+            )
+            .await
+            .map_err(db_err("registering the input"))?
+            .get(0))
+    }
+
+    /// Marks the input running from its checkpoint; returns its counters
+    /// as committed. A restart reads the input again from its first game,
+    /// so the rejects recorded for it are recorded again (and only once).
+    async fn mark_running(
+        &self,
+        file_id: i64,
+        path: &str,
+        games_done: i64,
+        bytes_done: i64,
+        restart: bool,
+    ) -> Result<GameCounts, Error> {
+        self.conns
+            .control
+            .client
+            .query_one(
+                "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
+                 UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
+                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
+                 WHERE id = $1
+                 RETURNING games_imported, games_present, games_rejected",
+                &[&file_id, &path, &games_done, &bytes_done, &restart],
+            )
+            .await
+            .map(|row| GameCounts::from_row(&row, 0))
+            .map_err(db_err("marking the input running"))
+    }
+
+    /// Records how the input ended, and sets the run's counts for it from
+    /// what the database committed.
+    pub(super) async fn record_end(
+        &mut self,
+        file_id: i64,
+        end: InputEnd,
+    ) -> Result<InputEnd, Error> {
+        let (state, error) = match end {
+            InputEnd::Done => ("done", None),
+            InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
+            InputEnd::Failed(ref e) => ("failed", Some(e.to_string())),
+            InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
+        };
+        let committed = self
+            .retrying_control(async |this: &mut Self| {
+                this.conns
+                    .control
+                    .client
+                    .query_one(
+                        "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
+                             finished_at = CASE WHEN $2 = 'done' THEN now() END
+                         WHERE id = $1
+                         RETURNING games_imported, games_present, games_rejected",
+                        &[&file_id, &state, &error],
+                    )
+                    .await
+                    .map(|row| GameCounts::from_row(&row, 0))
+                    .map_err(db_err("recording the input's state"))
+            })
+            .await?;
+        self.account_input(committed)?;
+        Ok(end)
+    }
+
+    /// Sets the run's game counts for the current input to what the
+    /// database committed for it (`committed`: its counters now), so that
+    /// a batch whose commit was acknowledged and then lost to a server
+    /// crash, or committed though its acknowledgement was lost, is counted
+    /// exactly once.
+    fn account_input(&mut self, committed: GameCounts) -> Result<(), Error> {
+        let Some(attempt) = self.tally.attempt else {
+            return Err(Error::Internal(
+                "an input ended before its import began".into(),
+            ));
+        };
+        let before = attempt.committed_before;
+        let delta = |now: i64, then: i64| {
+            u64::try_from(now - then).map_err(|_| {
+                Error::Internal(format!(
+                    "the counters of import_files row {} went down during the import ({then} → {now})",
+                    attempt.file_id
+                ))
+            })
+        };
+        let imported = delta(committed.imported, before.imported)?;
+        let present = delta(committed.present, before.present)?;
+        let rejected = delta(committed.rejected, before.rejected)?;
+        let games = &mut self.tally.totals.games;
+        let base = attempt.totals_before;
+        games.imported = base.imported + imported;
+        games.present = base.present + present;
+        games.rejected = base.rejected + rejected;
+        games.read = base.read + imported + present + rejected;
+        Ok(())
+    }
+
+    /// Forgets what a lost connection may have made untrue: position ids
+    /// learnt from commits a server crash can have undone. In a bulk load
+    /// the forgotten positions come again as new rows, so the load is
+    /// marked to merge duplicates at its finish.
+    async fn forget_unverified(&mut self) -> Result<(), Error> {
+        self.cache = PositionCache::new(self.run.settings.cache_positions);
+        if let BulkState::Open(load) = self.load.bulk {
+            self.conns.control
+                .client
+                .execute(
+                    "UPDATE import_bulk_loads SET needs_dedup = true, updated_at = now() WHERE id = $1",
+                    &[&load],
+                )
+                .await
+                .map_err(db_err("marking the bulk load for a duplicate merge"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,738 @@
+//! The import engine: files in, rows out, resumable.
+//!
+//! It exists apart from `cmd::import` so that anything (the command today,
+//! other front ends later) can import without clap: it takes settings, an
+//! [`ImportJob`] and an interrupt counter, and hands back an
+//! [`ExitStatus`]; what it has to say (progress, retries, resumes, skipped
+//! inputs, the summary) goes to the front end's [`Reporter`]. It must not
+//! parse arguments nor print.
+//!
+//! Inputs are imported one at a time. For each: identify it by fingerprint,
+//! take an advisory lock on it (two cron runs never import one file at
+//! once), resume from its checkpoint, then stream batches through the parse
+//! pipeline into the writer's two phases: [`crate::ingest::writer::resolve_positions`]
+//! of batch N+1 on one connection while [`crate::ingest::writer::write_games`] of
+//! batch N (with its checkpoint) runs on another.
+//! A lost connection is retried with backoff for a bounded time; a bad game
+//! is a reject, never an error; an interrupt finishes the batch in flight
+//! and ends the run as interrupted (exit code 3).
+//!
+//! This file holds the run: its start, its inputs one by one, its end.
+//! An input's row in `import_files` is `checkpoint`'s, its batches through
+//! the two phases are `batches`'s, and the retry policy is
+//! [`crate::ingest::retry`]'s.
+
+mod batches;
+mod checkpoint;
+
+use std::{
+    fs::{File, OpenOptions},
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use self::checkpoint::InputAttempt;
+
+use crate::{
+    config::Settings,
+    error::{Error, ExitStatus},
+    ingest::{
+        bulk::{self, BulkLoad, Chosen, FinishReport},
+        dedup::PositionCache,
+        report::{BulkOutcome, Notice, Reporter, Summary, Totals},
+        retry::{Retry, reconnect, retry_on},
+        source::{self, Compression, fingerprint},
+        writer::{WriteMode, prepare_connection},
+    },
+    store::db::{self, Database, Target, db_err},
+};
+
+/// What an import needs beyond the settings: the command line's inputs
+/// and how to treat them.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportJob<'a> {
+    /// PGN files, or `-` for stdin, imported in this order.
+    pub inputs: &'a [String],
+    /// Also append rejected games, verbatim, to this file.
+    pub rejects: Option<&'a Path>,
+    /// Import inputs again from their start (see `--restart`).
+    pub restart: bool,
+    /// Skip a busy input or database instead of waiting (see `--no-wait`).
+    pub no_wait: bool,
+}
+
+/// How one input ended.
+enum InputEnd {
+    Done,
+    AlreadyImported,
+    Busy,
+    Interrupted,
+    TooManyRejects,
+    Failed(Error),
+}
+
+/// Everything an input's import needs, grouped by idea.
+struct Importer<'a> {
+    /// What the run was given, and its identity.
+    run: RunContext<'a>,
+    /// The run's three database sessions.
+    conns: Connections,
+    /// The load mode and where its bulk load stands.
+    load: Load,
+    /// Position ids known to be committed, so that a batch's positions are
+    /// resolved without the database where possible.
+    cache: PositionCache,
+    /// Set when an attempt at an input failed: a connection may have been
+    /// replaced, and a server crash may have lost commits the importer
+    /// saw succeed, so the position map and the checkpoint are re-read
+    /// from the database before anything is written again.
+    stale: bool,
+    /// The run's counts.
+    tally: Tally,
+}
+
+/// What a run was given and what identifies it; fixed for the run.
+struct RunContext<'a> {
+    settings: &'a Settings,
+    job: &'a ImportJob<'a>,
+    target: Target,
+    /// `import_runs.id`.
+    id: i64,
+    interrupts: Arc<AtomicUsize>,
+    reporter: &'a dyn Reporter,
+    /// `--rejects`, opened for appending.
+    rejects_file: Option<File>,
+    started: Instant,
+}
+
+/// The run's database sessions: two data connections, so that PostgreSQL
+/// works on both phases of the write at once, and one for bookkeeping and
+/// the locks, which live as long as its session.
+struct Connections {
+    /// Writes games, moves and checkpoints (and finishes a bulk load).
+    db: Database,
+    /// Resolves positions, one batch ahead of `db`.
+    positions_db: Database,
+    /// Runs, inputs, checkpoints' states and the advisory locks.
+    control: Database,
+}
+
+impl Connections {
+    /// Closes the three sessions, reporting the first failure.
+    fn close(self) -> Result<(), Error> {
+        self.db.close()?;
+        self.positions_db.close()?;
+        self.control.close()
+    }
+}
+
+/// The run's load mode.
+struct Load {
+    /// The mode and lock this run holds (taken again after the control
+    /// connection was replaced).
+    chosen: Chosen,
+    /// How batches are written (a bulk load's id sequences, or none).
+    write_mode: WriteMode,
+    bulk: BulkState,
+}
+
+impl Load {
+    /// The load of a run that chose `chosen` and found the unfinished bulk
+    /// load `resumed`, if any.
+    fn new(chosen: Chosen, resumed: Option<BulkLoad>, reporter: &dyn Reporter) -> Load {
+        match (chosen, resumed) {
+            // An unfinished load is continued (its tables have no indexes
+            // until it finishes, whatever this run imports); a new one
+            // begins with the first input that has games to read.
+            (Chosen::Bulk { .. }, Some(BulkLoad { id, mode })) => {
+                reporter.notice(&Notice::ContinuingBulkLoad);
+                Load {
+                    chosen,
+                    write_mode: mode,
+                    bulk: BulkState::Open(id),
+                }
+            }
+            (Chosen::Bulk { .. }, None) => Load {
+                chosen,
+                write_mode: WriteMode::Incremental,
+                bulk: BulkState::Pending,
+            },
+            (Chosen::Incremental, _) => Load {
+                chosen,
+                write_mode: WriteMode::Incremental,
+                bulk: BulkState::None,
+            },
+        }
+    }
+}
+
+/// Where the run's bulk load stands.
+#[derive(Debug, Clone, Copy)]
+enum BulkState {
+    /// Incremental mode: no bulk load.
+    None,
+    /// Bulk mode was chosen but no load begun yet: it begins (dropping the
+    /// indexes) with the first input that has games to read, so that a run
+    /// whose inputs were all imported already leaves the indexes alone.
+    Pending,
+    /// Bulk load `import_bulk_loads.id` is open: begun or continued.
+    Open(i64),
+    /// Bulk load `import_bulk_loads.id` was finished by this run.
+    Finished(i64, FinishReport),
+}
+
+impl BulkState {
+    /// What the summary says of it.
+    fn outcome(self) -> BulkOutcome {
+        match self {
+            BulkState::None => BulkOutcome::Incremental,
+            BulkState::Pending => BulkOutcome::NothingToLoad,
+            BulkState::Open(load) => BulkOutcome::Unfinished { load },
+            BulkState::Finished(load, report) => BulkOutcome::Finished { load, report },
+        }
+    }
+}
+
+/// The run's counts, and the input whose counts are being taken.
+struct Tally {
+    totals: Totals,
+    /// The input being imported, across the attempts a lost connection
+    /// forces: what the database and the totals held when it began.
+    attempt: Option<InputAttempt>,
+}
+
+/// Runs an import: `job.inputs` one at a time into the database of
+/// `settings`, stopping at the next batch boundary once `interrupts` is
+/// non-zero. `reporter` is told what happens, and given the summary before
+/// the connections close; the status says how the run ended.
+pub async fn import(
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    interrupts: Arc<AtomicUsize>,
+    reporter: &dyn Reporter,
+) -> Result<ExitStatus, Error> {
+    let target = settings.target();
+    let rejects_file = match job.rejects {
+        Some(path) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| Error::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
+    let Start {
+        conns,
+        run_id,
+        chosen,
+        resumed,
+    } = start_retrying(&target, settings, job, reporter).await?;
+    if let Target::Url(_) = &target {
+        for advice in crate::store::tuning::advice(&conns.control.client).await? {
+            reporter.notice(&Notice::Advice(&advice));
+        }
+    }
+    let Some(chosen) = chosen else {
+        reporter.notice(&Notice::DatabaseBusy);
+        conns
+            .control
+            .client
+            .execute(
+                "UPDATE import_runs SET finished_at = now(), status = 'skipped' WHERE id = $1",
+                &[&run_id],
+            )
+            .await
+            .map_err(db_err("recording the run"))?;
+        conns.close()?;
+        return Ok(ExitStatus::Clean);
+    };
+    let load = Load::new(chosen, resumed, reporter);
+    let mut importer = Importer {
+        run: RunContext {
+            settings,
+            job,
+            target,
+            id: run_id,
+            interrupts,
+            reporter,
+            rejects_file,
+            started: Instant::now(),
+        },
+        conns,
+        load,
+        cache: PositionCache::new(settings.cache_positions),
+        stale: false,
+        tally: Tally {
+            totals: Totals::default(),
+            attempt: None,
+        },
+    };
+    let status = importer.run_all().await;
+    reporter.inputs_ended();
+    let status = importer.end_run(status).await;
+    reporter.summary(&importer.summary());
+    importer.conns.close()?;
+    status
+}
+
+/// [`start`], retried as a whole after a transient failure.
+async fn start_retrying(
+    target: &Target,
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    reporter: &dyn Reporter,
+) -> Result<Start, Error> {
+    let mut retry = Retry::new(settings.retry_seconds);
+    loop {
+        match start(target, settings, job, reporter).await {
+            Ok(start) => return Ok(start),
+            Err(error) => {
+                if !retry.wait(&error, false, reporter).await {
+                    return Err(error);
+                }
+            }
+        }
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+}
+
+/// Advisory lock key of an input fingerprint.
+pub fn lock_key(fingerprint: &str) -> i64 {
+    crate::chess::hash::to_signed(xxhash_rust::xxh64::xxh64(
+        fingerprint.as_bytes(),
+        0x7067_6e6c,
+    ))
+}
+
+/// The connections and decisions a run starts with.
+struct Start {
+    conns: Connections,
+    run_id: i64,
+    /// `None`: skipped, because the lock is taken and `--no-wait` was given.
+    chosen: Option<Chosen>,
+    /// The unfinished bulk load this run continues, if any.
+    resumed: Option<BulkLoad>,
+}
+
+/// Opens a run: connections, migrations, the mode and its lock, the
+/// unfinished bulk load if one is continued, and the run's record (last, so
+/// that a failed attempt leaves no record behind). The caller retries it
+/// as a whole after a transient failure (a server starting up or
+/// restarting, `too_many_connections`, a terminated session): a 3 a.m.
+/// cron job that starts while the server restarts waits for it.
+async fn start(
+    target: &Target,
+    settings: &Settings,
+    job: &ImportJob<'_>,
+    reporter: &dyn Reporter,
+) -> Result<Start, Error> {
+    let mut db = db::connect(target).await?;
+    db::migrate(&mut db.client).await?;
+    prepare_connection(&db.client).await?;
+    let positions_db = db::connect(target).await?;
+    prepare_connection(&positions_db.client).await?;
+    let control = db::connect(target).await?;
+    let incoming = estimated_positions(job.inputs);
+    let chosen = bulk::choose(
+        &control.client,
+        settings.mode,
+        incoming,
+        job.no_wait,
+        reporter,
+    )
+    .await?;
+    let resumed = match chosen {
+        Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
+        _ => None,
+    };
+    let run_id: i64 = control
+        .client
+        .query_one(
+            "INSERT INTO import_runs (pgnload_version, host, pid) VALUES ($1, $2, $3) RETURNING id",
+            &[
+                &env!("CARGO_PKG_VERSION"),
+                &hostname(),
+                &i32::try_from(std::process::id()).ok(),
+            ],
+        )
+        .await
+        .map_err(db_err("registering the run"))?
+        .get(0);
+    Ok(Start {
+        conns: Connections {
+            db,
+            positions_db,
+            control,
+        },
+        run_id,
+        chosen,
+        resumed,
+    })
+}
+
+impl Importer<'_> {
+    /// Runs a bookkeeping statement on the control connection, reconnecting
+    /// and retrying if the connection dropped.
+    async fn control_execute(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, Error> {
+        self.retrying_control(async |this: &mut Self| {
+            this.conns
+                .control
+                .client
+                .execute(sql, params)
+                .await
+                .map_err(db_err(what))
+        })
+        .await
+    }
+
+    /// Runs `op`, which works on the control connection, until it
+    /// succeeds: like [`retry_on`], but a replaced control connection also
+    /// re-takes the import lock that went with the old session. `op` gets
+    /// the whole importer because bookkeeping steps use its state.
+    async fn retrying_control<T>(
+        &mut self,
+        mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut retry = Retry::new(self.run.settings.retry_seconds);
+        loop {
+            let error = match op(self).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let closed = [
+                &self.conns.control,
+                &self.conns.db,
+                &self.conns.positions_db,
+            ]
+            .iter()
+            .any(|db| db.client.is_closed());
+            if !retry.wait(&error, closed, self.run.reporter).await {
+                return Err(error);
+            }
+            for data in [&mut self.conns.db, &mut self.conns.positions_db] {
+                if data.client.is_closed() {
+                    reconnect(data, &self.run.target, true, self.run.reporter).await;
+                }
+            }
+            if self.conns.control.client.is_closed() {
+                reconnect(
+                    &mut self.conns.control,
+                    &self.run.target,
+                    false,
+                    self.run.reporter,
+                )
+                .await;
+                self.relock().await?;
+            }
+        }
+    }
+
+    /// The import lock went with the old control session: take it again,
+    /// without waiting (someone taking it meanwhile is not safe to join).
+    async fn relock(&mut self) -> Result<(), Error> {
+        if self.conns.control.client.is_closed() {
+            return Ok(());
+        }
+        if self.load.chosen.relock(&self.conns.control.client).await? {
+            Ok(())
+        } else {
+            Err(Error::Conflict(
+                "lost the import lock with the database connection, and another import took it"
+                    .into(),
+            ))
+        }
+    }
+
+    /// Finishes the bulk load, retrying (on a new connection if needed)
+    /// after transient failures: every step is idempotent.
+    async fn finish_bulk(&mut self, load: i64) -> Result<Option<FinishReport>, Error> {
+        let evicted = self.cache.evicted() > 0;
+        let (target, interrupts, reporter) =
+            (&self.run.target, &self.run.interrupts, self.run.reporter);
+        retry_on(
+            &mut self.conns.db,
+            target,
+            self.run.settings.retry_seconds,
+            true,
+            reporter,
+            async |client| bulk::finish(target, client, load, evicted, interrupts, reporter).await,
+        )
+        .await
+    }
+
+    /// [`Self::import_input`], started again after a transient failure or
+    /// a lost connection (its steps are idempotent: the input's checkpoint
+    /// in the database says where to resume, and a failed attempt marks
+    /// the importer's own state stale so that it is re-read first).
+    async fn import_input_retrying(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        self.tally.attempt = None;
+        self.retrying_control(async |this: &mut Self| {
+            let end = this.import_input(index, name).await;
+            if end.is_err() {
+                this.stale = true;
+            }
+            end
+        })
+        .await
+    }
+
+    /// Ends the run after its inputs: finishes the bulk load unless the
+    /// run was interrupted (the user asked to stop now, and a rerun
+    /// finishes it; stopped for too many rejects, the load is finished so
+    /// that the database is not left without indexes while the rejects are
+    /// fixed), then records how the run ended.
+    async fn end_run(
+        &mut self,
+        mut status: Result<ExitStatus, Error>,
+    ) -> Result<ExitStatus, Error> {
+        if let (
+            Ok(
+                ExitStatus::Clean
+                | ExitStatus::CompletedWithRejects
+                | ExitStatus::Failed
+                | ExitStatus::TooManyRejects,
+            ),
+            BulkState::Open(load),
+        ) = (&status, self.load.bulk)
+        {
+            match self.finish_bulk(load).await {
+                Ok(Some(report)) => self.load.bulk = BulkState::Finished(load, report),
+                Ok(None) => status = Ok(ExitStatus::Interrupted),
+                Err(error) => status = Err(error),
+            }
+        }
+        if let Ok(code) = status {
+            self.record_run(code).await?;
+        }
+        status
+    }
+
+    /// Imports the inputs in order; the status says how the run ended.
+    async fn run_all(&mut self) -> Result<ExitStatus, Error> {
+        let inputs = self.run.job.inputs;
+        let mut status = ExitStatus::Clean;
+        for (index, name) in inputs.iter().enumerate() {
+            // A signal between two inputs: the rest are not started, and
+            // the run ends as interrupted (exit 3), not clean.
+            if self.interrupted() {
+                status = ExitStatus::Interrupted;
+                break;
+            }
+            match self.import_input_retrying(index, name).await? {
+                InputEnd::Done => self.tally.totals.files_done += 1,
+                InputEnd::AlreadyImported => {
+                    self.tally.totals.files_skipped += 1;
+                    self.run.reporter.notice(&Notice::AlreadyImported(name));
+                }
+                InputEnd::Busy => {
+                    self.tally.totals.files_skipped += 1;
+                    self.run.reporter.notice(&Notice::InputBusy(name));
+                }
+                InputEnd::Interrupted => {
+                    self.tally.totals.files_interrupted += 1;
+                    status = ExitStatus::Interrupted;
+                    break;
+                }
+                InputEnd::TooManyRejects => {
+                    self.tally.totals.files_interrupted += 1;
+                    self.run
+                        .reporter
+                        .notice(&Notice::TooManyRejects(self.run.settings.max_rejects));
+                    status = ExitStatus::TooManyRejects;
+                    break;
+                }
+                InputEnd::Failed(error) => {
+                    self.tally.totals.files_failed += 1;
+                    self.run.reporter.notice(&Notice::InputFailed {
+                        input: name,
+                        error: &error,
+                    });
+                }
+            }
+        }
+        if status == ExitStatus::Clean {
+            if self.tally.totals.files_failed > 0 {
+                status = ExitStatus::Failed;
+            } else if self.tally.totals.games.rejected > 0 || self.tally.totals.games.conflicts > 0
+            {
+                status = ExitStatus::CompletedWithRejects;
+            }
+        }
+        Ok(status)
+    }
+
+    /// Records how the run ended in `import_runs`.
+    async fn record_run(&mut self, status: ExitStatus) -> Result<(), Error> {
+        let t = self.tally.totals.games;
+        let (run_id, label) = (self.run.id, format!("{status:?}").to_lowercase());
+        // The totals add up counters PostgreSQL holds as bigints, so they
+        // fit unless a bug inflated them: an error then, not a clamp.
+        let bigint = |n: u64| {
+            i64::try_from(n).map_err(|_| {
+                Error::Internal(format!(
+                    "run {run_id}: a game count of {n} is past PostgreSQL's bigint"
+                ))
+            })
+        };
+        let counts = [
+            bigint(t.read)?,
+            bigint(t.imported)?,
+            bigint(t.present)?,
+            bigint(t.rejected)?,
+        ];
+        self.control_execute(
+            "recording the run",
+            "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
+                 games_imported = $4, games_present = $5, games_rejected = $6
+             WHERE id = $1",
+            &[
+                &run_id, &label, &counts[0], &counts[1], &counts[2], &counts[3],
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn interrupted(&self) -> bool {
+        self.run.interrupts.load(Ordering::SeqCst) > 0
+    }
+
+    /// Imports one input. `Err` only for failures that stop the whole run
+    /// (the bookkeeping connection is gone); input-level failures are
+    /// [`InputEnd::Failed`].
+    async fn import_input(&mut self, index: usize, name: &str) -> Result<InputEnd, Error> {
+        // A stream (stdin, a pipe, a FIFO) is read once: an identity of
+        // this run only, never resumed.
+        let (print_name, fingerprint, size) = if source::is_stream(name) {
+            (
+                name.to_owned(),
+                format!("stream:{}:{index}", self.run.id),
+                None,
+            )
+        } else {
+            let path = Path::new(name);
+            let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match fingerprint(path, &self.run.interrupts) {
+                Ok((fp, size)) => (absolute.display().to_string(), fp, Some(size)),
+                Err(e) if source::is_cancelled(&e) => return Ok(InputEnd::Interrupted),
+                Err(e) => return Ok(InputEnd::Failed(e)),
+            }
+        };
+        let key = lock_key(&fingerprint);
+        let locked: bool = self
+            .conns
+            .control
+            .client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .await
+            .map_err(db_err("locking the input"))?
+            .get(0);
+        if !locked {
+            if self.run.job.no_wait {
+                return Ok(InputEnd::Busy);
+            }
+            self.run.reporter.notice(&Notice::WaitingForInput(name));
+            self.conns
+                .control
+                .client
+                .execute("SELECT pg_advisory_lock($1)", &[&key])
+                .await
+                .map_err(db_err("waiting for the input's lock"))?;
+        }
+        let end = self
+            .import_locked(name, &print_name, &fingerprint, size)
+            .await;
+        // A replaced control connection released the lock with the old session.
+        if !self.conns.control.client.is_closed() {
+            let _ = self
+                .conns
+                .control
+                .client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await;
+        }
+        end
+    }
+
+    /// Imports an input whose lock is held: its checkpoint, its batches,
+    /// and how it ended.
+    async fn import_locked(
+        &mut self,
+        name: &str,
+        path: &str,
+        fingerprint: &str,
+        size: Option<u64>,
+    ) -> Result<InputEnd, Error> {
+        let checkpoint = match self.open_checkpoint(name, path, fingerprint, size).await? {
+            Ok(checkpoint) => checkpoint,
+            Err(end) => return Ok(end),
+        };
+        let file_id = checkpoint.file_id;
+        // A lost connection: the caller re-reads its state and retries.
+        let end = self.stream_batches(name, checkpoint).await?;
+        self.record_end(file_id, end).await
+    }
+
+    /// What the run did, for the summary.
+    fn summary(&self) -> Summary {
+        Summary {
+            target: self.run.target.describe(),
+            totals: self.tally.totals,
+            elapsed: self.run.started.elapsed(),
+            bulk: self.load.bulk.outcome(),
+        }
+    }
+}
+
+/// `games.source` of games without a Lichess id when `--source` is not
+/// given: one label for every file, so that a player named alike in two
+/// files is one player (games are recognized by content whatever their
+/// label).
+pub const DEFAULT_SOURCE: &str = "pgn";
+
+/// Uncompressed PGN bytes per new position, roughly, for a Lichess month
+/// (games of ~1.5 kB with clocks, ~35 positions each not seen before).
+const BYTES_PER_NEW_POSITION: u64 = 40;
+/// How much a compressed dump grows when decompressed, roughly.
+const COMPRESSION_RATIO: u64 = 5;
+
+/// How many new positions the inputs may bring: the scale `--mode auto`
+/// compares with the database's positions (stdin counts as nothing).
+fn estimated_positions(inputs: &[String]) -> u64 {
+    inputs
+        .iter()
+        .filter(|name| name.as_str() != "-")
+        .map(|name| {
+            let path = Path::new(name);
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            let plain = if sniff_compression(path) == Compression::None {
+                size
+            } else {
+                size.saturating_mul(COMPRESSION_RATIO)
+            };
+            plain / BYTES_PER_NEW_POSITION
+        })
+        .sum()
+}
+
+fn sniff_compression(path: &Path) -> Compression {
+    source::sniff_file(path).unwrap_or(Compression::None)
+}

@@ -1,0 +1,109 @@
+//! The retry policy of the import: a transient database failure (a server
+//! restarting, `too_many_connections`, a terminated session) is retried
+//! with exponential backoff for a bounded time, replacing a dropped
+//! connection where the caller can re-read what it needs.
+//!
+//! It decides by the error's kind ([`Error::is_transient`]), never by its
+//! text, and must not retry what a retry cannot fix (a conflict, bad input,
+//! a bug): those end the step at once.
+
+use std::time::{Duration, Instant};
+
+use crate::{
+    error::Error,
+    ingest::{
+        report::{Notice, Reporter},
+        writer::prepare_connection,
+    },
+    store::db::{self, Database, Target},
+};
+
+/// Bounded retrying of transient database errors: exponential backoff
+/// until `retry_seconds` have passed since the first failure.
+pub(crate) struct Retry {
+    deadline: Instant,
+    attempt: u32,
+}
+
+impl Retry {
+    pub(crate) fn new(seconds: u64) -> Retry {
+        Retry {
+            deadline: Instant::now() + Duration::from_secs(seconds),
+            attempt: 0,
+        }
+    }
+
+    /// Waits before the next attempt; `false` when `error` is not worth
+    /// retrying or time is up.
+    pub(crate) async fn wait(
+        &mut self,
+        error: &Error,
+        closed: bool,
+        reporter: &dyn Reporter,
+    ) -> bool {
+        if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
+            return false;
+        }
+        let delay = db::backoff(self.attempt);
+        self.attempt += 1;
+        reporter.notice(&Notice::Retrying { error, delay });
+        tokio::time::sleep(delay).await;
+        true
+    }
+}
+
+/// Runs `op` on a data connection until it succeeds, retrying transient
+/// failures with backoff for `retry_seconds`. With `reconnect`, a dropped
+/// connection is replaced and `op` runs again (for steps that re-read all
+/// they need, such as the bulk finish); without it, a dropped connection
+/// ends the retrying: the caller must re-read its state first (see
+/// the engine's `lost_or_failed`).
+pub(crate) async fn retry_on<T>(
+    db: &mut Database,
+    target: &Target,
+    retry_seconds: u64,
+    reconnect_dropped: bool,
+    reporter: &dyn Reporter,
+    mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let mut retry = Retry::new(retry_seconds);
+    loop {
+        let error = if db.client.is_closed() {
+            Error::Disconnected {
+                context: "a write step".into(),
+            }
+        } else {
+            match op(&mut db.client).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            }
+        };
+        let closed = db.client.is_closed();
+        if (closed && !reconnect_dropped) || !retry.wait(&error, closed, reporter).await {
+            return Err(error);
+        }
+        if db.client.is_closed() {
+            reconnect(db, target, true, reporter).await;
+        }
+    }
+}
+
+/// Replaces a dropped connection; failures are left for the next retry.
+pub(crate) async fn reconnect(
+    slot: &mut Database,
+    target: &Target,
+    staging: bool,
+    reporter: &dyn Reporter,
+) {
+    match db::connect(target).await {
+        Ok(db) => {
+            if staging && let Err(e) = prepare_connection(&db.client).await {
+                reporter.notice(&Notice::ReconnectFailed(&e));
+                return;
+            }
+            let old = std::mem::replace(slot, db);
+            let _ = old.close();
+        }
+        Err(e) => reporter.notice(&Notice::ReconnectFailed(&e)),
+    }
+}

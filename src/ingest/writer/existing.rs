@@ -1,0 +1,214 @@
+//! Which games of a batch are already in the database, or repeated in
+//! the batch, by their identity; and the conflicts: an identity held by a
+//! game with other moves. Both phases run it (phase two again, because
+//! another importer may have committed a game since). It reads and never
+//! writes.
+
+use std::collections::HashMap;
+
+use tokio_postgres::Transaction;
+
+use super::{FileContext, to_i64};
+use crate::{
+    chess::replay::GameRecord,
+    ingest::pipeline::{Batch, Outcome},
+};
+
+/// Where a game that holds an identity is: in `games` (with its id), or
+/// earlier in the same batch (no id yet).
+#[derive(Debug, Clone, Default)]
+pub struct Holder {
+    /// `games.id`, if it is in the table.
+    pub game_id: Option<i64>,
+    /// Its input (`import_files.id`).
+    pub file_id: Option<i64>,
+    /// The input's path as recorded.
+    pub path: Option<String>,
+    /// Its number in that input.
+    pub game_number: Option<i64>,
+    /// Its byte offset in that input.
+    pub byte_offset: Option<i64>,
+}
+
+/// A game of a batch not imported because its identity (a Lichess id) is
+/// held by a game with other moves: reported with both locations, counted
+/// with the games already present.
+#[derive(Debug, Clone)]
+pub struct Conflict {
+    /// Index into the batch's outcomes.
+    pub index: usize,
+    /// Its identity.
+    pub source: String,
+    /// Its identity.
+    pub external_id: String,
+    /// The game that holds the identity.
+    pub holder: Holder,
+}
+
+/// A game of a batch, as the existing-games check needs it.
+pub(super) struct Candidate<'a> {
+    pub(super) index: usize,
+    pub(super) game: &'a GameRecord,
+    pub(super) source: &'a str,
+    pub(super) external_id: String,
+}
+
+/// What the existing-games check found for one candidate.
+#[derive(Debug)]
+enum Found {
+    /// Not in `games`.
+    New,
+    /// In `games`, the same game: already present.
+    Present,
+    /// In `games` with other moves: a conflict.
+    Other(Holder),
+}
+
+/// How a game is recognized: a Lichess game by its id, any other game by
+/// the digest of its content whatever its source label (so the same game
+/// from two files, or imported under two labels, is stored once).
+fn identity<'a>(source: &str, external_id: &'a str) -> (bool, &'a str) {
+    (source == LICHESS, external_id)
+}
+
+/// `games.source` of Lichess games.
+const LICHESS: &str = "lichess";
+
+/// Looks the candidates up in `games` by their identity (see [`identity`]):
+/// one index probe each, through games' unique key for Lichess games and
+/// the partial index on the digest for the others. A game found with
+/// other moves or another start position is a conflict.
+async fn existing_games(
+    tx: &Transaction<'_>,
+    candidates: &[Candidate<'_>],
+) -> Result<Vec<Found>, tokio_postgres::Error> {
+    let sources: Vec<&str> = candidates.iter().map(|c| c.source).collect();
+    let ids: Vec<&str> = candidates.iter().map(|c| c.external_id.as_str()).collect();
+    let moves: Vec<Vec<u8>> = candidates.iter().map(|c| c.game.encoded_moves()).collect();
+    let start_fens: Vec<Option<&str>> = candidates
+        .iter()
+        .map(|c| c.game.start_fen.as_deref())
+        .collect();
+    let rows = tx
+        .query(
+            "WITH k AS (
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
+                     WITH ORDINALITY AS k(source, external_id, moves, start_fen, i)
+             ), found AS (
+                 SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen AS same,
+                        g.import_file_id, g.game_number, g.byte_offset
+                 FROM k JOIN games g ON g.source = 'lichess' AND g.external_id = k.external_id
+                 WHERE k.source = 'lichess'
+                 UNION ALL
+                 SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen,
+                        g.import_file_id, g.game_number, g.byte_offset
+                 FROM k JOIN games g ON g.source <> 'lichess' AND g.external_id = k.external_id
+                 WHERE k.source <> 'lichess'
+             )
+             -- The holder's path is only reported for a conflict: a rerun,
+             -- where every game is present, looks up no input.
+             SELECT found.*, f.path FROM found
+             LEFT JOIN import_files f ON f.id = found.import_file_id AND NOT found.same",
+            &[&sources, &ids, &moves, &start_fens],
+        )
+        .await?;
+    let mut found: Vec<Found> = candidates.iter().map(|_| Found::New).collect();
+    for row in rows {
+        let ordinality: i64 = row.get(0);
+        let Some(slot) = usize::try_from(ordinality - 1)
+            .ok()
+            .and_then(|i| found.get_mut(i))
+        else {
+            continue;
+        };
+        let same: bool = row.get(2);
+        *slot = match (&slot, same) {
+            // Several rows can hold one digest (labels of earlier
+            // versions): the same game anywhere makes it present.
+            (Found::Present, _) | (_, true) => Found::Present,
+            _ => Found::Other(Holder {
+                game_id: row.get(1),
+                file_id: row.get(3),
+                game_number: row.get(4),
+                byte_offset: row.get(5),
+                path: row.get(6),
+            }),
+        };
+    }
+    Ok(found)
+}
+
+/// Splits `candidates` into the games to import, the present ones and the
+/// conflicts: the database decides first, then the batch itself (the
+/// first of two games with one identity wins; a later one with other
+/// moves is a conflict, with the same moves it is present).
+pub(super) async fn classify<'a>(
+    tx: &Transaction<'_>,
+    candidates: Vec<Candidate<'a>>,
+    file: &FileContext,
+) -> Result<(Vec<Candidate<'a>>, Vec<Conflict>), tokio_postgres::Error> {
+    let found = existing_games(tx, &candidates).await?;
+    let mut first_of: HashMap<(bool, String), usize> = HashMap::with_capacity(candidates.len());
+    let mut new = Vec::with_capacity(candidates.len());
+    let mut conflicts = Vec::new();
+    for (candidate, found) in candidates.into_iter().zip(found) {
+        let conflict = |holder: Holder| Conflict {
+            index: candidate.index,
+            source: candidate.source.to_owned(),
+            external_id: candidate.external_id.clone(),
+            holder,
+        };
+        match found {
+            Found::Present => {}
+            Found::Other(holder) => conflicts.push(conflict(holder)),
+            Found::New => {
+                let (lichess, id) = identity(candidate.source, &candidate.external_id);
+                match first_of.get(&(lichess, id.to_owned())) {
+                    None => {
+                        first_of.insert((lichess, id.to_owned()), new.len());
+                        new.push(candidate);
+                    }
+                    Some(&earlier) => {
+                        let first: &Candidate<'_> = &new[earlier];
+                        let same = first.game.encoded_moves() == candidate.game.encoded_moves()
+                            && first.game.start_fen == candidate.game.start_fen;
+                        if !same {
+                            conflicts.push(conflict(Holder {
+                                game_id: None,
+                                file_id: Some(file.file_id),
+                                path: None,
+                                game_number: Some(to_i64(first.game.pos.game_number)),
+                                byte_offset: Some(to_i64(first.game.pos.byte_offset)),
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok((new, conflicts))
+}
+
+/// The games of `batch` that are not in the database and not repeated
+/// within the batch, and the conflicts found.
+pub(super) async fn games_to_import<'b>(
+    tx: &Transaction<'_>,
+    batch: &'b Batch,
+    file: &'b FileContext,
+) -> Result<(Vec<Candidate<'b>>, Vec<Conflict>), tokio_postgres::Error> {
+    let candidates: Vec<Candidate<'b>> = batch
+        .outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, outcome)| match outcome {
+            Outcome::Game(game) => Some(Candidate {
+                index,
+                game,
+                source: game.source(&file.source),
+                external_id: game.external_id(),
+            }),
+            Outcome::Rejected(_) => None,
+        })
+        .collect();
+    classify(tx, candidates, file).await
+}

@@ -1,0 +1,448 @@
+//! Phase two of a batch: its games, moves, rejects and conflicts, and the
+//! input's checkpoint, in one transaction, so that the database never
+//! holds games a checkpoint does not cover, or the reverse. It must not
+//! create positions: phase one committed every one it needs.
+
+use std::collections::HashMap;
+
+use tokio_postgres::{Client, Transaction, types::Json};
+
+use super::{
+    BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
+    copy::{GameRow, MoveRow, RejectRow, WriteError, copy_rows},
+    existing::{Candidate, Conflict, classify},
+    players_events::{event_key, get_or_create_events, get_or_create_players, username_key},
+    positions::ResolvedBatch,
+    to_i64,
+};
+use crate::{
+    chess::{model::termination_label, replay::GameRecord},
+    error::Error,
+    ingest::{
+        dedup::{KeyMap, PositionKey},
+        pipeline::{Batch, Outcome, RejectedGame},
+    },
+};
+
+/// A game of the batch that is new to the database (so far).
+pub(super) struct NewGame<'a> {
+    pub(super) game: &'a GameRecord,
+    pub(super) source: &'a str,
+    pub(super) external_id: String,
+    /// The dedup key of each of the game's positions, in order.
+    pub(super) keys: &'a [PositionKey],
+}
+
+/// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
+/// rejects, and the input's checkpoint, in one transaction, so that the
+/// database never holds games a checkpoint does not cover, or the reverse.
+/// `ids` hands out game ids in bulk mode (`None`: incremental). On error
+/// nothing of this phase was committed.
+pub async fn write_games(
+    client: &mut Client,
+    batch: &Batch,
+    file: &FileContext,
+    resolved: &ResolvedBatch,
+    ids: Option<&mut IdSequence>,
+) -> Result<WrittenBatch, Error> {
+    let at = BatchContext { batch, file };
+    let (games_through, end_offset) = batch_bounds(batch, file)?;
+    let mut stats = BatchStats {
+        read: batch.outcomes.len() as u64,
+        ..resolved.stats
+    };
+    let position_ids = &resolved.position_ids;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| at.err("starting a transaction", e))?;
+
+    // 1. The resolved games already in the database, again: another
+    //    importer, or the previous batch, may have committed some since
+    //    their positions were resolved.
+    let (new_games, late_conflicts) = recheck_games(&tx, batch, file, resolved)
+        .await
+        .map_err(|e| at.err("looking up existing games", e))?;
+    let conflicts: Vec<Conflict> = resolved
+        .conflicts
+        .iter()
+        .cloned()
+        .chain(late_conflicts)
+        .collect();
+    let rejected: Vec<&RejectedGame> = batch
+        .outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Rejected(r) => Some(&**r),
+            Outcome::Game(_) => None,
+        })
+        .collect();
+
+    // 2. Players and events.
+    let player_ids = get_or_create_players(&tx, &new_games)
+        .await
+        .map_err(|e| at.err("get-or-create players", e))?;
+    let event_ids = get_or_create_events(&tx, &new_games)
+        .await
+        .map_err(|e| at.err("get-or-create events", e))?;
+
+    // 3. Games.
+    let mut game_rows = new_games
+        .iter()
+        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
+        .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
+    let mut inserted: HashMap<(String, String), i64> = HashMap::new();
+    if !game_rows.is_empty() {
+        match ids {
+            None => {
+                insert_games_if_absent(&tx, &game_rows, &mut inserted)
+                    .await
+                    .map_err(|e| at.err("inserting games", e))?;
+            }
+            Some(ids) => {
+                copy_new_games(&tx, &mut game_rows, ids, &mut inserted)
+                    .await
+                    .map_err(|e| at.err("copying games", e))?;
+            }
+        }
+    }
+    stats.imported = inserted.len() as u64;
+    stats.rejected = rejected.len() as u64;
+    stats.present = stats.read - stats.imported - stats.rejected;
+
+    // 4. Moves of the inserted games, the rejects and the conflicts.
+    let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
+    if !move_rows.is_empty() {
+        stats.moves = copy_rows(
+            &tx,
+            "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
+            &move_rows,
+        )
+        .await
+        .map_err(|e| at.err("copying moves", e))?;
+    }
+    let reject_rows: Vec<RejectRow<'_>> = rejected
+        .iter()
+        .map(|r| RejectRow {
+            file_id: file.file_id,
+            game_number: to_i64(r.rejection.pos.game_number),
+            byte_offset: to_i64(r.rejection.pos.byte_offset),
+            reason: r.rejection.reason.to_string(),
+            raw: &r.raw,
+            raw_length: to_i64(r.total_len),
+        })
+        .collect();
+    if !reject_rows.is_empty() {
+        copy_rows(
+            &tx,
+            "COPY import_rejects (file_id, game_number, byte_offset, reason, raw, raw_length) FROM STDIN (FORMAT binary)",
+            &reject_rows,
+        )
+        .await
+        .map_err(|e| at.err("copying rejects", e))?;
+    }
+    if !conflicts.is_empty() {
+        record_conflicts(&tx, batch, file, &conflicts)
+            .await
+            .map_err(|e| at.err("recording conflicts", e))?;
+    }
+    stats.conflicts = conflicts.len() as u64;
+
+    // 5. The checkpoint, in the same transaction.
+    advance_checkpoint(&tx, file, (games_through, end_offset), &stats)
+        .await
+        .map_err(|e| at.err("updating the checkpoint", e))??;
+    tx.commit().await.map_err(|e| at.err("committing", e))?;
+    Ok(WrittenBatch { stats, conflicts })
+}
+
+/// The games [`resolve_positions`](super::resolve_positions) kept, looked up again by identity
+/// (another importer, or the previous batch, may have committed some
+/// since): the ones still new, with their position keys, and the
+/// conflicts found now.
+async fn recheck_games<'b>(
+    tx: &Transaction<'_>,
+    batch: &'b Batch,
+    file: &'b FileContext,
+    resolved: &'b ResolvedBatch,
+) -> Result<(Vec<NewGame<'b>>, Vec<Conflict>), tokio_postgres::Error> {
+    let keys_of: HashMap<usize, &[PositionKey]> = resolved
+        .games
+        .iter()
+        .map(|g| (g.index, &g.keys[..]))
+        .collect();
+    let candidates: Vec<Candidate<'_>> = resolved
+        .games
+        .iter()
+        .filter_map(|g| {
+            let game = batch_game(batch, g.index)?;
+            Some(Candidate {
+                index: g.index,
+                game,
+                source: game.source(&file.source),
+                external_id: g.external_id.clone(),
+            })
+        })
+        .collect();
+    let (fresh, conflicts) = classify(tx, candidates, file).await?;
+    let new_games = fresh
+        .into_iter()
+        .filter_map(|c| {
+            Some(NewGame {
+                keys: keys_of.get(&c.index).copied()?,
+                game: c.game,
+                source: c.source,
+                external_id: c.external_id,
+            })
+        })
+        .collect();
+    Ok((new_games, conflicts))
+}
+
+/// The `games` row of a new game: its positions, players and event
+/// resolved to ids.
+fn game_row<'a>(
+    new: &NewGame<'a>,
+    position_ids: &KeyMap<i64>,
+    player_ids: &HashMap<(&'a str, String), i64>,
+    event_ids: &HashMap<(&'a str, String), i64>,
+    file: &FileContext,
+) -> Result<GameRow<'a>, Error> {
+    let game = new.game;
+    let id_of = |i: usize| id_at(new.keys, position_ids, i);
+    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
+        return Err(unresolved(game));
+    };
+    let player = |name: &Option<String>| {
+        name.as_ref()
+            .and_then(|n| player_ids.get(&(new.source, username_key(new.source, n))))
+            .copied()
+    };
+    let event = game.meta.event.as_ref().and_then(|name| {
+        let key = event_key(game, name);
+        event_ids.get(&(new.source, key.to_owned())).copied()
+    });
+    Ok(GameRow {
+        id: None,
+        keys: new.keys,
+        game,
+        source: new.source,
+        external_id: new.external_id.clone(),
+        event_id: event,
+        white_id: player(&game.meta.white.name),
+        black_id: player(&game.meta.black.name),
+        initial_id,
+        final_id,
+        ply_count: ply_number(game.plies.len()),
+        moves: game.encoded_moves(),
+        variant: game.variant.as_db_label(),
+        termination: game.meta.termination.as_deref().map(termination_label),
+        result: game.result.and_then(|r| r.score()),
+        initial_s: game.meta.clock.map(|c| c.initial_s),
+        increment_s: game.meta.clock.map(|c| c.increment_s),
+        tags: Json(serde_json::Value::Object(game.meta.tags_json())),
+        file_id: file.file_id,
+        game_number: to_i64(game.pos.game_number),
+        byte_offset: to_i64(game.pos.byte_offset),
+    })
+}
+
+/// The `moves` rows of the games that were inserted (`inserted`: their
+/// ids by identity).
+fn move_rows<'a>(
+    game_rows: &[GameRow<'a>],
+    inserted: &HashMap<(String, String), i64>,
+    position_ids: &KeyMap<i64>,
+) -> Result<Vec<MoveRow<'a>>, Error> {
+    let mut rows = Vec::new();
+    for row in game_rows {
+        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
+            continue;
+        };
+        let game = row.game;
+        let id_of = |i: usize| id_at(row.keys, position_ids, i);
+        for (i, ply) in game.plies.iter().enumerate() {
+            let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
+                return Err(unresolved(game));
+            };
+            rows.push(MoveRow {
+                game_id,
+                ply: ply_number(i + 1),
+                before,
+                after,
+                uci: &ply.uci,
+                san: &ply.san,
+                clock_ms: ply.clock_ms,
+                eval_cp: ply.eval_cp,
+                eval_mate: ply.eval_mate,
+                nag: ply.nag,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Moves the input's checkpoint to the end of the batch (`through`: games
+/// read, bytes consumed) and adds the batch's counts, if the checkpoint is
+/// still where this import left it; otherwise another process wrote this
+/// input: a conflict, and the transaction must roll back.
+async fn advance_checkpoint(
+    tx: &Transaction<'_>,
+    file: &FileContext,
+    (games_through, end_offset): (i64, i64),
+    stats: &BatchStats,
+) -> Result<Result<(), Error>, tokio_postgres::Error> {
+    let updated = tx
+        .execute(
+            "UPDATE import_files SET games_done = $2, bytes_done = $3,
+             games_imported = games_imported + $4, games_present = games_present + $5,
+             games_rejected = games_rejected + $6, updated_at = now()
+         WHERE id = $1 AND bytes_done = $7",
+            &[
+                &file.file_id,
+                &games_through,
+                &end_offset,
+                &to_i64(stats.imported),
+                &to_i64(stats.present),
+                &to_i64(stats.rejected),
+                &file.expected_bytes_done,
+            ],
+        )
+        .await?;
+    if updated != 1 {
+        return Ok(Err(Error::Conflict(format!(
+            "the checkpoint of input {} moved under this import (expected byte {}); \
+             another process imported the same input; rolled back",
+            file.file_id, file.expected_bytes_done
+        ))));
+    }
+    Ok(Ok(()))
+}
+
+/// What [`write_games`] committed.
+#[derive(Debug)]
+pub struct WrittenBatch {
+    /// The batch's counts.
+    pub stats: BatchStats,
+    /// Its games not imported because their identity was taken by a game
+    /// with other moves (recorded in `import_conflicts`).
+    pub conflicts: Vec<Conflict>,
+}
+
+/// Records the batch's conflicts in `import_conflicts`, once per game (a
+/// rerun finds them again).
+async fn record_conflicts(
+    tx: &Transaction<'_>,
+    batch: &Batch,
+    file: &FileContext,
+    conflicts: &[Conflict],
+) -> Result<(), tokio_postgres::Error> {
+    let mut numbers = Vec::with_capacity(conflicts.len());
+    let mut offsets = Vec::with_capacity(conflicts.len());
+    for conflict in conflicts {
+        let pos = batch_game(batch, conflict.index).map(|g| &g.pos);
+        numbers.push(pos.map(|p| to_i64(p.game_number)));
+        offsets.push(pos.map(|p| to_i64(p.byte_offset)));
+    }
+    let sources: Vec<&str> = conflicts.iter().map(|c| c.source.as_str()).collect();
+    let ids: Vec<&str> = conflicts.iter().map(|c| c.external_id.as_str()).collect();
+    let holder_ids: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.game_id).collect();
+    let holder_files: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.file_id).collect();
+    let holder_numbers: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.game_number).collect();
+    let holder_offsets: Vec<Option<i64>> = conflicts.iter().map(|c| c.holder.byte_offset).collect();
+    tx.execute(
+        "INSERT INTO import_conflicts (file_id, game_number, byte_offset, source, external_id,
+             existing_game_id, existing_file_id, existing_game_number, existing_byte_offset)
+         SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],
+             $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+         ON CONFLICT (file_id, game_number) DO NOTHING",
+        &[
+            &file.file_id,
+            &numbers,
+            &offsets,
+            &sources,
+            &ids,
+            &holder_ids,
+            &holder_files,
+            &holder_numbers,
+            &holder_offsets,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Incremental mode: staged, then `INSERT … ON CONFLICT DO NOTHING
+/// RETURNING`, so a game another importer committed meanwhile is "already
+/// present" rather than an error.
+async fn insert_games_if_absent(
+    tx: &Transaction<'_>,
+    game_rows: &[GameRow<'_>],
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), WriteError> {
+    copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
+    let rows = tx
+        .query(
+            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset)
+             SELECT source, external_id, event_id, site, round,
+                 white_player_id, black_player_id, white_elo, black_elo,
+                 white_rating_diff, black_rating_diff, time_control, time_initial_s,
+                 time_increment_s, variant::game_variant, termination::game_termination,
+                 result, eco, opening, started_at,
+                 initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
+                 import_file_id, game_number, byte_offset
+             FROM stage_games ORDER BY source, external_id
+             ON CONFLICT (source, external_id) DO NOTHING
+             RETURNING id, source, external_id",
+            &[],
+        )
+        .await?;
+    for row in rows {
+        inserted.insert((row.get(1), row.get(2)), row.get(0));
+    }
+    Ok(())
+}
+
+/// Bulk mode: nobody else writes, and the batch's games were checked
+/// against the table and each other, so they get ids here and go straight
+/// in (the unique key would still refuse a duplicate).
+async fn copy_new_games(
+    tx: &Transaction<'_>,
+    game_rows: &mut [GameRow<'_>],
+    ids: &mut IdSequence,
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), WriteError> {
+    for row in game_rows.iter_mut() {
+        let id = ids.take();
+        row.id = Some(id);
+        inserted.insert((row.source.to_owned(), row.external_id.clone()), id);
+    }
+    ids.advance(tx).await?;
+    copy_rows(
+        tx,
+        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset) FROM STDIN (FORMAT binary)",
+        game_rows,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A ply number or count as the `integer` columns hold it.
+fn ply_number(n: usize) -> i32 {
+    i32::try_from(n).expect(
+        "an imported game has at most max_plies plies (at most 1,000,000, checked in config), \
+         far below 2^31",
+    )
+}
+
+/// The id resolved for a game's `i`-th position.
+fn id_at(keys: &[PositionKey], ids: &KeyMap<i64>, i: usize) -> Option<i64> {
+    keys.get(i).and_then(|key| ids.get(key)).copied()
+}
+
+fn unresolved(game: &GameRecord) -> Error {
+    Error::Internal(format!(
+        "{}: a position of this game has no id after get-or-create",
+        game.pos
+    ))
+}
