@@ -499,6 +499,18 @@ fn parse_int(s: &str) -> Option<i32> {
     s.strip_prefix('+').unwrap_or(s).parse().ok()
 }
 
+/// The key that identifies a player of `source` (`players.username_key`):
+/// Lichess usernames are case-insensitive, so their key is the lower-case
+/// name; other sources keep names as written. One function, so that the
+/// import and the searches agree on who a player is.
+pub fn username_key(source: &str, name: &str) -> String {
+    if source == "lichess" {
+        name.to_lowercase()
+    } else {
+        name.to_owned()
+    }
+}
+
 /// The 8-character Lichess game id in a `Site` URL, if it is one. Scheme
 /// and host are compared without regard to case, as URLs are
 /// (`HTTPS://Lichess.org/…` is the same game as `https://lichess.org/…`),

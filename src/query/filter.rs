@@ -12,10 +12,9 @@ use tokio_postgres::{Client, types::ToSql};
 use crate::{
     chess::{
         category::Speed,
-        model::{GameResult, GameVariant},
+        model::{GameResult, GameVariant, username_key},
     },
     error::Error,
-    ingest::writer::username_key,
     query::position::position_id,
     store::db::db_err,
 };

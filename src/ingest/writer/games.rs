@@ -11,12 +11,15 @@ use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{GameRow, MoveRow, RejectRow, WriteError, copy_rows},
     existing::{Candidate, Conflict, classify},
-    players_events::{event_key, get_or_create_events, get_or_create_players, username_key},
+    players_events::{event_key, get_or_create_events, get_or_create_players},
     positions::ResolvedBatch,
     to_i64,
 };
 use crate::{
-    chess::{model::termination_label, replay::GameRecord},
+    chess::{
+        model::{termination_label, username_key},
+        replay::GameRecord,
+    },
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionKey},

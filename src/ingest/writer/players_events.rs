@@ -13,16 +13,7 @@ use super::{
     copy::{CopyRow, EventRow, PlayerRow, WriteError, copy_rows},
     games::NewGame,
 };
-use crate::chess::replay::GameRecord;
-
-/// Lichess usernames are case-insensitive; other sources keep names as written.
-pub(super) fn username_key(source: &str, name: &str) -> String {
-    if source == "lichess" {
-        name.to_lowercase()
-    } else {
-        name.to_owned()
-    }
-}
+use crate::chess::{model::username_key, replay::GameRecord};
 
 pub(super) fn event_key<'a>(game: &'a GameRecord, name: &'a str) -> &'a str {
     game.meta
