@@ -396,8 +396,7 @@ impl GameMeta {
             lost(
                 Typed::UtcTime,
                 utc_day.is_some()
-                    && get(Typed::UtcTime)
-                        .is_some_and(|t| NaiveTime::parse_from_str(t, "%H:%M:%S").is_ok()),
+                    && get(Typed::UtcTime).is_some_and(|t| parse_pgn_time(t).is_some()),
             ),
             lost(Typed::Date, date_held),
             lost(
@@ -567,8 +566,47 @@ pub fn parse_time_control(tc: &str) -> Option<TimeControl> {
 }
 
 /// PGN dates are `YYYY.MM.DD`, possibly with `??` parts (then none).
+/// The exact `YYYY.MM.DD` shape is read directly: chrono's format parser
+/// costs several times more, and a game asks for up to three dates. Any
+/// other shape goes to chrono, so the accepted set is chrono's.
 fn parse_pgn_date(s: &str) -> Option<NaiveDate> {
-    NaiveDate::parse_from_str(s, "%Y.%m.%d").ok()
+    match fixed_digits(s, b"dddd.dd.dd") {
+        Some([y, m, d]) => NaiveDate::from_ymd_opt(y as i32, m, d),
+        None => NaiveDate::parse_from_str(s, "%Y.%m.%d").ok(),
+    }
+}
+
+/// A `UTCTime` value, `HH:MM:SS`: as [`parse_pgn_date`], the exact shape
+/// directly and anything else (a leap second `23:59:60` too) through chrono.
+fn parse_pgn_time(s: &str) -> Option<NaiveTime> {
+    match fixed_digits(s, b"dd:dd:dd") {
+        Some([h, m, sec]) if sec < 60 => NaiveTime::from_hms_opt(h, m, sec),
+        _ => NaiveTime::parse_from_str(s, "%H:%M:%S").ok(),
+    }
+}
+
+/// The three numbers of `s` when it has exactly the shape `pattern`: `d`
+/// stands for an ASCII digit, any other byte for itself.
+fn fixed_digits(s: &str, pattern: &[u8]) -> Option<[u32; 3]> {
+    let bytes = s.as_bytes();
+    if bytes.len() != pattern.len() {
+        return None;
+    }
+    let mut numbers = [0u32; 3];
+    let mut field = 0;
+    for (&b, &p) in bytes.iter().zip(pattern) {
+        if p == b'd' {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            numbers[field] = numbers[field] * 10 + u32::from(b - b'0');
+        } else if b == p {
+            field += 1;
+        } else {
+            return None;
+        }
+    }
+    Some(numbers)
 }
 
 fn started_at(
@@ -581,7 +619,7 @@ fn started_at(
         .or_else(|| date.and_then(parse_pgn_date))?;
     let time = utc_date
         .and(utc_time)
-        .and_then(|t| NaiveTime::parse_from_str(t, "%H:%M:%S").ok())
+        .and_then(parse_pgn_time)
         .unwrap_or(NaiveTime::MIN);
     Some(day.and_time(time).and_utc())
 }
@@ -735,6 +773,54 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn dates_and_times_read_directly_are_what_chrono_reads() {
+        let mut direct = 0;
+        for year in ["0000", "0001", "1970", "2000", "2024", "2025", "9999"] {
+            for month in 0..=13 {
+                for day in 0..=32 {
+                    let s = format!("{year}.{month:02}.{day:02}");
+                    let chrono = NaiveDate::parse_from_str(&s, "%Y.%m.%d").ok();
+                    assert_eq!(parse_pgn_date(&s), chrono, "{s}");
+                    direct += usize::from(chrono.is_some());
+                }
+            }
+        }
+        for s in [
+            "2025.5.01",
+            "2025.05.1",
+            "+2025.05.01",
+            "2025.05.??",
+            "2025-05-01",
+            " 2025.05.01",
+        ] {
+            assert_eq!(
+                parse_pgn_date(s),
+                NaiveDate::parse_from_str(s, "%Y.%m.%d").ok(),
+                "{s}"
+            );
+        }
+        for hour in 0..=25 {
+            for minute in 0..=61 {
+                for second in 0..=61 {
+                    let s = format!("{hour:02}:{minute:02}:{second:02}");
+                    let chrono = NaiveTime::parse_from_str(&s, "%H:%M:%S").ok();
+                    assert_eq!(parse_pgn_time(&s), chrono, "{s}");
+                    direct += usize::from(chrono.is_some());
+                }
+            }
+        }
+        for s in ["1:02:03", "01:02:3", "01:02:03.5", "01.02.03", "??:??:??"] {
+            assert_eq!(
+                parse_pgn_time(s),
+                NaiveTime::parse_from_str(s, "%H:%M:%S").ok(),
+                "{s}"
+            );
+        }
+        // Valid dates and times were compared, not only rejections.
+        assert!(direct > 80_000, "{direct}");
     }
 
     #[test]

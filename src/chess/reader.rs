@@ -843,7 +843,13 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
 /// newline, as the splitter saw them; borrowed when there is none.
 fn lone_cr_as_newline(bytes: &[u8]) -> Cow<'_, [u8]> {
     let lone = |i: usize| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n');
-    if !(0..bytes.len()).any(lone) {
+    // Most games hold no CR at all: look for CRs eight bytes at a time and
+    // test only those, instead of every byte (a twentieth of a game's time).
+    let mut cr = skip_to(bytes, 0, b'\r');
+    while cr < bytes.len() && !lone(cr) {
+        cr = skip_to(bytes, cr + 1, b'\r');
+    }
+    if cr == bytes.len() {
         return Cow::Borrowed(bytes);
     }
     Cow::Owned(
@@ -1287,6 +1293,37 @@ mod tests {
                 assert_eq!(skip_to(&text, from, needle), expected, "from {from}");
             }
         }
+    }
+
+    #[test]
+    fn only_lone_crs_become_newlines_wherever_they_are() {
+        let naive = |bytes: &[u8]| -> Vec<u8> {
+            (0..bytes.len())
+                .map(|i| match (bytes[i], bytes.get(i + 1)) {
+                    (b'\r', Some(b'\n')) => b'\r',
+                    (b'\r', _) => b'\n',
+                    (b, _) => b,
+                })
+                .collect()
+        };
+        // Every placement of a CR, a CRLF and a CRCRLF in a 19-byte line,
+        // across the eight-byte steps of the search.
+        let mut changed = 0;
+        for at in 0..19 {
+            for insert in [&b"\r"[..], b"\r\n", b"\r\r\n", b"\r\nx\r"] {
+                let mut text = b"1. e4 e5 2. Nf3 *\r\n".to_vec();
+                text.splice(at..at, insert.iter().copied());
+                let out = lone_cr_as_newline(&text);
+                assert_eq!(&*out, &naive(&text)[..], "{text:?}");
+                assert_eq!(matches!(out, Cow::Borrowed(_)), *out == *text, "{text:?}");
+                changed += usize::from(*out != *text);
+            }
+        }
+        assert!(changed >= 19 * 3, "{changed}");
+        assert!(matches!(
+            lone_cr_as_newline(b"no cr at all"),
+            Cow::Borrowed(_)
+        ));
     }
 
     fn split_all(pgn: &[u8], cap: u64) -> Vec<GameChunk> {

@@ -46,27 +46,33 @@ pub struct PositionList {
 /// byte buffer (no copy, no UTF-8 check per position), which becomes the
 /// list's string once, at the end of the game.
 struct PositionsBuilder {
+    /// The FENs so far (`..len`), then at least `FEN_CAP` zeroed bytes that
+    /// the next FEN is written into in place: zeroing them once per game,
+    /// not per ply, and copying nothing (a per-ply memset, then a per-ply
+    /// memcpy, were each a few percent of a replay).
     text: Vec<u8>,
+    len: usize,
     ends: Vec<u32>,
 }
 
 impl PositionsBuilder {
     fn with_capacity(positions: usize) -> Self {
         PositionsBuilder {
-            text: Vec::with_capacity(64 * positions + FEN_CAP),
+            text: vec![0; 64 * positions + FEN_CAP],
+            len: 0,
             ends: Vec::with_capacity(positions),
         }
     }
 
     #[inline]
     fn push<P: Position>(&mut self, pos: &P) {
-        let start = self.text.len();
-        self.text.resize(start + FEN_CAP, 0);
-        let out = <&mut [u8; FEN_CAP]>::try_from(&mut self.text[start..])
-            .expect("the text was just resized to FEN_CAP bytes past start");
-        let len = write_fen(pos, out);
-        self.text.truncate(start + len);
-        self.ends.push(u32::try_from(self.text.len()).expect(
+        if self.text.len() < self.len + FEN_CAP {
+            self.text.resize(2 * self.text.len() + FEN_CAP, 0);
+        }
+        let out = <&mut [u8; FEN_CAP]>::try_from(&mut self.text[self.len..self.len + FEN_CAP])
+            .expect("the text was just grown to hold FEN_CAP bytes past len");
+        self.len += write_fen(pos, out);
+        self.ends.push(u32::try_from(self.len).expect(
             "a game's FEN text is far below 4 GiB: its plies are capped by max_plies \
              (at most 1,000,000) and a FEN is under 100 bytes",
         ));
@@ -75,7 +81,8 @@ impl PositionsBuilder {
     /// Hashes every FEN in one loop at the end: the hashes are independent
     /// latency-bound chains, which the CPU overlaps when they run back to
     /// back (interleaved with move generation they did not).
-    fn finish(self) -> PositionList {
+    fn finish(mut self) -> PositionList {
+        self.text.truncate(self.len);
         let mut start = 0;
         let digests = self
             .ends
@@ -391,6 +398,9 @@ fn replay_mainline<P: Rules>(
     let mut positions = PositionsBuilder::with_capacity(moves.len() + 1);
     positions.push(&board);
     let mut plies = Vec::with_capacity(moves.len());
+    // Whether the side to move is in check: the previous ply's suffix says
+    // so, which spares the legality test most of its work (see chess_froms).
+    let mut in_check = board.is_check();
     for (i, raw_move) in moves.into_iter().enumerate() {
         let ply = u32::try_from(i + 1)
             .expect("a game held in memory has far fewer than 2^32 moves (the reader caps them at max_plies)");
@@ -401,13 +411,17 @@ fn replay_mainline<P: Rules>(
         };
         let (uci, san, code) = if raw_move.san.san == San::Null {
             board = null_move_of(board).map_err(illegal)?;
+            in_check = board.is_check();
             (
                 MoveText::from_display("0000"),
                 MoveText::from_display("--"),
                 0,
             )
         } else {
-            let (m, san) = play_written(&raw_move.san.san, &mut board).map_err(illegal)?;
+            let (m, san, suffix) =
+                play_written(&raw_move.san.san, &mut board, in_check).map_err(illegal)?;
+            // A check or a mate suffix: the side now to move is in check.
+            in_check = suffix.is_some();
             (MoveText::uci(m, mode), san, encode_move(m))
         };
         positions.push(&board);
@@ -453,8 +467,9 @@ trait Rules: Position + FromSetup {
     /// The unique legal move matching a written normal move, with its
     /// canonical SAN, exactly as [`resolve_written`] would find it; `None`
     /// (no shortcut, no match, several matches) leaves the move to
-    /// [`resolve_written`].
-    fn resolve_unique(&self, _san: &San) -> Option<(Move, San)> {
+    /// [`resolve_written`]. `in_check`: whether the side to move is in
+    /// check (exactly `self.is_check()`, known from the previous ply).
+    fn resolve_unique(&self, _san: &San, _in_check: bool) -> Option<(Move, San)> {
         None
     }
 
@@ -465,8 +480,8 @@ trait Rules: Position + FromSetup {
 }
 
 impl Rules for Chess {
-    fn resolve_unique(&self, san: &San) -> Option<(Move, San)> {
-        chess_unique(self, san)
+    fn resolve_unique(&self, san: &San, in_check: bool) -> Option<(Move, San)> {
+        chess_unique(self, san, in_check)
     }
 
     fn suffix(&self) -> Option<Suffix> {
@@ -491,14 +506,20 @@ impl Rules for Horde {}
 
 /// Resolves a written move like python-chess `parse_san` does, plays it,
 /// and returns the move with its canonical SAN. This is the hottest loop of
-/// an import.
-fn play_written<P: Rules>(san: &San, board: &mut P) -> Result<(Move, MoveText), String> {
-    let (m, canonical) = match board.resolve_unique(san) {
+/// an import. `in_check` is `board.is_check()`; the suffix returned with
+/// the SAN text says whether the position reached is check (or mate).
+fn play_written<P: Rules>(
+    san: &San,
+    board: &mut P,
+    in_check: bool,
+) -> Result<(Move, MoveText, Option<Suffix>), String> {
+    let (m, canonical) = match board.resolve_unique(san, in_check) {
         Some(found) => found,
         None => resolve_written(san, board)?,
     };
     board.play_unchecked(m);
-    Ok((m, MoveText::san(canonical, board.suffix())))
+    let suffix = board.suffix();
+    Ok((m, MoveText::san(canonical, suffix), suffix))
 }
 
 /// The general resolution: the SAN candidates are generated once and serve
@@ -528,8 +549,12 @@ fn resolve_written<P: Position>(san: &San, board: &P) -> Result<(Move, San), Str
 /// pawns that can take en passant there. These are the moves shakmaty's
 /// `san_candidates` lists, found from bitboards without building (and
 /// copying) a 2.7 KB move list. Legal means: the own king is not attacked
-/// afterwards.
-fn chess_froms(pos: &Chess, role: Role, to: Square) -> (Bitboard, Bitboard) {
+/// afterwards. `in_check` must be `pos.is_check()`: when it is false, a
+/// piece that does not stand on a line with its king cannot expose it
+/// (leaving its square opens no line to the king, and landing on `to` only
+/// blocks or captures), so only the king's own moves and the pieces on its
+/// lines need the full attack test.
+fn chess_froms(pos: &Chess, role: Role, to: Square, in_check: bool) -> (Bitboard, Bitboard) {
     let board = pos.board();
     let us = pos.turn();
     let them = !us;
@@ -564,6 +589,8 @@ fn chess_froms(pos: &Chess, role: Role, to: Square) -> (Bitboard, Bitboard) {
             board
                 .attacks_to(to, them, occupied.without(from))
                 .is_empty()
+        } else if !in_check && attacks::ray(king, from).is_empty() {
+            true
         } else {
             board
                 .attacks_to(king, them, occupied.without(from).with(to))
@@ -597,7 +624,7 @@ fn chess_froms(pos: &Chess, role: Role, to: Square) -> (Bitboard, Bitboard) {
 /// matches a written normal move: the same move and canonical SAN (the
 /// filter of [`find_written`] and the disambiguation of
 /// `San::disambiguate`, over the sets of [`chess_froms`]).
-fn chess_unique(pos: &Chess, san: &San) -> Option<(Move, San)> {
+fn chess_unique(pos: &Chess, san: &San, in_check: bool) -> Option<(Move, San)> {
     let San::Normal {
         role,
         file,
@@ -609,7 +636,7 @@ fn chess_unique(pos: &Chess, san: &San) -> Option<(Move, San)> {
     else {
         return None;
     };
-    let (froms, en_passant) = chess_froms(pos, role, to);
+    let (froms, en_passant) = chess_froms(pos, role, to, in_check);
     let written = |mut squares: Bitboard| {
         if let Some(file) = file {
             squares &= Bitboard::from_file(file);
@@ -707,7 +734,7 @@ fn chess_has_evasion(pos: &Chess) -> bool {
         return true;
     }
     if let Some(ep) = pos.maybe_ep_square()
-        && chess_froms(pos, Role::Pawn, ep).1.any()
+        && chess_froms(pos, Role::Pawn, ep, true).1.any()
     {
         return true;
     }
@@ -726,7 +753,7 @@ fn chess_has_evasion(pos: &Chess) -> bool {
                 Role::Queen,
             ]
             .into_iter()
-            .any(|role| chess_froms(pos, role, to).0.any())
+            .any(|role| chess_froms(pos, role, to, true).0.any())
         })
 }
 
@@ -995,7 +1022,7 @@ mod tests {
                     }
                     en_passant += ep.count();
                     assert_eq!(
-                        chess_froms(pos, role, to),
+                        chess_froms(pos, role, to, pos.is_check()),
                         (froms, ep),
                         "{role:?} to {to} in {pos:?}"
                     );
@@ -1041,7 +1068,7 @@ mod tests {
                     }
                 }
                 for san in written {
-                    if let Some(found) = chess_unique(pos, &san) {
+                    if let Some(found) = chess_unique(pos, &san, pos.is_check()) {
                         unique += 1;
                         assert_eq!(Ok(found), resolve_written(&san, pos), "{san} in {pos:?}");
                     }
