@@ -7,6 +7,7 @@ mod bulk;
 mod common;
 mod crash;
 mod embedded;
+mod explorer;
 mod faults;
 mod hostile;
 mod import;

@@ -12,6 +12,7 @@
 pub(crate) mod bulk;
 pub(crate) mod dedup;
 pub(crate) mod engine;
+pub(crate) mod explorer;
 pub mod pipeline;
 pub(crate) mod source;
 pub(crate) mod writer;

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_game_identity.sql",
         sql: include_str!("../../sql/0003_game_identity.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_explorer.sql",
+        sql: include_str!("../../sql/0004_explorer.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

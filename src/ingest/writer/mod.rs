@@ -47,6 +47,7 @@ use crate::{
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionCache, PositionKey},
+        explorer,
         pipeline::{Batch, Outcome, RejectedGame},
     },
 };
@@ -581,6 +582,7 @@ pub async fn write_games(
         .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
         .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
+    let incremental = ids.is_none();
     if !game_rows.is_empty() {
         match ids {
             None => {
@@ -609,6 +611,13 @@ pub async fn write_games(
         )
         .await
         .map_err(|e| at.err("copying moves", e))?;
+    }
+    if incremental {
+        // The explorer counters of the games inserted (bulk: at its finish).
+        let game_ids: Vec<i64> = inserted.values().copied().collect();
+        explorer::add_games(&tx, &game_ids)
+            .await
+            .map_err(|e| at.err("counting the games in the explorer", e))?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()

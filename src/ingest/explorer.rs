@@ -1,0 +1,161 @@
+//! The opening explorer's counters (`explorer_moves`): kept by the import
+//! in the same transactions as the games they count, corrected when games
+//! are deleted, and recounted by `pgnload verify --explorer`.
+//!
+//! What a game contributes is defined once, by the view
+//! `explorer_game_moves` of `sql/0004_explorer.sql` (its categories and the
+//! move of its last visit to each position); every writer here groups that
+//! view with [`GROUPED`], restricted to the games it is about. So a
+//! recount, an incremental batch, a bulk finish and a delete cannot
+//! disagree on what a counter means. Set-based SQL rather than an
+//! aggregate built in Rust: the rows are in the transaction already, and
+//! the same statement serves all four.
+
+use tokio_postgres::{GenericClient, Transaction};
+
+/// The key columns of a counter row, in primary-key order.
+const KEY: &str = "position_id, variant, speed, rating_group, month, move";
+
+/// The counters of the view's rows matching `{filter}`, grouped by key:
+/// `position_id, variant, speed, rating_group, month, move, games, white,
+/// draws, black, rated_games, rating_sum, last_played`. (Counts are cast
+/// to `integer`: a count past it is an error, never a clamp.)
+const GROUPED: &str = "
+SELECT position_id, variant, speed, rating_group, month, move,
+       count(*)::integer AS games, (count(*) FILTER (WHERE result = 1))::integer AS white,
+       (count(*) FILTER (WHERE result = 0))::integer AS draws,
+       (count(*) FILTER (WHERE result = -1))::integer AS black,
+       count(average)::integer AS rated_games, coalesce(sum(average), 0)::bigint AS rating_sum,
+       max(started_at) AS last_played
+FROM explorer_game_moves
+WHERE {filter}
+GROUP BY position_id, variant, speed, rating_group, month, move";
+
+/// [`GROUPED`] over the games matching `filter` (a condition on
+/// `game_id` or `position_id`, which reach the moves indexes).
+fn grouped(filter: &str) -> String {
+    GROUPED.replace("{filter}", filter)
+}
+
+/// Adds the counts of `rows` (a grouped select) to `explorer_moves`, in
+/// key order so that concurrent importers lock rows in the same order.
+fn add_sql(rows: &str) -> String {
+    format!(
+        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, rating_sum, last_played)
+         SELECT * FROM ({rows}) d ORDER BY {KEY}
+         ON CONFLICT ({KEY}) DO UPDATE SET
+             games = explorer_moves.games + excluded.games,
+             white = explorer_moves.white + excluded.white,
+             draws = explorer_moves.draws + excluded.draws,
+             black = explorer_moves.black + excluded.black,
+             rated_games = explorer_moves.rated_games + excluded.rated_games,
+             rating_sum = explorer_moves.rating_sum + excluded.rating_sum,
+             last_played = greatest(explorer_moves.last_played, excluded.last_played)"
+    )
+}
+
+/// Counts the games `ids` (just inserted with their moves, in the caller's
+/// transaction). Incremental imports call this per batch.
+pub async fn add_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<u64, tokio_postgres::Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    tx.execute(&add_sql(&grouped("game_id = ANY($1)")), &[&ids])
+        .await
+}
+
+/// Counts every game with an id from `floor` on: a bulk load's games,
+/// at its finish (nobody else inserts games while a load is open).
+pub async fn add_games_from(
+    tx: &Transaction<'_>,
+    floor: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    tx.execute(&add_sql(&grouped("game_id >= $1")), &[&floor])
+        .await
+}
+
+/// A counter row that differs from its recount: `stored` or `expected` is
+/// `None` when the row is missing on that side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The key, as `position_id variant speed rating_group month move`.
+    pub key: String,
+    /// The stored counts (`games white draws black rated_games rating_sum last_played`).
+    pub stored: Option<String>,
+    /// What the recount says.
+    pub expected: Option<String>,
+}
+
+/// How many differences [`recount`] returns at most (it counts them all).
+pub const DIFFERENCES_SHOWN: i64 = 1000;
+
+/// Recounts every counter from `games` + `moves` and compares: the number
+/// of rows that differ, and the first [`DIFFERENCES_SHOWN`] of them.
+pub async fn recount(
+    client: &impl GenericClient,
+) -> Result<(u64, Vec<Difference>), tokio_postgres::Error> {
+    let counts = |alias: &str| {
+        [
+            "games",
+            "white",
+            "draws",
+            "black",
+            "rated_games",
+            "rating_sum",
+            "last_played",
+        ]
+        .map(|column| format!("{alias}.{column}"))
+        .join(", ")
+    };
+    let text = |alias: &str| {
+        format!(
+            "CASE WHEN {alias}.games IS NOT NULL THEN concat_ws(' ', {alias}.games, {alias}.white,
+                 {alias}.draws, {alias}.black, {alias}.rated_games, {alias}.rating_sum,
+                 coalesce(to_char({alias}.last_played AT TIME ZONE 'UTC',
+                                  'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-')) END"
+        )
+    };
+    let sql = format!(
+        "WITH r AS ({recount}), diff AS (
+             SELECT concat_ws(' ', {KEY}) AS key, {stored} AS stored, {expected} AS expected
+             FROM explorer_moves e FULL JOIN r USING ({KEY})
+             WHERE ({e}) IS DISTINCT FROM ({r})
+         )
+         SELECT key, stored, expected, count(*) OVER () FROM diff ORDER BY key LIMIT $1",
+        recount = grouped("true"),
+        stored = text("e"),
+        expected = text("r"),
+        e = counts("e"),
+        r = counts("r"),
+    );
+    let rows = client.query(&sql, &[&DIFFERENCES_SHOWN]).await?;
+    let total = rows.first().map_or(0, |row| row.get::<_, i64>(3));
+    let differences = rows
+        .iter()
+        .map(|row| Difference {
+            key: row.get(0),
+            stored: row.get(1),
+            expected: row.get(2),
+        })
+        .collect();
+    Ok((
+        u64::try_from(total).expect("count(*) is never negative"),
+        differences,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The migration counts the games already in a database with the very
+    /// statement the import uses, so both mean the same counters.
+    #[test]
+    fn the_migration_backfills_with_the_same_grouping() {
+        let migration = include_str!("../../sql/0004_explorer.sql");
+        assert!(
+            migration.contains(grouped("true").trim()),
+            "sql/0004_explorer.sql must hold GROUPED with `WHERE true` verbatim"
+        );
+    }
+}
