@@ -11,8 +11,8 @@ use clap::{
 
 use crate::{
     cmd::{
-        db::DbCommand, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
-        status::StatusArgs, verify::VerifyArgs,
+        db::DbCommand, game::GameCommand, hash::HashArgs, import::ImportArgs,
+        positions::PositionsArgs, status::StatusArgs, verify::VerifyArgs,
     },
     config::Overrides,
 };
@@ -79,6 +79,9 @@ pub enum Command {
     Hash(HashArgs),
     /// Print every position of every game: game_key, ply, normalized FEN, signed digest.
     Positions(PositionsArgs),
+    /// One game at a time: delete.
+    #[command(subcommand)]
+    Game(GameCommand),
 }
 
 /// Parser of input names: pgnload keeps an input's name as text (messages,

@@ -86,5 +86,6 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
         cli::Command::Import(args) => cmd::import::run(args, &settings, cli.global.quiet),
         cli::Command::Status(args) => cmd::status::run(args, &settings),
         cli::Command::Verify(args) => cmd::verify::run(args, &settings, cli.global.quiet),
+        cli::Command::Game(command) => cmd::game::run(command, &settings),
     }
 }

@@ -1,5 +1,6 @@
 //! The opening explorer: counters kept by both import modes equal a
-//! recount (`verify --explorer`, which also catches a corrupted row).
+//! recount (`verify --explorer`, which also catches a corrupted row), and
+//! `game delete` corrects them.
 
 use std::path::{Path, PathBuf};
 
@@ -97,4 +98,98 @@ fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_o
     );
     let report = std::fs::read_to_string(dir.path().join("explorer.tsv")).expect("report");
     assert_eq!(report.lines().count(), 3, "{report}");
+}
+
+#[test]
+fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
+    let dir = scratch_dir("pgnload-explorer-delete-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_delete");
+    assert_ok(&import(&db, &["-q"], &files[..1]), &[0]);
+    let side_total = |side: &str| {
+        db.psql(&format!(
+            "SELECT sum(e.{side}) FROM explorer_moves e JOIN positions p ON p.id = e.position_id
+             WHERE p.normalized_fen = '{START}' AND e.variant = 'standard'"
+        ))
+        .parse::<i64>()
+        .expect("a sum")
+    };
+    let before = ["white", "draws", "black"].map(side_total);
+    // A game that alone is the last_played of a counter row other games
+    // share: that row's last_played must be recomputed.
+    let (id, result) = {
+        let row = db.psql(
+            "WITH latest AS (
+                 SELECT min(v.game_id) AS game_id FROM explorer_moves e
+                 JOIN explorer_game_moves v USING (position_id, variant, speed, rating_group, month, move)
+                 WHERE e.games > 1 AND v.started_at = e.last_played
+                 GROUP BY position_id, variant, speed, rating_group, month, move HAVING count(*) = 1
+             )
+             SELECT g.id || '|' || g.result FROM games g
+             WHERE g.id = (SELECT min(game_id) FROM latest)",
+        );
+        let (id, result) = row.split_once('|').expect("id|result");
+        (id.to_owned(), result.parse::<i64>().expect("result"))
+    };
+    let shared = format!(
+        "SELECT count(*) FROM explorer_moves WHERE games > 1
+           AND last_played = (SELECT started_at FROM games WHERE id = {id})"
+    );
+    assert_ne!(db.psql(&shared), "0", "the test needs a shared row");
+    let external = db.psql(&format!(
+        "SELECT source || ':' || external_id FROM games WHERE id = {id}"
+    ));
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["game", "delete", &external]);
+        c
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&format!("deleted game {id} (")));
+    assert_eq!(
+        db.psql(&format!("SELECT count(*) FROM games WHERE id = {id}")),
+        "0"
+    );
+    assert_eq!(
+        db.psql(&format!("SELECT count(*) FROM moves WHERE game_id = {id}")),
+        "0"
+    );
+    let after = ["white", "draws", "black"].map(side_total);
+    let mut expected = before;
+    expected[usize::try_from(1 - result).expect("result is -1, 0 or 1")] -= 1;
+    assert_eq!(after, expected, "white, draws, black of the start position");
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after the delete: {output}");
+
+    // Deleted already, by id now; and names that are no game.
+    for (name, message) in [
+        (id.as_str(), format!("no game {id} in the database")),
+        (
+            external.as_str(),
+            format!("no game {external} in the database"),
+        ),
+    ] {
+        let out = run({
+            let mut c = db.pgnload();
+            c.args(["game", "delete", name]);
+            c
+        });
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&message),
+            "{out:?}"
+        );
+    }
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["game", "delete", "abc"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a game id"));
 }

@@ -6,6 +6,7 @@
 
 pub mod db;
 pub mod explore;
+pub mod game;
 pub mod hash;
 pub mod import;
 pub mod positions;

@@ -13,6 +13,8 @@
 
 use tokio_postgres::{GenericClient, Transaction};
 
+use crate::error::Error;
+
 /// The key columns of a counter row, in primary-key order.
 const KEY: &str = "position_id, variant, speed, rating_group, month, move";
 
@@ -72,6 +74,61 @@ pub async fn add_games_from(
 ) -> Result<u64, tokio_postgres::Error> {
     tx.execute(&add_sql(&grouped("game_id >= $1")), &[&floor])
         .await
+}
+
+/// Takes the games `ids` (still in `games` and `moves`) out of the
+/// counters, before they are deleted in the same transaction: rows they
+/// alone made are removed, the others decremented, and the `last_played`
+/// of rows that one of them was the latest of recomputed from the other
+/// games of the position.
+pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error> {
+    let err = |what: &'static str| crate::store::db::db_err(what);
+    tx.batch_execute("DROP TABLE IF EXISTS explorer_delta")
+        .await
+        .map_err(err("dropping a leftover explorer_delta"))?;
+    tx.execute(
+        &format!(
+            "CREATE TEMP TABLE explorer_delta ON COMMIT DROP AS {}",
+            grouped("game_id = ANY($1)")
+        ),
+        &[&ids],
+    )
+    .await
+    .map_err(err("counting the games to remove from the explorer"))?;
+    let on_key = "e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed
+        AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move";
+    tx.execute(
+        &format!("DELETE FROM explorer_moves e USING explorer_delta d WHERE {on_key} AND e.games <= d.games"),
+        &[],
+    )
+    .await
+    .map_err(err("removing explorer rows"))?;
+    tx.execute(
+        &format!(
+            "UPDATE explorer_moves e SET games = e.games - d.games, white = e.white - d.white,
+                 draws = e.draws - d.draws, black = e.black - d.black,
+                 rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum
+             FROM explorer_delta d WHERE {on_key}"
+        ),
+        &[],
+    )
+    .await
+    .map_err(err("decrementing explorer rows"))?;
+    let others =
+        grouped("position_id IN (SELECT position_id FROM explorer_delta) AND game_id <> ALL($1)");
+    tx.execute(
+        &format!(
+            "UPDATE explorer_moves e SET last_played = o.last_played
+             FROM explorer_delta d, ({others}) o
+             WHERE {on_key} AND e.last_played IS NOT DISTINCT FROM d.last_played
+               AND o.position_id = e.position_id AND o.variant = e.variant AND o.speed = e.speed
+               AND o.rating_group = e.rating_group AND o.month = e.month AND o.move = e.move"
+        ),
+        &[&ids],
+    )
+    .await
+    .map_err(err("recomputing explorer last_played"))?;
+    Ok(())
 }
 
 /// A counter row that differs from its recount: `stored` or `expected` is

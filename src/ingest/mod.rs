@@ -11,6 +11,7 @@
 
 pub(crate) mod bulk;
 pub(crate) mod dedup;
+pub(crate) mod delete;
 pub(crate) mod engine;
 pub(crate) mod explorer;
 pub mod pipeline;
