@@ -11,7 +11,7 @@ use clap::{
 
 use crate::{
     cmd::{
-        db::DbCommand, game::GameCommand, hash::HashArgs, import::ImportArgs,
+        db::DbCommand, explore::ExploreArgs, game::GameCommand, hash::HashArgs, import::ImportArgs,
         positions::PositionsArgs, status::StatusArgs, verify::VerifyArgs,
     },
     config::Overrides,
@@ -79,6 +79,8 @@ pub enum Command {
     Hash(HashArgs),
     /// Print every position of every game: game_key, ply, normalized FEN, signed digest.
     Positions(PositionsArgs),
+    /// The moves played in a position and how they scored (opening explorer).
+    Explore(ExploreArgs),
     /// One game at a time: delete.
     #[command(subcommand)]
     Game(GameCommand),

@@ -46,6 +46,7 @@ pub(crate) mod config;
 pub mod error;
 pub mod ingest;
 pub(crate) mod progress;
+pub mod query;
 pub mod store;
 pub(crate) mod verify;
 
@@ -86,6 +87,7 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
         cli::Command::Import(args) => cmd::import::run(args, &settings, cli.global.quiet),
         cli::Command::Status(args) => cmd::status::run(args, &settings),
         cli::Command::Verify(args) => cmd::verify::run(args, &settings, cli.global.quiet),
+        cli::Command::Explore(args) => cmd::explore::run(args, &settings),
         cli::Command::Game(command) => cmd::game::run(command, &settings),
     }
 }
