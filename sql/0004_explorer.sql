@@ -36,9 +36,9 @@ CREATE TABLE explorer_moves (
 
 -- What each game contributes to explorer_moves, one row per (game, position
 -- it continued from): the categories of the game and the move of its last
--- visit. The definition of the counters, in one place: the import, bulk
--- finish, `game delete` and `verify --explorer` all group this view
--- (src/ingest/explorer.rs). A filter on game_id or position_id reaches
+-- visit. Bulk finishes, `game delete` and `verify --explorer` group this
+-- view (src/ingest/explorer.rs); incremental batches count the same in
+-- memory with src/chess/category.rs, which verify --explorer checks. A filter on game_id or position_id reaches
 -- the moves index (both are DISTINCT ON columns).
 -- speed: the Lichess estimate initial + 40 × increment (Speed::from_clock);
 -- rating_group: the band of floor((white + black) / 2) (RatingGroup).
@@ -59,10 +59,8 @@ SELECT gm.position_id, gm.game_id,
              WHEN r.average >= 1600 THEN 1600 WHEN r.average >= 1400 THEN 1400
              WHEN r.average >= 1200 THEN 1200 WHEN r.average >= 1000 THEN 1000
              ELSE 0 END)::smallint AS rating_group,
-       CASE WHEN g.started_at IS NULL THEN -1
-            WHEN extract(year FROM g.started_at AT TIME ZONE 'UTC') NOT BETWEEN 0 AND 9999 THEN -1
-            ELSE (extract(year FROM g.started_at AT TIME ZONE 'UTC') * 12
-                  + extract(month FROM g.started_at AT TIME ZONE 'UTC') - 1)::integer
+       CASE WHEN g.started_at IS NULL OR d.year NOT BETWEEN 0 AND 9999 THEN -1
+            ELSE (d.year * 12 + d.month - 1)::integer
        END AS month,
        g.result, r.average, g.started_at
 FROM (SELECT DISTINCT ON (m.game_id, m.position_id) m.game_id, m.position_id, m.ply
@@ -70,7 +68,12 @@ FROM (SELECT DISTINCT ON (m.game_id, m.position_id) m.game_id, m.position_id, m.
 JOIN games g ON g.id = gm.game_id
 CROSS JOIN LATERAL (SELECT get_byte(g.moves, 2 * gm.ply - 2) * 256
                            + get_byte(g.moves, 2 * gm.ply - 1) AS code) c
-CROSS JOIN LATERAL (SELECT floor((g.white_elo::numeric + g.black_elo) / 2)::bigint AS average) r;
+CROSS JOIN LATERAL (SELECT floor((g.white_elo::numeric + g.black_elo) / 2)::bigint AS average) r
+-- The proleptic year as Rust's Month counts it (PostgreSQL has no year 0:
+-- its -1 is 1 BC, chrono's 0).
+CROSS JOIN LATERAL (SELECT y + CASE WHEN y < 0 THEN 1 ELSE 0 END AS year, m AS month
+                    FROM (SELECT extract(year FROM g.started_at AT TIME ZONE 'UTC') AS y,
+                                 extract(month FROM g.started_at AT TIME ZONE 'UTC') AS m) x) d;
 
 -- Counters for the games already in the database (the statement of
 -- src/ingest/explorer.rs GROUPED, for every game; a unit test checks).

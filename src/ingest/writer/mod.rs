@@ -614,10 +614,11 @@ pub async fn write_games(
     }
     if incremental {
         // The explorer counters of the games inserted (bulk: at its finish).
-        let game_ids: Vec<i64> = inserted.values().copied().collect();
-        explorer::add_games(&tx, &game_ids)
-            .await
-            .map_err(|e| at.err("counting the games in the explorer", e))?;
+        let counted = game_rows.iter().filter_map(|row| {
+            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+            Some((*id, row.game, row.keys))
+        });
+        explorer::add_batch(&tx, counted, position_ids).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()
