@@ -7,8 +7,9 @@
 -- A game counts once per position it reached and continued from, with the
 -- move it played at its LAST visit there (as the Lichess explorer counts,
 -- so that a repetition does not count a game twice). Kept by the import in
--- the same transaction as the games it counts (bulk loads: at their
--- finish, with the load marked done), and by `pgnload game delete`;
+-- the same transaction as the games it counts (both modes; a bulk load's
+-- merge of duplicate positions merges their counters), and by
+-- `pgnload game delete`;
 -- `pgnload verify --explorer` recounts it from games + moves.
 -- Citus: distribute by position_id.
 CREATE TABLE explorer_moves (
@@ -36,9 +37,9 @@ CREATE TABLE explorer_moves (
 
 -- What each game contributes to explorer_moves, one row per (game, position
 -- it continued from): the categories of the game and the move of its last
--- visit. Bulk finishes, `game delete` and `verify --explorer` group this
--- view (src/ingest/explorer.rs); incremental batches count the same in
--- memory with src/chess/category.rs, which verify --explorer checks. A filter on game_id or position_id reaches
+-- visit. `game delete` and `verify --explorer` group this view
+-- (src/ingest/explorer.rs); import batches count the same in memory with
+-- src/chess/category.rs, which verify --explorer checks. A filter on game_id or position_id reaches
 -- the moves index (both are DISTINCT ON columns).
 -- speed: the Lichess estimate initial + 40 × increment (Speed::from_clock);
 -- rating_group: the band of floor((white + black) / 2) (RatingGroup).
@@ -88,7 +89,3 @@ SELECT position_id, variant, speed, rating_group, month, move,
 FROM explorer_game_moves
 WHERE true
 GROUP BY position_id, variant, speed, rating_group, month, move;
-
--- The first games.id of a bulk load: its finish counts the games from
--- there on (incremental imports wait while a load is open).
-ALTER TABLE import_bulk_loads ADD COLUMN games_id_floor bigint;

@@ -82,6 +82,27 @@ fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_o
         db.psql("SELECT count(*) FROM games WHERE variant = 'standard' AND ply_count > 0 AND start_fen IS NULL")
     );
 
+    // A bulk load whose position map evicts lets duplicate positions in;
+    // its finish merges them, and their counters with them.
+    let evicting = fresh_db("explorer_evict");
+    let out = import(
+        &evicting,
+        &["-q", "--mode", "bulk", "--cache-positions", "200"],
+        &files,
+    );
+    assert_ok(&out, &[0]);
+    let (code, output) = verify_explorer(&evicting, dir.path());
+    assert_eq!(
+        code,
+        Some(0),
+        "after a bulk load that merged duplicates: {output}"
+    );
+    assert_eq!(
+        evicting.psql("SELECT duplicates_merged > 0 FROM import_bulk_loads"),
+        "t",
+        "the test needs a merge"
+    );
+
     // One counter off by one, one row missing: both reported, exit 1.
     db.psql(
         "UPDATE explorer_moves SET white = white + 1

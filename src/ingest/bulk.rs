@@ -362,15 +362,6 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
     // load took their ids from the sequence, so it is already past them).
     let positions = next_ids(&tx, "positions", open_before.is_none()).await?;
     let games = next_ids(&tx, "games", true).await?;
-    // The explorer counts this load's games at its finish: those from
-    // here on. (A load a version without counters began gets its floor
-    // now: the migration that added them counted the games so far.)
-    tx.execute(
-        "UPDATE import_bulk_loads SET games_id_floor = coalesce(games_id_floor, $2) WHERE id = $1",
-        &[&id, &games.next],
-    )
-    .await
-    .map_err(db_err("recording the bulk load's first game id"))?;
     tx.commit()
         .await
         .map_err(db_err("committing the bulk load's start"))?;
@@ -471,6 +462,11 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
                 .await
                 .map_err(db_err("merging duplicate positions"))?;
         }
+        explorer::merge_positions(&tx, "pgnload_position_remap")
+            .await
+            .map_err(db_err(
+                "merging the explorer counters of duplicate positions",
+            ))?;
     }
     tx.execute(
         "UPDATE import_bulk_loads SET needs_dedup = false, updated_at = now(),
@@ -622,48 +618,18 @@ pub async fn finish(
         return Ok(None);
     }
     report.rebuild_s = rebuild_started.elapsed().as_secs_f64();
+    client
+        .execute(
+            "UPDATE import_bulk_loads SET state = 'done', finished_at = now(), updated_at = now(),
+                 finish_seconds = $2
+             WHERE id = $1",
+            &[&load_id, &started.elapsed().as_secs_f64()],
+        )
+        .await
+        .map_err(db_err("marking the bulk load done"))?;
     say(format!(
         "indexes and constraints rebuilt, tables analyzed in {:.1} s",
         report.rebuild_s
-    ));
-    let counting = Instant::now();
-    // The explorer counters of the load's games and the load's end, at
-    // once: a finish cut short before this commit counts them again on
-    // the rerun, after it the load is done and counts nothing more.
-    let tx = client
-        .transaction()
-        .await
-        .map_err(db_err("beginning the bulk load's end"))?;
-    let floor: Option<i64> = tx
-        .query_one(
-            "SELECT games_id_floor FROM import_bulk_loads WHERE id = $1 FOR UPDATE",
-            &[&load_id],
-        )
-        .await
-        .map_err(db_err("reading the bulk load's first game id"))?
-        .get(0);
-    let floor = floor.ok_or_else(|| {
-        Error::Internal(format!(
-            "bulk load #{load_id} has no games_id_floor after begin"
-        ))
-    })?;
-    explorer::add_games_from(&tx, floor)
-        .await
-        .map_err(db_err("counting the bulk load's games in the explorer"))?;
-    tx.execute(
-        "UPDATE import_bulk_loads SET state = 'done', finished_at = now(), updated_at = now(),
-             finish_seconds = $2
-         WHERE id = $1",
-        &[&load_id, &started.elapsed().as_secs_f64()],
-    )
-    .await
-    .map_err(db_err("marking the bulk load done"))?;
-    tx.commit()
-        .await
-        .map_err(db_err("committing the bulk load's end"))?;
-    say(format!(
-        "explorer counters of the load's games built in {:.1} s",
-        counting.elapsed().as_secs_f64()
     ));
     Ok(Some(report))
 }

@@ -4,9 +4,9 @@
 //!
 //! What a game contributes is defined by the view `explorer_game_moves`
 //! of `sql/0004_explorer.sql` (its categories and the move of its last
-//! visit to each position); a bulk finish, a delete and the recount group
-//! that view with [`GROUPED`], restricted to the games they are about. An
-//! incremental batch instead aggregates its games in memory with the
+//! visit to each position); a delete and the recount group that view with
+//! [`GROUPED`], restricted to the games they are about. An import batch
+//! (either mode) instead aggregates its games in memory with the
 //! categories of [`crate::chess::category`] ([`add_batch`]) and sends one
 //! row per counter: grouping the view over the moves just written cost
 //! half the import's time again (measured, 20k games), this costs a
@@ -178,14 +178,30 @@ pub async fn add_batch<'a>(
     ))
 }
 
-/// Counts every game with an id from `floor` on: a bulk load's games,
-/// at its finish (nobody else inserts games while a load is open).
-pub async fn add_games_from(
+/// Moves the counters of duplicate positions onto the row each is merged
+/// into: `remap` is a table of `(old_id, keep_id)`. A bulk load's merge
+/// calls this in its transaction. (Within one game a position always has
+/// one id, so no game is counted twice by the merge.)
+pub async fn merge_positions(
     tx: &Transaction<'_>,
-    floor: i64,
-) -> Result<u64, tokio_postgres::Error> {
-    tx.execute(&add_sql(&grouped("game_id >= $1")), &[&floor])
-        .await
+    remap: &str,
+) -> Result<(), tokio_postgres::Error> {
+    let moved = format!(
+        "SELECT r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move,
+                sum(e.games)::integer, sum(e.white)::integer, sum(e.draws)::integer,
+                sum(e.black)::integer, sum(e.rated_games)::integer, sum(e.rating_sum)::bigint,
+                max(e.last_played)
+         FROM explorer_moves e JOIN {remap} r ON e.position_id = r.old_id
+         GROUP BY r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move
+         ORDER BY r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move"
+    );
+    tx.execute(&add_sql(&moved), &[]).await?;
+    tx.execute(
+        &format!("DELETE FROM explorer_moves e USING {remap} r WHERE e.position_id = r.old_id"),
+        &[],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Takes the games `ids` (still in `games` and `moves`) out of the

@@ -582,7 +582,6 @@ pub async fn write_games(
         .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
         .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
-    let incremental = ids.is_none();
     if !game_rows.is_empty() {
         match ids {
             None => {
@@ -612,14 +611,13 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("copying moves", e))?;
     }
-    if incremental {
-        // The explorer counters of the games inserted (bulk: at its finish).
-        let counted = game_rows.iter().filter_map(|row| {
-            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-            Some((*id, row.game, row.keys))
-        });
-        explorer::add_batch(&tx, counted, position_ids).await?;
-    }
+    // The explorer counters of the games inserted (both modes: the
+    // counters keep their key during a bulk load).
+    let counted = game_rows.iter().filter_map(|row| {
+        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+        Some((*id, row.game, row.keys))
+    });
+    explorer::add_batch(&tx, counted, position_ids).await?;
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()
         .map(|r| RejectRow {
