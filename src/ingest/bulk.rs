@@ -48,6 +48,7 @@ use crate::{
     config::LoadMode,
     error::Error,
     ingest::{
+        explorer,
         report::{Notice, Reporter},
         writer::{IdSequence, WriteMode},
     },
@@ -463,6 +464,11 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
                 .await
                 .map_err(db_err("merging duplicate positions"))?;
         }
+        explorer::merge_positions(&tx, "pgnload_position_remap")
+            .await
+            .map_err(db_err(
+                "merging the explorer counters of duplicate positions",
+            ))?;
     }
     tx.execute(
         "UPDATE import_bulk_loads SET needs_dedup = false, updated_at = now(),

@@ -50,6 +50,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/0003_game_identity.sql"),
     },
     Migration {
+        version: 4,
+        name: "0004_explorer.sql",
+        sql: include_str!("../../sql/0004_explorer.sql"),
+    },
+    Migration {
         version: 5,
         name: "0005_query_indexes.sql",
         sql: include_str!("../../sql/0005_query_indexes.sql"),
