@@ -18,4 +18,5 @@ mod resume;
 mod robustness;
 mod secrets;
 mod status;
+mod storage;
 mod verify;
