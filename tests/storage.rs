@@ -31,6 +31,9 @@ fn index_kinds(db: &TestDb) -> String {
 const BEFORE_STORAGE: &str = "
 DROP INDEX positions_piece_placement_idx;
 CREATE INDEX positions_piece_placement_idx ON positions (piece_placement);
+ALTER INDEX positions_pkey RESET (fillfactor);
+ALTER INDEX games_pkey RESET (fillfactor);
+ALTER INDEX moves_pkey RESET (fillfactor);
 DELETE FROM pgnload_migrations WHERE version >= 6";
 
 /// The statements an open bulk load recorded before the storage migrations.
@@ -38,6 +41,8 @@ const RECORDED_BEFORE_STORAGE: &str = "
 UPDATE import_bulk_objects
 SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions USING btree (piece_placement)'
 WHERE object_name = 'positions_piece_placement_idx';
+UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
+WHERE object_name IN ('positions_pkey', 'moves_pkey');
 DELETE FROM pgnload_migrations WHERE version >= 6";
 
 fn migrate(db: &TestDb) -> Output {
@@ -113,6 +118,18 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
     // The import migrates first, then continues and finishes the load.
     assert_ok(&import(&db, &["-q", "--mode", "auto"], &files), &[0]);
     assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    for kind in [
+        "positions_piece_placement_idx hash -",
+        "positions_pkey btree fillfactor=100",
+        "moves_pkey btree fillfactor=100",
+        "games_pkey btree fillfactor=100",
+    ] {
+        assert!(
+            index_kinds(&db).contains(kind),
+            "{kind}: {}",
+            index_kinds(&db)
+        );
+    }
     assert!(
         index_kinds(&db).contains("positions_piece_placement_idx hash"),
         "{}",
