@@ -138,3 +138,20 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
     assert_eq!(index_kinds(&db), index_kinds(&reference));
     assert_eq!(content_dump(&db), content_dump(&reference));
 }
+
+#[test]
+fn a_bulk_load_rebuilds_its_keys_with_their_options() {
+    let dir = scratch_dir("pgnload-storage-options-");
+    let files = files(dir.path());
+    let fresh = migrated_db("storage_options_fresh");
+    let db = migrated_db("storage_options");
+    assert_ok(&import(&db, &["-q", "--mode", "bulk"], &files), &[0]);
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    // The rebuilt keys are packed full, as the fresh schema's are.
+    assert!(
+        index_kinds(&db).contains("moves_pkey btree fillfactor=100"),
+        "{}",
+        index_kinds(&db)
+    );
+    assert_eq!(index_kinds(&db), index_kinds(&fresh));
+}
