@@ -20,4 +20,5 @@ mod resume;
 mod robustness;
 mod secrets;
 mod status;
+mod storage;
 mod verify;

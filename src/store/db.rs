@@ -59,6 +59,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_query_indexes.sql",
         sql: include_str!("../../sql/0005_query_indexes.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_storage.sql",
+        sql: include_str!("../../sql/0006_storage.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "0007_storage_fillfactor.sql",
+        sql: include_str!("../../sql/0007_storage_fillfactor.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
