@@ -17,6 +17,7 @@ mod query;
 mod reliability;
 mod resume;
 mod robustness;
+mod scope;
 mod secrets;
 mod status;
 mod verify;

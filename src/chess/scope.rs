@@ -17,9 +17,7 @@ use crate::chess::{category::Speed, model::GameVariant, replay::GameRecord};
 /// Which games an import keeps. The default keeps every game.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scope {
-    /// Only games whose `Event` tag starts with the word `Rated` (how
-    /// Lichess marks rated games: `Rated Blitz game`). Games of other
-    /// sources rarely say so and are filtered.
+    /// Only rated games: see [`is_rated`].
     pub rated_only: bool,
     /// Only games where BOTH players have an Elo tag of at least this (the
     /// Lichess explorer's rating bands use both ratings; so does
@@ -42,7 +40,7 @@ pub struct Scope {
 /// [`Scope`]'s fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FilterReason {
-    /// `--rated-only`, and the `Event` tag does not say `Rated`.
+    /// `--rated-only`, and the game is not rated (see [`is_rated`]).
     Unrated,
     /// `--min-rating`, and a player's Elo is below it or missing.
     BelowMinRating,
@@ -125,7 +123,7 @@ impl Scope {
 /// Whether `game` is in `scope`; `Err` says which option leaves it out.
 pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
     let meta = &game.meta;
-    if scope.rated_only && !is_rated(meta.event.as_deref()) {
+    if scope.rated_only && !is_rated(game) {
         return Err(FilterReason::Unrated);
     }
     if let Some(min) = scope.min_rating {
@@ -161,14 +159,23 @@ pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
     Ok(())
 }
 
-/// Lichess writes `Rated …` or `Casual …` at the start of `Event`.
-fn is_rated(event: Option<&str>) -> bool {
-    event.is_some_and(|event| {
-        event
-            .split_whitespace()
-            .next()
-            .is_some_and(|word| word.eq_ignore_ascii_case("rated"))
-    })
+/// Whether a game counts as rated for `--rated-only`. Lichess writes
+/// `Rated …` or `Casual …` at the start of `Event`, and those words decide;
+/// its swiss games (`Blitz swiss https://…`) and other sources' games say
+/// neither, and count as rated when both players have an Elo tag (a
+/// rating is what a rated game is played for; a game without one cannot
+/// be put in a rating band anyway).
+pub fn is_rated(game: &GameRecord) -> bool {
+    let meta = &game.meta;
+    let first_word = meta
+        .event
+        .as_deref()
+        .and_then(|event| event.split_whitespace().next());
+    match first_word {
+        Some(word) if word.eq_ignore_ascii_case("rated") => true,
+        Some(word) if word.eq_ignore_ascii_case("casual") => false,
+        _ => meta.white.elo.is_some() && meta.black.elo.is_some(),
+    }
 }
 
 /// A UTC day as `--since`/`--until` and the config file write it.
@@ -220,10 +227,19 @@ mod tests {
         let tournament =
             game("[Event \"Rated Bullet tournament https://lichess.org/tournament/x\"]");
         assert_eq!(in_scope(&tournament, &scope), Ok(()));
+        // Neither word: rated when both players have an Elo.
+        let swiss = "[Event \"Blitz swiss https://lichess.org/swiss/x\"]";
+        let elos = "[WhiteElo \"1500\"]\n[BlackElo \"1600\"]";
+        assert_eq!(in_scope(&game(&format!("{swiss}\n{elos}")), &scope), Ok(()));
+        assert_eq!(in_scope(&game(swiss), &scope), Err(FilterReason::Unrated));
         assert_eq!(
-            in_scope(&game("[Event \"Unrated match\"]"), &scope),
+            in_scope(
+                &game(&format!("[Event \"Casual Rapid game\"]\n{elos}")),
+                &scope
+            ),
             Err(FilterReason::Unrated)
         );
+        assert_eq!(in_scope(&game(elos), &scope), Ok(()));
         assert_eq!(in_scope(&game(""), &scope), Err(FilterReason::Unrated));
     }
 

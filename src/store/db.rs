@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_query_indexes.sql",
         sql: include_str!("../../sql/0005_query_indexes.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_import_scope.sql",
+        sql: include_str!("../../sql/0010_import_scope.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
