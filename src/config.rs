@@ -498,6 +498,40 @@ mod tests {
     }
 
     #[test]
+    fn scope_flags_replace_their_config_keys_and_bad_values_are_named() {
+        let file: FileConfig = toml::from_str(
+            "[import]\nspeeds = [\"blitz\"]\nvariants = [\"King of the Hill\"]\n\
+             min_rating = 1500\nsince = \"2024-01-01\"\nexclude_bots = true",
+        )
+        .expect("valid");
+        let mut cli = Overrides::default();
+        cli.scope.speeds = vec![Speed::Rapid];
+        cli.scope.rated_only = true;
+        let scope = Settings::resolve(file, cli).expect("valid").scope;
+        assert_eq!(
+            scope.identity(),
+            "rated-only min-rating=1500 speeds=rapid variants=king_of_the_hill \
+             since=2024-01-01 exclude-bots"
+        );
+        for (bad, named) in [
+            ("speeds = [\"fast\"]", "import.speeds"),
+            ("variants = [\"shogi\"]", "import.variants"),
+            ("until = \"2024-02-30\"", "import.until"),
+            (
+                "since = \"2024-03-02\"\nuntil = \"2024-03-01\"",
+                "after its until",
+            ),
+        ] {
+            let file: FileConfig = toml::from_str(&format!("[import]\n{bad}")).expect("toml");
+            let message = Settings::resolve(file, Overrides::default())
+                .expect_err(bad)
+                .to_string();
+            assert!(message.contains(named), "{bad}: {message}");
+        }
+        assert!(toml::from_str::<FileConfig>("[import]\nmin_rating = -5").is_err());
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         assert!(toml::from_str::<FileConfig>("bogus = 1").is_err());
         assert!(toml::from_str::<FileConfig>("[pipeline]\nbatch_gmes = 5").is_err());
