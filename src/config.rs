@@ -13,12 +13,19 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use chrono::NaiveDate;
 use serde::Deserialize;
 
 use crate::{
-    chess::reader::ParseLimits,
+    chess::{
+        category::Speed,
+        model::GameVariant,
+        reader::ParseLimits,
+        scope::{Scope, parse_day},
+    },
     error::Error,
     ingest::{pipeline::PipelineConfig, source::SourceOptions},
+    query::filter::parse_variant,
 };
 
 /// Positions in the dedup map by default: ~40 bytes each with the hash
@@ -77,6 +84,20 @@ pub struct ImportSection {
     pub retry_seconds: Option<u64>,
     /// auto, bulk or incremental.
     pub mode: Option<LoadMode>,
+    /// Only rated games.
+    pub rated_only: Option<bool>,
+    /// Both players rated at least this.
+    pub min_rating: Option<u16>,
+    /// Speeds kept (Lichess names).
+    pub speeds: Option<Vec<String>>,
+    /// Variants kept.
+    pub variants: Option<Vec<String>>,
+    /// First UTC day kept, `YYYY-MM-DD`.
+    pub since: Option<String>,
+    /// Last UTC day kept, `YYYY-MM-DD`.
+    pub until: Option<String>,
+    /// Leave out games with a BOT player.
+    pub exclude_bots: Option<bool>,
 }
 
 /// Reads and parses a config file.
@@ -107,6 +128,8 @@ pub struct Settings {
     pub retry_seconds: u64,
     /// How positions are written.
     pub mode: LoadMode,
+    /// Which games an import keeps.
+    pub scope: Scope,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -128,6 +151,28 @@ pub struct Overrides {
     pub max_rejects: Option<u64>,
     /// `--mode` / `PGNLOAD_MODE`.
     pub mode: Option<LoadMode>,
+    /// `import --rated-only`, `--min-rating`, … (flags only: each replaces
+    /// its key of the config file when given).
+    pub scope: ScopeOverrides,
+}
+
+/// The import scope options given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct ScopeOverrides {
+    /// `--rated-only` (true when given).
+    pub rated_only: bool,
+    /// `--min-rating`.
+    pub min_rating: Option<u16>,
+    /// `--speeds` (empty: not given).
+    pub speeds: Vec<Speed>,
+    /// `--variants` (empty: not given).
+    pub variants: Vec<GameVariant>,
+    /// `--since`.
+    pub since: Option<NaiveDate>,
+    /// `--until`.
+    pub until: Option<NaiveDate>,
+    /// `--exclude-bots` (true when given).
+    pub exclude_bots: bool,
 }
 
 /// Fewest explicit worker threads refused as absurd: above this (or the
@@ -287,6 +332,7 @@ impl Settings {
             ),
             "≈ 40 bytes of memory each",
         )?;
+        let scope = resolve_scope(&file.import, cli.scope)?;
         let retry_seconds = within(
             file.import.retry_seconds.unwrap_or(120),
             0,
@@ -307,6 +353,7 @@ impl Settings {
             max_rejects: cli.max_rejects.or(file.import.max_rejects).unwrap_or(0),
             retry_seconds,
             mode: cli.mode.or(file.import.mode).unwrap_or(LoadMode::Auto),
+            scope,
         })
     }
 
@@ -314,6 +361,63 @@ impl Settings {
     pub fn target(&self) -> crate::store::db::Target {
         crate::store::db::Target::choose(self.database_url.clone(), self.data_dir.clone())
     }
+}
+
+/// The import scope: each flag given replaces its key of the config file
+/// (a flag can only narrow: `rated_only = true` in the file is not undone
+/// from the command line). Refuses an unknown speed or variant, a day that
+/// is not `YYYY-MM-DD`, and `since` after `until` (a scope keeping nothing
+/// is a mistake, not a request).
+fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
+    let key = |name: &str| origin(None, &format!("import.{name}"));
+    let speeds = if cli.speeds.is_empty() {
+        file.speeds
+            .iter()
+            .flatten()
+            .map(|text| {
+                text.parse::<Speed>()
+                    .map_err(|e| Error::Config(format!("{}: {e}", key("speeds"))))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        cli.speeds
+    };
+    let variants = if cli.variants.is_empty() {
+        file.variants
+            .iter()
+            .flatten()
+            .map(|text| {
+                parse_variant(text).map_err(|e| Error::Config(format!("{}: {e}", key("variants"))))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        cli.variants
+    };
+    let day = |given: Option<NaiveDate>, name: &str, text: &Option<String>| match given {
+        Some(day) => Ok(Some(day)),
+        None => text
+            .as_deref()
+            .map(|text| parse_day(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
+            .transpose(),
+    };
+    let since = day(cli.since, "since", &file.since)?;
+    let until = day(cli.until, "until", &file.until)?;
+    if let (Some(since), Some(until)) = (since, until)
+        && since > until
+    {
+        return Err(Error::Config(format!(
+            "the import scope's since ({since}) is after its until ({until}): no game would be kept"
+        )));
+    }
+    Ok(Scope {
+        rated_only: cli.rated_only || file.rated_only.unwrap_or(false),
+        min_rating: cli.min_rating.or(file.min_rating).map(i32::from),
+        speeds,
+        variants,
+        since,
+        until,
+        exclude_bots: cli.exclude_bots || file.exclude_bots.unwrap_or(false),
+    })
 }
 
 /// The load mode the user asks for (`--mode`, `PGNLOAD_MODE`,
@@ -391,6 +495,40 @@ mod tests {
         let defaults =
             Settings::resolve(FileConfig::default(), Overrides::default()).expect("valid");
         assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
+    }
+
+    #[test]
+    fn scope_flags_replace_their_config_keys_and_bad_values_are_named() {
+        let file: FileConfig = toml::from_str(
+            "[import]\nspeeds = [\"blitz\"]\nvariants = [\"King of the Hill\"]\n\
+             min_rating = 1500\nsince = \"2024-01-01\"\nexclude_bots = true",
+        )
+        .expect("valid");
+        let mut cli = Overrides::default();
+        cli.scope.speeds = vec![Speed::Rapid];
+        cli.scope.rated_only = true;
+        let scope = Settings::resolve(file, cli).expect("valid").scope;
+        assert_eq!(
+            scope.identity(),
+            "rated-only min-rating=1500 speeds=rapid variants=king_of_the_hill \
+             since=2024-01-01 exclude-bots"
+        );
+        for (bad, named) in [
+            ("speeds = [\"fast\"]", "import.speeds"),
+            ("variants = [\"shogi\"]", "import.variants"),
+            ("until = \"2024-02-30\"", "import.until"),
+            (
+                "since = \"2024-03-02\"\nuntil = \"2024-03-01\"",
+                "after its until",
+            ),
+        ] {
+            let file: FileConfig = toml::from_str(&format!("[import]\n{bad}")).expect("toml");
+            let message = Settings::resolve(file, Overrides::default())
+                .expect_err(bad)
+                .to_string();
+            assert!(message.contains(named), "{bad}: {message}");
+        }
+        assert!(toml::from_str::<FileConfig>("[import]\nmin_rating = -5").is_err());
     }
 
     #[test]

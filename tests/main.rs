@@ -18,6 +18,7 @@ mod query;
 mod reliability;
 mod resume;
 mod robustness;
+mod scope;
 mod secrets;
 mod status;
 mod storage;

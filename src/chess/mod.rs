@@ -17,3 +17,4 @@ pub mod hash;
 pub mod model;
 pub mod reader;
 pub mod replay;
+pub mod scope;

@@ -12,14 +12,18 @@ use std::{
     sync::{Arc, Mutex, PoisonError, atomic::AtomicUsize},
 };
 
+use chrono::NaiveDate;
+
 use crate::{
-    config::{LoadMode, Overrides, Settings},
+    chess::{category::Speed, model::GameVariant, scope::parse_day},
+    config::{LoadMode, Overrides, ScopeOverrides, Settings},
     error::{Error, ExitStatus},
     ingest::{
         engine::{self, ImportJob},
         report::{BulkOutcome, Notice, Reporter, Summary},
     },
     progress::{Progress, Snapshot},
+    query::filter::parse_variant,
     store::db,
 };
 
@@ -61,6 +65,33 @@ pub struct ImportArgs {
     /// should bring and no other import runs [default: auto].
     #[arg(long, value_enum, env = "PGNLOAD_MODE")]
     pub mode: Option<LoadMode>,
+    /// Only rated games: Event starting "Rated" (Lichess) is rated, "Casual"
+    /// is not; any other game is rated when both players have an Elo.
+    #[arg(long)]
+    pub rated_only: bool,
+    /// Only games where both players have an Elo of at least this (a game
+    /// missing either Elo is filtered).
+    #[arg(long)]
+    pub min_rating: Option<u16>,
+    /// Only games of these speeds, comma-separated (ultraBullet, bullet,
+    /// blitz, rapid, classical, correspondence), from the TimeControl as
+    /// Lichess computes it; no readable clock is correspondence.
+    #[arg(long, value_delimiter = ',')]
+    pub speeds: Vec<Speed>,
+    /// Only games of these variants, comma-separated (standard, chess960,
+    /// crazyhouse, …).
+    #[arg(long, value_delimiter = ',', value_parser = parse_variant)]
+    pub variants: Vec<GameVariant>,
+    /// Only games played on or after this UTC day (YYYY-MM-DD, from
+    /// UTCDate, else Date; a game without a full date is filtered).
+    #[arg(long, value_parser = parse_day)]
+    pub since: Option<NaiveDate>,
+    /// Only games played on or before this UTC day (YYYY-MM-DD).
+    #[arg(long, value_parser = parse_day)]
+    pub until: Option<NaiveDate>,
+    /// Leave out games where either player has the title BOT.
+    #[arg(long)]
+    pub exclude_bots: bool,
 }
 
 impl ImportArgs {
@@ -71,6 +102,15 @@ impl ImportArgs {
         overrides.batch_games = self.batch_games;
         overrides.max_rejects = self.max_rejects;
         overrides.mode = self.mode;
+        overrides.scope = ScopeOverrides {
+            rated_only: self.rated_only,
+            min_rating: self.min_rating,
+            speeds: self.speeds.clone(),
+            variants: self.variants.clone(),
+            since: self.since,
+            until: self.until,
+            exclude_bots: self.exclude_bots,
+        };
     }
 }
 
@@ -151,8 +191,8 @@ fn print_summary(summary: &Summary) {
         t.files_done, t.files_skipped, t.files_interrupted, t.files_failed
     );
     eprintln!(
-        "  games:     {} read = {} imported + {} already present + {} rejected",
-        g.read, g.imported, g.present, g.rejected
+        "  games:     {} read = {} imported + {} already present + {} rejected + {} filtered",
+        g.read, g.imported, g.present, g.rejected, g.filtered
     );
     if g.conflicts > 0 {
         eprintln!(

@@ -37,7 +37,8 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
                 "SELECT f.path, f.fingerprint, f.state, f.games_done, f.bytes_done, f.size_bytes,
                         f.compression, f.games_imported, f.games_present,
                         (SELECT count(*) FROM import_rejects r WHERE r.file_id = f.id),
-                        f.last_error, to_char(f.updated_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF')
+                        f.last_error, to_char(f.updated_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF'),
+                        f.games_filtered, f.scope
                  FROM import_files f ORDER BY f.id",
                 &[],
             )
@@ -75,6 +76,8 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
             let rejects: i64 = row.get(9);
             let last_error: Option<String> = row.get(10);
             let updated: String = row.get(11);
+            let filtered: i64 = row.get(12);
+            let scope: String = row.get(13);
             let importer_active = held.contains(&lock_key(&fingerprint));
             let recorded = state.clone();
             let state = if state == "running" && !importer_active {
@@ -89,11 +92,13 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
                     "games_done": games, "bytes_done": bytes, "size_bytes": size,
                     "compression": compression, "games_imported": imported,
                     "games_present": present, "rejects": rejects,
+                    "games_filtered": filtered, "scope": scope,
                     "last_error": last_error, "updated_at": updated,
                 }));
             } else {
                 table.push_str(&format!(
-                    "{state:<11} {games:>10} games {bytes:>14} bytes {rejects:>6} rejects  {path}  [{fingerprint}]{}\n",
+                    "{state:<11} {games:>10} games {bytes:>14} bytes {rejects:>6} rejects {filtered:>8} filtered  {path}  [{fingerprint}]{}{}\n",
+                    if scope.is_empty() { String::new() } else { format!("  scope: {scope}") },
                     last_error.map_or(String::new(), |e| format!("  last error: {e}"))
                 ));
             }

@@ -29,6 +29,7 @@ use crate::{
     chess::{
         reader::{GameChunk, GameSplitter, ParseLimits, take_game},
         replay::{GameRecord, replay_game},
+        scope::{Scope, in_scope},
     },
     error::{Error, Rejection},
     ingest::source::{Input, SourceOptions, open_input_interruptible},
@@ -118,6 +119,26 @@ pub struct Batch {
     pub end_offset: u64,
     /// Games in the input up to and including this batch.
     pub games_through: u64,
+    /// Games of the batch left out by the import's scope (removed from
+    /// `outcomes` by [`Batch::apply_scope`]); counted, never written.
+    pub filtered: u64,
+}
+
+impl Batch {
+    /// Removes the replayed games `scope` leaves out, counting them in
+    /// `filtered`. Rejected games stay: a broken game is a reject whatever
+    /// its tags, so its bytes are kept to be fixed.
+    pub fn apply_scope(&mut self, scope: &Scope) {
+        if scope.is_everything() {
+            return;
+        }
+        let before = self.outcomes.len();
+        self.outcomes.retain(|outcome| match outcome {
+            Outcome::Game(game) => in_scope(game, scope).is_ok(),
+            Outcome::Rejected(_) => true,
+        });
+        self.filtered += (before - self.outcomes.len()) as u64;
+    }
 }
 
 /// What the consumer receives (`B` = [`Batch`]); the read stage sends the
@@ -399,6 +420,7 @@ fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimit
                     .collect(),
                 end_offset: batch.end_offset,
                 games_through: batch.games_through,
+                filtered: 0,
             }),
             Event::Opened {
                 input,

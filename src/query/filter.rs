@@ -13,6 +13,7 @@ use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant, username_key},
+        scope::parse_day,
     },
     error::Error,
     query::position::position_id,
@@ -70,11 +71,6 @@ pub struct FilterArgs {
     /// At most this many games.
     #[arg(long)]
     pub limit: Option<u32>,
-}
-
-fn parse_day(text: &str) -> Result<NaiveDate, String> {
-    NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD: {e}"))
 }
 
 fn parse_result(text: &str) -> Result<GameResult, String> {

@@ -69,6 +69,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_storage_fillfactor.sql",
         sql: include_str!("../../sql/0007_storage_fillfactor.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_import_scope.sql",
+        sql: include_str!("../../sql/0008_import_scope.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

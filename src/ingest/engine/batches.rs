@@ -132,7 +132,10 @@ impl Importer<'_> {
                     self.run.reporter.input_opened(name, len);
                     *consumed = Some(c);
                 }
-                Ok(Event::Batch(batch)) => return Ok(batch),
+                Ok(Event::Batch(mut batch)) => {
+                    batch.apply_scope(&self.run.settings.scope);
+                    return Ok(batch);
+                }
                 Ok(Event::Finished { .. }) => return Err(InputEnd::Done),
                 // The pipeline's threads are gone without saying how the
                 // input ended: a bug, not the end of the input.

@@ -49,16 +49,18 @@ struct GameCounts {
     imported: i64,
     present: i64,
     rejected: i64,
+    filtered: i64,
 }
 
 impl GameCounts {
-    /// The counters from a row of `(games_imported, games_present, games_rejected)`
-    /// starting at column `first`.
+    /// The counters from a row of `(games_imported, games_present,
+    /// games_rejected, games_filtered)` starting at column `first`.
     fn from_row(row: &tokio_postgres::Row, first: usize) -> GameCounts {
         GameCounts {
             imported: row.get(first),
             present: row.get(first + 1),
             rejected: row.get(first + 2),
+            filtered: row.get(first + 3),
         }
     }
 }
@@ -82,12 +84,14 @@ impl Importer<'_> {
         // after a lost connection continues from what the first committed.
         let retrying = self.tally.attempt.is_some();
         let restart = self.run.job.restart && !retrying;
+        let scope = self.run.settings.scope.identity();
         let row = self
             .conns
             .control
             .client
             .query_opt(
-                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected
+                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected,
+                     games_filtered, scope
                  FROM import_files WHERE fingerprint = $1",
                 &[&fingerprint],
             )
@@ -96,6 +100,12 @@ impl Importer<'_> {
         let (file_id, games_done, bytes_done) = match row {
             Some(row) => {
                 let state: String = row.get(1);
+                let recorded: String = row.get(8);
+                if !restart && recorded != scope {
+                    return Ok(Err(InputEnd::Failed(scope_changed(
+                        name, &recorded, &scope,
+                    ))));
+                }
                 if state == "done" && !restart {
                     if retrying {
                         // The attempt that lost its connection had finished.
@@ -125,7 +135,8 @@ impl Importer<'_> {
                     return Ok(Err(end));
                 }
                 (
-                    self.register_input(name, path, fingerprint, size).await?,
+                    self.register_input(name, path, fingerprint, size, &scope)
+                        .await?,
                     0,
                     0,
                 )
@@ -142,7 +153,7 @@ impl Importer<'_> {
             }
         };
         let committed = self
-            .mark_running(file_id, path, games_done, bytes_done, restart)
+            .mark_running(file_id, path, (games_done, bytes_done), restart, &scope)
             .await?;
         if !retrying {
             self.tally.attempt = Some(InputAttempt {
@@ -211,6 +222,7 @@ impl Importer<'_> {
         path: &str,
         fingerprint: &str,
         size: Option<u64>,
+        scope: &str,
     ) -> Result<i64, Error> {
         let compression = if source::is_stream(name) {
             "unknown".to_owned()
@@ -226,25 +238,27 @@ impl Importer<'_> {
             .control
             .client
             .query_one(
-                "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state)
-                 VALUES ($1, $2, $3, $4, 'running') RETURNING id",
-                &[&fingerprint, &path, &size_bytes, &compression],
+                "INSERT INTO import_files (fingerprint, path, size_bytes, compression, state, scope)
+                 VALUES ($1, $2, $3, $4, 'running', $5) RETURNING id",
+                &[&fingerprint, &path, &size_bytes, &compression, &scope],
             )
             .await
             .map_err(db_err("registering the input"))?
             .get(0))
     }
 
-    /// Marks the input running from its checkpoint; returns its counters
-    /// as committed. A restart reads the input again from its first game,
-    /// so the rejects recorded for it are recorded again (and only once).
+    /// Marks the input running from its checkpoint (`(games_done,
+    /// bytes_done)`) under `scope`; returns its counters as committed. A
+    /// restart reads the input again from its first game, so the rejects
+    /// recorded for it are recorded again (and only once), and it may
+    /// change the scope the input is recorded with.
     async fn mark_running(
         &self,
         file_id: i64,
         path: &str,
-        games_done: i64,
-        bytes_done: i64,
+        (games_done, bytes_done): (i64, i64),
         restart: bool,
+        scope: &str,
     ) -> Result<GameCounts, Error> {
         self.conns
             .control
@@ -252,10 +266,11 @@ impl Importer<'_> {
             .query_one(
                 "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
                  UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
-                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL
+                     games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL,
+                     scope = $6
                  WHERE id = $1
-                 RETURNING games_imported, games_present, games_rejected",
-                &[&file_id, &path, &games_done, &bytes_done, &restart],
+                 RETURNING games_imported, games_present, games_rejected, games_filtered",
+                &[&file_id, &path, &games_done, &bytes_done, &restart, &scope],
             )
             .await
             .map(|row| GameCounts::from_row(&row, 0))
@@ -284,7 +299,7 @@ impl Importer<'_> {
                         "UPDATE import_files SET state = $2, last_error = $3, updated_at = now(),
                              finished_at = CASE WHEN $2 = 'done' THEN now() END
                          WHERE id = $1
-                         RETURNING games_imported, games_present, games_rejected",
+                         RETURNING games_imported, games_present, games_rejected, games_filtered",
                         &[&file_id, &state, &error],
                     )
                     .await
@@ -319,12 +334,14 @@ impl Importer<'_> {
         let imported = delta(committed.imported, before.imported)?;
         let present = delta(committed.present, before.present)?;
         let rejected = delta(committed.rejected, before.rejected)?;
+        let filtered = delta(committed.filtered, before.filtered)?;
         let games = &mut self.tally.totals.games;
         let base = attempt.totals_before;
         games.imported = base.imported + imported;
         games.present = base.present + present;
         games.rejected = base.rejected + rejected;
-        games.read = base.read + imported + present + rejected;
+        games.filtered = base.filtered + filtered;
+        games.read = base.read + imported + present + rejected + filtered;
         Ok(())
     }
 
@@ -345,5 +362,29 @@ impl Importer<'_> {
                 .map_err(db_err("marking the bulk load for a duplicate merge"))?;
         }
         Ok(())
+    }
+}
+
+/// The error of a rerun whose scope differs from the one the input was
+/// imported (or began importing) under: continuing would leave the input
+/// "done" with games neither scope chose, or skip it as done though games
+/// the new scope wants were left out.
+fn scope_changed(name: &str, recorded: &str, wanted: &str) -> Error {
+    let shown = |scope: &str| {
+        if scope.is_empty() {
+            "every game".to_owned()
+        } else {
+            scope.to_owned()
+        }
+    };
+    Error::Input {
+        file: name.to_owned(),
+        message: format!(
+            "imported under the scope [{}], and this run asks for [{}]; refusing to mix them. \
+             Pass --restart to read it again under the new scope (games already imported are \
+             recognized and skipped)",
+            shown(recorded),
+            shown(wanted)
+        ),
     }
 }

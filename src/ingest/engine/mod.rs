@@ -597,14 +597,16 @@ impl Importer<'_> {
             bigint(t.imported)?,
             bigint(t.present)?,
             bigint(t.rejected)?,
+            bigint(t.filtered)?,
         ];
         self.control_execute(
             "recording the run",
             "UPDATE import_runs SET finished_at = now(), status = $2, games_read = $3,
-                 games_imported = $4, games_present = $5, games_rejected = $6
+                 games_imported = $4, games_present = $5, games_rejected = $6,
+                 games_filtered = $7
              WHERE id = $1",
             &[
-                &run_id, &label, &counts[0], &counts[1], &counts[2], &counts[3],
+                &run_id, &label, &counts[0], &counts[1], &counts[2], &counts[3], &counts[4],
             ],
         )
         .await?;

@@ -52,7 +52,8 @@ pub async fn write_games(
     let at = BatchContext { batch, file };
     let (games_through, end_offset) = batch_bounds(batch, file)?;
     let mut stats = BatchStats {
-        read: batch.outcomes.len() as u64,
+        read: batch.outcomes.len() as u64 + batch.filtered,
+        filtered: batch.filtered,
         ..resolved.stats
     };
     let position_ids = &resolved.position_ids;
@@ -112,7 +113,7 @@ pub async fn write_games(
     }
     stats.imported = inserted.len() as u64;
     stats.rejected = rejected.len() as u64;
-    stats.present = stats.read - stats.imported - stats.rejected;
+    stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
 
     // 4. Moves of the inserted games, the rejects and the conflicts.
     let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
@@ -307,7 +308,8 @@ async fn advance_checkpoint(
         .execute(
             "UPDATE import_files SET games_done = $2, bytes_done = $3,
              games_imported = games_imported + $4, games_present = games_present + $5,
-             games_rejected = games_rejected + $6, updated_at = now()
+             games_rejected = games_rejected + $6, games_filtered = games_filtered + $8,
+             updated_at = now()
          WHERE id = $1 AND bytes_done = $7",
             &[
                 &file.file_id,
@@ -317,6 +319,7 @@ async fn advance_checkpoint(
                 &to_i64(stats.present),
                 &to_i64(stats.rejected),
                 &file.expected_bytes_done,
+                &to_i64(stats.filtered),
             ],
         )
         .await?;

@@ -100,6 +100,8 @@ pub struct BatchStats {
     pub present: u64,
     /// Games rejected.
     pub rejected: u64,
+    /// Games left out by the import's scope.
+    pub filtered: u64,
     /// Positions inserted.
     pub positions_new: u64,
     /// Position references resolved to existing rows (cache or database).
@@ -131,6 +133,7 @@ impl BatchStats {
         self.imported += other.imported;
         self.present += other.present;
         self.rejected += other.rejected;
+        self.filtered += other.filtered;
         self.positions_new += other.positions_new;
         self.positions_reused += other.positions_reused;
         self.positions_in_memory += other.positions_in_memory;
@@ -285,6 +288,7 @@ mod tests {
             outcomes: Vec::new(),
             end_offset: u64::MAX,
             games_through: 3,
+            filtered: 0,
         };
         let file = FileContext {
             file_id: 12,

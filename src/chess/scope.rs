@@ -1,0 +1,342 @@
+//! Import scope: which games an import keeps (`--rated-only`,
+//! `--min-rating`, `--speeds`, `--variants`, `--since/--until`,
+//! `--exclude-bots`), decided from a replayed game alone.
+//!
+//! It lives in the pure core so that the decision is one function, unit
+//! tested without a database or channels, and so that a game is put in a
+//! speed or variant exactly as the explorer and the `games` filters put it
+//! ([`Speed::from_clock`], [`GameVariant`]). A game out of scope is neither
+//! imported nor rejected: the import counts it as "filtered".
+
+use std::fmt;
+
+use chrono::NaiveDate;
+
+use crate::chess::{category::Speed, model::GameVariant, replay::GameRecord};
+
+/// Which games an import keeps. The default keeps every game.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Only rated games: see [`is_rated`].
+    pub rated_only: bool,
+    /// Only games where BOTH players have an Elo tag of at least this (the
+    /// Lichess explorer's rating bands use both ratings; so does
+    /// `pgnload games --min-rating`). A game missing either Elo is filtered.
+    pub min_rating: Option<i32>,
+    /// Only games of these speeds (empty: all), as [`Speed::from_clock`]
+    /// computes them (no readable clock: correspondence).
+    pub speeds: Vec<Speed>,
+    /// Only games of these variants (empty: all).
+    pub variants: Vec<GameVariant>,
+    /// Only games played on or after this UTC day.
+    pub since: Option<NaiveDate>,
+    /// Only games played on or before this UTC day.
+    pub until: Option<NaiveDate>,
+    /// Leave out games where either player has the title `BOT`.
+    pub exclude_bots: bool,
+}
+
+/// Why a game is out of scope: the first option it fails, in the order of
+/// [`Scope`]'s fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterReason {
+    /// `--rated-only`, and the game is not rated (see [`is_rated`]).
+    Unrated,
+    /// `--min-rating`, and a player's Elo is below it or missing.
+    BelowMinRating,
+    /// `--speeds`, and the game's speed is not listed.
+    Speed(Speed),
+    /// `--variants`, and the game's variant is not listed.
+    Variant(GameVariant),
+    /// `--since`/`--until`, and the game has no full date.
+    NoDate,
+    /// `--since`, and the game was played before.
+    BeforeSince,
+    /// `--until`, and the game was played after.
+    AfterUntil,
+    /// `--exclude-bots`, and a player is a bot.
+    Bot,
+}
+
+impl fmt::Display for FilterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterReason::Unrated => f.write_str("not rated"),
+            FilterReason::BelowMinRating => f.write_str("a rating below --min-rating or missing"),
+            FilterReason::Speed(speed) => write!(f, "speed {speed} not in --speeds"),
+            FilterReason::Variant(variant) => {
+                write!(f, "variant {} not in --variants", variant.as_db_label())
+            }
+            FilterReason::NoDate => f.write_str("no full date for --since/--until"),
+            FilterReason::BeforeSince => f.write_str("played before --since"),
+            FilterReason::AfterUntil => f.write_str("played after --until"),
+            FilterReason::Bot => f.write_str("a BOT player"),
+        }
+    }
+}
+
+impl Scope {
+    /// Whether this scope keeps every game (no option given).
+    pub fn is_everything(&self) -> bool {
+        *self == Scope::default()
+    }
+
+    /// The scope as a stable text, recorded with each input
+    /// (`import_files.scope`) so that a rerun under another scope is told
+    /// apart from a rerun of the same import. Empty for every game; the
+    /// lists are sorted and deduplicated, so the order options were given
+    /// in does not matter.
+    pub fn identity(&self) -> String {
+        let mut parts = Vec::new();
+        if self.rated_only {
+            parts.push("rated-only".to_owned());
+        }
+        if let Some(min) = self.min_rating {
+            parts.push(format!("min-rating={min}"));
+        }
+        if !self.speeds.is_empty() {
+            let mut speeds = self.speeds.clone();
+            speeds.sort();
+            speeds.dedup();
+            let names: Vec<&str> = speeds.iter().map(|s| s.as_str()).collect();
+            parts.push(format!("speeds={}", names.join(",")));
+        }
+        if !self.variants.is_empty() {
+            let mut names: Vec<&str> = self.variants.iter().map(|v| v.as_db_label()).collect();
+            names.sort_unstable();
+            names.dedup();
+            parts.push(format!("variants={}", names.join(",")));
+        }
+        if let Some(since) = self.since {
+            parts.push(format!("since={since}"));
+        }
+        if let Some(until) = self.until {
+            parts.push(format!("until={until}"));
+        }
+        if self.exclude_bots {
+            parts.push("exclude-bots".to_owned());
+        }
+        parts.join(" ")
+    }
+}
+
+/// Whether `game` is in `scope`; `Err` says which option leaves it out.
+pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
+    let meta = &game.meta;
+    if scope.rated_only && !is_rated(game) {
+        return Err(FilterReason::Unrated);
+    }
+    if let Some(min) = scope.min_rating {
+        let rated = |elo: Option<i32>| elo.is_some_and(|elo| elo >= min);
+        if !(rated(meta.white.elo) && rated(meta.black.elo)) {
+            return Err(FilterReason::BelowMinRating);
+        }
+    }
+    if !scope.speeds.is_empty() {
+        let speed = Speed::from_clock(meta.clock);
+        if !scope.speeds.contains(&speed) {
+            return Err(FilterReason::Speed(speed));
+        }
+    }
+    if !scope.variants.is_empty() && !scope.variants.contains(&game.variant) {
+        return Err(FilterReason::Variant(game.variant));
+    }
+    if scope.since.is_some() || scope.until.is_some() {
+        let day = meta
+            .started_at
+            .map(|t| t.date_naive())
+            .ok_or(FilterReason::NoDate)?;
+        if scope.since.is_some_and(|since| day < since) {
+            return Err(FilterReason::BeforeSince);
+        }
+        if scope.until.is_some_and(|until| day > until) {
+            return Err(FilterReason::AfterUntil);
+        }
+    }
+    if scope.exclude_bots && (meta.white.is_bot() || meta.black.is_bot()) {
+        return Err(FilterReason::Bot);
+    }
+    Ok(())
+}
+
+/// Whether a game counts as rated for `--rated-only`. Lichess writes
+/// `Rated …` or `Casual …` at the start of `Event`, and those words decide;
+/// its swiss games (`Blitz swiss https://…`) and other sources' games say
+/// neither, and count as rated when both players have an Elo tag (a
+/// rating is what a rated game is played for; a game without one cannot
+/// be put in a rating band anyway).
+pub fn is_rated(game: &GameRecord) -> bool {
+    let meta = &game.meta;
+    let first_word = meta
+        .event
+        .as_deref()
+        .and_then(|event| event.split_whitespace().next());
+    match first_word {
+        Some(word) if word.eq_ignore_ascii_case("rated") => true,
+        Some(word) if word.eq_ignore_ascii_case("casual") => false,
+        _ => meta.white.elo.is_some() && meta.black.elo.is_some(),
+    }
+}
+
+/// A UTC day as `--since`/`--until` and the config file write it.
+pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chess::{
+        reader::{GameSplitter, ParseLimits, take_game},
+        replay::replay_game,
+    };
+    use std::sync::Arc;
+
+    fn game(tags: &str) -> GameRecord {
+        let pgn = format!("{tags}\n\n1. e4 e5 *\n");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t"), 0, 0, limits);
+        let mut chunk = splitter.next_chunk().expect("reads").expect("one game");
+        let raw = take_game(&mut chunk, limits).expect("parses");
+        replay_game(raw, chunk.pos.clone()).expect("replays")
+    }
+
+    const LICHESS: &str = "[Event \"Rated Blitz game\"]\n[UTCDate \"2024.03.05\"]\n\
+        [WhiteElo \"1850\"]\n[BlackElo \"2010\"]\n[TimeControl \"180+2\"]";
+
+    #[test]
+    fn everything_keeps_every_game() {
+        assert!(Scope::default().is_everything());
+        assert_eq!(in_scope(&game(""), &Scope::default()), Ok(()));
+        assert_eq!(Scope::default().identity(), "");
+    }
+
+    #[test]
+    fn rated_only_reads_the_event_word() {
+        let scope = Scope {
+            rated_only: true,
+            ..Scope::default()
+        };
+        assert_eq!(in_scope(&game(LICHESS), &scope), Ok(()));
+        let casual = game("[Event \"Casual Blitz game\"]");
+        assert_eq!(in_scope(&casual, &scope), Err(FilterReason::Unrated));
+        let tournament =
+            game("[Event \"Rated Bullet tournament https://lichess.org/tournament/x\"]");
+        assert_eq!(in_scope(&tournament, &scope), Ok(()));
+        // Neither word: rated when both players have an Elo.
+        let swiss = "[Event \"Blitz swiss https://lichess.org/swiss/x\"]";
+        let elos = "[WhiteElo \"1500\"]\n[BlackElo \"1600\"]";
+        assert_eq!(in_scope(&game(&format!("{swiss}\n{elos}")), &scope), Ok(()));
+        assert_eq!(in_scope(&game(swiss), &scope), Err(FilterReason::Unrated));
+        assert_eq!(
+            in_scope(
+                &game(&format!("[Event \"Casual Rapid game\"]\n{elos}")),
+                &scope
+            ),
+            Err(FilterReason::Unrated)
+        );
+        assert_eq!(in_scope(&game(elos), &scope), Ok(()));
+        assert_eq!(in_scope(&game(""), &scope), Err(FilterReason::Unrated));
+    }
+
+    #[test]
+    fn min_rating_needs_both_players() {
+        let scope = |min| Scope {
+            min_rating: Some(min),
+            ..Scope::default()
+        };
+        assert_eq!(in_scope(&game(LICHESS), &scope(1850)), Ok(()));
+        // The average (1930) is above 1900, White is not.
+        assert_eq!(
+            in_scope(&game(LICHESS), &scope(1900)),
+            Err(FilterReason::BelowMinRating)
+        );
+        assert_eq!(
+            in_scope(&game("[WhiteElo \"2500\"]"), &scope(1000)),
+            Err(FilterReason::BelowMinRating)
+        );
+    }
+
+    #[test]
+    fn speeds_and_variants_use_the_shared_categories() {
+        let blitz = Scope {
+            speeds: vec![Speed::Blitz],
+            ..Scope::default()
+        };
+        assert_eq!(in_scope(&game(LICHESS), &blitz), Ok(()));
+        assert_eq!(
+            in_scope(&game("[TimeControl \"60+0\"]"), &blitz),
+            Err(FilterReason::Speed(Speed::Bullet))
+        );
+        assert_eq!(
+            in_scope(&game(""), &blitz),
+            Err(FilterReason::Speed(Speed::Correspondence))
+        );
+        let chess960 = Scope {
+            variants: vec![GameVariant::Chess960],
+            ..Scope::default()
+        };
+        assert_eq!(
+            in_scope(&game(""), &chess960),
+            Err(FilterReason::Variant(GameVariant::Standard))
+        );
+    }
+
+    #[test]
+    fn dates_are_inclusive_utc_days() {
+        let day = |s| parse_day(s).expect("a day");
+        let scope = Scope {
+            since: Some(day("2024-03-05")),
+            until: Some(day("2024-03-05")),
+            ..Scope::default()
+        };
+        assert_eq!(in_scope(&game(LICHESS), &scope), Ok(()));
+        let later = game("[UTCDate \"2024.03.06\"]");
+        assert_eq!(in_scope(&later, &scope), Err(FilterReason::AfterUntil));
+        let earlier = game("[Date \"2024.03.04\"]");
+        assert_eq!(in_scope(&earlier, &scope), Err(FilterReason::BeforeSince));
+        let partial = game("[Date \"2024.??.??\"]");
+        assert_eq!(in_scope(&partial, &scope), Err(FilterReason::NoDate));
+        assert!(parse_day("2024-13-01").is_err());
+    }
+
+    #[test]
+    fn bots_are_left_out_on_either_side() {
+        let scope = Scope {
+            exclude_bots: true,
+            ..Scope::default()
+        };
+        assert_eq!(in_scope(&game(LICHESS), &scope), Ok(()));
+        assert_eq!(
+            in_scope(&game("[BlackTitle \"BOT\"]"), &scope),
+            Err(FilterReason::Bot)
+        );
+        assert_eq!(in_scope(&game("[WhiteTitle \"GM\"]"), &scope), Ok(()));
+    }
+
+    #[test]
+    fn identity_ignores_order_and_repeats() {
+        let a = Scope {
+            speeds: vec![Speed::Rapid, Speed::Blitz, Speed::Rapid],
+            variants: vec![GameVariant::Standard, GameVariant::Chess960],
+            min_rating: Some(1800),
+            ..Scope::default()
+        };
+        let b = Scope {
+            speeds: vec![Speed::Blitz, Speed::Rapid],
+            variants: vec![GameVariant::Chess960, GameVariant::Standard],
+            min_rating: Some(1800),
+            ..Scope::default()
+        };
+        assert_eq!(a.identity(), b.identity());
+        assert_eq!(
+            a.identity(),
+            "min-rating=1800 speeds=blitz,rapid variants=chess960,standard"
+        );
+        assert!(!a.is_everything());
+    }
+}
