@@ -272,6 +272,14 @@ fn a_filtered_exchange_export_selects_what_games_selects() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The exchange formats write files: stdout is refused, nothing written.
+    let refused = pgnload(&db, &["export", "--format", "dcg"]);
+    assert_eq!(refused.status.code(), Some(2), "a usage error");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--output"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     let n = listed.len();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
