@@ -8,6 +8,7 @@ mod bulk;
 mod common;
 mod crash;
 mod embedded;
+mod exchange;
 mod explorer;
 mod faults;
 mod hostile;

@@ -858,7 +858,7 @@ pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
 }
 
 /// [`null_move`] on a concrete position type (the replay loop's).
-fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
+pub(crate) fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);
     setup.ep_square = None;

@@ -1,5 +1,131 @@
 //! Writers of other formats, reading games through `query` so that a
 //! filter means the same thing in every export. Pure formatting: no
-//! database access and no files of their own (the caller owns the output).
+//! database access and no files of their own (the caller owns the output),
+//! except the exchange formats' writers ([`dcg`], [`ocgdb`]), whose output
+//! is a set of files or a database that they create under a temporary name.
 
+pub mod dcg;
+pub mod ocgdb;
 pub mod pgn;
+
+use shakmaty::{CastlingMode, Chess, Position, Square, san::San, uci::UciMove, variant::Variant};
+
+use crate::{
+    chess::{fen::position_from_fen, replay::null_move_of},
+    error::Error,
+    query::games::{StoredGame, StoredMove},
+};
+
+/// A mainline move as the exchange formats store it: squares and
+/// promotion, which the stored SAN only gives after a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainMove {
+    /// A move; castling is the king moving two squares (both formats).
+    Move {
+        /// From square, a1 = 0 … h8 = 63.
+        from: u8,
+        /// To square.
+        to: u8,
+        /// Promotion as both formats code it: N = 2, B = 3, R = 4, Q = 5.
+        promotion: u8,
+    },
+    /// A null move (`--`).
+    Null,
+}
+
+/// The moves of a standard-chess `game`, replayed from its start position
+/// to recover squares. The stored SAN was replayed at import, so a move
+/// that does not replay now is a damaged row: an internal error naming the
+/// game and ply, never a silently shortened game.
+pub fn plain_moves(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<PlainMove>, Error> {
+    let damaged = |ply: usize, why: String| {
+        Error::Internal(format!(
+            "game {}: stored move {} does not replay: {why}",
+            game.id,
+            ply + 1
+        ))
+    };
+    let mut board = match &game.start_fen {
+        None => Chess::default(),
+        Some(fen) => match position_from_fen(fen, Variant::Chess, false) {
+            Ok(shakmaty::variant::VariantPosition::Chess(board)) => board,
+            Ok(_) => return Err(damaged(0, "start position is not standard chess".into())),
+            Err(e) => return Err(damaged(0, format!("start position {fen:?}: {e}"))),
+        },
+    };
+    let mut out = Vec::with_capacity(moves.len());
+    for (ply, stored) in moves.iter().enumerate() {
+        let san: San = stored
+            .san
+            .parse::<shakmaty::san::SanPlus>()
+            .map_err(|e| damaged(ply, format!("{:?}: {e}", stored.san)))?
+            .san;
+        if san == San::Null {
+            board = null_move_of(board).map_err(|e| damaged(ply, e))?;
+            out.push(PlainMove::Null);
+            continue;
+        }
+        let m = san
+            .to_move(&board)
+            .map_err(|e| damaged(ply, format!("{:?}: {e}", stored.san)))?;
+        let UciMove::Normal {
+            from,
+            to,
+            promotion,
+        } = m.to_uci(CastlingMode::Standard)
+        else {
+            return Err(damaged(ply, format!("{:?} is a drop", stored.san)));
+        };
+        let promotion = match promotion {
+            None => 0,
+            Some(shakmaty::Role::Knight) => 2,
+            Some(shakmaty::Role::Bishop) => 3,
+            Some(shakmaty::Role::Rook) => 4,
+            Some(shakmaty::Role::Queen) => 5,
+            Some(role) => return Err(damaged(ply, format!("promotion to {role:?}"))),
+        };
+        let square = |s: Square| u8::from(s);
+        out.push(PlainMove::Move {
+            from: square(from),
+            to: square(to),
+            promotion,
+        });
+        board.play_unchecked(m);
+    }
+    Ok(out)
+}
+
+/// The date a game was played, as year, month and day, each known or not:
+/// from the start time when the import held a whole date, else from the
+/// raw `Date` tag kept in `games.tags` (`1997.05.??`), whose known parts
+/// are kept and whose unknown ones stay unknown.
+pub fn date_parts(game: &StoredGame) -> (Option<u16>, Option<u8>, Option<u8>) {
+    use chrono::Datelike;
+    if let Some(at) = game.started_at {
+        return (
+            u16::try_from(at.year()).ok(),
+            u8::try_from(at.month()).ok(),
+            u8::try_from(at.day()).ok(),
+        );
+    }
+    let raw = match game.tags.get("Date") {
+        Some(serde_json::Value::String(text)) => text.as_str(),
+        Some(serde_json::Value::Array(values)) => match values.first() {
+            Some(serde_json::Value::String(text)) => text.as_str(),
+            _ => return (None, None, None),
+        },
+        _ => return (None, None, None),
+    };
+    let mut fields = raw.trim().split('.');
+    let mut field = |len: usize, max: u16| {
+        fields
+            .next()
+            .filter(|f| f.len() == len && f.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|f| f.parse::<u16>().ok())
+            .filter(|&n| n >= 1 && n <= max)
+    };
+    let year = field(4, 9999);
+    let month = field(2, 12).and_then(|m| u8::try_from(m).ok());
+    let day = field(2, 31).and_then(|d| u8::try_from(d).ok());
+    (year, month, day)
+}

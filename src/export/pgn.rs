@@ -187,6 +187,34 @@ fn first_move(start_fen: Option<&str>) -> (bool, u32) {
     (white, number)
 }
 
+/// The comment PGN writes after move `ply` (0-based) of game `game_id`:
+/// its evaluation and clock as `[%eval …] [%clk …]`, empty when it has
+/// neither. The exchange formats store the same text as their comment.
+pub fn move_comment(game_id: i64, ply: usize, m: &StoredMove) -> Result<String, Error> {
+    let mut comment = String::new();
+    match (m.eval_mate, m.eval_cp) {
+        (Some(mate), _) => write!(comment, "[%eval #{mate}]"),
+        (None, Some(cp)) => write!(comment, "[%eval {}]", pawns(cp)),
+        (None, None) => Ok(()),
+    }
+    .map_err(|e| Error::Internal(format!("formatting a comment: {e}")))?;
+    if let Some(ms) = m.clock_ms {
+        let text = clock(ms).ok_or_else(|| {
+            Error::Internal(format!(
+                "game {game_id} ply {}: negative clock {ms}",
+                ply + 1
+            ))
+        })?;
+        if !comment.is_empty() {
+            comment.push(' ');
+        }
+        comment.push_str("[%clk ");
+        comment.push_str(&text);
+        comment.push(']');
+    }
+    Ok(comment)
+}
+
 /// Appends `game` with `moves` as one PGN game (tags, blank line,
 /// movetext wrapped at 80 columns, blank line) to `out`.
 pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> Result<(), Error> {
@@ -211,28 +239,10 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
         if let Some(nag) = m.nag {
             tokens.push(format!("${nag}"));
         }
-        let mut comment = String::new();
-        match (m.eval_mate, m.eval_cp) {
-            (Some(mate), _) => write!(comment, " [%eval #{mate}]"),
-            (None, Some(cp)) => write!(comment, " [%eval {}]", pawns(cp)),
-            (None, None) => Ok(()),
-        }
-        .map_err(|e| Error::Internal(format!("formatting a comment: {e}")))?;
-        if let Some(ms) = m.clock_ms {
-            let text = clock(ms).ok_or_else(|| {
-                Error::Internal(format!(
-                    "game {} ply {}: negative clock {ms}",
-                    game.id,
-                    ply + 1
-                ))
-            })?;
-            comment.push_str(" [%clk ");
-            comment.push_str(&text);
-            comment.push(']');
-        }
+        let comment = move_comment(game.id, ply, m)?;
         after_comment = !comment.is_empty();
         if after_comment {
-            tokens.push(format!("{{{comment} }}"));
+            tokens.push(format!("{{ {comment} }}"));
         }
         if !white {
             number += 1;

@@ -1,0 +1,489 @@
+//! The Simple Chess Database format (`.dci` index, `.dcg` games, `.dcn`
+//! names, `.dcs` sites, `.dce` events), byte for byte as its reference
+//! converter (pgn2dcg) writes it, so that the programs that read its files
+//! read pgnload's. Where the converter and its written spec disagree the
+//! converter wins (it is what readers were tested against): squares a1 = 0,
+//! promotion N = 2 … Q = 5, a one-byte length only below 127. Where the
+//! converter is wrong pgnload does the right thing (README, "Exchange
+//! formats"): a name longer than a record is cut at a character boundary
+//! and referenced (pgn2dcg refers to offset 0, inside the magic bytes), an
+//! ECO that is not three characters is written as unknown (pgn2dcg writes
+//! a short index entry), a game without a date still gets four date bytes.
+//!
+//! Memory: games and index entries stream to disk; only the distinct
+//! names, sites and events are held, since their records must be sorted
+//! before any reference to them is known. The index is written first with
+//! provisional references (first-seen numbers) to a side file, then
+//! rewritten with the records' offsets once the names are sorted.
+
+use std::{
+    collections::HashMap,
+    fs,
+    io::{self, BufReader, BufWriter, Read, Write},
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    error::Error,
+    export::{PlainMove, date_parts, pgn::move_comment, plain_moves},
+    query::games::{StoredGame, StoredMove},
+};
+
+/// Bytes of a name, site or event record.
+pub const RECORD: usize = 36;
+/// Bytes of an index entry.
+pub const ENTRY: usize = 39;
+/// Bytes of each file's magic.
+const MAGIC_LEN: usize = 10;
+/// The index's header: magic, version 0, the 8-byte "open by default"
+/// offset (0: the first game).
+const INDEX_HEADER: usize = MAGIC_LEN + 1 + 8;
+
+/// Where a provisional reference sits in an index entry (white, black,
+/// site, event) and which dictionary it numbers.
+const REFS: [(usize, Kind); 4] = [
+    (9, Kind::Name),
+    (13, Kind::Name),
+    (19, Kind::Site),
+    (23, Kind::Event),
+];
+
+/// Marker bytes inside a game.
+const NULL_MOVE: u8 = 0x88;
+const COMMENT: u8 = 0x86;
+const NAGS: u8 = 0x87;
+
+/// The three dictionaries of a base.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Name,
+    Site,
+    Event,
+}
+
+impl Kind {
+    fn extension(self) -> &'static str {
+        match self {
+            Kind::Name => "dcn",
+            Kind::Site => "dcs",
+            Kind::Event => "dce",
+        }
+    }
+
+    fn magic(self) -> &'static [u8; MAGIC_LEN] {
+        match self {
+            Kind::Name => b"SimpleCDbn",
+            Kind::Site => b"SimpleCDbs",
+            Kind::Event => b"SimpleCDbe",
+        }
+    }
+}
+
+/// Appends `len` as the format's length: one byte below 127, else `0x81`
+/// … `0x84` and one to four big-endian bytes (pgn2dcg's thresholds: 127
+/// itself takes two bytes, 255 three, 65535 four). A length that does not
+/// fit four bytes is an error (pgn2dcg writes nothing then).
+pub fn push_length(len: usize, out: &mut Vec<u8>) -> Result<(), Error> {
+    let len = u32::try_from(len)
+        .map_err(|_| Error::Internal(format!("{len} bytes is too long for the .dcg format")))?;
+    let bytes = len.to_be_bytes();
+    match len {
+        0..127 => out.push(bytes[3]),
+        127..255 => out.extend([0x81, bytes[3]]),
+        255..65535 => out.extend([0x82, bytes[2], bytes[3]]),
+        65535..16_777_215 => out.extend([0x83, bytes[1], bytes[2], bytes[3]]),
+        _ => {
+            out.push(0x84);
+            out.extend(bytes);
+        }
+    }
+    Ok(())
+}
+
+/// Appends one game record (length, start marker and FEN, moves with their
+/// NAG and comment) to `out`. A zero-move game from the start is `01 00`.
+pub fn push_game(
+    start_fen: Option<&str>,
+    moves: &[PlainMove],
+    annotations: &[(Option<u8>, String)],
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let mut body = Vec::with_capacity(1 + moves.len() * 2);
+    match start_fen {
+        None => body.push(0x00),
+        Some(fen) => {
+            body.push(0x01);
+            push_length(fen.len(), &mut body)?;
+            body.extend_from_slice(fen.as_bytes());
+        }
+    }
+    for (ply, m) in moves.iter().enumerate() {
+        match *m {
+            PlainMove::Null => body.push(NULL_MOVE),
+            PlainMove::Move {
+                from,
+                to,
+                promotion,
+            } => {
+                let code = u16::from(promotion) << 12 | u16::from(from) << 6 | u16::from(to);
+                body.extend(code.to_be_bytes());
+            }
+        }
+        if let Some((nag, comment)) = annotations.get(ply) {
+            if let Some(nag) = nag {
+                body.extend([NAGS, 1, *nag]);
+            }
+            if !comment.is_empty() {
+                body.push(COMMENT);
+                push_length(comment.len(), &mut body)?;
+                body.extend_from_slice(comment.as_bytes());
+            }
+        }
+    }
+    push_length(body.len(), out)?;
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// `name` as a 36-byte record: UTF-8, cut at the last character boundary
+/// that fits, padded with spaces.
+pub fn record(name: &str) -> [u8; RECORD] {
+    let mut end = name.len().min(RECORD);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = [b' '; RECORD];
+    out[..end].copy_from_slice(&name.as_bytes()[..end]);
+    out
+}
+
+/// The distinct values of one dictionary, numbered as first seen.
+#[derive(Debug, Default)]
+struct Dictionary {
+    numbers: HashMap<String, u32>,
+}
+
+impl Dictionary {
+    /// The provisional number of `name` (PGN's `?` for none, which is what
+    /// pgn2dcg reads from a game with the Seven Tag Roster's placeholder).
+    fn number(&mut self, name: Option<&str>) -> Result<u32, Error> {
+        let name = name.unwrap_or("?");
+        if let Some(&n) = self.numbers.get(name) {
+            return Ok(n);
+        }
+        let n = u32::try_from(self.numbers.len())
+            .map_err(|_| Error::Internal("more than 2^32 distinct names".into()))?;
+        self.numbers.insert(name.to_owned(), n);
+        Ok(n)
+    }
+
+    /// Writes the records sorted as pgn2dcg sorts them (Qt's string order:
+    /// UTF-16 code units), one record per distinct cut name, and returns
+    /// each provisional number's byte offset in the file.
+    fn write(self, out: &mut impl Write, magic: &[u8]) -> Result<Vec<u32>, Error> {
+        out.write_all(magic).map_err(Error::Output)?;
+        let mut names: Vec<(String, u32)> = self.numbers.into_iter().collect();
+        names.sort_unstable_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        let mut offsets = vec![0u32; names.len()];
+        let mut written: HashMap<[u8; RECORD], u32> = HashMap::with_capacity(names.len());
+        for (name, number) in names {
+            let bytes = record(&name);
+            let next = MAGIC_LEN + RECORD * written.len();
+            let offset = match written.get(&bytes) {
+                Some(&offset) => offset,
+                None => {
+                    let offset = u32::try_from(next).map_err(|_| {
+                        Error::Internal("a name file past 4 GiB cannot be referenced".into())
+                    })?;
+                    out.write_all(&bytes).map_err(Error::Output)?;
+                    written.insert(bytes, offset);
+                    offset
+                }
+            };
+            let slot = usize::try_from(number)
+                .map_err(|_| Error::Internal(format!("name number {number} does not fit usize")))?;
+            offsets[slot] = offset;
+        }
+        Ok(offsets)
+    }
+}
+
+/// The index entry of `game` with provisional references.
+fn entry(game: &StoredGame, offset: u64, refs: [u32; 4]) -> [u8; ENTRY] {
+    let mut e = [0u8; ENTRY];
+    e[1..9].copy_from_slice(&offset.to_be_bytes());
+    for ((at, _), r) in REFS.iter().zip(refs) {
+        e[*at..at + 4].copy_from_slice(&r.to_be_bytes());
+    }
+    // pgn2dcg reads Round as a number (0: unknown or not a number).
+    let round = game
+        .round
+        .as_deref()
+        .and_then(|r| r.trim().parse::<u16>().ok())
+        .unwrap_or(0);
+    e[17..19].copy_from_slice(&round.to_be_bytes());
+    let elo = |elo: Option<i32>| elo.and_then(|e| u16::try_from(e).ok()).unwrap_or(0);
+    e[27..29].copy_from_slice(&elo(game.white_elo).to_be_bytes());
+    e[29..31].copy_from_slice(&elo(game.black_elo).to_be_bytes());
+    e[31] = match game.result {
+        Some(1) => 1,
+        Some(-1) => 2,
+        Some(0) => 3,
+        _ => 0,
+    };
+    if let Some(eco) = game.eco.as_deref().filter(|eco| eco.len() == 3) {
+        e[32..35].copy_from_slice(eco.as_bytes());
+    }
+    let (year, month, day) = date_parts(game);
+    e[35..37].copy_from_slice(&year.unwrap_or(0).to_be_bytes());
+    e[37] = month.unwrap_or(0);
+    e[38] = day.unwrap_or(0);
+    e
+}
+
+/// `base` with `.ext` appended (a base name may itself hold dots).
+fn with_extension(base: &Path, ext: &str) -> PathBuf {
+    let mut name = base.as_os_str().to_owned();
+    name.push(".");
+    name.push(ext);
+    PathBuf::from(name)
+}
+
+/// `path` with `.partial` appended: where a file is written before its
+/// rename, so that a file with the asked name is always whole.
+fn partial(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+fn create(path: &Path) -> Result<BufWriter<fs::File>, Error> {
+    let file = fs::File::create(path).map_err(|source| Error::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(BufWriter::with_capacity(1 << 16, file))
+}
+
+/// A Simple Chess Database being written, game by game.
+#[derive(Debug)]
+pub struct DcgWriter {
+    base: PathBuf,
+    games: BufWriter<fs::File>,
+    provisional: BufWriter<fs::File>,
+    games_len: u64,
+    names: Dictionary,
+    sites: Dictionary,
+    events: Dictionary,
+    buf: Vec<u8>,
+}
+
+impl DcgWriter {
+    /// Starts a base named `base` (the five files get its name plus their
+    /// extension), writing under `.partial` names until [`finish`].
+    ///
+    /// [`finish`]: DcgWriter::finish
+    pub fn create(base: &Path) -> Result<DcgWriter, Error> {
+        let mut games = create(&partial(&with_extension(base, "dcg")))?;
+        games.write_all(b"SimpleCDbg").map_err(Error::Output)?;
+        let provisional = create(&partial(&with_extension(base, "dci.refs")))?;
+        Ok(DcgWriter {
+            base: base.to_owned(),
+            games,
+            provisional,
+            games_len: MAGIC_LEN as u64,
+            names: Dictionary::default(),
+            sites: Dictionary::default(),
+            events: Dictionary::default(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Appends a standard-chess game.
+    pub fn write(&mut self, game: &StoredGame, moves: &[StoredMove]) -> Result<(), Error> {
+        let plain = plain_moves(game, moves)?;
+        let annotations = moves
+            .iter()
+            .enumerate()
+            .map(|(ply, m)| {
+                let nag = m
+                    .nag
+                    .map(|nag| {
+                        u8::try_from(nag).map_err(|_| {
+                            Error::Internal(format!("game {}: NAG {nag} out of range", game.id))
+                        })
+                    })
+                    .transpose()?;
+                Ok((nag, move_comment(game.id, ply, m)?))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        self.buf.clear();
+        push_game(
+            game.start_fen.as_deref(),
+            &plain,
+            &annotations,
+            &mut self.buf,
+        )?;
+        let refs = [
+            self.names.number(game.white.as_deref())?,
+            self.names.number(game.black.as_deref())?,
+            self.sites.number(game.site.as_deref())?,
+            self.events.number(game.event.as_deref())?,
+        ];
+        self.provisional
+            .write_all(&entry(game, self.games_len, refs))
+            .map_err(Error::Output)?;
+        self.games.write_all(&self.buf).map_err(Error::Output)?;
+        self.games_len += self.buf.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the name, site and event files, the index with the records'
+    /// offsets, and renames the five files to their names.
+    pub fn finish(self) -> Result<(), Error> {
+        let DcgWriter {
+            base,
+            games,
+            provisional,
+            names,
+            sites,
+            events,
+            ..
+        } = self;
+        let close = |w: BufWriter<fs::File>| -> Result<(), Error> {
+            let file = w.into_inner().map_err(|e| Error::Output(e.into_error()))?;
+            file.sync_all().map_err(Error::Output)
+        };
+        close(games)?;
+        close(provisional)?;
+        let mut offsets = Vec::with_capacity(3);
+        for (dictionary, kind) in [
+            (names, Kind::Name),
+            (sites, Kind::Site),
+            (events, Kind::Event),
+        ] {
+            let mut out = create(&partial(&with_extension(&base, kind.extension())))?;
+            offsets.push(dictionary.write(&mut out, kind.magic())?);
+            close(out)?;
+        }
+        let refs_path = partial(&with_extension(&base, "dci.refs"));
+        let mut input = BufReader::with_capacity(
+            1 << 16,
+            fs::File::open(&refs_path).map_err(|source| Error::Open {
+                path: refs_path.clone(),
+                source,
+            })?,
+        );
+        let mut index = create(&partial(&with_extension(&base, "dci")))?;
+        let mut header = [0u8; INDEX_HEADER];
+        header[..MAGIC_LEN].copy_from_slice(b"SimpleCDbi");
+        index.write_all(&header).map_err(Error::Output)?;
+        let mut e = [0u8; ENTRY];
+        loop {
+            match input.read_exact(&mut e) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => break,
+                Err(err) => return Err(Error::Output(err)),
+            }
+            for (at, kind) in REFS {
+                let n = u32::from_be_bytes([e[at], e[at + 1], e[at + 2], e[at + 3]]);
+                let table = &offsets[kind as usize];
+                let offset = usize::try_from(n)
+                    .ok()
+                    .and_then(|n| table.get(n))
+                    .ok_or_else(|| {
+                        Error::Internal(format!("provisional reference {n} has no record"))
+                    })?;
+                e[at..at + 4].copy_from_slice(&offset.to_be_bytes());
+            }
+            index.write_all(&e).map_err(Error::Output)?;
+        }
+        close(index)?;
+        fs::remove_file(&refs_path).map_err(Error::Output)?;
+        for ext in ["dcn", "dcs", "dce", "dcg", "dci"] {
+            let target = with_extension(&base, ext);
+            fs::rename(partial(&target), &target).map_err(|source| Error::Open {
+                path: target.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn length(len: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        push_length(len, &mut out).expect("small lengths fit");
+        out
+    }
+
+    #[test]
+    fn lengths_switch_form_at_pgn2dcgs_thresholds() {
+        assert_eq!(length(0), [0x00]);
+        assert_eq!(length(126), [0x7e]);
+        assert_eq!(length(127), [0x81, 0x7f]);
+        assert_eq!(length(254), [0x81, 0xfe]);
+        assert_eq!(length(255), [0x82, 0x00, 0xff]);
+        assert_eq!(length(65534), [0x82, 0xff, 0xfe]);
+        assert_eq!(length(65535), [0x83, 0x00, 0xff, 0xff]);
+        assert_eq!(length(16_777_215), [0x84, 0x00, 0xff, 0xff, 0xff]);
+    }
+
+    #[test]
+    fn a_game_is_its_length_marker_and_big_endian_moves() {
+        let mut out = Vec::new();
+        push_game(None, &[], &[], &mut out).expect("an empty game encodes");
+        assert_eq!(out, [0x01, 0x00]);
+        out.clear();
+        let e2e4 = PlainMove::Move {
+            from: 12,
+            to: 28,
+            promotion: 0,
+        };
+        let promote = PlainMove::Move {
+            from: 52,
+            to: 60,
+            promotion: 5,
+        };
+        push_game(
+            None,
+            &[e2e4, PlainMove::Null, promote],
+            &[(Some(1), "[%clk 0:03:00]".into())],
+            &mut out,
+        )
+        .expect("a short game encodes");
+        let mut expected = vec![0x00, 0x03, 0x1c, 0x87, 0x01, 0x01, 0x86, 14];
+        expected.extend_from_slice(b"[%clk 0:03:00]");
+        expected.extend([0x88, 0x5d, 0x3c]);
+        expected.insert(0, u8::try_from(expected.len()).expect("short"));
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn records_are_padded_and_cut_at_a_character_boundary() {
+        assert_eq!(&record("Carlsen")[..9], b"Carlsen  ");
+        let long = format!("{}é", "a".repeat(35));
+        let r = record(&long);
+        assert_eq!(&r[..35], "a".repeat(35).as_bytes());
+        assert_eq!(r[35], b' ');
+    }
+
+    #[test]
+    fn dictionaries_sort_and_offset_their_records() {
+        let mut d = Dictionary::default();
+        let zed = d.number(Some("Zed")).expect("few names");
+        let ann = d.number(Some("Ann")).expect("few names");
+        let none = d.number(None).expect("few names");
+        let mut out = Vec::new();
+        let offsets = d.write(&mut out, b"SimpleCDbn").expect("writes to memory");
+        // "?" < "Ann" < "Zed"
+        assert_eq!(offsets[none as usize], 10);
+        assert_eq!(offsets[ann as usize], 46);
+        assert_eq!(offsets[zed as usize], 82);
+        assert_eq!(out.len(), 10 + 3 * 36);
+    }
+}
