@@ -13,8 +13,9 @@ use clap::{
 
 use crate::{
     cmd::{
-        db::DbCommand, export::ExportArgs, game::GameCommand, games::GamesArgs, hash::HashArgs,
-        import::ImportArgs, positions::PositionsArgs, status::StatusArgs, verify::VerifyArgs,
+        db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
+        games::GamesArgs, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
+        status::StatusArgs, verify::VerifyArgs,
     },
     config::Overrides,
 };
@@ -83,11 +84,13 @@ pub enum Command {
     Positions(PositionsArgs),
     /// List the games a filter selects (player, opponent, position, dates, …).
     Games(GamesArgs),
-    /// One game: show it as PGN.
+    /// One game: show it as PGN, or delete it.
     #[command(subcommand)]
     Game(GameCommand),
     /// Write the games a filter selects (all by default) as PGN.
     Export(ExportArgs),
+    /// The moves played in a position and how they scored (opening explorer).
+    Explore(ExploreArgs),
 }
 
 /// Parser of input names: pgnload keeps an input's name as text (messages,

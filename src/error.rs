@@ -195,6 +195,10 @@ pub enum Error {
     /// pgnload or the data, and the work done so far was rolled back.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A query cannot be answered as asked (an illegal FEN, a move that
+    /// is not legal there, a game that does not exist): the user's to fix.
+    #[error("{0}")]
+    Request(String),
     /// A database operation failed. The server's own message (with its
     /// SQLSTATE, detail and hint) is part of the text, once: the driver's
     /// error is kept as `cause`, not as a `source` that a printer would
@@ -238,9 +242,10 @@ impl Error {
     /// matches error text.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Open { .. } | Error::InputBroken { .. } | Error::Input { .. } => {
-                ErrorKind::Input
-            }
+            Error::Open { .. }
+            | Error::InputBroken { .. }
+            | Error::Input { .. }
+            | Error::Request(_) => ErrorKind::Input,
             Error::Output(_) => ErrorKind::Output,
             Error::Config(_) => ErrorKind::Configuration,
             Error::System { .. } => ErrorKind::System,

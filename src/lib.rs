@@ -92,5 +92,6 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
         cli::Command::Games(args) => cmd::games::run(args, &settings),
         cli::Command::Game(command) => cmd::game::run(command, &settings),
         cli::Command::Export(args) => cmd::export::run(args, &settings, cli.global.quiet),
+        cli::Command::Explore(args) => cmd::explore::run(args, &settings),
     }
 }

@@ -245,7 +245,7 @@ fn index_oids(db: &TestDb) -> String {
 /// Starts a slow bulk import and returns once its load is under way: two-game
 /// batches make the load last long enough (about a second) for a signal to
 /// land in it, not in the finish.
-fn bulk_import_under_way(db: &TestDb, files: &[PathBuf]) -> std::process::Child {
+pub fn bulk_import_under_way(db: &TestDb, files: &[PathBuf]) -> std::process::Child {
     let mut cmd = db.pgnload();
     cmd.args(["-q", "import", "--mode", "bulk", "--batch-games", "2"])
         .args(files)

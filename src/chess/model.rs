@@ -498,6 +498,56 @@ fn parse_int(s: &str) -> Option<i32> {
     s.strip_prefix('+').unwrap_or(s).parse().ok()
 }
 
+/// How a game is named on the command line: its `games.id`, or
+/// `SOURCE:EXTERNAL_ID` (`lichess:ENPo6ReH`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GameRef {
+    /// `games.id`.
+    Id(i64),
+    /// The natural key.
+    Key {
+        /// `games.source`.
+        source: String,
+        /// `games.external_id`.
+        external_id: String,
+    },
+}
+
+impl std::str::FromStr for GameRef {
+    type Err = String;
+
+    /// A number is an id; otherwise the text after the last `:` is the
+    /// external id (ids and digests never hold one; a source label may).
+    fn from_str(text: &str) -> Result<GameRef, String> {
+        if let Ok(id) = text.parse::<i64>() {
+            return Ok(GameRef::Id(id));
+        }
+        match text.rsplit_once(':') {
+            Some((source, external_id)) if !source.is_empty() && !external_id.is_empty() => {
+                Ok(GameRef::Key {
+                    source: source.to_owned(),
+                    external_id: external_id.to_owned(),
+                })
+            }
+            _ => Err(format!(
+                "{text:?} is neither a game id nor SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for GameRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GameRef::Id(id) => write!(f, "{id}"),
+            GameRef::Key {
+                source,
+                external_id,
+            } => write!(f, "{source}:{external_id}"),
+        }
+    }
+}
+
 /// The key that identifies a player of `source` (`players.username_key`):
 /// Lichess usernames are case-insensitive, so their key is the lower-case
 /// name; other sources keep names as written. One function, so that the
@@ -767,6 +817,27 @@ pub fn game_key(meta: &GameMeta, pos: &SourcePos) -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_game_is_named_by_id_or_source_and_external_id() {
+        let key = |source: &str, external_id: &str| GameRef::Key {
+            source: source.to_owned(),
+            external_id: external_id.to_owned(),
+        };
+        assert_eq!("42".parse(), Ok(GameRef::Id(42)));
+        assert_eq!("lichess:abcd1234".parse(), Ok(key("lichess", "abcd1234")));
+        // A source label may hold a colon; an external id never does.
+        assert_eq!("my:src:e6d1".parse(), Ok(key("my:src", "e6d1")));
+        for bad in ["", "abc", "ENPo6ReH", ":x", "x:", "99999999999999999999"] {
+            assert!(bad.parse::<GameRef>().is_err(), "{bad}");
+        }
+        for text in ["42", "lichess:abcd1234", "my:src:e6d1"] {
+            assert_eq!(
+                text.parse::<GameRef>().map(|g| g.to_string()),
+                Ok(text.to_owned())
+            );
+        }
+    }
 
     fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

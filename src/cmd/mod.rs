@@ -5,6 +5,7 @@
 //! (`ingest`, `verify`, `store`, `chess`), which never import `cmd`.
 
 pub mod db;
+pub mod explore;
 pub mod export;
 pub mod game;
 pub mod games;

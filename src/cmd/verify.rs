@@ -29,6 +29,10 @@ use crate::{
 /// Options of `pgnload verify`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VerifyArgs {
+    /// Recount the opening explorer's counters (explorer_moves) from games
+    /// and moves and report every row that differs.
+    #[arg(long, conflicts_with_all = ["games", "digests", "canonical", "sample", "id_range", "limit"])]
+    pub explorer: bool,
     /// Replay games from games.moves and check their moves rows and
     /// initial/final/per-ply positions (instead of checking positions).
     #[arg(long, conflicts_with = "digests")]
@@ -158,6 +162,9 @@ impl VerifyArgs {
 
 /// Runs `pgnload verify`.
 pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result<ExitStatus> {
+    if args.explorer {
+        return crate::cmd::explore::verify(settings, &args.report);
+    }
     let started = Instant::now();
     let options = args.options();
     let noun = options.check.noun();

@@ -48,6 +48,7 @@ use crate::{
     config::LoadMode,
     error::Error,
     ingest::{
+        explorer,
         report::{Notice, Reporter},
         writer::{IdSequence, WriteMode},
     },
@@ -227,8 +228,13 @@ SELECT table_name, object_name, kind, drop_sql, create_sql FROM (
     SELECT c.conrelid::regclass::text AS table_name, c.conname::text AS object_name,
            'constraint' AS kind,
            format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname) AS drop_sql,
-           format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname,
-                  pg_get_constraintdef(c.oid)) AS create_sql,
+           -- pg_get_constraintdef leaves out the index's options (fillfactor).
+           format('ALTER TABLE %s ADD CONSTRAINT %I %s%s', c.conrelid::regclass, c.conname,
+                  pg_get_constraintdef(c.oid),
+                  (SELECT ' WITH (' || array_to_string(ic.reloptions, ', ') || ')'
+                   FROM pg_class ic
+                   WHERE c.contype <> 'f' AND ic.oid = c.conindid AND ic.reloptions IS NOT NULL))
+               AS create_sql,
            CASE WHEN c.contype = 'f' THEN 3 ELSE 1 END AS rank,
            pg_relation_size(c.conindid) AS size
     FROM pg_constraint c
@@ -463,6 +469,11 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
                 .await
                 .map_err(db_err("merging duplicate positions"))?;
         }
+        explorer::merge_positions(&tx, "pgnload_position_remap")
+            .await
+            .map_err(db_err(
+                "merging the explorer counters of duplicate positions",
+            ))?;
     }
     tx.execute(
         "UPDATE import_bulk_loads SET needs_dedup = false, updated_at = now(),

@@ -13,7 +13,9 @@
 
 pub(crate) mod bulk;
 pub(crate) mod dedup;
+pub(crate) mod delete;
 pub(crate) mod engine;
+pub(crate) mod explorer;
 pub mod pipeline;
 pub(crate) mod report;
 pub(crate) mod retry;

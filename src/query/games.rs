@@ -3,13 +3,16 @@
 //! server-side cursor so that memory stays bounded by the batch, whatever
 //! the number of games.
 
-use std::{collections::HashMap, fmt, str::FromStr};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::{Client, GenericClient, Row, types::Json};
 
 use crate::{
-    chess::model::GameVariant, error::Error, query::filter::GameFilter, store::db::db_err,
+    chess::model::{GameRef, GameVariant},
+    error::Error,
+    query::filter::GameFilter,
+    store::db::db_err,
 };
 
 /// Games fetched per round trip of the cursor (and moves per query: the
@@ -154,56 +157,6 @@ pub struct StoredMove {
     pub eval_mate: Option<i32>,
     /// First NAG.
     pub nag: Option<i16>,
-}
-
-/// How a game is named on the command line: its `games.id`, or
-/// `SOURCE:EXTERNAL_ID` (`lichess:ENPo6ReH`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GameRef {
-    /// `games.id`.
-    Id(i64),
-    /// The natural key.
-    Key {
-        /// `games.source`.
-        source: String,
-        /// `games.external_id`.
-        external_id: String,
-    },
-}
-
-impl FromStr for GameRef {
-    type Err = String;
-
-    /// A number is an id; otherwise the text after the last `:` is the
-    /// external id (ids and digests never hold one; a source label may).
-    fn from_str(text: &str) -> Result<GameRef, String> {
-        if let Ok(id) = text.parse::<i64>() {
-            return Ok(GameRef::Id(id));
-        }
-        match text.rsplit_once(':') {
-            Some((source, external_id)) if !source.is_empty() && !external_id.is_empty() => {
-                Ok(GameRef::Key {
-                    source: source.to_owned(),
-                    external_id: external_id.to_owned(),
-                })
-            }
-            _ => Err(format!(
-                "{text:?} is neither a game id nor SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH)"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for GameRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GameRef::Id(id) => write!(f, "{id}"),
-            GameRef::Key {
-                source,
-                external_id,
-            } => write!(f, "{source}:{external_id}"),
-        }
-    }
 }
 
 /// The game `game` names with its moves, or `None` if there is none.
@@ -418,27 +371,4 @@ async fn next_batch(
             (game, game_moves)
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn game_refs_parse_as_ids_or_natural_keys() {
-        assert_eq!("42".parse(), Ok(GameRef::Id(42)));
-        assert_eq!(
-            "lichess:ENPo6ReH".parse(),
-            Ok(GameRef::Key {
-                source: "lichess".into(),
-                external_id: "ENPo6ReH".into()
-            })
-        );
-        assert_eq!(
-            "my:label:abc".parse::<GameRef>().map(|r| r.to_string()),
-            Ok("my:label:abc".to_owned())
-        );
-        assert!("ENPo6ReH".parse::<GameRef>().is_err());
-        assert!(":x".parse::<GameRef>().is_err());
-    }
 }

@@ -50,9 +50,24 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../sql/0003_game_identity.sql"),
     },
     Migration {
+        version: 4,
+        name: "0004_explorer.sql",
+        sql: include_str!("../../sql/0004_explorer.sql"),
+    },
+    Migration {
         version: 5,
         name: "0005_query_indexes.sql",
         sql: include_str!("../../sql/0005_query_indexes.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "0006_storage.sql",
+        sql: include_str!("../../sql/0006_storage.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "0007_storage_fillfactor.sql",
+        sql: include_str!("../../sql/0007_storage_fillfactor.sql"),
     },
 ];
 

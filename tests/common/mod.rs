@@ -345,6 +345,25 @@ pub fn assert_games_verify_clean(data_dir: &Path, report: &Path, context: &str) 
             .collect::<Vec<_>>()
             .join("\n")
     );
+    assert_explorer_verify_clean(data_dir, &report.with_extension("explorer.tsv"), context);
+}
+
+/// Runs `verify --explorer` on the embedded cluster in `data_dir` and fails
+/// with `context` and its output unless the counters equal a recount.
+pub fn assert_explorer_verify_clean(data_dir: &Path, report: &Path, context: &str) {
+    let verify = run({
+        let mut c = embedded_pgnload(data_dir);
+        c.args(["-q", "verify", "--explorer", "--report"])
+            .arg(report);
+        c
+    });
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{context}: verify --explorer:\n{}\n{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr),
+    );
 }
 
 /// `pgnload import -` into `db`, fed by `feed` from a thread (so that a

@@ -23,6 +23,7 @@ use crate::{
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionKey},
+        explorer,
         pipeline::{Batch, Outcome, RejectedGame},
     },
 };
@@ -124,6 +125,13 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("copying moves", e))?;
     }
+    // The explorer counters of the games inserted (both modes: the
+    // counters keep their key during a bulk load).
+    let counted = game_rows.iter().filter_map(|row| {
+        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+        Some((*id, row.game, row.keys))
+    });
+    explorer::add_batch(&tx, counted, position_ids).await?;
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()
         .map(|r| RejectRow {

@@ -1,0 +1,253 @@
+//! `pgnload explore` (the moves played in a position, from the explorer
+//! counters) and `pgnload verify --explorer` (those counters against a
+//! recount from games + moves).
+
+use std::{fmt::Write as _, io::Write, path::Path};
+
+use crate::{
+    chess::{
+        category::{Month, RatingGroup, Speed},
+        model::GameVariant,
+    },
+    cmd::print,
+    config::Settings,
+    error::{Error, ExitStatus},
+    ingest::explorer,
+    query::explorer::{Answer, Filter, Request, explore},
+    store::db::{self, db_err},
+};
+
+/// Options of `pgnload explore`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExploreArgs {
+    /// The position (FEN; move counters optional) [default: the variant's
+    /// start position].
+    pub fen: Option<String>,
+    /// Moves to play from that position first, in UCI: e2e4,e7e5.
+    #[arg(long, value_name = "UCI,UCI,…", value_delimiter = ',')]
+    pub play: Vec<String>,
+    /// The variant: standard, chess960, antichess, atomic, crazyhouse,
+    /// horde, kingOfTheHill, racingKings, threeCheck.
+    #[arg(long, default_value = "standard", value_parser = parse_variant)]
+    pub variant: GameVariant,
+    /// Only games of these speeds: ultraBullet, bullet, blitz, rapid,
+    /// classical, correspondence (a game without a clock is correspondence).
+    #[arg(long, value_name = "SPEED,…", value_delimiter = ',')]
+    pub speeds: Vec<Speed>,
+    /// Only games whose average rating is in these groups (their lower
+    /// bounds: 0, 1000, 1200, 1400, 1600, 1800, 2000, 2200, 2500).
+    #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
+    pub ratings: Vec<RatingGroup>,
+    /// Only games played in this month or later (YYYY-MM).
+    #[arg(long, value_name = "YYYY-MM")]
+    pub since: Option<Month>,
+    /// Only games played in this month or earlier (YYYY-MM).
+    #[arg(long, value_name = "YYYY-MM")]
+    pub until: Option<Month>,
+    /// How many moves to list, the most played first.
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub top: usize,
+    /// How many top-rated games reaching the position to list.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub top_games: usize,
+    /// Print the Lichess explorer's JSON shape instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--variant`: the database label (`king_of_the_hill`), the Lichess API
+/// name (`kingOfTheHill`) or any `Variant` tag pgnload reads.
+fn parse_variant(text: &str) -> Result<GameVariant, String> {
+    let squashed = |s: &str| s.replace(['_', '-', ' '], "").to_ascii_lowercase();
+    GameVariant::ALL
+        .into_iter()
+        .find(|v| squashed(v.as_db_label()) == squashed(text))
+        .or_else(|| GameVariant::from_tag(text))
+        .ok_or_else(|| {
+            let names: Vec<&str> = GameVariant::ALL.iter().map(|v| v.as_db_label()).collect();
+            format!("{text:?} is not a variant (expected {})", names.join(", "))
+        })
+}
+
+/// Runs `pgnload explore`.
+pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    if let (Some(since), Some(until)) = (args.since, args.until)
+        && since > until
+    {
+        return Err(Error::Request(format!(
+            "--since {since} is after --until {until}: no month is in both"
+        )));
+    }
+    let request = Request {
+        variant: args.variant,
+        fen: args.fen.clone(),
+        play: args.play.clone(),
+        filter: Filter {
+            speeds: args.speeds.clone(),
+            ratings: args.ratings.clone(),
+            since: args.since,
+            until: args.until,
+        },
+        moves: args.top,
+        top_games: args.top_games,
+    };
+    // Bad input is refused before any database is touched.
+    crate::query::explorer::resolve_position(
+        request.variant,
+        request.fen.as_deref(),
+        &request.play,
+    )?;
+    let runtime = db::runtime()?;
+    let answer = runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        explore(&database.client, &request).await
+    })?;
+    let text = if args.json {
+        let mut json = serde_json::to_string(&answer)
+            .map_err(|e| Error::Internal(format!("serializing the explorer answer: {e}")))?;
+        json.push('\n');
+        json
+    } else {
+        table(&answer)
+    };
+    print(&text)?;
+    Ok(ExitStatus::Clean)
+}
+
+/// `part` of `whole` in percent, one decimal.
+fn percent(part: i64, whole: i64) -> String {
+    if whole == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// The human form of an answer.
+fn table(answer: &Answer) -> String {
+    let mut out = String::new();
+    let score = answer.score;
+    let decided = score.white + score.draws + score.black;
+    let _ = writeln!(out, "position: {}", answer.fen);
+    if answer.games == 0 {
+        let _ = writeln!(out, "no counted game continued from this position");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{} games: white {} draws {} black {}",
+        answer.games,
+        percent(score.white, decided),
+        percent(score.draws, decided),
+        percent(score.black, decided)
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:<6} {:>9} {:>7} {:>7} {:>7} {:>6}",
+        "SAN", "UCI", "games", "white", "draws", "black", "avg"
+    );
+    for m in &answer.moves {
+        let decided = m.score.white + m.score.draws + m.score.black;
+        let _ = writeln!(
+            out,
+            "{:<8} {:<6} {:>9} {:>7} {:>7} {:>7} {:>6}",
+            m.san,
+            m.uci,
+            m.games,
+            percent(m.score.white, decided),
+            percent(m.score.draws, decided),
+            percent(m.score.black, decided),
+            m.average_rating.map_or("-".to_owned(), |r| r.to_string())
+        );
+    }
+    if !answer.top_games.is_empty() {
+        let _ = writeln!(out, "top games:");
+        for game in &answer.top_games {
+            let side = |p: &crate::query::explorer::Player| {
+                format!(
+                    "{} ({})",
+                    p.name.as_deref().unwrap_or("?"),
+                    p.rating.map_or("?".to_owned(), |r| r.to_string())
+                )
+            };
+            let _ = writeln!(
+                out,
+                "  {:<12} {} - {}  {}  {}",
+                game.id,
+                side(&game.white),
+                side(&game.black),
+                game.winner.unwrap_or("-"),
+                game.month.as_deref().unwrap_or("????-??")
+            );
+        }
+    }
+    out
+}
+
+/// `pgnload verify --explorer`: recounts, writes every differing row to the
+/// TSV `report` (`key, stored, expected`; `-` for a missing row), prints a
+/// summary. Exit status as verify's: 0 clean, 1 differences.
+pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
+    let runtime = db::runtime()?;
+    let (total, differences) = runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        // One snapshot for the counters and their recount.
+        let tx = database
+            .client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db_err("starting the explorer recount"))?;
+        let found = explorer::recount(&tx)
+            .await
+            .map_err(db_err("recounting the explorer counters"))?;
+        tx.commit()
+            .await
+            .map_err(db_err("ending the explorer recount"))?;
+        Ok::<_, Error>(found)
+    })?;
+    let mut text = String::from("key\tstored\texpected\n");
+    for difference in &differences {
+        let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
+        text.push_str(&format!(
+            "{}\t{}\t{}\n",
+            difference.key,
+            side(&difference.stored),
+            side(&difference.expected)
+        ));
+    }
+    std::fs::File::create(report)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|source| Error::Open {
+            path: report.to_path_buf(),
+            source,
+        })?;
+    if total == 0 {
+        println!("explorer counters match a recount from games and moves: no mismatches");
+        println!("report: {}", report.display());
+        return Ok(ExitStatus::Clean);
+    }
+    println!(
+        "{total} explorer counter rows differ from a recount from games and moves \
+         (key: position_id variant speed rating_group month move; \
+         counts: games white draws black rated_games rating_sum last_played)"
+    );
+    for difference in differences.iter().take(20) {
+        println!(
+            "  {}: stored {}, recount {}",
+            difference.key,
+            difference.stored.as_deref().unwrap_or("none"),
+            difference.expected.as_deref().unwrap_or("none")
+        );
+    }
+    println!(
+        "report: {} (the first {} rows)",
+        report.display(),
+        differences.len()
+    );
+    Ok(ExitStatus::CompletedWithRejects)
+}

@@ -1,0 +1,456 @@
+//! The opening explorer: counters kept by both import modes equal a
+//! recount (`verify --explorer`, which also catches a corrupted row),
+//! `explore --json` equals an independent recount in Python over the PGN
+//! files, `game delete` corrects the counters, and bad input gets a clear
+//! message and exit code 2.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{
+    common::{TestDb, data, fresh_db, python_script, run, scratch_dir},
+    import::{assert_ok, import},
+    resume::renamed_sample,
+};
+
+/// The start position's normalized FEN.
+const START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
+
+/// The Lichess sample, a renamed copy of it (same games, other ids: every
+/// count doubles), two over-the-board files and an antichess file.
+fn corpus(dir: &Path) -> Vec<PathBuf> {
+    let copy = dir.join("renamed-1.pgn");
+    std::fs::write(&copy, renamed_sample(1)).expect("write the renamed copy");
+    vec![
+        data("lichess-2025-05-sample.pgn"),
+        copy,
+        data("kasparov-deep-blue-1997.pgn"),
+        data("nepomniachtchi-liren-game1.pgn"),
+        data("antichess-programfox.pgn"),
+    ]
+}
+
+/// `pgnload verify --explorer` on `db`: its exit code and stdout.
+fn verify_explorer(db: &TestDb, dir: &Path) -> (Option<i32>, String) {
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["-q", "verify", "--explorer", "--report"])
+            .arg(dir.join("explorer.tsv"));
+        c
+    });
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_one_is_reported() {
+    let dir = scratch_dir("pgnload-explorer-verify-");
+    let files = corpus(dir.path());
+    // Bulk into an empty database, then an incremental import on top.
+    let db = fresh_db("explorer_verify");
+    let out = import(
+        &db,
+        &["-q", "--mode", "bulk", "--batch-games", "40"],
+        &files[..2],
+    );
+    assert_ok(&out, &[0]);
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after the bulk load: {output}");
+    let out = import(&db, &["-q", "--mode", "incremental"], &files[2..]);
+    assert_ok(&out, &[0]);
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after the incremental import: {output}");
+    // A second bulk load on a database that has counters: only its own
+    // games are added at its finish.
+    let extra = dir.path().join("renamed-2.pgn");
+    std::fs::write(&extra, renamed_sample(2)).expect("write");
+    assert_ok(&import(&db, &["-q", "--mode", "bulk"], &[extra]), &[0]);
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after a second bulk load: {output}");
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT sum(games) FROM explorer_moves e JOIN positions p ON p.id = e.position_id
+             WHERE p.normalized_fen = '{START}' AND e.variant = 'standard'"
+        )),
+        db.psql("SELECT count(*) FROM games WHERE variant = 'standard' AND ply_count > 0 AND start_fen IS NULL")
+    );
+
+    // A bulk load whose position map evicts lets duplicate positions in;
+    // its finish merges them, and their counters with them.
+    let evicting = fresh_db("explorer_evict");
+    let out = import(
+        &evicting,
+        &["-q", "--mode", "bulk", "--cache-positions", "200"],
+        &files,
+    );
+    assert_ok(&out, &[0]);
+    let (code, output) = verify_explorer(&evicting, dir.path());
+    assert_eq!(
+        code,
+        Some(0),
+        "after a bulk load that merged duplicates: {output}"
+    );
+    assert_eq!(
+        evicting.psql("SELECT duplicates_merged > 0 FROM import_bulk_loads"),
+        "t",
+        "the test needs a merge"
+    );
+
+    // One counter off by one, one row missing: both reported, exit 1.
+    db.psql(
+        "UPDATE explorer_moves SET white = white + 1
+         WHERE ctid = (SELECT ctid FROM explorer_moves ORDER BY games DESC, position_id, move LIMIT 1)",
+    );
+    db.psql(
+        "DELETE FROM explorer_moves WHERE ctid = (SELECT ctid FROM explorer_moves WHERE games = 1 LIMIT 1)",
+    );
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("2 explorer counter rows differ"),
+        "{output}"
+    );
+    assert!(
+        output.contains("recount none") || output.contains("stored none"),
+        "{output}"
+    );
+    let report = std::fs::read_to_string(dir.path().join("explorer.tsv")).expect("report");
+    assert_eq!(report.lines().count(), 3, "{report}");
+}
+
+#[test]
+fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
+    let dir = scratch_dir("pgnload-explorer-delete-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_delete");
+    assert_ok(&import(&db, &["-q"], &files[..1]), &[0]);
+    let side_total = |side: &str| {
+        db.psql(&format!(
+            "SELECT sum(e.{side}) FROM explorer_moves e JOIN positions p ON p.id = e.position_id
+             WHERE p.normalized_fen = '{START}' AND e.variant = 'standard'"
+        ))
+        .parse::<i64>()
+        .expect("a sum")
+    };
+    let before = ["white", "draws", "black"].map(side_total);
+    // A game that alone is the last_played of a counter row other games
+    // share: that row's last_played must be recomputed.
+    let (id, result) = {
+        let row = db.psql(
+            "WITH latest AS (
+                 SELECT min(v.game_id) AS game_id FROM explorer_moves e
+                 JOIN explorer_game_moves v USING (position_id, variant, speed, rating_group, month, move)
+                 WHERE e.games > 1 AND v.started_at = e.last_played
+                 GROUP BY position_id, variant, speed, rating_group, month, move HAVING count(*) = 1
+             )
+             SELECT g.id || '|' || g.result FROM games g
+             WHERE g.id = (SELECT min(game_id) FROM latest)",
+        );
+        let (id, result) = row.split_once('|').expect("id|result");
+        (id.to_owned(), result.parse::<i64>().expect("result"))
+    };
+    let shared = format!(
+        "SELECT count(*) FROM explorer_moves WHERE games > 1
+           AND last_played = (SELECT started_at FROM games WHERE id = {id})"
+    );
+    assert_ne!(db.psql(&shared), "0", "the test needs a shared row");
+    let external = db.psql(&format!(
+        "SELECT source || ':' || external_id FROM games WHERE id = {id}"
+    ));
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["game", "delete", &external]);
+        c
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&format!("deleted game {id} (")));
+    assert_eq!(
+        db.psql(&format!("SELECT count(*) FROM games WHERE id = {id}")),
+        "0"
+    );
+    assert_eq!(
+        db.psql(&format!("SELECT count(*) FROM moves WHERE game_id = {id}")),
+        "0"
+    );
+    let after = ["white", "draws", "black"].map(side_total);
+    let mut expected = before;
+    expected[usize::try_from(1 - result).expect("result is -1, 0 or 1")] -= 1;
+    assert_eq!(after, expected, "white, draws, black of the start position");
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after the delete: {output}");
+
+    // Deleted already, by id now; and names that are no game.
+    for (name, message) in [
+        (id.as_str(), format!("no game {id} in the database")),
+        (
+            external.as_str(),
+            format!("no game {external} in the database"),
+        ),
+    ] {
+        let out = run({
+            let mut c = db.pgnload();
+            c.args(["game", "delete", name]);
+            c
+        });
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&message),
+            "{out:?}"
+        );
+    }
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["game", "delete", "abc"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a game id"));
+}
+
+/// `pgnload explore ARGS --json` on `db`, every move listed, no top games.
+fn explore_json(db: &TestDb, args: &[&str]) -> Value {
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("explore")
+            .args(args)
+            .args(["--json", "--top", "1000", "--top-games", "0"]);
+        c
+    });
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "explore {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("explore --json prints JSON")
+}
+
+/// scripts/py_explorer.py ARGS over `files`.
+fn python_json(args: &[&str], files: &[PathBuf]) -> Value {
+    let out = run({
+        let mut c = python_script("py_explorer.py");
+        c.args(args).args(files);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "py_explorer.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("py_explorer.py prints JSON")
+}
+
+/// A move of an answer: uci, averageRating, white, draws, black.
+type MoveLine = (String, Value, i64, i64, i64);
+
+/// The totals and `uci → (averageRating, white, draws, black)` of an
+/// answer, and whether its moves are sorted by games, most first.
+fn summary(answer: &Value) -> (Vec<i64>, Vec<MoveLine>) {
+    let n = |v: &Value, k: &str| v[k].as_i64().unwrap_or_else(|| panic!("{k} in {v}"));
+    let totals = vec![n(answer, "white"), n(answer, "draws"), n(answer, "black")];
+    let mut moves: Vec<_> = answer["moves"]
+        .as_array()
+        .expect("moves is an array")
+        .iter()
+        .map(|m| {
+            (
+                m["uci"].as_str().expect("uci").to_owned(),
+                m["averageRating"].clone(),
+                n(m, "white"),
+                n(m, "draws"),
+                n(m, "black"),
+            )
+        })
+        .collect();
+    moves.sort_by(|a, b| a.0.cmp(&b.0));
+    (totals, moves)
+}
+
+/// Explore and the Python recount agree on `args`; returns the answer.
+/// (`fen`: the position, positional for explore, `--fen` for Python.)
+fn assert_explore_matches_python(
+    db: &TestDb,
+    files: &[PathBuf],
+    fen: Option<&str>,
+    args: &[&str],
+) -> Value {
+    let mut ours_args: Vec<&str> = fen.into_iter().collect();
+    ours_args.extend(args);
+    let mut python_args: Vec<&str> = fen.map(|f| vec!["--fen", f]).unwrap_or_default();
+    python_args.extend(args);
+    let ours = explore_json(db, &ours_args);
+    let python = python_json(&python_args, files);
+    assert_eq!(summary(&ours), summary(&python), "explore {args:?}");
+    // Most played first (games: white + draws + black here, as the
+    // corpus has a result for every game).
+    let played: Vec<i64> = ours["moves"]
+        .as_array()
+        .expect("moves")
+        .iter()
+        .map(|m| {
+            (0..3)
+                .map(|i| m[["white", "draws", "black"][i]].as_i64().expect("n"))
+                .sum()
+        })
+        .collect();
+    assert!(
+        played.windows(2).all(|w| w[0] >= w[1]),
+        "explore {args:?}: moves not sorted by games: {played:?}"
+    );
+    ours
+}
+
+#[test]
+fn explore_equals_a_python_recount_of_the_pgn_files() {
+    let dir = scratch_dir("pgnload-explorer-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer");
+    assert_ok(&import(&db, &["-q", "--mode", "incremental"], &files), &[0]);
+
+    let start = assert_explore_matches_python(&db, &files, None, &[]);
+    assert!(
+        start["white"].as_i64().expect("white") > 200,
+        "the start position counts the whole corpus: {start}"
+    );
+    let e4 = &start["moves"][0];
+    assert_eq!(
+        (e4["uci"].as_str(), e4["san"].as_str()),
+        (Some("e2e4"), Some("e4"))
+    );
+    assert_explore_matches_python(&db, &files, None, &["--play", "e2e4"]);
+    assert_explore_matches_python(
+        &db,
+        &files,
+        None,
+        &["--play", "e2e4,c7c5", "--speeds", "blitz,rapid"],
+    );
+    assert_explore_matches_python(
+        &db,
+        &files,
+        None,
+        &[
+            "--ratings",
+            "1600,1800",
+            "--since",
+            "2025-05",
+            "--until",
+            "2025-05",
+        ],
+    );
+    assert_explore_matches_python(&db, &files, None, &["--until", "2024-12"]);
+    assert_explore_matches_python(&db, &files, None, &["--speeds", "correspondence,classical"]);
+    assert_explore_matches_python(&db, &files, None, &["--variant", "antichess"]);
+    // A rare position, by FEN: one reached by exactly one game.
+    let rare = db.psql(
+        "SELECT p.normalized_fen FROM explorer_moves e JOIN positions p ON p.id = e.position_id
+         WHERE e.variant = 'standard' GROUP BY p.normalized_fen
+         HAVING sum(e.games) = 1 ORDER BY p.normalized_fen LIMIT 1",
+    );
+    let answer = assert_explore_matches_python(&db, &files, Some(&rare), &[]);
+    assert_eq!(
+        answer["moves"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
+    // The same position typed with move counters is the same position.
+    let typed = format!("{rare} 0 17");
+    assert_eq!(summary(&explore_json(&db, &[&typed])), summary(&answer));
+    // A position no game reached: an empty answer, exit 0.
+    let never = explore_json(&db, &["--play", "h2h4,a7a5,h1h3,a8a6,h3a3"]);
+    assert_eq!(never["moves"], serde_json::json!([]), "{never}");
+    assert_eq!(never["white"], 0);
+
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
+}
+
+#[test]
+fn top_games_are_the_best_rated_reaching_the_position() {
+    let dir = scratch_dir("pgnload-explorer-top-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_top");
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["explore", "--play", "e2e4", "--json", "--top-games", "3"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0));
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let top = answer["topGames"].as_array().expect("topGames");
+    assert_eq!(top.len(), 3, "{answer}");
+    let expected = db.psql(
+        "SELECT string_agg(floor((white_elo + black_elo) / 2.0)::text, ',' ORDER BY a DESC) FROM (
+             SELECT DISTINCT g.id, g.white_elo, g.black_elo, floor((g.white_elo + g.black_elo) / 2.0) AS a
+             FROM games g JOIN moves m ON m.game_id = g.id
+             JOIN positions p ON p.id = m.position_id
+             WHERE g.variant = 'standard' AND g.white_elo IS NOT NULL AND g.black_elo IS NOT NULL
+               AND p.normalized_fen = 'rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -'
+             ORDER BY a DESC LIMIT 3) t",
+    );
+    let ours: Vec<String> = top
+        .iter()
+        .map(|g| {
+            let rating = |side: &str| g[side]["rating"].as_i64().expect("rating");
+            (rating("white") + rating("black"))
+                .div_euclid(2)
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ours.join(","), expected, "{answer}");
+    for game in top {
+        assert!(
+            game["id"].is_string() && game["white"]["name"].is_string(),
+            "{game}"
+        );
+    }
+}
+
+#[test]
+fn bad_explore_input_gets_a_clear_message_and_exit_code_2() {
+    let db = fresh_db("explorer_bad");
+    for (args, message) in [
+        (vec!["8/8/8/8 w - -"], "unparsable FEN"),
+        (vec!["--play", "e2e5"], "--play move 1 (\"e2e5\")"),
+        (vec!["--play", "e2e4,zz"], "--play move 2 (\"zz\")"),
+        (
+            vec!["rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR[] w KQkq - 0 1"],
+            "crazyhouse pockets",
+        ),
+        // Antichess has no kings to lose; standard chess needs them.
+        (vec!["8/8/8/8/8/8/8/R7 w - - 0 1"], "impossible position"),
+        (
+            vec!["--variant", "chess960"],
+            "chess960 has no single start position",
+        ),
+        (
+            vec!["--since", "2025-06", "--until", "2025-01"],
+            "is after --until",
+        ),
+        (vec!["--speeds", "fast"], "is not a speed"),
+        (vec!["--ratings", "1500"], "is not a rating group"),
+        (vec!["--since", "2025-13"], "is not a month"),
+        (vec!["--variant", "shogi"], "is not a variant"),
+    ] {
+        let out = run({
+            let mut c = db.pgnload();
+            c.arg("explore").args(&args);
+            c
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}

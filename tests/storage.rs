@@ -1,0 +1,157 @@
+//! The storage migrations (0006 and later): an existing database, with
+//! rows or with a bulk load left open, ends up with the same index kinds
+//! and options as a fresh one, and with the same rows.
+
+use std::{path::PathBuf, process::Output};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    bulk::bulk_import_under_way,
+    common::{TestDb, migrated_db, run, scratch_dir},
+    import::{assert_ok, content_dump, import},
+    resume::corpus_with_copies,
+};
+
+/// Access method and options of every index of positions, moves and games.
+fn index_kinds(db: &TestDb) -> String {
+    db.psql(
+        "SELECT string_agg(c.relname || ' ' || am.amname || ' '
+                           || coalesce(array_to_string(c.reloptions, ','), '-'), E'\\n' ORDER BY c.relname)
+         FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
+         WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)",
+    )
+}
+
+/// Puts the objects the storage migrations change back as 0003 left them,
+/// and forgets those migrations: a database from before them.
+const BEFORE_STORAGE: &str = "
+DROP INDEX positions_piece_placement_idx;
+CREATE INDEX positions_piece_placement_idx ON positions (piece_placement);
+ALTER INDEX positions_pkey RESET (fillfactor);
+ALTER INDEX games_pkey RESET (fillfactor);
+ALTER INDEX moves_pkey RESET (fillfactor);
+DELETE FROM pgnload_migrations WHERE version >= 6";
+
+/// The statements an open bulk load recorded before the storage migrations.
+const RECORDED_BEFORE_STORAGE: &str = "
+UPDATE import_bulk_objects
+SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions USING btree (piece_placement)'
+WHERE object_name = 'positions_piece_placement_idx';
+UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
+WHERE object_name IN ('positions_pkey', 'moves_pkey');
+DELETE FROM pgnload_migrations WHERE version >= 6";
+
+fn migrate(db: &TestDb) -> Output {
+    run({
+        let mut c = db.pgnload();
+        c.args(["db", "migrate"]);
+        c
+    })
+}
+
+fn files(dir: &std::path::Path) -> Vec<PathBuf> {
+    corpus_with_copies(dir, 1)
+}
+
+#[test]
+fn storage_migrations_convert_an_existing_database_in_place() {
+    let dir = scratch_dir("pgnload-storage-");
+    let files = files(dir.path());
+    let fresh = migrated_db("storage_fresh");
+    let db = migrated_db("storage_existing");
+    assert_ok(&import(&db, &["-q", "--mode", "incremental"], &files), &[0]);
+    let rows = content_dump(&db);
+    let board = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR";
+    let by_board = format!("SELECT count(*) FROM positions WHERE piece_placement = '{board}'");
+    let found = db.psql(&by_board);
+    assert_ne!(found, "0", "the corpus has 1. e4 games");
+
+    db.psql(BEFORE_STORAGE);
+    assert_ne!(index_kinds(&db), index_kinds(&fresh));
+    assert_ok(&migrate(&db), &[0]);
+    assert_eq!(index_kinds(&db), index_kinds(&fresh));
+    assert!(
+        index_kinds(&fresh).contains("positions_piece_placement_idx hash"),
+        "{}",
+        index_kinds(&fresh)
+    );
+    assert_eq!(content_dump(&db), rows);
+    // Answered by the new index, with the same rows.
+    assert_eq!(
+        db.psql(&format!("SET enable_seqscan = off; {by_board}")),
+        found
+    );
+    assert!(
+        db.psql(&format!("SET enable_seqscan = off; EXPLAIN {by_board}"))
+            .contains("positions_piece_placement_idx"),
+    );
+}
+
+#[test]
+fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
+    let dir = scratch_dir("pgnload-storage-bulk-");
+    let files = files(dir.path());
+    let reference = migrated_db("storage_ref");
+    assert_ok(
+        &import(&reference, &["-q", "--mode", "incremental"], &files),
+        &[0],
+    );
+
+    let db = migrated_db("storage_open_bulk");
+    let child = bulk_import_under_way(&db, &files);
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "loading");
+    db.psql(RECORDED_BEFORE_STORAGE);
+
+    // The import migrates first, then continues and finishes the load.
+    assert_ok(&import(&db, &["-q", "--mode", "auto"], &files), &[0]);
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    for kind in [
+        "positions_piece_placement_idx hash -",
+        "positions_pkey btree fillfactor=100",
+        "moves_pkey btree fillfactor=100",
+        "games_pkey btree fillfactor=100",
+    ] {
+        assert!(
+            index_kinds(&db).contains(kind),
+            "{kind}: {}",
+            index_kinds(&db)
+        );
+    }
+    assert!(
+        index_kinds(&db).contains("positions_piece_placement_idx hash"),
+        "{}",
+        index_kinds(&db)
+    );
+    assert_eq!(index_kinds(&db), index_kinds(&reference));
+    assert_eq!(content_dump(&db), content_dump(&reference));
+}
+
+#[test]
+fn a_bulk_load_rebuilds_its_keys_with_their_options() {
+    let dir = scratch_dir("pgnload-storage-options-");
+    let files = files(dir.path());
+    let fresh = migrated_db("storage_options_fresh");
+    let db = migrated_db("storage_options");
+    assert_ok(&import(&db, &["-q", "--mode", "bulk"], &files), &[0]);
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    // The rebuilt keys are packed full, as the fresh schema's are.
+    assert!(
+        index_kinds(&db).contains("moves_pkey btree fillfactor=100"),
+        "{}",
+        index_kinds(&db)
+    );
+    assert_eq!(index_kinds(&db), index_kinds(&fresh));
+}
