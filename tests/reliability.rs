@@ -95,6 +95,43 @@ fn migrate_takes_its_lock_before_creating_anything() {
     );
 }
 
+/// A migrated database answers a search without the migration lock (the
+/// locked check is ~20 round trips, most of a search's wall time): with
+/// the lock held elsewhere, `games` still answers. `lock_timeout` turns a
+/// wait for the lock into an error instead of a hang.
+#[test]
+fn a_migrated_database_is_searched_without_the_migration_lock() {
+    let db = fresh_db("migrated_no_lock");
+    let migrate = run({
+        let mut c = db.pgnload();
+        c.args(["db", "migrate"]);
+        c
+    });
+    assert!(migrate.status.success(), "{migrate:?}");
+    let mut holder = hold_advisory_lock(&db, MIGRATION_LOCK);
+    let games = run({
+        let mut c = db.pgnload();
+        c.env(
+            "DATABASE_URL",
+            format!("{}&options=-c%20lock_timeout%3D2000", db.url),
+        )
+        .args(["games", "--limit", "1", "--format", "json"]);
+        c
+    });
+    db.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND ((classid::bigint << 32) | objid::bigint) = {MIGRATION_LOCK}"
+    ));
+    let _ = holder.wait();
+    assert!(
+        games.status.success(),
+        "{}",
+        String::from_utf8_lossy(&games.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&games.stdout), "", "no games yet");
+}
+
 #[test]
 fn concurrent_migrations_apply_each_file_once() {
     for round in 0..4 {

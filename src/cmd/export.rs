@@ -15,6 +15,8 @@ use std::{
     path::PathBuf,
 };
 
+use rayon::prelude::*;
+
 use crate::{
     chess::model::GameVariant,
     config::Settings,
@@ -170,17 +172,25 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         let filter = args.filter.resolve(&database.client).await?;
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
-        let mut text = String::new();
-        let written = games::for_each(
+        let written = games::for_each_batch(
             &mut database.client,
             &filter,
             Order::Imported,
             true,
-            |game, moves| {
-                text.clear();
-                pgn::write_game(game, moves, &mut text)?;
-                out.write_all(text.as_bytes()).map_err(Error::Output)?;
-                progress.add(1, 0);
+            |batch| {
+                // Formatting is most of the client's work: the batch's
+                // games are formatted in parallel, then written in order.
+                let texts = batch
+                    .par_iter()
+                    .map(|(game, moves)| {
+                        let mut text = String::with_capacity(2048);
+                        pgn::write_game(game, moves, &mut text).map(|()| text)
+                    })
+                    .collect::<Result<Vec<String>, Error>>()?;
+                for text in texts {
+                    out.write_all(text.as_bytes()).map_err(Error::Output)?;
+                }
+                progress.add(batch.len() as u64, 0);
                 Ok(())
             },
         )

@@ -150,25 +150,30 @@ fn quoted(value: &str, out: &mut String) {
     out.push('"');
 }
 
-/// `h:mm:ss`, with as many fraction digits as the milliseconds need (the
-/// importer reads up to three).
-fn clock(ms: i32) -> Option<String> {
-    let ms = u32::try_from(ms).ok()?;
+/// Appends `h:mm:ss`, with as many fraction digits as the milliseconds
+/// need (the importer reads up to three), to `out`; `None` (and nothing
+/// written) for a negative clock, which no PGN clock can say.
+fn clock(ms: i32, out: &mut String) -> Result<Option<()>, std::fmt::Error> {
+    let Ok(ms) = u32::try_from(ms) else {
+        return Ok(None);
+    };
     let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
-    let mut text = format!("{h}:{m:02}:{s:02}");
-    if frac != 0 {
-        let digits = format!("{frac:03}");
-        text.push('.');
-        text.push_str(digits.trim_end_matches('0'));
+    write!(out, "{h}:{m:02}:{s:02}")?;
+    match frac {
+        0 => {}
+        f if f % 100 == 0 => write!(out, ".{}", f / 100)?,
+        f if f % 10 == 0 => write!(out, ".{:02}", f / 10)?,
+        f => write!(out, ".{f:03}")?,
     }
-    Some(text)
+    Ok(Some(()))
 }
 
-/// Centipawns as pawns with two decimals (`17` → `0.17`, `-5` → `-0.05`).
-fn pawns(cp: i32) -> String {
+/// Appends centipawns as pawns with two decimals (`17` → `0.17`, `-5` →
+/// `-0.05`) to `out`.
+fn pawns(cp: i32, out: &mut String) -> std::fmt::Result {
     let sign = if cp < 0 { "-" } else { "" };
     let abs = cp.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+    write!(out, "{sign}{}.{:02}", abs / 100, abs % 100)
 }
 
 /// The side to move and move number of the start position: from the FEN
@@ -187,32 +192,73 @@ fn first_move(start_fen: Option<&str>) -> (bool, u32) {
     (white, number)
 }
 
-/// The comment PGN writes after move `ply` (0-based) of game `game_id`:
-/// its evaluation and clock as `[%eval …] [%clk …]`, empty when it has
-/// neither. The exchange formats store the same text as their comment.
-pub fn move_comment(game_id: i64, ply: usize, m: &StoredMove) -> Result<String, Error> {
-    let mut comment = String::new();
+/// Appends to `out` the comment PGN writes after move `ply` (0-based) of
+/// game `game_id`: its evaluation and clock as `[%eval …] [%clk …]`,
+/// nothing when it has neither. One function, so that PGN and the exchange
+/// formats store the same text.
+pub fn write_move_comment(
+    game_id: i64,
+    ply: usize,
+    m: &StoredMove,
+    out: &mut String,
+) -> Result<(), Error> {
+    let formatting = |e: std::fmt::Error| Error::Internal(format!("formatting a comment: {e}"));
+    let start = out.len();
     match (m.eval_mate, m.eval_cp) {
-        (Some(mate), _) => write!(comment, "[%eval #{mate}]"),
-        (None, Some(cp)) => write!(comment, "[%eval {}]", pawns(cp)),
-        (None, None) => Ok(()),
+        (Some(mate), _) => write!(out, "[%eval #{mate}]").map_err(formatting)?,
+        (None, Some(cp)) => {
+            out.push_str("[%eval ");
+            pawns(cp, out).map_err(formatting)?;
+            out.push(']');
+        }
+        (None, None) => {}
     }
-    .map_err(|e| Error::Internal(format!("formatting a comment: {e}")))?;
     if let Some(ms) = m.clock_ms {
-        let text = clock(ms).ok_or_else(|| {
+        if out.len() > start {
+            out.push(' ');
+        }
+        out.push_str("[%clk ");
+        clock(ms, out).map_err(formatting)?.ok_or_else(|| {
             Error::Internal(format!(
                 "game {game_id} ply {}: negative clock {ms}",
                 ply + 1
             ))
         })?;
-        if !comment.is_empty() {
-            comment.push(' ');
-        }
-        comment.push_str("[%clk ");
-        comment.push_str(&text);
-        comment.push(']');
+        out.push(']');
     }
+    Ok(())
+}
+
+/// [`write_move_comment`] as a string of its own (empty: no comment).
+pub fn move_comment(game_id: i64, ply: usize, m: &StoredMove) -> Result<String, Error> {
+    let mut comment = String::new();
+    write_move_comment(game_id, ply, m, &mut comment)?;
     Ok(comment)
+}
+
+/// Movetext being written into a PGN text: tokens separated by one space,
+/// a new line before a token that would pass [`LINE`] columns. Tokens are
+/// appended straight to the output (no token list, no per-token string),
+/// since export formats every move of every game.
+struct Movetext<'a> {
+    out: &'a mut String,
+    /// Columns used on the current line.
+    line: usize,
+}
+
+impl Movetext<'_> {
+    /// Appends `token` after a space, or on a new line if it would not fit.
+    fn token(&mut self, token: &str) {
+        if self.line > 0 && self.line + 1 + token.len() > LINE {
+            self.out.push('\n');
+            self.line = 0;
+        } else if self.line > 0 {
+            self.out.push(' ');
+            self.line += 1;
+        }
+        self.out.push_str(token);
+        self.line += token.len();
+    }
 }
 
 /// Appends `game` with `moves` as one PGN game (tags, blank line,
@@ -227,41 +273,39 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
     }
     out.push('\n');
     let (mut white, mut number) = first_move(game.start_fen.as_deref());
-    let mut tokens: Vec<String> = Vec::with_capacity(moves.len() * 2 + 1);
+    let mut text = Movetext { out, line: 0 };
+    // One scratch buffer for the tokens that are formatted (numbers, NAGs,
+    // comments): reused, so a game costs a handful of allocations.
+    let mut scratch = String::with_capacity(48);
+    let formatting = |e: std::fmt::Error| Error::Internal(format!("formatting movetext: {e}"));
     let mut after_comment = true;
     for (ply, m) in moves.iter().enumerate() {
-        if white {
-            tokens.push(format!("{number}."));
-        } else if after_comment {
-            tokens.push(format!("{number}..."));
+        if white || after_comment {
+            scratch.clear();
+            let dots = if white { "." } else { "..." };
+            write!(scratch, "{number}{dots}").map_err(formatting)?;
+            text.token(&scratch);
         }
-        tokens.push(m.san.clone());
+        text.token(&m.san);
         if let Some(nag) = m.nag {
-            tokens.push(format!("${nag}"));
+            scratch.clear();
+            write!(scratch, "${nag}").map_err(formatting)?;
+            text.token(&scratch);
         }
-        let comment = move_comment(game.id, ply, m)?;
-        after_comment = !comment.is_empty();
+        scratch.clear();
+        scratch.push_str("{ ");
+        write_move_comment(game.id, ply, m, &mut scratch)?;
+        after_comment = scratch.len() > 2;
         if after_comment {
-            tokens.push(format!("{{ {comment} }}"));
+            scratch.push_str(" }");
+            text.token(&scratch);
         }
         if !white {
             number += 1;
         }
         white = !white;
     }
-    tokens.push(game.result_text().to_owned());
-    let mut line = 0;
-    for token in tokens {
-        if line > 0 && line + 1 + token.len() > LINE {
-            out.push('\n');
-            line = 0;
-        } else if line > 0 {
-            out.push(' ');
-            line += 1;
-        }
-        out.push_str(&token);
-        line += token.len();
-    }
+    text.token(game.result_text());
     out.push_str("\n\n");
     Ok(())
 }
@@ -272,13 +316,35 @@ mod tests {
 
     #[test]
     fn clocks_and_evals_read_back_as_written() {
-        for ms in [0, 9_300, 30_000, 60_050, 3_600_000 + 61_001, 5_400_000] {
+        let clock = |ms| {
+            let mut text = String::new();
+            clock(ms, &mut text)
+                .expect("formatting into a String")
+                .map(|()| text)
+        };
+        let pawns = |cp| {
+            let mut text = String::new();
+            pawns(cp, &mut text).expect("formatting into a String");
+            text
+        };
+        for ms in [
+            0,
+            9_300,
+            30_000,
+            60_050,
+            60_007,
+            3_600_000 + 61_001,
+            5_400_000,
+        ] {
             let text = clock(ms).expect("non-negative");
             let (parsed, _) =
                 crate::chess::model::parse_comment_commands(format!("[%clk {text}]").as_bytes());
             assert_eq!(parsed, Some(ms), "{text}");
         }
         assert_eq!(clock(300_000).as_deref(), Some("0:05:00"));
+        assert_eq!(clock(9_300).as_deref(), Some("0:00:09.3"));
+        assert_eq!(clock(60_050).as_deref(), Some("0:01:00.05"));
+        assert_eq!(clock(60_007).as_deref(), Some("0:01:00.007"));
         assert_eq!(clock(-1), None);
         for cp in [0, 17, -5, -150, 1234, -99999] {
             let (_, eval) = crate::chess::model::parse_comment_commands(

@@ -243,17 +243,39 @@ pub async fn count(client: &Client, filter: &GameFilter) -> Result<u64, Error> {
     Ok(filter.limit.map_or(n, |limit| n.min(u64::from(limit))))
 }
 
+/// A game with its moves, as [`for_each_batch`] hands them over.
+pub type GameWithMoves = (StoredGame, Vec<StoredMove>);
+
 /// Calls `each` for every game `filter` selects, in `order`, with its
 /// moves when `with_moves` (else with none). Reads through a cursor in
 /// one read-only repeatable-read transaction, so games and moves come
-/// from one snapshot and at most one batch is held at a time. Returns the
-/// number of games.
+/// from one snapshot and at most a few batches are held at a time.
+/// Returns the number of games.
 pub async fn for_each(
     client: &mut Client,
     filter: &GameFilter,
     order: Order,
     with_moves: bool,
     mut each: impl FnMut(&StoredGame, &[StoredMove]) -> Result<(), Error>,
+) -> Result<u64, Error> {
+    for_each_batch(client, filter, order, with_moves, |batch| {
+        batch.iter().try_for_each(|(game, moves)| each(game, moves))
+    })
+    .await
+}
+
+/// [`for_each`] a batch at a time (up to [`BATCH`] games, in order), for
+/// callers that work on several games at once (export formats a batch in
+/// parallel). The next batch is read by another thread while `each` works
+/// on the current one, so the server's and the caller's work overlap:
+/// export was the sum of the two before. At most three batches are held
+/// (one read, one queued, one in `each`), whatever the number of games.
+pub async fn for_each_batch(
+    client: &mut Client,
+    filter: &GameFilter,
+    order: Order,
+    with_moves: bool,
+    mut each: impl FnMut(&[GameWithMoves]) -> Result<(), Error>,
 ) -> Result<u64, Error> {
     let w = filter.where_clause();
     let order_by = match order {
@@ -279,34 +301,74 @@ pub async fn for_each(
     )
     .await
     .map_err(db_err("opening the games cursor"))?;
-    let fetch = format!("FETCH {BATCH} FROM pgnload_games");
-    let mut done = 0u64;
-    loop {
-        let rows = tx
-            .query(&fetch, &[])
-            .await
-            .map_err(db_err("reading games"))?;
-        if rows.is_empty() {
-            break;
+    // The reader runs the queries on its own thread (the runtime's worker
+    // drives the connection); this thread stays with `each`, which need
+    // not be Send (export's output may be stdout's lock).
+    let handle = tokio::runtime::Handle::current();
+    let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<GameWithMoves>>(1);
+    let read = (&handle, &tx);
+    let done = std::thread::scope(|scope| {
+        // `move`: the reader owns the sender, so the channel closes when
+        // it stops, which ends the loop below.
+        let reader = scope.spawn(move || {
+            let (handle, tx) = read;
+            handle.block_on(async {
+                loop {
+                    let batch = next_batch(tx, with_moves).await?;
+                    if batch.is_empty() || sender.send(batch).is_err() {
+                        // The end, or `each` failed and stopped listening.
+                        return Ok::<_, Error>(());
+                    }
+                }
+            })
+        });
+        let mut done = 0u64;
+        let mut outcome = Ok(());
+        for batch in &batches {
+            outcome = each(&batch);
+            if outcome.is_err() {
+                break;
+            }
+            done += batch.len() as u64;
         }
-        let games = rows
-            .iter()
-            .map(StoredGame::from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut moves = if with_moves {
-            let ids: Vec<i64> = games.iter().map(|g| g.id).collect();
-            moves_of(&tx, &ids).await?
-        } else {
-            HashMap::new()
-        };
-        for game in &games {
-            let game_moves = moves.remove(&game.id).unwrap_or_default();
-            each(game, &game_moves)?;
-            done += 1;
-        }
-    }
+        // Stop the reader (its next send fails) before waiting for it.
+        drop(batches);
+        let read = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        outcome.and(read).map(|()| done)
+    })?;
     tx.commit()
         .await
         .map_err(db_err("ending the read transaction"))?;
     Ok(done)
+}
+
+/// The next batch of the `pgnload_games` cursor with the games' moves
+/// (none when not `with_moves`); empty at the end.
+async fn next_batch(
+    tx: &tokio_postgres::Transaction<'_>,
+    with_moves: bool,
+) -> Result<Vec<GameWithMoves>, Error> {
+    let rows = tx
+        .query(&format!("FETCH {BATCH} FROM pgnload_games"), &[])
+        .await
+        .map_err(db_err("reading games"))?;
+    let games = rows
+        .iter()
+        .map(StoredGame::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut moves = if with_moves && !games.is_empty() {
+        let ids: Vec<i64> = games.iter().map(|g| g.id).collect();
+        moves_of(tx, &ids).await?
+    } else {
+        HashMap::new()
+    };
+    Ok(games
+        .into_iter()
+        .map(|game| {
+            let game_moves = moves.remove(&game.id).unwrap_or_default();
+            (game, game_moves)
+        })
+        .collect())
 }
