@@ -33,6 +33,22 @@ const CHESS_MUST_NOT_USE_STD: &[&str] = &["fs", "net", "process", "env", "thread
 /// Comments are ignored (doc links may name any module); a `crate::{...}`
 /// group is read across its lines.
 fn violations(text: &str) -> Vec<String> {
+    layer_violations(text, CHESS_MAY_USE, true)
+}
+
+/// The modules of the project each layer below `cmd` may name: its own,
+/// and the layers under it (arrows point down only, README "Layout").
+const LAYERS: &[(&str, &[&str])] = &[
+    ("chess", CHESS_MAY_USE),
+    ("store", &["store", "chess", "error"]),
+    ("query", &["query", "store", "chess", "error"]),
+    ("export", &["export", "query", "store", "chess", "error"]),
+];
+
+/// The `crate::` paths of `text` that name a module outside `may_use`
+/// and, when `pure`, the I/O and concurrency crates and `std` paths the
+/// chess core must not use.
+fn layer_violations(text: &str, may_use: &[&str], pure: bool) -> Vec<String> {
     let code: String = text
         .lines()
         .map(|line| line.split("//").next().unwrap_or_default())
@@ -43,13 +59,14 @@ fn violations(text: &str) -> Vec<String> {
         let bad = match name {
             "crate" => group_items(rest)
                 .into_iter()
-                .find(|item| !CHESS_MAY_USE.contains(item))
+                .find(|item| !may_use.contains(item))
                 .map(|item| format!("crate::{item}")),
-            "std" => group_items(rest)
+            "std" if pure => group_items(rest)
                 .into_iter()
                 .find(|item| CHESS_MUST_NOT_USE_STD.contains(item))
                 .map(|item| format!("std::{item}")),
-            _ => CHESS_MUST_NOT_USE.contains(&name).then(|| name.to_owned()),
+            _ if pure => CHESS_MUST_NOT_USE.contains(&name).then(|| name.to_owned()),
+            _ => None,
         };
         if let Some(bad) = bad {
             let line = code[..at].matches('\n').count() + 1;
@@ -214,5 +231,65 @@ fn the_import_prints_nothing_itself() {
         printing.is_empty(),
         "the import must tell its Reporter, not print:\n{}",
         printing.join("\n")
+    );
+}
+
+/// Every layer names only itself and the layers below it: reading back
+/// (`query`, `export`) never reaches into the import, and the database
+/// layer into nothing but the chess core.
+#[test]
+fn each_layer_names_only_the_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut broken = Vec::new();
+    for (layer, may_use) in LAYERS {
+        let mut files = Vec::new();
+        rust_files(&src.join(layer), &mut files);
+        assert!(!files.is_empty(), "src/{layer} holds a layer");
+        for file in &files {
+            let text = std::fs::read_to_string(file)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+            for v in layer_violations(&text, may_use, false) {
+                broken.push(format!("{}:{v}", file.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "a layer names one above it:\n{}",
+        broken.join("\n")
+    );
+    assert_eq!(
+        layer_violations(
+            "use crate::{query::games, ingest::writer};",
+            LAYERS[3].1,
+            false
+        ),
+        vec!["1: crate::ingest"]
+    );
+}
+
+/// The README's "Layout" names every source file, so the map of the tree
+/// a newcomer reads cannot fall behind the tree.
+#[test]
+fn the_readme_layout_names_every_source_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme =
+        std::fs::read_to_string(root.join("README.md")).expect("README.md is in the repository");
+    let layout = readme
+        .split_once("### Layout")
+        .expect("README.md has a Layout section")
+        .1;
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let missing: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let name = file.file_name()?.to_str()?;
+            (!layout.contains(name)).then(|| file.display().to_string())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README Layout does not name: {missing:?}"
     );
 }
