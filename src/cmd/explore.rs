@@ -49,7 +49,7 @@ pub struct ExploreArgs {
     pub top: usize,
     /// How many top-rated games reaching the position to list.
     #[arg(long, value_name = "N", default_value_t = 4)]
-    pub top_games: usize,
+    pub top_games: u32,
     /// Print the Lichess explorer's JSON shape instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -51,7 +51,7 @@ pub struct Request {
     /// How many moves to list (the most played).
     pub moves: usize,
     /// How many top-rated games to list.
-    pub top_games: usize,
+    pub top_games: u32,
 }
 
 /// Results of the games counted.
@@ -313,7 +313,7 @@ async fn top_games(
     request: &Request,
     filters: &[&(dyn tokio_postgres::types::ToSql + Sync); 4],
 ) -> Result<Vec<TopGame>, Error> {
-    let limit = i64::try_from(request.top_games).unwrap_or(i64::MAX);
+    let limit = i64::from(request.top_games);
     let label = request.variant.as_db_label();
     let rows = client
         .query(
