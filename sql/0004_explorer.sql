@@ -6,11 +6,14 @@
 -- reads a few hundred rows instead of every moves row of the position.
 -- A game counts once per position it reached and continued from, with the
 -- move it played at its LAST visit there (as the Lichess explorer counts,
--- so that a repetition does not count a game twice). Kept by the import in
--- the same transaction as the games it counts (both modes; a bulk load's
--- merge of duplicate positions merges their counters), and by
--- `pgnload game delete`;
--- `pgnload verify --explorer` recounts it from games + moves.
+-- so that a repetition does not count a game twice). Opt-in per database
+-- (explorer_state below): keeping them costs imports about half their
+-- time again, which users who only import should not pay. Once
+-- `pgnload db explorer enable` has filled them, they are kept by the
+-- import in the same transaction as the games they count (both modes; a
+-- bulk load's merge of duplicate positions merges their counters), and by
+-- `pgnload game delete`; `pgnload verify --explorer` recounts them from
+-- games + moves.
 -- Citus: distribute by position_id.
 CREATE TABLE explorer_moves (
     position_id  bigint       NOT NULL,
@@ -32,7 +35,8 @@ CREATE TABLE explorer_moves (
     rated_games  integer      NOT NULL,
     rating_sum   bigint       NOT NULL,
     last_played  timestamptz,
-    PRIMARY KEY (position_id, variant, speed, rating_group, month, move)
+    -- Named: `db explorer enable` drops it while it fills the table.
+    CONSTRAINT explorer_moves_pkey PRIMARY KEY (position_id, variant, speed, rating_group, month, move)
 );
 
 -- What each game contributes to explorer_moves, one row per (game, position
@@ -76,16 +80,14 @@ CROSS JOIN LATERAL (SELECT y + CASE WHEN y < 0 THEN 1 ELSE 0 END AS year, m AS m
                     FROM (SELECT extract(year FROM g.started_at AT TIME ZONE 'UTC') AS y,
                                  extract(month FROM g.started_at AT TIME ZONE 'UTC') AS m) x) d;
 
--- Counters for the games already in the database (the statement of
--- src/ingest/explorer.rs GROUPED, for every game; a unit test checks).
-INSERT INTO explorer_moves (position_id, variant, speed, rating_group, month, move, games, white,
-                            draws, black, rated_games, rating_sum, last_played)
-SELECT position_id, variant, speed, rating_group, month, move,
-       count(*)::integer AS games, (count(*) FILTER (WHERE result = 1))::integer AS white,
-       (count(*) FILTER (WHERE result = 0))::integer AS draws,
-       (count(*) FILTER (WHERE result = -1))::integer AS black,
-       count(average)::integer AS rated_games, coalesce(sum(average), 0)::bigint AS rating_sum,
-       max(started_at) AS last_played
-FROM explorer_game_moves
-WHERE true
-GROUP BY position_id, variant, speed, rating_group, month, move;
+-- Whether this database keeps the counters: one row, changed only by
+-- `pgnload db explorer enable|disable` in the transaction that fills or
+-- empties explorer_moves, so the flag and the table never disagree. An
+-- import reads it once, under the import lock those commands take
+-- exclusively; `game delete` reads it FOR SHARE in its transaction.
+CREATE TABLE explorer_state (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    enabled    boolean NOT NULL DEFAULT false,
+    changed_at timestamptz
+);
+INSERT INTO explorer_state DEFAULT VALUES;

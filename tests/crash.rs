@@ -17,7 +17,10 @@ use nix::{
 use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
-    common::{TestDb, assert_games_verify_clean, embedded_pgnload, fresh_db, run, scratch_dir},
+    common::{
+        TestDb, assert_games_verify_clean, embedded_pgnload, enable_explorer, fresh_db, run,
+        scratch_dir,
+    },
     import::content_dump,
     resume::corpus_with_copies,
 };
@@ -82,6 +85,8 @@ fn crash_trial(dir: &Path, trial: usize, mode: &str, signal: Signal, delay: Dura
     let data_dir = dir.join(format!("cluster-{mode}-{trial}"));
     let files = corpus_with_copies(dir, 4);
     let cluster = EmbeddedCluster::new(&data_dir).expect("cluster");
+    // Counters on, so that the verify below proves them crash-safe too.
+    enable_explorer(embedded_pgnload(&data_dir));
     let mut child = embedded_import(&data_dir, mode, &files)
         .spawn()
         .expect("spawn pgnload");
@@ -116,8 +121,11 @@ fn crash_trial(dir: &Path, trial: usize, mode: &str, signal: Signal, delay: Dura
         &format!("trial {trial}, after the crash"),
     );
     cluster.start_persistent().expect("start for the dump");
-    let dump = content_dump(&TestDb::existing(cluster.connection_url()));
+    let db = TestDb::existing(cluster.connection_url());
+    let dump = content_dump(&db);
+    let counted = db.psql("SELECT enabled FROM explorer_state");
     cluster.stop().expect("stop");
+    assert_eq!(counted, "t", "trial {trial}: the counters were verified");
     dump
 }
 

@@ -1,4 +1,6 @@
-//! The opening explorer: counters kept by both import modes equal a
+//! The opening explorer: counters are opt-in per database (`db explorer
+//! enable|disable`; enabling after an import counts exactly what keeping
+//! them during it does), counters kept by both import modes equal a
 //! recount (`verify --explorer`, which also catches a corrupted row),
 //! `explore --json` equals an independent recount in Python over the PGN
 //! files, `game delete` corrects the counters, and bad input gets a clear
@@ -9,7 +11,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::{
-    common::{TestDb, data, fresh_db, python_script, run, scratch_dir},
+    common::{
+        EXPLORER_DISABLED, TestDb, data, enable_explorer, fresh_db, migrated_db, python_script,
+        run, scratch_dir,
+    },
     import::{assert_ok, import},
     resume::renamed_sample,
 };
@@ -55,6 +60,7 @@ fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_o
     let files = corpus(dir.path());
     // Bulk into an empty database, then an incremental import on top.
     let db = fresh_db("explorer_verify");
+    enable_explorer(db.pgnload());
     let out = import(
         &db,
         &["-q", "--mode", "bulk", "--batch-games", "40"],
@@ -85,6 +91,7 @@ fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_o
     // A bulk load whose position map evicts lets duplicate positions in;
     // its finish merges them, and their counters with them.
     let evicting = fresh_db("explorer_evict");
+    enable_explorer(evicting.pgnload());
     let out = import(
         &evicting,
         &["-q", "--mode", "bulk", "--cache-positions", "200"],
@@ -130,6 +137,7 @@ fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
     let dir = scratch_dir("pgnload-explorer-delete-");
     let files = corpus(dir.path());
     let db = fresh_db("explorer_delete");
+    enable_explorer(db.pgnload());
     assert_ok(&import(&db, &["-q"], &files[..1]), &[0]);
     let side_total = |side: &str| {
         db.psql(&format!(
@@ -317,6 +325,7 @@ fn explore_equals_a_python_recount_of_the_pgn_files() {
     let dir = scratch_dir("pgnload-explorer-");
     let files = corpus(dir.path());
     let db = fresh_db("explorer");
+    enable_explorer(db.pgnload());
     assert_ok(&import(&db, &["-q", "--mode", "incremental"], &files), &[0]);
 
     let start = assert_explore_matches_python(&db, &files, None, &[]);
@@ -381,6 +390,7 @@ fn top_games_are_the_best_rated_reaching_the_position() {
     let dir = scratch_dir("pgnload-explorer-top-");
     let files = corpus(dir.path());
     let db = fresh_db("explorer_top");
+    enable_explorer(db.pgnload());
     assert_ok(&import(&db, &["-q"], &files), &[0]);
     let out = run({
         let mut c = db.pgnload();
@@ -421,6 +431,7 @@ fn top_games_are_the_best_rated_reaching_the_position() {
 #[test]
 fn bad_explore_input_gets_a_clear_message_and_exit_code_2() {
     let db = fresh_db("explorer_bad");
+    enable_explorer(db.pgnload());
     for (args, message) in [
         (vec!["8/8/8/8 w - -"], "unparsable FEN"),
         (vec!["--play", "e2e5"], "--play move 1 (\"e2e5\")"),
@@ -453,4 +464,139 @@ fn bad_explore_input_gets_a_clear_message_and_exit_code_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+/// The counters of `db`, keyed by FEN rather than position id (ids
+/// differ between databases), one line per row in key order.
+fn counters_by_fen(db: &TestDb) -> String {
+    db.psql(
+        "SELECT string_agg(concat_ws(' ', p.normalized_fen, e.variant, e.speed, e.rating_group,
+                                     e.month, e.move, e.games, e.white, e.draws, e.black,
+                                     e.rated_games, e.rating_sum, e.last_played), E'\\n'
+                           ORDER BY p.normalized_fen, e.variant, e.speed, e.rating_group,
+                                    e.month, e.move)
+         FROM explorer_moves e JOIN positions p ON p.id = e.position_id",
+    )
+}
+
+/// `pgnload -q ARGS` on `db`: exit code, stdout, stderr.
+fn pgnload_on(db: &TestDb, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("-q").args(args);
+        c
+    });
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn counters_are_opt_in_and_enabling_after_an_import_equals_keeping_them_during_it() {
+    let dir = scratch_dir("pgnload-explorer-optin-");
+    let files = corpus(dir.path());
+    let import_both_modes = |db: &TestDb| {
+        assert_ok(&import(db, &["-q", "--mode", "bulk"], &files[..2]), &[0]);
+        assert_ok(
+            &import(db, &["-q", "--mode", "incremental"], &files[2..]),
+            &[0],
+        );
+    };
+    // Counters kept by the imports.
+    let kept = fresh_db("explorer_kept");
+    let enabled = enable_explorer(kept.pgnload());
+    assert!(
+        enabled.starts_with("explorer counters enabled: 0 rows counted in "),
+        "{enabled}"
+    );
+    import_both_modes(&kept);
+    let expected = counters_by_fen(&kept);
+    let rows = kept.psql("SELECT count(*) FROM explorer_moves");
+    assert_ne!(rows, "0");
+
+    // The same imports without them: nothing counted, and nothing answered.
+    let late = fresh_db("explorer_late");
+    import_both_modes(&late);
+    assert_eq!(
+        late.psql("SELECT enabled::text || count(e.*) FROM explorer_state LEFT JOIN explorer_moves e ON true GROUP BY enabled"),
+        "false0"
+    );
+    let (code, _, stderr) = pgnload_on(&late, &["explore"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(EXPLORER_DISABLED), "{stderr}");
+    let (code, _, stderr) = pgnload_on(&late, &["db", "explorer", "disable"]);
+    assert_eq!(code, Some(0), "{stderr}");
+
+    // Enabled afterwards: the very same rows, and a clean recount.
+    let (code, stdout, stderr) = pgnload_on(&late, &["db", "explorer", "enable"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "explorer counters enabled: {rows} rows counted in "
+        )),
+        "{stdout}"
+    );
+    assert_eq!(counters_by_fen(&late), expected);
+    let (code, output) = verify_explorer(&late, dir.path());
+    assert_eq!(code, Some(0), "after enabling: {output}");
+    // The key is back, under its name.
+    assert_eq!(
+        late.psql("SELECT count(*) FROM pg_constraint WHERE conname = 'explorer_moves_pkey'"),
+        "1"
+    );
+    let (code, stdout, _) = pgnload_on(&late, &["db", "explorer", "enable"]);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            Some(0),
+            "explorer counters already enabled; nothing to do\n"
+        )
+    );
+
+    // Disabled: empty, and explore refuses again.
+    let (code, stdout, stderr) = pgnload_on(&late, &["db", "explorer", "disable"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "explorer counters disabled: {rows} rows removed in "
+        )),
+        "{stdout}"
+    );
+    assert_eq!(late.psql("SELECT count(*) FROM explorer_moves"), "0");
+    assert_eq!(late.psql("SELECT enabled FROM explorer_state"), "f");
+    let (code, _, stderr) = pgnload_on(&late, &["explore"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(EXPLORER_DISABLED), "{stderr}");
+}
+
+#[test]
+fn a_database_without_counters_refuses_explore_and_verify_and_an_unfinished_bulk_load_refuses_enable()
+ {
+    let dir = scratch_dir("pgnload-explorer-off-");
+    let db = migrated_db("explorer_off");
+    for args in [
+        &["explore"][..],
+        &["explore", "--json"],
+        &["verify", "--explorer", "--report", "x.tsv"],
+    ] {
+        let out = run({
+            let mut c = db.pgnload();
+            c.current_dir(dir.path()).arg("-q").args(args);
+            c
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(EXPLORER_DISABLED), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: no answer that looks real");
+    }
+    db.psql("INSERT INTO import_bulk_loads (state) VALUES ('loading')");
+    let (code, stdout, stderr) = pgnload_on(&db, &["db", "explorer", "enable"]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("bulk load 1 is unfinished: run `pgnload import` again to finish it"),
+        "{stderr}"
+    );
+    assert_eq!(db.psql("SELECT enabled FROM explorer_state"), "f");
 }

@@ -19,7 +19,8 @@ use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
     common::{
-        Lcg, TestDb, assert_games_verify_clean, embedded_pgnload, fresh_db, run, scratch_dir,
+        Lcg, TestDb, assert_games_verify_clean, embedded_pgnload, enable_explorer, fresh_db, run,
+        scratch_dir,
     },
     import::content_dump,
     resume::corpus_with_copies,
@@ -184,6 +185,8 @@ fn an_import_through_random_faults_equals_a_clean_import() {
 
     let data_dir = dir.path().join("cluster");
     let cluster = EmbeddedCluster::new(&data_dir).expect("cluster");
+    // Counters on, so that the verify below proves them fault-safe too.
+    enable_explorer(embedded_pgnload(&data_dir));
     let mut rng = Lcg(20_261_123);
     let mut log = Vec::new();
     for round in 0..10 {
@@ -233,7 +236,9 @@ fn an_import_through_random_faults_equals_a_clean_import() {
     );
     let not_done = db.psql("SELECT count(*) FROM import_files WHERE state <> 'done'");
     let open_loads = db.psql("SELECT count(*) FROM import_bulk_loads WHERE state <> 'done'");
+    let counted = db.psql("SELECT enabled FROM explorer_state");
     cluster.stop().expect("stop");
+    assert_eq!(counted, "t", "the counters were verified");
     assert_eq!(dump, expected, "{}", log.join("\n"));
     // Every game of every input read, to the last one.
     assert_eq!(done, expected_done, "{}", log.join("\n"));

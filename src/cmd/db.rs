@@ -1,12 +1,13 @@
 //! `pgnload db …`: migrations, the embedded cluster's lifecycle, backup
 //! and restore.
 
-use std::{num::NonZeroUsize, path::PathBuf};
+use std::{num::NonZeroUsize, path::PathBuf, time::Instant};
 
 use crate::{
     config::Settings,
     error::Error,
     error::ExitStatus,
+    ingest::explorer::{self, Switched},
     store::{
         backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
@@ -31,6 +32,21 @@ pub enum DbCommand {
     Backup(BackupArgs),
     /// Restore a backup with pg_restore into an empty database (a new --data-dir).
     Restore(RestoreArgs),
+    /// Switch the opening explorer's counters on or off for this database.
+    #[command(subcommand)]
+    Explorer(ExplorerCommand),
+}
+
+/// `pgnload db explorer` subcommands. The counters are opt-in: keeping
+/// them costs imports about half their time again, which users who only
+/// import should not pay.
+#[derive(Debug, Clone, Copy, clap::Subcommand)]
+pub enum ExplorerCommand {
+    /// Count the games already imported and keep the counters from now on
+    /// (waits for running imports; refused while a bulk load is unfinished).
+    Enable,
+    /// Drop the counters and stop keeping them (imports get faster; `explore` stops working).
+    Disable,
 }
 
 /// Options of `pgnload db backup`.
@@ -92,6 +108,46 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
         }
         other => other.map(Some),
     }
+}
+
+/// Runs `pgnload db explorer enable|disable`; returns the summary line.
+fn switch_explorer(
+    command: ExplorerCommand,
+    settings: &Settings,
+    quiet: bool,
+) -> Result<String, Error> {
+    let started = Instant::now();
+    let waiting = || {
+        if !quiet {
+            eprintln!("pgnload: waiting for running imports to finish");
+        }
+    };
+    let runtime = db::runtime()?;
+    let switched = runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        let switched = match command {
+            ExplorerCommand::Enable => explorer::enable(&mut database.client, &waiting).await?,
+            ExplorerCommand::Disable => explorer::disable(&mut database.client, &waiting).await?,
+        };
+        database.close()?;
+        Ok::<_, Error>(switched)
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(match (command, switched) {
+        (ExplorerCommand::Enable, Switched::Already) => {
+            "explorer counters already enabled; nothing to do".to_owned()
+        }
+        (ExplorerCommand::Disable, Switched::Already) => {
+            "explorer counters already disabled; nothing to do".to_owned()
+        }
+        (ExplorerCommand::Enable, Switched::Changed { rows }) => {
+            format!("explorer counters enabled: {rows} rows counted in {seconds:.1} s")
+        }
+        (ExplorerCommand::Disable, Switched::Changed { rows }) => {
+            format!("explorer counters disabled: {rows} rows removed in {seconds:.1} s")
+        }
+    })
 }
 
 /// Runs a `pgnload db` subcommand; `quiet` silences the progress lines of
@@ -166,6 +222,7 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
             }
         }
         DbCommand::Url => embedded(settings)?.connection_url(),
+        DbCommand::Explorer(command) => switch_explorer(*command, settings, quiet)?,
     };
     super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)

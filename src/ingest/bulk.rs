@@ -447,8 +447,9 @@ const REMAP_SQL: [&str; 5] = [
 
 /// Merges duplicate positions into the row with the smallest id (so
 /// positions that existed before the load keep their ids), in one
-/// transaction. Returns the number of rows merged.
-async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Error> {
+/// transaction, with their explorer counters if the database keeps them
+/// (`explorer`). Returns the number of rows merged.
+async fn merge_duplicates(client: &mut Client, load_id: i64, explorer: bool) -> Result<u64, Error> {
     let tx = client
         .transaction()
         .await
@@ -469,11 +470,13 @@ async fn merge_duplicates(client: &mut Client, load_id: i64) -> Result<u64, Erro
                 .await
                 .map_err(db_err("merging duplicate positions"))?;
         }
-        explorer::merge_positions(&tx, "pgnload_position_remap")
-            .await
-            .map_err(db_err(
-                "merging the explorer counters of duplicate positions",
-            ))?;
+        if explorer {
+            explorer::merge_positions(&tx, "pgnload_position_remap")
+                .await
+                .map_err(db_err(
+                    "merging the explorer counters of duplicate positions",
+                ))?;
+        }
     }
     tx.execute(
         "UPDATE import_bulk_loads SET needs_dedup = false, updated_at = now(),
@@ -530,13 +533,15 @@ const REBUILD_CONNECTIONS: usize = 2;
 
 /// Finishes the bulk load: merge duplicates if any can exist, rebuild what
 /// was dropped, analyze, mark it done. `evicted` says whether this run's
-/// position map dropped entries. Returns `None` if interrupted (the load
-/// stays open; a rerun finishes it).
+/// position map dropped entries; `explorer` whether the database keeps the
+/// explorer counters (as the run read it). Returns `None` if interrupted
+/// (the load stays open; a rerun finishes it).
 pub async fn finish(
     target: &Target,
     client: &mut Client,
     load_id: i64,
     evicted: bool,
+    explorer: bool,
     interrupts: &Arc<AtomicUsize>,
     reporter: &dyn Reporter,
 ) -> Result<Option<FinishReport>, Error> {
@@ -556,7 +561,7 @@ pub async fn finish(
     let mut report = FinishReport::default();
     if needs_dedup {
         say("merging duplicate positions");
-        report.duplicates_merged = merge_duplicates(client, load_id).await?;
+        report.duplicates_merged = merge_duplicates(client, load_id, explorer).await?;
         report.dedup_s = started.elapsed().as_secs_f64();
         say(&format!(
             "{} duplicate positions merged in {:.1} s",

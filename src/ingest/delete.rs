@@ -25,7 +25,7 @@ pub struct Deleted {
 }
 
 /// Deletes the game `game` with its moves and takes it out of the explorer
-/// counters, all in one transaction. A game that does not exist is an
+/// counters (if the database keeps them), all in one transaction. A game that does not exist is an
 /// [`Error::Request`]. Refused (a conflict) while a bulk load is open: its
 /// games are counted only at its finish.
 pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted, Error> {
@@ -52,7 +52,9 @@ pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted,
         .map_err(db_err("reading import_bulk_loads"))?;
     if !locked || open.is_some() {
         return Err(Error::Conflict(
-            "a bulk load is running or unfinished: delete games once it has finished".to_owned(),
+            "a bulk load is running or unfinished, or the explorer counters are being enabled or \
+             disabled: delete games once that has finished"
+                .to_owned(),
         ));
     }
     let row = match game {
@@ -78,7 +80,11 @@ pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted,
     .map_err(db_err("looking the game up"))?
     .ok_or_else(|| Error::Request(format!("no game {game} in the database")))?;
     let id: i64 = row.get(0);
-    explorer::remove_games(&tx, &[id]).await?;
+    // FOR SHARE: `db explorer enable|disable` update the row, so they wait
+    // for this transaction, and it for them.
+    if explorer::enabled(&tx, true).await? {
+        explorer::remove_games(&tx, &[id]).await?;
+    }
     let moves = tx
         .execute("DELETE FROM moves WHERE game_id = $1", &[&id])
         .await

@@ -1,6 +1,8 @@
-//! The opening explorer's counters (`explorer_moves`): kept by the import
-//! in the same transactions as the games they count, corrected when games
-//! are deleted, and recounted by `pgnload verify --explorer`.
+//! The opening explorer's counters (`explorer_moves`): opt-in per
+//! database ([`enable`], [`disable`], the flag in `explorer_state`), then
+//! kept by the import in the same transactions as the games they count,
+//! corrected when games are deleted, and recounted by `pgnload verify
+//! --explorer`.
 //!
 //! What a game contributes is defined by the view `explorer_game_moves`
 //! of `sql/0004_explorer.sql` (its categories and the move of its last
@@ -16,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use tokio_postgres::{GenericClient, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use crate::{
     chess::{
@@ -329,18 +331,167 @@ pub async fn recount(
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Whether this database keeps the counters. An import reads it once,
+/// with the import lock held (so [`enable`] and [`disable`], which take it
+/// exclusively, cannot change it during the run); `lock` adds `FOR SHARE`,
+/// for a transaction that must keep it unchanged until it commits.
+pub async fn enabled(client: &impl GenericClient, lock: bool) -> Result<bool, Error> {
+    let sql = if lock {
+        "SELECT enabled FROM explorer_state FOR SHARE"
+    } else {
+        "SELECT enabled FROM explorer_state"
+    };
+    client
+        .query_opt(sql, &[])
+        .await
+        .map_err(crate::store::db::db_err("reading explorer_state"))?
+        .map(|row| row.get(0))
+        .ok_or_else(|| {
+            Error::Internal("explorer_state has no row (sql/0004_explorer.sql inserts it)".into())
+        })
+}
 
-    /// The migration counts the games already in a database with the very
-    /// statement the import uses, so both mean the same counters.
-    #[test]
-    fn the_migration_backfills_with_the_same_grouping() {
-        let migration = include_str!("../../sql/0004_explorer.sql");
-        assert!(
-            migration.contains(grouped("true").trim()),
-            "sql/0004_explorer.sql must hold GROUPED with `WHERE true` verbatim"
-        );
+/// A configuration error unless the counters are kept: a database without
+/// them would answer every question with nothing, which looks real.
+pub async fn require_enabled(client: &impl GenericClient) -> Result<(), Error> {
+    if enabled(client, false).await? {
+        Ok(())
+    } else {
+        Err(Error::Config(
+            "this database keeps no explorer counters; run `pgnload db explorer enable` \
+             (it counts the games already imported, and imports keep them from then on)"
+                .to_owned(),
+        ))
     }
+}
+
+/// What [`enable`] or [`disable`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switched {
+    /// The counters were already in the asked state; nothing changed.
+    Already,
+    /// The state changed; `rows` counter rows were written (enable) or
+    /// removed (disable).
+    Changed {
+        /// Counter rows written or removed.
+        rows: u64,
+    },
+}
+
+/// Takes the import lock ([`bulk::LOCK`](crate::ingest::bulk::LOCK))
+/// exclusively for this session, calling `waiting` first if imports hold
+/// it: no import runs while the counters are switched, so each import sees
+/// one state for its whole run.
+async fn lock_imports(client: &Client, waiting: &dyn Fn()) -> Result<(), Error> {
+    let lock = crate::ingest::bulk::LOCK;
+    let err = crate::store::db::db_err;
+    let free: bool = client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
+        .await
+        .map_err(err("taking the import lock"))?
+        .get(0);
+    if !free {
+        waiting();
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&lock])
+            .await
+            .map_err(err("waiting for the import lock"))?;
+    }
+    Ok(())
+}
+
+/// Starts keeping the counters: with the import lock held exclusively
+/// (`waiting` is called if imports hold it), and refused while a bulk load
+/// is unfinished (its games get counted only at its finish), counts every
+/// game already in the database and sets the flag, in one transaction: a
+/// crash leaves the counters either off and empty or on and complete.
+/// The table is filled without its primary key, which is added back
+/// after (one index build instead of one insert per row into it).
+pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
+    let err = crate::store::db::db_err;
+    lock_imports(client, waiting).await?;
+    if let Some(load) = crate::ingest::bulk::unfinished(client).await? {
+        return Err(Error::Conflict(format!(
+            "bulk load {load} is unfinished: run `pgnload import` again to finish it, then enable \
+             the explorer counters"
+        )));
+    }
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("starting to enable the explorer counters"))?;
+    let on: bool = tx
+        .query_one("SELECT enabled FROM explorer_state FOR UPDATE", &[])
+        .await
+        .map_err(err("reading explorer_state"))?
+        .get(0);
+    if on {
+        return Ok(Switched::Already);
+    }
+    // Disabled means empty (disable truncates in the flag's transaction).
+    tx.batch_execute("ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_pkey")
+        .await
+        .map_err(err("dropping the explorer counters' key"))?;
+    let rows = tx
+        .execute(
+            &format!(
+                "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
+                 rating_sum, last_played) {}",
+                grouped("true")
+            ),
+            &[],
+        )
+        .await
+        .map_err(err("counting the games into the explorer counters"))?;
+    tx.batch_execute(&format!(
+        "ALTER TABLE explorer_moves ADD CONSTRAINT explorer_moves_pkey PRIMARY KEY ({KEY})"
+    ))
+    .await
+    .map_err(err("building the explorer counters' key"))?;
+    tx.execute(
+        "UPDATE explorer_state SET enabled = true, changed_at = now()",
+        &[],
+    )
+    .await
+    .map_err(err("recording the explorer counters enabled"))?;
+    tx.commit()
+        .await
+        .map_err(err("committing the explorer counters"))?;
+    Ok(Switched::Changed { rows })
+}
+
+/// Stops keeping the counters: with the import lock held exclusively,
+/// empties the table and clears the flag in one transaction.
+pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
+    let err = crate::store::db::db_err;
+    lock_imports(client, waiting).await?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("starting to disable the explorer counters"))?;
+    let on: bool = tx
+        .query_one("SELECT enabled FROM explorer_state FOR UPDATE", &[])
+        .await
+        .map_err(err("reading explorer_state"))?
+        .get(0);
+    if !on {
+        return Ok(Switched::Already);
+    }
+    let rows: i64 = tx
+        .query_one("SELECT count(*) FROM explorer_moves", &[])
+        .await
+        .map_err(err("counting the explorer counters"))?
+        .get(0);
+    tx.batch_execute(
+        "TRUNCATE explorer_moves;
+         UPDATE explorer_state SET enabled = false, changed_at = now();",
+    )
+    .await
+    .map_err(err("emptying the explorer counters"))?;
+    tx.commit()
+        .await
+        .map_err(err("committing the explorer counters disabled"))?;
+    Ok(Switched::Changed {
+        rows: u64::try_from(rows).expect("count(*) is never negative"),
+    })
 }

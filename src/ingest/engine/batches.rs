@@ -45,6 +45,7 @@ impl Importer<'_> {
             file_id: checkpoint.file_id,
             source,
             expected_bytes_done: checkpoint.bytes_done,
+            explorer: self.run.explorer,
         };
         let spec = InputSpec {
             name: name.to_owned(),

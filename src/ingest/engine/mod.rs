@@ -43,6 +43,7 @@ use crate::{
     ingest::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
+        explorer,
         report::{BulkOutcome, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},
@@ -107,6 +108,10 @@ struct RunContext<'a> {
     /// `--rejects`, opened for appending.
     rejects_file: Option<File>,
     started: Instant,
+    /// Whether the database keeps the explorer counters: read once, with
+    /// the import lock held, which `db explorer enable|disable` take
+    /// exclusively.
+    explorer: bool,
 }
 
 /// The run's database sessions: two data connections, so that PostgreSQL
@@ -234,6 +239,7 @@ pub async fn import(
         run_id,
         chosen,
         resumed,
+        explorer,
     } = start_retrying(&target, settings, job, reporter).await?;
     if let Target::Url(_) = &target {
         for advice in crate::store::tuning::advice(&conns.control.client).await? {
@@ -265,6 +271,7 @@ pub async fn import(
             reporter,
             rejects_file,
             started: Instant::now(),
+            explorer,
         },
         conns,
         load,
@@ -325,6 +332,9 @@ struct Start {
     chosen: Option<Chosen>,
     /// The unfinished bulk load this run continues, if any.
     resumed: Option<BulkLoad>,
+    /// Whether the database keeps the explorer counters (read once the
+    /// lock is held; `false` when skipped).
+    explorer: bool,
 }
 
 /// Opens a run: connections, migrations, the mode and its lock, the
@@ -358,6 +368,12 @@ async fn start(
         Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
         _ => None,
     };
+    // After the lock: enable and disable take it exclusively, so the flag
+    // holds for the whole run.
+    let explorer = match chosen {
+        Some(_) => explorer::enabled(&control.client, false).await?,
+        None => false,
+    };
     let run_id: i64 = control
         .client
         .query_one(
@@ -380,6 +396,7 @@ async fn start(
         run_id,
         chosen,
         resumed,
+        explorer,
     })
 }
 
@@ -452,7 +469,16 @@ impl Importer<'_> {
             return Ok(());
         }
         if self.load.chosen.relock(&self.conns.control.client).await? {
-            Ok(())
+            // Without the lock, the counters may have been switched.
+            if explorer::enabled(&self.conns.control.client, false).await? == self.run.explorer {
+                Ok(())
+            } else {
+                Err(Error::Conflict(
+                    "the explorer counters were enabled or disabled while this import had lost \
+                     its lock with the database connection; run the import again"
+                        .into(),
+                ))
+            }
         } else {
             Err(Error::Conflict(
                 "lost the import lock with the database connection, and another import took it"
@@ -465,15 +491,24 @@ impl Importer<'_> {
     /// after transient failures: every step is idempotent.
     async fn finish_bulk(&mut self, load: i64) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
-        let (target, interrupts, reporter) =
-            (&self.run.target, &self.run.interrupts, self.run.reporter);
+        let (target, interrupts, reporter, explorer) = (
+            &self.run.target,
+            &self.run.interrupts,
+            self.run.reporter,
+            self.run.explorer,
+        );
         retry_on(
             &mut self.conns.db,
             target,
             self.run.settings.retry_seconds,
             true,
             reporter,
-            async |client| bulk::finish(target, client, load, evicted, interrupts, reporter).await,
+            async |client| {
+                bulk::finish(
+                    target, client, load, evicted, explorer, interrupts, reporter,
+                )
+                .await
+            },
         )
         .await
     }

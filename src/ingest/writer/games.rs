@@ -126,13 +126,15 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("copying moves", e))?;
     }
-    // The explorer counters of the games inserted (both modes: the
-    // counters keep their key during a bulk load).
-    let counted = game_rows.iter().filter_map(|row| {
-        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-        Some((*id, row.game, row.keys))
-    });
-    explorer::add_batch(&tx, counted, position_ids).await?;
+    // The explorer counters of the games inserted, if the database keeps
+    // them (both modes: the counters keep their key during a bulk load).
+    if file.explorer {
+        let counted = game_rows.iter().filter_map(|row| {
+            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+            Some((*id, row.game, row.keys))
+        });
+        explorer::add_batch(&tx, counted, position_ids).await?;
+    }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()
         .map(|r| RejectRow {

@@ -87,6 +87,10 @@ pub struct FileContext {
     /// The checkpoint this batch continues from. The update is refused if
     /// the stored checkpoint differs: another process wrote this input.
     pub expected_bytes_done: i64,
+    /// Whether the database keeps the explorer counters, as the run read
+    /// it once under the import lock (which `db explorer enable|disable`
+    /// take exclusively, so it holds for the whole run).
+    pub explorer: bool,
 }
 
 /// What one committed batch did.
@@ -294,6 +298,7 @@ mod tests {
             file_id: 12,
             source: "pgn".to_owned(),
             expected_bytes_done: 0,
+            explorer: false,
         };
         let error = batch_bounds(&batch, &file).expect_err("past bigint");
         assert_eq!(
