@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Reading the data back, measured: `explore`, `games --player`, `games --fen`
+# and `export` on a generated corpus in one fresh embedded cluster, each next
+# to a baseline measured in the same run (the naive SQL a user would write,
+# or PostgreSQL's own COPY of the same rows), and the cost of keeping the
+# explorer counters during imports (an import with them against the same
+# import without). Ratios, not absolute numbers, are what to compare across
+# machines. See scripts/README.md ("bench_query.sh").
+#
+#   scripts/bench_query.sh [--games N] [--queries N] [--out DIR]
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+Usage: scripts/bench_query.sh [--games N] [--queries N] [--out DIR]
+
+  --games N     games in the corpus searched (default 1000000)
+  --queries N   explorer positions drawn from the games (default 1000; the
+                player and position searches use a fifth as many each)
+  --out DIR     work and result directory (default target/bench-query);
+                holds the corpus, DIR/cluster (recreated) and DIR/bench_query.json
+EOF
+}
+
+games=1000000
+queries=1000
+out=target/bench-query
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --games) games=${2:?--games needs a value}; shift 2 ;;
+        --queries) queries=${2:?--queries needs a value}; shift 2 ;;
+        --out) out=${2:?--out needs a value}; shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "bench_query.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+for value in "$games" "$queries"; do
+    if ! [[ $value =~ ^[0-9]+$ ]] || ((value < 10)); then
+        echo "bench_query.sh: --games and --queries must be integers >= 10" >&2
+        exit 2
+    fi
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cluster=$out/cluster
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+pgnload=$target_dir/release/pgnload
+gen=$target_dir/release/examples/gen_corpus
+psql=${PSQL:-psql}
+results=$out/results.tsv
+rm -f "$results" "$out/bench_query.json"
+# The counters' import cost is measured on a smaller corpus, twice per mode.
+cost_games=$((games / 10 < 50000 ? games / 10 : 50000))
+cost_games=$((cost_games < 10 ? 10 : cost_games))
+searches=$((queries / 5 < 10 ? 10 : queries / 5))
+
+log() { printf '[bench_query %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() {
+    printf 'bench_query.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+now_ns() { date +%s%N; }
+record() { printf '%s\t%s\n' "$1" "$2" >>"$results"; }
+
+cluster_started=0
+cleanup() {
+    if ((cluster_started)); then
+        "$pgnload" --data-dir "$cluster" db stop >/dev/null 2>&1 ||
+            echo "bench_query.sh: could not stop the cluster; run: $pgnload --data-dir $cluster db stop" >&2
+    fi
+}
+trap cleanup EXIT
+
+log "building release binaries"
+cargo build --release --quiet --bin pgnload --example gen_corpus
+: >"$results"
+record games "$games"
+record queries "$queries"
+record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+
+log "generating $games games, and $cost_games for the counters' cost"
+"$gen" --games "$games" --seed 1 --out "$out/corpus.pgn" 2>"$out/gen.log" ||
+    die "gen_corpus failed: $(tail -5 "$out/gen.log")"
+"$gen" --games "$cost_games" --seed 3 --out "$out/cost.pgn" 2>"$out/gen_cost.log" ||
+    die "gen_corpus failed: $(tail -5 "$out/gen_cost.log")"
+
+rm -rf "$cluster"
+cluster_started=1
+"$pgnload" --data-dir "$cluster" db start >/dev/null
+url=$("$pgnload" --data-dir "$cluster" db url)
+sql() { "$psql" "$1" -XAtq -v ON_ERROR_STOP=1 -c "$2"; }
+db_url() { sed "s#/[^/?]*\(?\|\$\)#/$1\1#" <<<"$url"; }
+# A URL's database name is its path; the cluster's default database keeps its own.
+[[ $(db_url probe) == *"/probe"* ]] || die "cannot derive database URLs from $url"
+
+# ------------------------------------------------ 1. the counters' import cost
+# The same corpus into fresh databases with and without the counters, in both
+# modes, alternating so that the machine's drift hits both sides alike.
+import_seconds() { # URL MODE
+    local start end
+    start=$(now_ns)
+    "$pgnload" --database-url "$1" import --quiet --mode "$2" "$out/cost.pgn" >/dev/null
+    end=$(now_ns)
+    awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
+for mode in incremental bulk; do
+    for round in 1 2; do
+        for counters in off on; do
+            name="cost_${mode}_${counters}_$round"
+            sql "$url" "CREATE DATABASE $name"
+            "$pgnload" --database-url "$(db_url "$name")" db migrate >/dev/null
+            if [[ $counters == on ]]; then
+                "$pgnload" --database-url "$(db_url "$name")" db explorer enable >/dev/null
+            fi
+            seconds=$(import_seconds "$(db_url "$name")" "$mode")
+            record "import_${mode}_counters_${counters}_$round" "$seconds"
+            log "import of $cost_games games, $mode, counters $counters: ${seconds}s"
+            sql "$url" "DROP DATABASE $name"
+        done
+    done
+done
+
+# ------------------------------------------------ 2. the searched corpus
+log "importing $games games (bulk), then building the explorer counters"
+start=$(now_ns)
+"$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null
+end=$(now_ns)
+record import_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+start=$(now_ns)
+"$pgnload" --database-url "$url" db explorer enable >/dev/null
+end=$(now_ns)
+record explorer_enable_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+sql "$url" "ANALYZE"
+
+log "drawing $queries positions, $searches players and $searches positions to search"
+# Positions as the games reach them (a uniformly drawn ply of a uniformly
+# drawn game, so frequent positions come up as often as they are played),
+# plus the start position.
+sql "$url" "SELECT p.normalized_fen
+            FROM (SELECT id FROM games ORDER BY random() LIMIT $((queries - 1))) g
+            CROSS JOIN LATERAL (SELECT position_id FROM moves m WHERE m.game_id = g.id
+                                ORDER BY random() LIMIT 1) m
+            JOIN positions p ON p.id = m.position_id" >"$out/positions.txt"
+echo "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -" >>"$out/positions.txt"
+sql "$url" "SELECT username FROM players ORDER BY random() LIMIT $searches" >"$out/players.txt"
+shuf -n "$searches" --random-source=<(yes) "$out/positions.txt" >"$out/search_positions.txt"
+
+# Runs one command per line of a file (the line is the last argument) and
+# writes each one's wall time in milliseconds to OUT.
+time_each() { # FILE OUT COMMAND...
+    local file=$1 times=$2 line start end
+    shift 2
+    : >"$times"
+    while IFS= read -r line; do
+        start=$(now_ns)
+        "$@" "$line" >/dev/null 2>&1 || true
+        end=$(now_ns)
+        echo $(((end - start) / 1000)) >>"$times"
+    done <"$file"
+}
+naive_explore() { # FEN: the GROUP BY over moves joined to games a user would write
+    sql "$url" "SET statement_timeout = '30s';
+        SELECT m.uci, count(*), count(*) FILTER (WHERE g.result = 1),
+               count(*) FILTER (WHERE g.result = 0), count(*) FILTER (WHERE g.result = -1),
+               avg((g.white_elo + g.black_elo) / 2)
+        FROM positions p JOIN moves m ON m.position_id = p.id JOIN games g ON g.id = m.game_id
+        WHERE p.normalized_fen = '$1' AND g.variant = 'standard' $naive_filter
+        GROUP BY m.uci ORDER BY count(*) DESC LIMIT 12"
+}
+naive_filter=""
+explore_plain() { "$pgnload" --database-url "$url" explore --json "$1"; }
+explore_filtered() {
+    "$pgnload" --database-url "$url" explore --json --speeds blitz,rapid --ratings 1600,1800,2000 "$1"
+}
+naive_filtered() {
+    naive_filter="AND g.time_initial_s + 40 * g.time_increment_s BETWEEN 180 AND 1499
+                  AND (g.white_elo + g.black_elo) / 2 BETWEEN 1600 AND 2199"
+    naive_explore "$1"
+    naive_filter=""
+}
+games_player() { "$pgnload" --database-url "$url" games --limit 100 --format json --player "$1"; }
+games_fen() { "$pgnload" --database-url "$url" games --limit 100 --format json --fen "$1"; }
+naive_player() {
+    sql "$url" "SELECT g.id FROM games g JOIN players w ON w.id = g.white_player_id
+                JOIN players b ON b.id = g.black_player_id
+                WHERE w.username = '$1' OR b.username = '$1'
+                ORDER BY g.started_at DESC NULLS LAST, g.id DESC LIMIT 100"
+}
+naive_fen() {
+    sql "$url" "SET statement_timeout = '30s';
+                SELECT DISTINCT g.id, g.started_at FROM positions p
+                JOIN moves m ON m.position_id = p.id JOIN games g ON g.id = m.game_id
+                WHERE p.normalized_fen = '$1'
+                ORDER BY g.started_at DESC NULLS LAST, g.id DESC LIMIT 100"
+}
+# A process that connects and does nothing: what every measured command
+# pays before its query (the naive side pays psql's own start).
+noop() { "$pgnload" --database-url "$url" games --limit 0 --player "$1"; }
+
+log "explore: $queries positions, without and with filters, and the naive SQL"
+time_each "$out/positions.txt" "$out/explore.ms" explore_plain
+time_each "$out/positions.txt" "$out/explore_filtered.ms" explore_filtered
+time_each "$out/positions.txt" "$out/naive_explore.ms" naive_explore
+time_each "$out/positions.txt" "$out/naive_explore_filtered.ms" naive_filtered
+log "games --player and --fen: $searches each, and the naive SQL"
+time_each "$out/players.txt" "$out/games_player.ms" games_player
+time_each "$out/players.txt" "$out/naive_player.ms" naive_player
+time_each "$out/search_positions.txt" "$out/games_fen.ms" games_fen
+time_each "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
+time_each "$out/players.txt" "$out/startup.ms" noop
+
+log "export of every game, and PostgreSQL's COPY of the same rows"
+start=$(now_ns)
+"$pgnload" --database-url "$url" --quiet export -o "$out/export.pgn" >/dev/null
+end=$(now_ns)
+record export_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+record export_bytes "$(stat -c %s "$out/export.pgn")"
+rm -f "$out/export.pgn"
+start=$(now_ns)
+sql "$url" "COPY (SELECT g.*, m.* FROM games g JOIN moves m ON m.game_id = g.id) TO STDOUT" >/dev/null
+end=$(now_ns)
+record copy_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+
+# ------------------------------------------------ report
+python3 - "$out" "$results" <<'PY'
+import json, statistics, sys
+out, results = sys.argv[1], sys.argv[2]
+meta = dict(line.rstrip("\n").split("\t", 1) for line in open(results))
+def ms(name):
+    values = sorted(int(v) / 1000 for v in open(f"{out}/{name}.ms"))
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]
+    return {"n": len(values), "p50": pick(0.50), "p95": pick(0.95), "max": values[-1]}
+report = {"meta": {k: meta[k] for k in ("games", "queries", "commit")}}
+rows = [
+    ("explore", "explore", "naive_explore"),
+    ("explore with filters", "explore_filtered", "naive_explore_filtered"),
+    ("games --player (first 100)", "games_player", "naive_player"),
+    ("games --fen (first 100)", "games_fen", "naive_fen"),
+]
+startup = ms("startup")
+print(f"\nqueries on {int(meta['games']):,} games (ms, whole process; pgnload start + connect p50 {startup['p50']:.1f})")
+print(f"{'query':32} {'n':>5} {'p50':>8} {'p95':>8} {'naive p50':>10} {'naive p95':>10} {'p95 ratio':>10}")
+for label, ours, naive in rows:
+    a, b = ms(ours), ms(naive)
+    ratio = a["p95"] / b["p95"] if b["p95"] else float("nan")
+    report[ours] = {**a, "naive": b, "p95_ratio_to_naive": ratio}
+    print(f"{label:32} {a['n']:>5} {a['p50']:>8.1f} {a['p95']:>8.1f} {b['p50']:>10.1f} {b['p95']:>10.1f} {ratio:>10.3f}")
+report["startup"] = startup
+games = int(meta["games"])
+export_s, copy_s = float(meta["export_seconds"]), float(meta["copy_seconds"])
+report["export"] = {"seconds": export_s, "games_per_s": games / export_s,
+                    "copy_seconds": copy_s, "ratio_to_copy": export_s / copy_s}
+print(f"\nexport: {games / export_s:,.0f} games/s, {export_s / copy_s:.2f}x the time of COPY of the same games and moves rows")
+def cost(mode):
+    off = [float(meta[f"import_{mode}_counters_off_{r}"]) for r in (1, 2)]
+    on = [float(meta[f"import_{mode}_counters_on_{r}"]) for r in (1, 2)]
+    return {"off_s": off, "on_s": on, "ratio": statistics.median(on) / statistics.median(off)}
+report["counters_cost"] = {mode: cost(mode) for mode in ("incremental", "bulk")}
+for mode, c in report["counters_cost"].items():
+    print(f"import with explorer counters, {mode}: {c['ratio']:.2f}x the same import without (median of 2)")
+enable_s, import_s = float(meta["explorer_enable_seconds"]), float(meta["import_seconds"])
+report["explorer_enable"] = {"seconds": enable_s, "ratio_to_import": enable_s / import_s}
+print(f"db explorer enable on the imported corpus: {enable_s / import_s:.2f}x its bulk import's time")
+json.dump(report, open(f"{out}/bench_query.json", "w"), indent=2)
+PY
+log "results in $out/bench_query.json"
