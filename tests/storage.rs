@@ -26,24 +26,26 @@ fn index_kinds(db: &TestDb) -> String {
     )
 }
 
-/// Puts the objects the storage migrations change back as 0003 left them,
-/// and forgets those migrations: a database from before them.
+/// Puts the objects the storage migrations (0006, 0007) change back as
+/// 0003 left them, and forgets those two migrations: a database from before
+/// them. Later migrations stay recorded, as they are not undone here.
 const BEFORE_STORAGE: &str = "
 DROP INDEX positions_piece_placement_idx;
 CREATE INDEX positions_piece_placement_idx ON positions (piece_placement);
 ALTER INDEX positions_pkey RESET (fillfactor);
 ALTER INDEX games_pkey RESET (fillfactor);
 ALTER INDEX moves_pkey RESET (fillfactor);
-DELETE FROM pgnload_migrations WHERE version >= 6";
+DELETE FROM pgnload_migrations WHERE version IN (6, 7)";
 
-/// The statements an open bulk load recorded before the storage migrations.
+/// The statements an open bulk load recorded before the storage migrations
+/// (0006, 0007), which are forgotten again.
 const RECORDED_BEFORE_STORAGE: &str = "
 UPDATE import_bulk_objects
 SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions USING btree (piece_placement)'
 WHERE object_name = 'positions_piece_placement_idx';
 UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
 WHERE object_name IN ('positions_pkey', 'moves_pkey');
-DELETE FROM pgnload_migrations WHERE version >= 6";
+DELETE FROM pgnload_migrations WHERE version IN (6, 7)";
 
 fn migrate(db: &TestDb) -> Output {
     run({
