@@ -92,6 +92,15 @@ pub struct ImportArgs {
     /// Leave out games where either player has the title BOT.
     #[arg(long)]
     pub exclude_bots: bool,
+    /// Positions and moves rows only for plies 0..=N (the start position is
+    /// ply 0); games.moves keeps every move, so export loses nothing but
+    /// the clocks, evals and NAGs past ply N.
+    #[arg(long, value_name = "N")]
+    pub positions_max_ply: Option<u32>,
+    /// Games rows only (with games.moves): the start position, no moves
+    /// rows (a cap of 0).
+    #[arg(long, conflicts_with = "positions_max_ply")]
+    pub games_only: bool,
 }
 
 impl ImportArgs {
@@ -110,6 +119,8 @@ impl ImportArgs {
             since: self.since,
             until: self.until,
             exclude_bots: self.exclude_bots,
+            positions_max_ply: self.positions_max_ply,
+            games_only: self.games_only,
         };
     }
 }

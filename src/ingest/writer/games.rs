@@ -19,6 +19,7 @@ use crate::{
     chess::{
         model::{termination_label, username_key},
         replay::GameRecord,
+        scope::recorded_cap,
     },
     error::Error,
     ingest::{
@@ -224,7 +225,10 @@ fn game_row<'a>(
 ) -> Result<GameRow<'a>, Error> {
     let game = new.game;
     let id_of = |i: usize| id_at(new.keys, position_ids, i);
-    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
+    // The last position stored: the game's final position, or under a cap
+    // the one after its last moves row (see sql/0009_positions_cap.sql).
+    let stored = new.keys.len().saturating_sub(1);
+    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(stored)) else {
         return Err(unresolved(game));
     };
     let player = |name: &Option<String>| {
@@ -258,6 +262,8 @@ fn game_row<'a>(
         file_id: file.file_id,
         game_number: to_i64(game.pos.game_number),
         byte_offset: to_i64(game.pos.byte_offset),
+        positions_max_ply: recorded_cap(file.positions_max_ply, game.plies.len())
+            .map(|cap| ply_number(cap as usize)),
     })
 }
 
@@ -275,7 +281,9 @@ fn move_rows<'a>(
         };
         let game = row.game;
         let id_of = |i: usize| id_at(row.keys, position_ids, i);
-        for (i, ply) in game.plies.iter().enumerate() {
+        // Rows for the plies whose positions are stored (a cap's first N).
+        let stored = row.keys.len().saturating_sub(1);
+        for (i, ply) in game.plies.iter().enumerate().take(stored) {
             let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
                 return Err(unresolved(game));
             };
@@ -399,14 +407,14 @@ async fn insert_games_if_absent(
     copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
     let rows = tx
         .query(
-            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset)
+            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply)
              SELECT source, external_id, event_id, site, round,
                  white_player_id, black_player_id, white_elo, black_elo,
                  white_rating_diff, black_rating_diff, time_control, time_initial_s,
                  time_increment_s, variant::game_variant, termination::game_termination,
                  result, eco, opening, started_at,
                  initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset
+                 import_file_id, game_number, byte_offset, positions_max_ply
              FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, source, external_id",
@@ -436,7 +444,7 @@ async fn copy_new_games(
     ids.advance(tx).await?;
     copy_rows(
         tx,
-        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset) FROM STDIN (FORMAT binary)",
+        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply) FROM STDIN (FORMAT binary)",
         game_rows,
     )
     .await?;

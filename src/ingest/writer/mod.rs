@@ -73,7 +73,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_games (
     variant text, termination text, result smallint, eco text, opening text,
     started_at timestamptz, initial_position_id bigint, final_position_id bigint,
     ply_count integer, moves bytea, start_fen text, tags jsonb,
-    import_file_id bigint, game_number bigint, byte_offset bigint
+    import_file_id bigint, game_number bigint, byte_offset bigint, positions_max_ply integer
 ) ON COMMIT DELETE ROWS;
 ";
 
@@ -91,6 +91,9 @@ pub struct FileContext {
     /// it once under the import lock (which `db explorer enable|disable`
     /// take exclusively, so it holds for the whole run).
     pub explorer: bool,
+    /// The run's positions cap (`--positions-max-ply`, `--games-only`):
+    /// rows for plies `0..=cap` of each game only.
+    pub positions_max_ply: Option<u32>,
 }
 
 /// What one committed batch did.
@@ -299,6 +302,7 @@ mod tests {
             source: "pgn".to_owned(),
             expected_bytes_done: 0,
             explorer: false,
+            positions_max_ply: None,
         };
         let error = batch_bounds(&batch, &file).expect_err("past bigint");
         assert_eq!(
