@@ -5,9 +5,23 @@
 //! without the cap) giving the rows of a full import, across SIGKILLs too,
 //! with the explorer counters equal to a recount throughout.
 
-use std::{path::PathBuf, process::Output};
+use std::{
+    path::PathBuf,
+    process::{Output, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
 
-use crate::common::{TestDb, data, fresh_db, python_script, run, scratch_dir};
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    common::{Lcg, TestDb, data, enable_explorer, fresh_db, python_script, run, scratch_dir},
+    import::content_dump,
+    resume::corpus_with_copies,
+};
 
 /// Shipped files that import without a reject and hold no game twice:
 /// several variants, start positions, clocks and evaluations.
@@ -194,4 +208,124 @@ fn a_capped_import_stores_the_first_plies_python_counts_and_loses_no_move() {
     assert_eq!(counts(&games_only).1, 0);
     assert_eq!(game_moves(&games_only), game_moves(&full));
     assert_verify_clean(&games_only, "--games", "games-only import");
+}
+
+#[test]
+fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
+    let full = fresh_db("footprint_bf_full");
+    enable_explorer(full.pgnload());
+    import(&full, &[]);
+    let cap = CAP.to_string();
+    for (label, scope) in [
+        ("games_only", vec!["--games-only"]),
+        ("capped", vec!["--positions-max-ply", cap.as_str()]),
+    ] {
+        let db = fresh_db(&format!("footprint_bf_{label}"));
+        enable_explorer(db.pgnload());
+        import(&db, &scope);
+        assert_verify_clean(&db, "--explorer", &format!("{label} import"));
+        assert_ne!(
+            content_dump(&db),
+            content_dump(&full),
+            "{label}: rows left out"
+        );
+        // Without --restart the other scope is refused; with it, the games
+        // present get their missing rows.
+        let mut cmd = db.pgnload();
+        cmd.args(["-q", "import"]).args(files());
+        assert_ne!(
+            run(cmd).status.code(),
+            Some(0),
+            "{label}: scope change refused"
+        );
+        let out = import(&db, &["--restart"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let games = counts(&full).2;
+        assert!(
+            stderr.contains(&format!(
+                "{games} read = 0 imported + {games} already present"
+            )),
+            "{label}: {stderr}"
+        );
+        assert_eq!(
+            content_dump(&db),
+            content_dump(&full),
+            "{label}: backfilled"
+        );
+        assert_eq!(
+            db.psql("SELECT count(*) FROM games WHERE positions_max_ply IS NOT NULL"),
+            "0",
+            "{label}"
+        );
+        assert_verify_clean(&db, "--games", &format!("{label} backfilled"));
+        assert_verify_clean(&db, "--explorer", &format!("{label} backfilled"));
+        assert_eq!(
+            db.psql("SELECT count(*) FROM explorer_moves"),
+            full.psql("SELECT count(*) FROM explorer_moves"),
+            "{label}"
+        );
+        // A rerun under the cap again removes nothing.
+        let restart_capped: Vec<&str> = scope.iter().copied().chain(["--restart"]).collect();
+        import(&db, &restart_capped);
+        assert_eq!(content_dump(&db), content_dump(&full), "{label}: rerun");
+    }
+}
+
+#[test]
+fn a_killed_backfill_rerun_gives_the_rows_of_a_full_import() {
+    let dir = scratch_dir("footprint-kill");
+    let files = corpus_with_copies(dir.path(), 3);
+    let full = fresh_db("footprint_kill_full");
+    let import_files = |db: &TestDb, args: &[&str]| {
+        let mut cmd = db.pgnload();
+        cmd.args(["-q", "import", "--batch-games", "20"])
+            .args(args)
+            .args(&files)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    enable_explorer(full.pgnload());
+    let out = run(import_files(&full, &[]));
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    let db = fresh_db("footprint_kill");
+    enable_explorer(db.pgnload());
+    let out = run(import_files(&db, &["--games-only"]));
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    assert_eq!(db.psql("SELECT count(*) FROM moves"), "0");
+
+    let mut rng = Lcg(20_261_124);
+    let mut kills = 0;
+    for runs in 1.. {
+        assert!(runs < 200, "the backfill never finished");
+        let mut child = import_files(&db, &["--restart"])
+            .spawn()
+            .expect("spawn pgnload");
+        let delay = Duration::from_millis(50 + rng.below(400));
+        let started = Instant::now();
+        let finished = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if kills < 5 && started.elapsed() >= delay {
+                break None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        if let Some(status) = finished {
+            assert!(matches!(status.code(), Some(0 | 2)), "{status:?}");
+            break;
+        }
+        kill(
+            Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
+            Signal::SIGKILL,
+        )
+        .expect("SIGKILL");
+        let _ = child.wait();
+        kills += 1;
+    }
+    assert!(kills >= 5, "only {kills} kills landed");
+    assert_eq!(content_dump(&db), content_dump(&full));
+    assert_verify_clean(&db, "--games", "killed backfill");
+    assert_verify_clean(&db, "--explorer", "killed backfill");
 }

@@ -98,7 +98,8 @@ pub struct ImportArgs {
     #[arg(long, value_name = "N")]
     pub positions_max_ply: Option<u32>,
     /// Games rows only (with games.moves): the start position, no moves
-    /// rows (a cap of 0).
+    /// rows (a cap of 0). `import --restart` of the same input without it
+    /// fills the positions and moves in.
     #[arg(long, conflicts_with = "positions_max_ply")]
     pub games_only: bool,
 }

@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Transaction, types::Json};
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{GameRow, MoveRow, RejectRow, WriteError, copy_rows},
-    existing::{Candidate, Conflict, classify},
+    existing::{Candidate, Conflict, Extension, classify},
     players_events::{event_key, get_or_create_events, get_or_create_players},
     positions::ResolvedBatch,
     to_i64,
@@ -34,8 +34,10 @@ pub(super) struct NewGame<'a> {
     pub(super) game: &'a GameRecord,
     pub(super) source: &'a str,
     pub(super) external_id: String,
-    /// The dedup key of each of the game's positions, in order.
+    /// The dedup key of each of the game's positions stored, in order.
     pub(super) keys: &'a [PositionKey],
+    /// Present under a smaller cap: its rows past it are added instead.
+    pub(super) extends: Option<Extension>,
 }
 
 /// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
@@ -84,6 +86,12 @@ pub async fn write_games(
         })
         .collect();
 
+    // Games present under a smaller positions cap get their missing rows
+    // (the backfill); the others are inserted.
+    let (extensions, new_games): (Vec<NewGame<'_>>, Vec<NewGame<'_>>) = new_games
+        .into_iter()
+        .partition(|game| game.extends.is_some());
+
     // 2. Players and events.
     let player_ids = get_or_create_players(&tx, &new_games)
         .await
@@ -115,9 +123,24 @@ pub async fn write_games(
     stats.imported = inserted.len() as u64;
     stats.rejected = rejected.len() as u64;
     stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
+    let extended = extend_games(&tx, &at, &extensions, position_ids).await?;
+    if file.explorer && !extended.is_empty() {
+        // Their counters are recounted whole below: a ply past the old cap
+        // can change the move of a position's last visit.
+        let ids: Vec<i64> = extended.iter().map(|(id, _)| *id).collect();
+        explorer::remove_games(&tx, &ids).await?;
+    }
 
-    // 4. Moves of the inserted games, the rejects and the conflicts.
-    let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
+    // 4. Moves of the inserted games (and the added ones of the extended
+    //    games), the rejects and the conflicts.
+    let inserted_games = game_rows.iter().filter_map(|row| {
+        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+        Some((*id, row.game, row.keys, 0))
+    });
+    let extended_games = extended
+        .iter()
+        .map(|(id, new)| (*id, new.game, new.keys, new.stored_from()));
+    let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
     if !move_rows.is_empty() {
         stats.moves = copy_rows(
             &tx,
@@ -130,10 +153,13 @@ pub async fn write_games(
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
     if file.explorer {
-        let counted = game_rows.iter().filter_map(|row| {
-            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-            Some((*id, row.game, row.keys))
-        });
+        let counted = game_rows
+            .iter()
+            .filter_map(|row| {
+                let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+                Some((*id, row.game, row.keys))
+            })
+            .chain(extended.iter().map(|(id, new)| (*id, new.game, new.keys)));
         explorer::add_batch(&tx, counted, position_ids).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
@@ -196,6 +222,7 @@ async fn recheck_games<'b>(
                 game,
                 source: game.source(&file.source),
                 external_id: g.external_id.clone(),
+                extends: None,
             })
         })
         .collect();
@@ -208,6 +235,7 @@ async fn recheck_games<'b>(
                 game: c.game,
                 source: c.source,
                 external_id: c.external_id,
+                extends: c.extends,
             })
         })
         .collect();
@@ -267,23 +295,18 @@ fn game_row<'a>(
     })
 }
 
-/// The `moves` rows of the games that were inserted (`inserted`: their
-/// ids by identity).
+/// The `moves` rows of `games`: each `(games.id, game, position keys,
+/// plies it already has rows for)`, rows for the rest of its stored plies.
 fn move_rows<'a>(
-    game_rows: &[GameRow<'a>],
-    inserted: &HashMap<(String, String), i64>,
+    games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey], usize)>,
     position_ids: &KeyMap<i64>,
 ) -> Result<Vec<MoveRow<'a>>, Error> {
     let mut rows = Vec::new();
-    for row in game_rows {
-        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
-            continue;
-        };
-        let game = row.game;
-        let id_of = |i: usize| id_at(row.keys, position_ids, i);
+    for (game_id, game, keys, from) in games {
+        let id_of = |i: usize| id_at(keys, position_ids, i);
         // Rows for the plies whose positions are stored (a cap's first N).
-        let stored = row.keys.len().saturating_sub(1);
-        for (i, ply) in game.plies.iter().enumerate().take(stored) {
+        let stored = keys.len().saturating_sub(1);
+        for (i, ply) in game.plies.iter().enumerate().take(stored).skip(from) {
             let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
                 return Err(unresolved(game));
             };
@@ -449,6 +472,70 @@ async fn copy_new_games(
     )
     .await?;
     Ok(())
+}
+
+impl NewGame<'_> {
+    /// The plies a game being extended already has rows for (0 for a new game).
+    fn stored_from(&self) -> usize {
+        self.extends
+            .map_or(0, |e| usize::try_from(e.stored_cap).unwrap_or(0))
+    }
+}
+
+/// The backfill of games present under a smaller positions cap: each gets
+/// the final position and cap of this run (`file`), if it still has the
+/// cap it was found with (another importer may have extended it since;
+/// then it is left to that one). Returns the games this transaction
+/// extended, with their ids, whose rows past the old cap the caller adds.
+async fn extend_games<'g, 'a>(
+    tx: &Transaction<'_>,
+    at: &BatchContext<'_>,
+    extensions: &'g [NewGame<'a>],
+    position_ids: &KeyMap<i64>,
+) -> Result<Vec<(i64, &'g NewGame<'a>)>, Error> {
+    if extensions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::with_capacity(extensions.len());
+    let mut old_caps = Vec::with_capacity(extensions.len());
+    let mut new_caps: Vec<Option<i32>> = Vec::with_capacity(extensions.len());
+    let mut finals = Vec::with_capacity(extensions.len());
+    let mut by_id = HashMap::with_capacity(extensions.len());
+    for new in extensions {
+        let Some(extends) = new.extends else {
+            continue;
+        };
+        let stored = new.keys.len().saturating_sub(1);
+        let final_id = id_at(new.keys, position_ids, stored).ok_or_else(|| unresolved(new.game))?;
+        ids.push(extends.game_id);
+        old_caps.push(extends.stored_cap);
+        new_caps.push(
+            recorded_cap(at.file.positions_max_ply, new.game.plies.len())
+                .map(|cap| ply_number(cap as usize)),
+        );
+        finals.push(final_id);
+        by_id.insert(extends.game_id, new);
+    }
+    let rows = tx
+        .query(
+            "UPDATE games g SET positions_max_ply = u.cap, final_position_id = u.final_id
+             FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::bigint[])
+                 AS u(id, old_cap, cap, final_id)
+             WHERE g.id = u.id AND g.positions_max_ply = u.old_cap
+             RETURNING g.id",
+            &[&ids, &old_caps, &new_caps, &finals],
+        )
+        .await
+        .map_err(|e| at.err("extending capped games", e))?;
+    let mut extended: Vec<(i64, &NewGame<'a>)> = rows
+        .iter()
+        .filter_map(|row| {
+            let id: i64 = row.get(0);
+            Some((id, *by_id.get(&id)?))
+        })
+        .collect();
+    extended.sort_unstable_by_key(|(id, _)| *id);
+    Ok(extended)
 }
 
 /// A ply number or count as the `integer` columns hold it.

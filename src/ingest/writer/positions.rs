@@ -31,7 +31,9 @@ pub type PendingIds = Vec<(PositionKey, i64)>;
 #[derive(Debug, Default)]
 pub struct ResolvedBatch {
     /// The games that were new when the positions were resolved (not in
-    /// the database, not repeated within the batch), in batch order.
+    /// the database, not repeated within the batch), in batch order, and
+    /// the ones present under a smaller positions cap (phase two finds
+    /// them again, as it does every game).
     pub(super) games: Vec<ResolvedGame>,
     /// The id of every position of those games.
     pub(super) position_ids: KeyMap<i64>,
