@@ -247,6 +247,18 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
             )),
             "{label}: {stderr}"
         );
+        // The games the cap cut: longer than it (a game of no move is
+        // complete even under --games-only).
+        let cut = if label == "games_only" { 0 } else { CAP };
+        let capped_games = full.psql(&format!(
+            "SELECT count(*) FROM games WHERE ply_count > {cut}"
+        ));
+        assert!(
+            stderr.contains(&format!(
+                "backfill:  {capped_games} of the present games got their positions"
+            )),
+            "{label}: {stderr}"
+        );
         assert_eq!(
             content_dump(&db),
             content_dump(&full),

@@ -212,6 +212,12 @@ fn print_summary(summary: &Summary) {
             g.conflicts
         );
     }
+    if g.backfilled > 0 {
+        eprintln!(
+            "  backfill:  {} of the present games got their positions and moves past their cap",
+            g.backfilled
+        );
+    }
     eprintln!(
         "  positions: {} new, {} reused; {:.1}% resolved in memory",
         g.positions_new,

@@ -124,6 +124,7 @@ pub async fn write_games(
     stats.rejected = rejected.len() as u64;
     stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
     let extended = extend_games(&tx, &at, &extensions, position_ids).await?;
+    stats.backfilled = extended.len() as u64;
     if file.explorer && !extended.is_empty() {
         // Their counters are recounted whole below: a ply past the old cap
         // can change the move of a position's last visit.

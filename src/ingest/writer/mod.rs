@@ -121,6 +121,9 @@ pub struct BatchStats {
     /// Games not imported because their identity is held by a game with
     /// other moves (counted in `present` too).
     pub conflicts: u64,
+    /// Games present under a smaller positions cap that got their rows
+    /// past it (counted in `present` too): the backfill.
+    pub backfilled: u64,
 }
 
 impl BatchStats {
@@ -146,6 +149,7 @@ impl BatchStats {
         self.positions_in_memory += other.positions_in_memory;
         self.moves += other.moves;
         self.conflicts += other.conflicts;
+        self.backfilled += other.backfilled;
     }
 }
 
