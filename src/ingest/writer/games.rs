@@ -128,7 +128,7 @@ pub async fn write_games(
     if file.explorer && !extended.is_empty() {
         // Their counters are recounted whole below: a ply past the old cap
         // can change the move of a position's last visit.
-        let ids: Vec<i64> = extended.iter().map(|(id, _)| *id).collect();
+        let ids: Vec<i64> = extended.iter().map(|(id, _, _)| *id).collect();
         explorer::remove_games(&tx, &ids).await?;
     }
 
@@ -140,7 +140,7 @@ pub async fn write_games(
     });
     let extended_games = extended
         .iter()
-        .map(|(id, new)| (*id, new.game, new.keys, new.stored_from()));
+        .map(|(id, new, from)| (*id, new.game, new.keys, *from));
     let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
     if !move_rows.is_empty() {
         stats.moves = copy_rows(
@@ -160,7 +160,11 @@ pub async fn write_games(
                 let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
                 Some((*id, row.game, row.keys))
             })
-            .chain(extended.iter().map(|(id, new)| (*id, new.game, new.keys)));
+            .chain(
+                extended
+                    .iter()
+                    .map(|(id, new, _)| (*id, new.game, new.keys)),
+            );
         explorer::add_batch(&tx, counted, position_ids).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
@@ -291,8 +295,7 @@ fn game_row<'a>(
         file_id: file.file_id,
         game_number: to_i64(game.pos.game_number),
         byte_offset: to_i64(game.pos.byte_offset),
-        positions_max_ply: recorded_cap(file.positions_max_ply, game.plies.len())
-            .map(|cap| ply_number(cap as usize)),
+        positions_max_ply: cap_column(file, game),
     })
 }
 
@@ -475,25 +478,24 @@ async fn copy_new_games(
     Ok(())
 }
 
-impl NewGame<'_> {
-    /// The plies a game being extended already has rows for (0 for a new game).
-    fn stored_from(&self) -> usize {
-        self.extends
-            .map_or(0, |e| usize::try_from(e.stored_cap).unwrap_or(0))
-    }
+/// `games.positions_max_ply` of `game` imported under `file`'s cap.
+fn cap_column(file: &FileContext, game: &GameRecord) -> Option<i32> {
+    // Below the game's ply count, which ply_number takes.
+    recorded_cap(file.positions_max_ply, game.plies.len()).map(|cap| ply_number(cap as usize))
 }
 
 /// The backfill of games present under a smaller positions cap: each gets
 /// the final position and cap of this run (`file`), if it still has the
 /// cap it was found with (another importer may have extended it since;
 /// then it is left to that one). Returns the games this transaction
-/// extended, with their ids, whose rows past the old cap the caller adds.
+/// extended, with their ids and the plies they had rows for, whose rows
+/// past those the caller adds.
 async fn extend_games<'g, 'a>(
     tx: &Transaction<'_>,
     at: &BatchContext<'_>,
     extensions: &'g [NewGame<'a>],
     position_ids: &KeyMap<i64>,
-) -> Result<Vec<(i64, &'g NewGame<'a>)>, Error> {
+) -> Result<Vec<(i64, &'g NewGame<'a>, usize)>, Error> {
     if extensions.is_empty() {
         return Ok(Vec::new());
     }
@@ -508,14 +510,17 @@ async fn extend_games<'g, 'a>(
         };
         let stored = new.keys.len().saturating_sub(1);
         let final_id = id_at(new.keys, position_ids, stored).ok_or_else(|| unresolved(new.game))?;
+        let from = usize::try_from(extends.stored_cap).map_err(|_| {
+            Error::Internal(format!(
+                "game {}: positions_max_ply {} is negative (the column's check refuses it)",
+                extends.game_id, extends.stored_cap
+            ))
+        })?;
         ids.push(extends.game_id);
         old_caps.push(extends.stored_cap);
-        new_caps.push(
-            recorded_cap(at.file.positions_max_ply, new.game.plies.len())
-                .map(|cap| ply_number(cap as usize)),
-        );
+        new_caps.push(cap_column(at.file, new.game));
         finals.push(final_id);
-        by_id.insert(extends.game_id, new);
+        by_id.insert(extends.game_id, (new, from));
     }
     let rows = tx
         .query(
@@ -528,14 +533,15 @@ async fn extend_games<'g, 'a>(
         )
         .await
         .map_err(|e| at.err("extending capped games", e))?;
-    let mut extended: Vec<(i64, &NewGame<'a>)> = rows
+    let mut extended: Vec<(i64, &NewGame<'a>, usize)> = rows
         .iter()
         .filter_map(|row| {
             let id: i64 = row.get(0);
-            Some((id, *by_id.get(&id)?))
+            let &(new, from) = by_id.get(&id)?;
+            Some((id, new, from))
         })
         .collect();
-    extended.sort_unstable_by_key(|(id, _)| *id);
+    extended.sort_unstable_by_key(|(id, _, _)| *id);
     Ok(extended)
 }
 

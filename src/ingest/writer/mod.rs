@@ -21,7 +21,11 @@
 //! 3. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
 //!    game another importer committed meanwhile is "already present" too
 //!    (bulk mode: `COPY`ed with their own ids);
-//! 4. moves of the inserted games and the rejected games are `COPY`ed;
+//!    Games present under a smaller positions cap (`--positions-max-ply`,
+//!    `--games-only`) get their cap and final position updated instead,
+//!    if no other importer did it first (the backfill);
+//! 4. moves of the inserted games (and of the backfilled games' plies past
+//!    their old cap) and the rejected games are `COPY`ed;
 //! 5. the input's checkpoint (games read, bytes consumed, counts) is updated.
 //!
 //! One file per idea: `positions` is phase one, `games` phase two with
