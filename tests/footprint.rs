@@ -216,9 +216,15 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
     enable_explorer(full.pgnload());
     import(&full, &[]);
     let cap = CAP.to_string();
-    for (label, scope) in [
-        ("games_only", vec!["--games-only"]),
-        ("capped", vec!["--positions-max-ply", cap.as_str()]),
+    // Both load modes backfill: auto picks bulk after --games-only (the
+    // positions table is nearly empty).
+    for (label, scope, mode) in [
+        ("games_only", vec!["--games-only"], "auto"),
+        (
+            "capped",
+            vec!["--positions-max-ply", cap.as_str()],
+            "incremental",
+        ),
     ] {
         let db = fresh_db(&format!("footprint_bf_{label}"));
         enable_explorer(db.pgnload());
@@ -238,7 +244,7 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
             Some(0),
             "{label}: scope change refused"
         );
-        let out = import(&db, &["--restart"]);
+        let out = import(&db, &["--restart", "--mode", mode]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let games = counts(&full).2;
         assert!(
@@ -247,6 +253,12 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
             )),
             "{label}: {stderr}"
         );
+        let shown = if mode == "auto" {
+            "mode:      bulk"
+        } else {
+            "mode:      incremental"
+        };
+        assert!(stderr.contains(shown), "{label}: {stderr}");
         // The games the cap cut: longer than it (a game of no move is
         // complete even under --games-only).
         let cut = if label == "games_only" { 0 } else { CAP };
