@@ -105,7 +105,7 @@ rm -rf "$cluster"
 cluster_started=1
 "$pgnload" --data-dir "$cluster" db start >/dev/null
 url=$("$pgnload" --data-dir "$cluster" db url)
-sql() { "$psql" "$1" -XAtq -v ON_ERROR_STOP=1 -c "$2"; }
+sql() { PGOPTIONS="-c client_min_messages=warning" "$psql" "$1" -XAtq -v ON_ERROR_STOP=1 -c "$2"; }
 db_url() { sed "s#/[^/?]*\(?\|\$\)#/$1\1#" <<<"$url"; }
 [[ $(db_url probe) == *"/probe"* ]] || die "cannot derive database URLs from $url"
 
