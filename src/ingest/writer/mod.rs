@@ -40,12 +40,14 @@ mod existing;
 mod games;
 mod players_events;
 mod positions;
+mod single;
 
 use self::copy::WriteError;
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
     positions::{PendingIds, ResolvedBatch, resolve_positions},
+    single::prepare_game,
 };
 use crate::{
     chess::replay::GameRecord,
