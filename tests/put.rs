@@ -4,9 +4,9 @@
 //! Lichess id, or named with `--replace`) with `verify --games` and
 //! `verify --explorer` clean after each step, and bad input (several
 //! games, none, an illegal move, an unknown or taken `--replace` target,
-//! a failure part-way) gets a clear message, exit code 2, and leaves the
-//! database exactly as it was. On `--database-url` and on the embedded
-//! cluster.
+//! an unfinished bulk load, a failure part-way) gets a clear message,
+//! exit code 2, and leaves the database exactly as it was. On
+//! `--database-url` and on the embedded cluster.
 
 use std::{
     path::{Path, PathBuf},
@@ -306,6 +306,21 @@ fn put_refuses_bad_input_with_a_message_and_changes_nothing() {
             "{args:?} {file:?} changed the database"
         );
     }
+
+    // Refused, as a delete is, while a bulk load is unfinished: its games
+    // are counted only at its finish.
+    db.psql("INSERT INTO import_bulk_loads (state) VALUES ('loading')");
+    let out = put(db.pgnload(), &["--replace", &id], &edited);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "conflict: a bulk load is running or unfinished, or the explorer counters are being \
+             enabled or disabled: put games once that has finished"
+        ),
+        "{out:?}"
+    );
+    db.psql("DELETE FROM import_bulk_loads");
+    assert_eq!(content(&db), before, "a refused put changed the database");
 
     // One transaction: a failure after the old game is out (its counters
     // decremented, its moves and row deleted) and the new row is in
