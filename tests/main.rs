@@ -15,6 +15,7 @@ mod hostile;
 mod import;
 mod inputs;
 mod parity;
+mod put;
 mod query;
 mod reliability;
 mod resume;

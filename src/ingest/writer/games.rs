@@ -28,6 +28,9 @@ use crate::{
     },
 };
 
+/// The `COPY` of [`MoveRow`]s into `moves`.
+pub(super) const COPY_MOVES: &str = "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)";
+
 /// A game of the batch that is new to the database (so far).
 pub(super) struct NewGame<'a> {
     pub(super) game: &'a GameRecord,
@@ -94,7 +97,15 @@ pub async fn write_games(
     // 3. Games.
     let mut game_rows = new_games
         .iter()
-        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
+        .map(|new| {
+            game_row(
+                new,
+                position_ids,
+                &player_ids,
+                &event_ids,
+                Some(file.file_id),
+            )
+        })
         .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
@@ -118,13 +129,9 @@ pub async fn write_games(
     // 4. Moves of the inserted games, the rejects and the conflicts.
     let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
     if !move_rows.is_empty() {
-        stats.moves = copy_rows(
-            &tx,
-            "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
-            &move_rows,
-        )
-        .await
-        .map_err(|e| at.err("copying moves", e))?;
+        stats.moves = copy_rows(&tx, COPY_MOVES, &move_rows)
+            .await
+            .map_err(|e| at.err("copying moves", e))?;
     }
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
@@ -214,13 +221,14 @@ async fn recheck_games<'b>(
 }
 
 /// The `games` row of a new game: its positions, players and event
-/// resolved to ids.
-fn game_row<'a>(
+/// resolved to ids. `file_id`: the input it was read from (`None`: a game
+/// put on its own, which has no input, game number nor offset to record).
+pub(super) fn game_row<'a>(
     new: &NewGame<'a>,
     position_ids: &KeyMap<i64>,
     player_ids: &HashMap<(&'a str, String), i64>,
     event_ids: &HashMap<(&'a str, String), i64>,
-    file: &FileContext,
+    file_id: Option<i64>,
 ) -> Result<GameRow<'a>, Error> {
     let game = new.game;
     let id_of = |i: usize| id_at(new.keys, position_ids, i);
@@ -255,15 +263,15 @@ fn game_row<'a>(
         initial_s: game.meta.clock.map(|c| c.initial_s),
         increment_s: game.meta.clock.map(|c| c.increment_s),
         tags: Json(serde_json::Value::Object(game.meta.tags_json())),
-        file_id: file.file_id,
-        game_number: to_i64(game.pos.game_number),
-        byte_offset: to_i64(game.pos.byte_offset),
+        file_id,
+        game_number: file_id.map(|_| to_i64(game.pos.game_number)),
+        byte_offset: file_id.map(|_| to_i64(game.pos.byte_offset)),
     })
 }
 
 /// The `moves` rows of the games that were inserted (`inserted`: their
 /// ids by identity).
-fn move_rows<'a>(
+pub(super) fn move_rows<'a>(
     game_rows: &[GameRow<'a>],
     inserted: &HashMap<(String, String), i64>,
     position_ids: &KeyMap<i64>,
@@ -396,23 +404,54 @@ async fn insert_games_if_absent(
     game_rows: &[GameRow<'_>],
     inserted: &mut HashMap<(String, String), i64>,
 ) -> Result<(), WriteError> {
+    stage_games(tx, game_rows).await?;
+    insert_staged_games(tx, None, inserted).await
+}
+
+/// The columns of `games` every writer fills, in [`GameRow`]'s order after
+/// its id.
+const GAME_COLUMNS: &str = "source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset";
+
+/// `COPY`s `game_rows` into `stage_games` (emptied at commit).
+pub(super) async fn stage_games(
+    tx: &Transaction<'_>,
+    game_rows: &[GameRow<'_>],
+) -> Result<(), WriteError> {
     copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
-    let rows = tx
-        .query(
-            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset)
-             SELECT source, external_id, event_id, site, round,
+    Ok(())
+}
+
+/// Inserts the staged games with `ON CONFLICT DO NOTHING RETURNING`,
+/// recording the ids of those inserted in `inserted`. `id`: the id to give
+/// the one staged game (`game put` replacing a game keeps its id), else
+/// the table's identity decides.
+pub(super) async fn insert_staged_games(
+    tx: &Transaction<'_>,
+    id: Option<i64>,
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), WriteError> {
+    let values = "source, external_id, event_id, site, round,
                  white_player_id, black_player_id, white_elo, black_elo,
                  white_rating_diff, black_rating_diff, time_control, time_initial_s,
                  time_increment_s, variant::game_variant, termination::game_termination,
                  result, eco, opening, started_at,
                  initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset
-             FROM stage_games ORDER BY source, external_id
+                 import_file_id, game_number, byte_offset";
+    let tail = "FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
-             RETURNING id, source, external_id",
-            &[],
-        )
-        .await?;
+             RETURNING id, source, external_id";
+    let rows = match id {
+        None => {
+            let sql = format!("INSERT INTO games ({GAME_COLUMNS}) SELECT {values} {tail}");
+            tx.query(&sql, &[]).await?
+        }
+        Some(id) => {
+            let sql = format!(
+                "INSERT INTO games (id, {GAME_COLUMNS}) SELECT $1::bigint, {values} {tail}"
+            );
+            tx.query(&sql, &[&id]).await?
+        }
+    };
     for row in rows {
         inserted.insert((row.get(1), row.get(2)), row.get(0));
     }
@@ -436,7 +475,7 @@ async fn copy_new_games(
     ids.advance(tx).await?;
     copy_rows(
         tx,
-        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset) FROM STDIN (FORMAT binary)",
+        &format!("COPY games (id, {GAME_COLUMNS}) FROM STDIN (FORMAT binary)"),
         game_rows,
     )
     .await?;
@@ -444,7 +483,7 @@ async fn copy_new_games(
 }
 
 /// A ply number or count as the `integer` columns hold it.
-fn ply_number(n: usize) -> i32 {
+pub(super) fn ply_number(n: usize) -> i32 {
     i32::try_from(n).expect(
         "an imported game has at most max_plies plies (at most 1,000,000, checked in config), \
          far below 2^31",
