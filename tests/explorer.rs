@@ -524,7 +524,7 @@ fn top_games_are_the_same_whether_scanned_or_walked_by_rating() {
                 resolve_position(GameVariant::Standard, None, &request.play).expect("position");
             let expected = db.psql(&format!(
                 "SELECT string_agg(ref, ',' ORDER BY a DESC, id) FROM (
-                     SELECT g.id, floor((g.white_elo + g.black_elo) / 2.0) AS a,
+                     SELECT g.id, (g.white_elo + g.black_elo) / 2.0 AS a,
                             CASE WHEN g.source = 'lichess' THEN g.external_id
                                  ELSE g.source || ':' || g.external_id END AS ref
                      FROM games g

@@ -356,7 +356,7 @@ pub enum TopGamesPlan {
     /// cost grows with the games at the position (fine when it is rare).
     Scan,
     /// Rated games from the best average down (index
-    /// `games_average_rating_idx`), within `[low, high)`, keeping those
+    /// `games_rating_sum_idx`), with an average within `[low, high)`, keeping those
     /// with a moves row at the position: cost grows with the games passed
     /// before the limit is reached (fine when the position is frequent).
     /// The bounds come from the counters, so bands without a game at the
@@ -425,7 +425,8 @@ pub async fn rated_by_group(
 }
 
 /// The `limit` games of highest average rating among those the counters
-/// counted at position `id` (ties: lowest id first), found as `plan` says.
+/// counted at position `id` (by the exact average, that is the sum of both
+/// ratings; ties: lowest id first), found as `plan` says.
 pub async fn top_games(
     client: &Client,
     id: i64,
@@ -438,26 +439,29 @@ pub async fn top_games(
     params.push(&limit);
     let candidates = match &plan {
         TopGamesPlan::Scan => format!(
-            "SELECT game_id, average FROM explorer_game_moves
-             WHERE position_id = $1 AND average IS NOT NULL AND {CONDITIONS}
-             ORDER BY average DESC, game_id LIMIT $7"
+            "SELECT game_id, rating_sum FROM explorer_game_moves
+             WHERE position_id = $1 AND rating_sum IS NOT NULL AND {CONDITIONS}
+             ORDER BY rating_sum DESC, game_id LIMIT $7"
         ),
         TopGamesPlan::Walk { low, high } => {
+            // On the sum of both ratings: an average (rounded down) of at
+            // least `low` is a sum of at least `2 * low`, one below `high` a
+            // sum below `2 * high`.
             let mut bounds = String::new();
             if let Some(low) = low {
                 params.push(low);
-                bounds.push_str(&format!(" AND average >= ${}", params.len()));
+                bounds.push_str(&format!(" AND rating_sum >= 2 * ${}::bigint", params.len()));
             }
             if let Some(high) = high {
                 params.push(high);
-                bounds.push_str(&format!(" AND average < ${}", params.len()));
+                bounds.push_str(&format!(" AND rating_sum < 2 * ${}::bigint", params.len()));
             }
             format!(
-                "SELECT game_id, average FROM explorer_games e
-                 WHERE average IS NOT NULL{bounds} AND {CONDITIONS}
+                "SELECT game_id, rating_sum FROM explorer_games e
+                 WHERE rating_sum IS NOT NULL{bounds} AND {CONDITIONS}
                    AND EXISTS (SELECT 1 FROM moves m
                                WHERE m.game_id = e.game_id AND m.position_id = $1)
-                 ORDER BY average DESC NULLS LAST, game_id LIMIT $7"
+                 ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
             )
         }
     };
@@ -472,7 +476,7 @@ pub async fn top_games(
                  JOIN games g ON g.id = t.game_id
                  LEFT JOIN players wp ON wp.id = g.white_player_id
                  LEFT JOIN players bp ON bp.id = g.black_player_id
-                 ORDER BY t.average DESC, t.game_id"
+                 ORDER BY t.rating_sum DESC, t.game_id"
             ),
             &params,
         )
