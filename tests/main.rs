@@ -16,6 +16,7 @@ mod hostile;
 mod import;
 mod inputs;
 mod parity;
+mod put;
 mod query;
 mod reliability;
 mod resume;

@@ -223,7 +223,7 @@ async fn moves_of<C: GenericClient>(
 }
 
 /// Adds to `moves` the plies that capped games (`positions_max_ply`, see
-/// `sql/0009_positions_cap.sql`) have no rows for, replayed from
+/// `sql/0010_positions_cap.sql`) have no rows for, replayed from
 /// `games.moves`: every move is written, past the cap without annotations.
 async fn complete_capped<C: GenericClient>(
     client: &C,

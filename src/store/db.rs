@@ -76,8 +76,13 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 9,
-        name: "0009_positions_cap.sql",
-        sql: include_str!("../../sql/0009_positions_cap.sql"),
+        name: "0009_explorer_games.sql",
+        sql: include_str!("../../sql/0009_explorer_games.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "0010_positions_cap.sql",
+        sql: include_str!("../../sql/0010_positions_cap.sql"),
     },
 ];
 

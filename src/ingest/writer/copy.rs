@@ -207,9 +207,11 @@ pub(super) struct GameRow<'a> {
     pub(super) initial_s: Option<i32>,
     pub(super) increment_s: Option<i32>,
     pub(super) tags: Json<serde_json::Value>,
-    pub(super) file_id: i64,
-    pub(super) game_number: i64,
-    pub(super) byte_offset: i64,
+    /// Where the game was read (input, game number, byte offset): `None`
+    /// for a game stored by `game put`, which comes from no import.
+    pub(super) file_id: Option<i64>,
+    pub(super) game_number: Option<i64>,
+    pub(super) byte_offset: Option<i64>,
     /// `positions_max_ply`: see [`crate::chess::scope::recorded_cap`].
     pub(super) positions_max_ply: Option<i32>,
 }

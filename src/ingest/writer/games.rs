@@ -29,6 +29,9 @@ use crate::{
     },
 };
 
+/// The `COPY` of [`MoveRow`]s into `moves`.
+pub(super) const COPY_MOVES: &str = "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)";
+
 /// A game of the batch that is new to the database (so far).
 pub(super) struct NewGame<'a> {
     pub(super) game: &'a GameRecord,
@@ -103,7 +106,7 @@ pub async fn write_games(
     // 3. Games.
     let mut game_rows = new_games
         .iter()
-        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
+        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, Some(file)))
         .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
@@ -143,13 +146,9 @@ pub async fn write_games(
         .map(|(id, new, from)| (*id, new.game, new.keys, *from));
     let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
     if !move_rows.is_empty() {
-        stats.moves = copy_rows(
-            &tx,
-            "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
-            &move_rows,
-        )
-        .await
-        .map_err(|e| at.err("copying moves", e))?;
+        stats.moves = copy_rows(&tx, COPY_MOVES, &move_rows)
+            .await
+            .map_err(|e| at.err("copying moves", e))?;
     }
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
@@ -248,18 +247,20 @@ async fn recheck_games<'b>(
 }
 
 /// The `games` row of a new game: its positions, players and event
-/// resolved to ids.
-fn game_row<'a>(
+/// resolved to ids. `file`: the input it was read from, with its ply cap
+/// (`None`: a game put on its own, which has no input, game number nor
+/// offset to record, and all its plies).
+pub(super) fn game_row<'a>(
     new: &NewGame<'a>,
     position_ids: &KeyMap<i64>,
     player_ids: &HashMap<(&'a str, String), i64>,
     event_ids: &HashMap<(&'a str, String), i64>,
-    file: &FileContext,
+    file: Option<&FileContext>,
 ) -> Result<GameRow<'a>, Error> {
     let game = new.game;
     let id_of = |i: usize| id_at(new.keys, position_ids, i);
     // The last position stored: the game's final position, or under a cap
-    // the one after its last moves row (see sql/0009_positions_cap.sql).
+    // the one after its last moves row (see sql/0010_positions_cap.sql).
     let stored = new.keys.len().saturating_sub(1);
     let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(stored)) else {
         return Err(unresolved(game));
@@ -292,16 +293,16 @@ fn game_row<'a>(
         initial_s: game.meta.clock.map(|c| c.initial_s),
         increment_s: game.meta.clock.map(|c| c.increment_s),
         tags: Json(serde_json::Value::Object(game.meta.tags_json())),
-        file_id: file.file_id,
-        game_number: to_i64(game.pos.game_number),
-        byte_offset: to_i64(game.pos.byte_offset),
-        positions_max_ply: cap_column(file, game),
+        file_id: file.map(|f| f.file_id),
+        game_number: file.map(|_| to_i64(game.pos.game_number)),
+        byte_offset: file.map(|_| to_i64(game.pos.byte_offset)),
+        positions_max_ply: file.and_then(|f| cap_column(f, game)),
     })
 }
 
 /// The `moves` rows of `games`: each `(games.id, game, position keys,
 /// plies it already has rows for)`, rows for the rest of its stored plies.
-fn move_rows<'a>(
+pub(super) fn move_rows<'a>(
     games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey], usize)>,
     position_ids: &KeyMap<i64>,
 ) -> Result<Vec<MoveRow<'a>>, Error> {
@@ -431,23 +432,54 @@ async fn insert_games_if_absent(
     game_rows: &[GameRow<'_>],
     inserted: &mut HashMap<(String, String), i64>,
 ) -> Result<(), WriteError> {
+    stage_games(tx, game_rows).await?;
+    insert_staged_games(tx, None, inserted).await
+}
+
+/// The columns of `games` every writer fills, in [`GameRow`]'s order after
+/// its id.
+const GAME_COLUMNS: &str = "source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply";
+
+/// `COPY`s `game_rows` into `stage_games` (emptied at commit).
+pub(super) async fn stage_games(
+    tx: &Transaction<'_>,
+    game_rows: &[GameRow<'_>],
+) -> Result<(), WriteError> {
     copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
-    let rows = tx
-        .query(
-            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply)
-             SELECT source, external_id, event_id, site, round,
+    Ok(())
+}
+
+/// Inserts the staged games with `ON CONFLICT DO NOTHING RETURNING`,
+/// recording the ids of those inserted in `inserted`. `id`: the id to give
+/// the one staged game (`game put` replacing a game keeps its id), else
+/// the table's identity decides.
+pub(super) async fn insert_staged_games(
+    tx: &Transaction<'_>,
+    id: Option<i64>,
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), WriteError> {
+    let values = "source, external_id, event_id, site, round,
                  white_player_id, black_player_id, white_elo, black_elo,
                  white_rating_diff, black_rating_diff, time_control, time_initial_s,
                  time_increment_s, variant::game_variant, termination::game_termination,
                  result, eco, opening, started_at,
                  initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset, positions_max_ply
-             FROM stage_games ORDER BY source, external_id
+                 import_file_id, game_number, byte_offset, positions_max_ply";
+    let tail = "FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
-             RETURNING id, source, external_id",
-            &[],
-        )
-        .await?;
+             RETURNING id, source, external_id";
+    let rows = match id {
+        None => {
+            let sql = format!("INSERT INTO games ({GAME_COLUMNS}) SELECT {values} {tail}");
+            tx.query(&sql, &[]).await?
+        }
+        Some(id) => {
+            let sql = format!(
+                "INSERT INTO games (id, {GAME_COLUMNS}) SELECT $1::bigint, {values} {tail}"
+            );
+            tx.query(&sql, &[&id]).await?
+        }
+    };
     for row in rows {
         inserted.insert((row.get(1), row.get(2)), row.get(0));
     }
@@ -471,7 +503,7 @@ async fn copy_new_games(
     ids.advance(tx).await?;
     copy_rows(
         tx,
-        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply) FROM STDIN (FORMAT binary)",
+        &format!("COPY games (id, {GAME_COLUMNS}) FROM STDIN (FORMAT binary)"),
         game_rows,
     )
     .await?;
@@ -546,7 +578,7 @@ async fn extend_games<'g, 'a>(
 }
 
 /// A ply number or count as the `integer` columns hold it.
-fn ply_number(n: usize) -> i32 {
+pub(super) fn ply_number(n: usize) -> i32 {
     i32::try_from(n).expect(
         "an imported game has at most max_plies plies (at most 1,000,000, checked in config), \
          far below 2^31",

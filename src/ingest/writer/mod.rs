@@ -44,12 +44,14 @@ mod existing;
 mod games;
 mod players_events;
 mod positions;
+mod single;
 
 use self::copy::WriteError;
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
     positions::{PendingIds, ResolvedBatch, resolve_positions},
+    single::prepare_game,
 };
 use crate::{
     chess::replay::GameRecord,
@@ -217,12 +219,16 @@ impl BatchContext<'_> {
             "{what} (batch ending at game #{} of input {})",
             self.batch.games_through, self.file.file_id
         );
-        match error.into() {
-            WriteError::Database(e) => crate::store::db::db_err(what)(e),
-            WriteError::Encode(e) => {
-                Error::Internal(format!("{what}: encoding a row for COPY: {e}"))
-            }
-        }
+        write_err(what, error)
+    }
+}
+
+/// The error a write step `what` failed with: the database's, or a row
+/// that could not be encoded (a bug: the rows are built to fit).
+fn write_err(what: String, error: impl Into<WriteError>) -> Error {
+    match error.into() {
+        WriteError::Database(e) => crate::store::db::db_err(what)(e),
+        WriteError::Encode(e) => Error::Internal(format!("{what}: encoding a row for COPY: {e}")),
     }
 }
 

@@ -140,14 +140,14 @@ pub async fn resolve_positions(
 }
 
 /// A batch's positions after the cache: ids known so far, and the rest.
-struct Unresolved<'a> {
-    position_ids: KeyMap<i64>,
-    misses: Vec<(PositionRow<'a>, PositionKey)>,
+pub(super) struct Unresolved<'a> {
+    pub(super) position_ids: KeyMap<i64>,
+    pub(super) misses: Vec<(PositionRow<'a>, PositionKey)>,
 }
 
 /// Looks every distinct position of the new games (each with its position
 /// keys) up in the cache.
-fn collect_positions<'a>(
+pub(super) fn collect_positions<'a>(
     new_games: impl Iterator<Item = (&'a GameRecord, &'a [PositionKey])>,
     cache: &mut PositionCache,
     stats: &mut BatchStats,
@@ -192,7 +192,7 @@ fn collect_positions<'a>(
 /// concurrent importers take row locks in the same order. New rows' ids
 /// come back from RETURNING; only the conflicting ones (rows that existed,
 /// or a concurrent importer just committed) need a second index probe.
-async fn get_or_create_positions<'a>(
+pub(super) async fn get_or_create_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
     position_ids: &mut KeyMap<i64>,
