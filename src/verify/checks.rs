@@ -611,11 +611,26 @@ pub fn check_game<'a>(
         ));
     }
     // A capped game stores plies 1..=N and ends at the position after ply
-    // N; a cap past the moves (which the importer never writes) counts as
-    // none, and a negative one (which the column refuses) as 0.
+    // N. A cap outside 0..plies (which the importer never writes and the
+    // column's check refuses) is a finding, and the rows are then checked
+    // against every ply.
     let plies = match game.positions_max_ply {
-        Some(cap) => codes.len().min(usize::try_from(cap).unwrap_or(0)),
         None => codes.len(),
+        Some(cap) => match usize::try_from(cap) {
+            Ok(cap) if cap < codes.len() => cap,
+            _ => {
+                out.push(finding(
+                    MismatchKind::PlyCount,
+                    "",
+                    format!("positions_max_ply {cap}"),
+                    format!(
+                        "a cap from 0 to {} plies, or none",
+                        codes.len().saturating_sub(1)
+                    ),
+                ));
+                codes.len()
+            }
+        },
     };
     if replayed.failure.is_none() {
         let last = &fens[plies];
@@ -1088,6 +1103,14 @@ mod tests {
             [MismatchKind::FinalPosition, MismatchKind::MissingMoves],
             "a row past the cap is unexpected"
         );
+        for impossible in [-1, 1000] {
+            game.positions_max_ply = Some(impossible);
+            assert_eq!(
+                kinds(&game)[0],
+                MismatchKind::PlyCount,
+                "cap {impossible} is named, not clamped"
+            );
+        }
     }
 
     #[test]
