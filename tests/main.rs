@@ -11,6 +11,7 @@ mod embedded;
 mod exchange;
 mod explorer;
 mod faults;
+mod footprint;
 mod hostile;
 mod import;
 mod inputs;

@@ -79,6 +79,8 @@ pub async fn prepare_game<'a>(
         source,
         external_id,
         keys,
+        // A put game replaces any stored one whole, never extends it.
+        extends: None,
     };
     let players = get_or_create_players(tx, slice::from_ref(&new))
         .await
@@ -98,11 +100,6 @@ pub async fn prepare_game<'a>(
 }
 
 impl PreparedGame<'_> {
-    /// The game's key, `(source, external_id)`.
-    pub fn key(&self) -> (&str, &str) {
-        (self.row.source, &self.row.external_id)
-    }
-
     /// Whether the game `id` in the database is this one: the same row
     /// and the same moves rows. Where and when it was read, and its source
     /// label, do not count: an import recognizes a game whatever its label.
@@ -223,8 +220,9 @@ impl PreparedGame<'_> {
 
     /// The game's `moves` rows as game `id`.
     fn move_rows(&self, id: i64) -> Result<Vec<MoveRow<'_>>, Error> {
-        let (source, external_id) = self.key();
-        let inserted = HashMap::from([((source.to_owned(), external_id.to_owned()), id)]);
-        move_rows(slice::from_ref(&self.row), &inserted, &self.position_ids)
+        move_rows(
+            std::iter::once((id, self.row.game, self.row.keys, 0)),
+            &self.position_ids,
+        )
     }
 }
