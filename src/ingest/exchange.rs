@@ -976,6 +976,70 @@ mod tests {
         );
     }
 
+    /// A base of two entries, the first marked deleted, both pointing at
+    /// one record (e2e4 with a NAG), White "Ann" and Black 0 (pgn2dcg's
+    /// reference for a long name).
+    fn tiny_base(dir: &Path) -> PathBuf {
+        let base = dir.join("tiny");
+        let write = |ext: &str, bytes: &[u8]| {
+            std::fs::write(base.with_extension(ext), bytes).expect("write a base file")
+        };
+        let mut names = b"SimpleCDbn".to_vec();
+        names.extend(dcg::record("Ann"));
+        write("dcn", &names);
+        let mut sites = b"SimpleCDbs".to_vec();
+        sites.extend(dcg::record("Here"));
+        write("dcs", &sites);
+        write("dce", b"SimpleCDbe");
+        let mut games = b"SimpleCDbg".to_vec();
+        games.extend([6, 0x00, 0x03, 0x1c, 0x87, 0x01, 0x01]);
+        write("dcg", &games);
+        let mut index = b"SimpleCDbi".to_vec();
+        index.extend([0; 9]);
+        for status in [DELETED, 0] {
+            let mut e = [0u8; dcg::ENTRY];
+            e[0] = status;
+            e[1..9].copy_from_slice(&10u64.to_be_bytes());
+            e[9..13].copy_from_slice(&10u32.to_be_bytes());
+            e[19..23].copy_from_slice(&10u32.to_be_bytes());
+            e[31] = 1;
+            e[35..37].copy_from_slice(&2001u16.to_be_bytes());
+            index.extend(e);
+        }
+        write("dci", &index);
+        base.with_extension("dci")
+    }
+
+    #[test]
+    fn a_dcg_base_skips_deleted_entries_and_resumes_by_game() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let dci = tiny_base(dir.path());
+        let name = dci.to_str().expect("utf-8 temp path");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let mut games =
+            StoredGames::open(name, Compression::Dcg, 0, limits).expect("opens the base");
+        let chunk = games.next_chunk().expect("reads").expect("one game");
+        assert_eq!((chunk.pos.game_number, chunk.pos.byte_offset), (1, 10));
+        assert_eq!(
+            String::from_utf8_lossy(&chunk.bytes),
+            "[Site \"Here\"]\n[Date \"2001.??.??\"]\n[White \"Ann\"]\n[Result \"1-0\"]\n\n\
+             e2e4 $1 1-0\n\n"
+        );
+        assert!(games.next_chunk().expect("reads").is_none());
+        assert_eq!(games.games_read(), 1);
+        let mut resumed = StoredGames::open(name, Compression::Dcg, 1, limits).expect("opens");
+        assert!(resumed.next_chunk().expect("reads").is_none());
+        // A base without its event file is refused, naming the file.
+        std::fs::remove_file(dir.path().join("tiny.dce")).expect("remove");
+        let err = StoredGames::open(name, Compression::Dcg, 0, limits)
+            .err()
+            .expect("incomplete base");
+        assert!(err.to_string().contains("tiny.dce"), "{err}");
+    }
+
     #[test]
     fn an_ocgdb_row_decodes_its_refs_and_moves() {
         let mut row = OcgdbRow::new(7);

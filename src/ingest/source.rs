@@ -392,6 +392,13 @@ mod tests {
         round_trip(&bz.finish().expect("bzip2"), Compression::Bzip2);
     }
 
+    /// A temporary directory holding `bytes` as `input`.
+    fn dir_with(bytes: &[u8]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("input"), bytes).expect("write temp file");
+        dir
+    }
+
     #[test]
     fn archives_and_unsupported_compressions_are_named() {
         let cases: [(&[u8], &str); 7] = [
@@ -424,6 +431,14 @@ mod tests {
             Compression::Unsupported(_)
         ));
         assert_eq!(Compression::sniff(b"SQLite format 2"), Compression::None);
+        let db = dir_with(b"SQLite format 3\0\x10\x00");
+        let err = open_input(
+            db.path().join("input").to_str().expect("utf-8 temp path"),
+            SourceOptions::default(),
+        )
+        .err()
+        .expect("a database is no PGN stream");
+        assert!(err.to_string().contains("sqlite database"), "{err}");
         // A PGN is not mistaken for one.
         assert_eq!(Compression::sniff(PGN), Compression::None);
         let dir = tempfile::tempdir().expect("temp dir");
