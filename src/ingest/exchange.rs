@@ -521,7 +521,13 @@ impl OcgdbRows {
             return Ok(None);
         };
         let row = row?;
-        let id = u64::try_from(row.id).unwrap_or(0);
+        let Ok(id) = u64::try_from(row.id) else {
+            let reason = format!(
+                "Games.ID {} is negative: pgnload records a row's ID as its byte offset",
+                row.id
+            );
+            return Ok(Some((0, Err((Vec::new(), reason)))));
+        };
         Ok(Some((
             id,
             decode_ocgdb(&row)
