@@ -90,9 +90,9 @@ fn kept(db: &TestDb, filter: &str, with_nag: bool) -> Vec<String> {
     text.lines().map(str::to_owned).collect()
 }
 
-/// Standard games from the shipped corpus and a few crafted ones: a set-up
-/// position with castling and a promotion, NAGs, a zero-move game, a
-/// partial date.
+/// Crafted games: a set-up position with castling and a promotion, NAGs,
+/// a zero-move game, a partial date; a game with a time of day (which
+/// neither format keeps) and one with a time control (which dcg drops).
 fn crafted() -> &'static str {
     r#"[Event "Crafted"]
 [Site "Here"]
@@ -114,6 +114,26 @@ fn crafted() -> &'static str {
 [Result "1/2-1/2"]
 
 1/2-1/2
+
+[Event "Timed"]
+[Site "There"]
+[UTCDate "2003.04.05"]
+[UTCTime "10:11:12"]
+[White "Ann"]
+[Black "Zed"]
+[Result "*"]
+
+1. e4 e5 *
+
+[Event "Clocked"]
+[Site "There"]
+[Date "2003.04.05"]
+[White "Ann"]
+[Black "Zed"]
+[Result "*"]
+[TimeControl "300+0"]
+
+1. e4 e5 *
 
 "#
 }
@@ -205,16 +225,18 @@ fn an_ocgdb_export_imported_into_its_source_is_already_present() {
         .psql("SELECT count(*) FROM games WHERE source <> 'lichess'")
         .parse()
         .expect("count");
-    // The Kasparov file holds 6 distinct games; the crafted file 2.
-    assert_eq!((lichess, others), (438, 8));
+    // The Kasparov file holds 6 distinct games; the crafted file 4.
+    assert_eq!((lichess, others), (438, 10));
     let before = content_dump(&source);
-    // The 6 Kasparov games carry EventDate and PlyCount, which neither
-    // format keeps: their content digest changes, so they come back as new
-    // games. The crafted games carry only tags both formats keep (and a
-    // whole-number round): the same games. Every Lichess game: the same.
-    for (file, at) in [
-        (ocgdb.clone(), "ocgdb"),
-        (base.with_extension("dci"), "dcg"),
+    // Every Lichess game keeps its key (its id). The 6 Kasparov games carry
+    // EventDate and PlyCount, which neither format keeps, and the "Timed"
+    // game a time of day: their content digest changes, so ocgdb brings
+    // them back as new games (and dcg then finds them present). The other
+    // crafted games carry only tags ocgdb keeps: the same games; dcg drops
+    // the "Clocked" game's TimeControl: a new game.
+    for (file, at, new) in [
+        (ocgdb.clone(), "ocgdb", 7),
+        (base.with_extension("dci"), "dcg", 1),
     ] {
         let out = import(&source, &file);
         assert_eq!(
@@ -223,22 +245,11 @@ fn an_ocgdb_export_imported_into_its_source_is_already_present() {
             "{at}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let (read, imported, present, rejected, filtered) = counts(&source, &file);
         assert_eq!(
-            (read, present, rejected, filtered),
-            (
-                lichess + others,
-                if at == "ocgdb" {
-                    lichess + 2
-                } else {
-                    lichess + others
-                },
-                0,
-                0
-            ),
+            counts(&source, &file),
+            (lichess + others, new, lichess + others - new, 0, 0),
             "{at}"
         );
-        assert_eq!(imported, if at == "ocgdb" { 6 } else { 0 }, "{at}");
     }
     // The Kasparov games came back once (ocgdb), then were present (dcg):
     // both formats give a game the same key.
@@ -289,7 +300,7 @@ fn altered(from: &Path, to: &Path, sql: &str) {
 fn bad_stored_games_are_rejected_with_a_clear_reason_and_the_others_imported() {
     let dir = scratch_dir("xin-bad");
     let (_source, ocgdb, base) = exported(dir.path());
-    let games: u64 = 446;
+    let games: u64 = 448;
 
     // ocgdb: game 3 gets an illegal move (e2e5 at ply 1), game 5 a blob that
     // is no move list, game 7 a player that does not exist, game 9 moves
@@ -470,5 +481,5 @@ fn an_import_stopped_part_way_resumes_by_game_number() {
     let clean = fresh_db("xin_resume_ref");
     assert_eq!(args(&clean, &[]).status.code(), Some(1));
     assert_eq!(content_dump(&db), content_dump(&clean));
-    assert_eq!(counts(&db, &bad), (446, 443, 0, 3, 0));
+    assert_eq!(counts(&db, &bad), (448, 445, 0, 3, 0));
 }
