@@ -431,6 +431,7 @@ impl OcgdbRows {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite)?;
+        // SQLite's names ignore ASCII case; so does the check.
         let columns = |table: &str| -> Result<Vec<String>, String> {
             let mut statement = connection
                 .prepare("SELECT name FROM pragma_table_info(?1)")
@@ -447,7 +448,7 @@ impl OcgdbRows {
             missing.push("table Games".to_owned());
         } else {
             for c in GAMES_REQUIRED {
-                if !games.iter().any(|g| g == c) {
+                if !games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
                     missing.push(format!("column Games.{c}"));
                 }
             }
@@ -458,7 +459,7 @@ impl OcgdbRows {
                 missing.push(format!("table {table}"));
             }
             for c in ["ID", "Name"] {
-                if !have.is_empty() && !have.iter().any(|h| h == c) {
+                if !have.is_empty() && !have.iter().any(|h| h.eq_ignore_ascii_case(c)) {
                     missing.push(format!("column {table}.{c}"));
                 }
             }
@@ -473,11 +474,11 @@ impl OcgdbRows {
         let comments = columns("Comments")?;
         let with_comments = ["GameID", "Ply", "Comment"]
             .iter()
-            .all(|c| comments.iter().any(|h| h == c));
+            .all(|c| comments.iter().any(|h| h.eq_ignore_ascii_case(c)));
         let optional: Vec<String> = GAMES_OPTIONAL
             .iter()
             .map(|c| {
-                if games.iter().any(|g| g == c) {
+                if games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
                     format!("g.{c}")
                 } else {
                     "NULL".to_owned()
@@ -1044,6 +1045,28 @@ mod tests {
             .err()
             .expect("incomplete base");
         assert!(err.to_string().contains("tiny.dce"), "{err}");
+    }
+
+    #[test]
+    fn a_damaged_sqlite_file_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("broken.db3");
+        let mut bytes = b"SQLite format 3\0".to_vec();
+        bytes.extend([0xAB; 200]);
+        std::fs::write(&path, bytes).expect("write");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let err = StoredGames::open(
+            path.to_str().expect("utf-8 temp path"),
+            Compression::Sqlite,
+            0,
+            limits,
+        )
+        .err()
+        .expect("not a database");
+        assert!(err.to_string().contains("reading it as SQLite"), "{err}");
     }
 
     #[test]
