@@ -98,6 +98,10 @@ pub struct ImportSection {
     pub until: Option<String>,
     /// Leave out games with a BOT player.
     pub exclude_bots: Option<bool>,
+    /// Positions and moves rows only for the first N plies.
+    pub positions_max_ply: Option<u32>,
+    /// Games only: no positions or moves rows past the start position.
+    pub games_only: Option<bool>,
 }
 
 /// Reads and parses a config file.
@@ -173,6 +177,10 @@ pub struct ScopeOverrides {
     pub until: Option<NaiveDate>,
     /// `--exclude-bots` (true when given).
     pub exclude_bots: bool,
+    /// `--positions-max-ply`.
+    pub positions_max_ply: Option<u32>,
+    /// `--games-only` (true when given).
+    pub games_only: bool,
 }
 
 /// Fewest explicit worker threads refused as absurd: above this (or the
@@ -369,6 +377,7 @@ impl Settings {
 /// is not `YYYY-MM-DD`, and `since` after `until` (a scope keeping nothing
 /// is a mistake, not a request).
 fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
+    let positions_max_ply = positions_cap(file, &cli)?;
     let key = |name: &str| origin(None, &format!("import.{name}"));
     let speeds = if cli.speeds.is_empty() {
         file.speeds
@@ -417,7 +426,29 @@ fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Err
         since,
         until,
         exclude_bots: cli.exclude_bots || file.exclude_bots.unwrap_or(false),
+        positions_max_ply,
     })
+}
+
+/// The positions cap: `--games-only` is a cap of 0; a flag replaces both
+/// keys of the config file; the two keys together are refused (which one
+/// was meant cannot be told).
+fn positions_cap(file: &ImportSection, cli: &ScopeOverrides) -> Result<Option<u32>, Error> {
+    if cli.games_only {
+        return Ok(Some(0));
+    }
+    if cli.positions_max_ply.is_some() {
+        return Ok(cli.positions_max_ply);
+    }
+    match (file.games_only, file.positions_max_ply) {
+        (Some(true), Some(cap)) => Err(Error::Config(format!(
+            "{} and {} = {cap} are both set: games_only is a cap of 0; keep one",
+            origin(None, "import.games_only"),
+            origin(None, "import.positions_max_ply"),
+        ))),
+        (Some(true), None) => Ok(Some(0)),
+        (_, cap) => Ok(cap),
+    }
 }
 
 /// The load mode the user asks for (`--mode`, `PGNLOAD_MODE`,
@@ -529,6 +560,47 @@ mod tests {
             assert!(message.contains(named), "{bad}: {message}");
         }
         assert!(toml::from_str::<FileConfig>("[import]\nmin_rating = -5").is_err());
+    }
+
+    #[test]
+    fn positions_cap_flags_replace_both_keys_and_both_keys_are_refused() {
+        let cap = |toml_text: &str, cli: ScopeOverrides| {
+            let file: FileConfig = toml::from_str(toml_text).expect("toml");
+            let overrides = Overrides {
+                scope: cli,
+                ..Overrides::default()
+            };
+            Settings::resolve(file, overrides).map(|s| s.scope.positions_max_ply)
+        };
+        let none = ScopeOverrides::default;
+        assert_eq!(
+            cap("[import]\npositions_max_ply = 50", none()).ok(),
+            Some(Some(50))
+        );
+        assert_eq!(
+            cap("[import]\ngames_only = true", none()).ok(),
+            Some(Some(0))
+        );
+        assert_eq!(cap("[import]\ngames_only = false", none()).ok(), Some(None));
+        let flag = ScopeOverrides {
+            positions_max_ply: Some(20),
+            ..none()
+        };
+        assert_eq!(
+            cap("[import]\ngames_only = true", flag).ok(),
+            Some(Some(20))
+        );
+        let games_only = ScopeOverrides {
+            games_only: true,
+            ..none()
+        };
+        assert_eq!(
+            cap("[import]\npositions_max_ply = 9", games_only).ok(),
+            Some(Some(0))
+        );
+        let both = cap("[import]\ngames_only = true\npositions_max_ply = 9", none())
+            .expect_err("both keys");
+        assert!(both.to_string().contains("import.games_only"), "{both}");
     }
 
     #[test]

@@ -64,8 +64,12 @@ pub fn run(cli: cli::Cli) -> Result<error::ExitStatus> {
         None => config::FileConfig::default(),
     };
     let mut overrides = cli.global.overrides();
-    if let cli::Command::Import(args) = &cli.command {
-        args.add_overrides(&mut overrides);
+    match &cli.command {
+        cli::Command::Import(args) => args.add_overrides(&mut overrides),
+        cli::Command::Game(cmd::game::GameCommand::Put(args)) => {
+            overrides.source = args.source.clone();
+        }
+        _ => {}
     }
     let settings = config::Settings::resolve(file, overrides)?;
     if settings.threads > 0 {

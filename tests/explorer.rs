@@ -8,6 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
+use pgnload::{
+    chess::{fen::normalized_fen, model::GameVariant},
+    query::{
+        explorer::{
+            Filter, Request, TopGamesPlan, plan_walk, rated_by_group, resolve_position, top_games,
+        },
+        position::position_id,
+    },
+};
 use serde_json::Value;
 
 use crate::{
@@ -425,6 +434,109 @@ fn top_games_are_the_best_rated_reaching_the_position() {
             game["id"].is_string() && game["white"]["name"].is_string(),
             "{game}"
         );
+    }
+}
+
+/// The top games of `request` found each way `explore` can find them: by
+/// a scan of the position's games, by a walk down the ratings within the
+/// bounds the counters give, and by an unbounded walk.
+fn top_games_each_way(db: &TestDb, request: &Request) -> [Vec<String>; 3] {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        let driver = tokio::spawn(connection);
+        let position = resolve_position(request.variant, None, &request.play).expect("position");
+        let id = position_id(&client, request.variant, &normalized_fen(&position))
+            .await
+            .expect("position lookup")
+            .expect("a position of the corpus");
+        let bounded = plan_walk(
+            &rated_by_group(&client, id, request).await.expect("groups"),
+            request.top_games,
+        );
+        assert_ne!(bounded, TopGamesPlan::Scan);
+        let unbounded = TopGamesPlan::Walk {
+            low: None,
+            high: None,
+        };
+        let mut found = Vec::new();
+        for plan in [TopGamesPlan::Scan, bounded, unbounded] {
+            let games = top_games(&client, id, request, plan)
+                .await
+                .expect("top games");
+            found.push(games.into_iter().map(|g| g.id).collect::<Vec<_>>());
+        }
+        drop(client);
+        driver.await.expect("driver").expect("connection");
+        [found[0].clone(), found[1].clone(), found[2].clone()]
+    })
+}
+
+#[test]
+fn top_games_are_the_same_whether_scanned_or_walked_by_rating() {
+    let dir = scratch_dir("pgnload-explorer-walk-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_walk");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let blitz = Filter {
+        speeds: vec!["blitz".parse().expect("speed")],
+        ..Filter::default()
+    };
+    let bands = Filter {
+        ratings: vec!["1600".parse().expect("band"), "2000".parse().expect("band")],
+        ..Filter::default()
+    };
+    for (play, filter, limit) in [
+        ("", Filter::default(), 5),
+        ("", Filter::default(), 1),
+        ("e2e4", Filter::default(), 8),
+        ("e2e4", blitz.clone(), 4),
+        ("e2e4,c7c5", bands.clone(), 3),
+        ("d2d4", bands, 500),
+        ("d2d4,g8f6,c2c4", blitz, 2),
+    ] {
+        let request = Request {
+            variant: GameVariant::Standard,
+            fen: None,
+            play: play
+                .split(',')
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            filter: filter.clone(),
+            moves: 0,
+            top_games: limit,
+        };
+        let [scanned, walked, unbounded] = top_games_each_way(&db, &request);
+        let context = format!("{play:?} {filter:?} top {limit}");
+        assert!(!scanned.is_empty(), "{context}");
+        assert_eq!(walked, scanned, "{context}");
+        assert_eq!(unbounded, scanned, "{context}");
+        if filter == Filter::default() {
+            // An independent recount: rated games with a moves row at the position.
+            let position =
+                resolve_position(GameVariant::Standard, None, &request.play).expect("position");
+            let expected = db.psql(&format!(
+                "SELECT string_agg(ref, ',' ORDER BY a DESC, id) FROM (
+                     SELECT g.id, (g.white_elo + g.black_elo) / 2.0 AS a,
+                            CASE WHEN g.source = 'lichess' THEN g.external_id
+                                 ELSE g.source || ':' || g.external_id END AS ref
+                     FROM games g
+                     WHERE g.variant = 'standard' AND g.white_elo IS NOT NULL
+                       AND g.black_elo IS NOT NULL
+                       AND EXISTS (SELECT 1 FROM moves m JOIN positions p ON p.id = m.position_id
+                                   WHERE m.game_id = g.id AND p.normalized_fen = '{}')
+                     ORDER BY a DESC, g.id LIMIT {limit}) t",
+                normalized_fen(&position)
+            ));
+            assert_eq!(scanned.join(","), expected, "{context}");
+        }
     }
 }
 

@@ -351,7 +351,7 @@ fn json_lines_and_the_table_say_what_the_game_is() {
 }
 
 /// `py_pgn_same.py SOURCE WRITTEN` must find no difference.
-fn assert_same_games(source: &Path, written: &Path) {
+pub fn assert_same_games(source: &Path, written: &Path) {
     let out = run({
         let mut c = python_script("py_pgn_same.py");
         c.arg(source).arg(written);

@@ -443,7 +443,9 @@ fn replay_mainline<P: Rules>(
     Ok((positions.finish(), plies))
 }
 
-fn initial_position(
+/// The position a game of `variant` with the `FEN` tag `fen` starts from
+/// (also what [`crate::chess::scope::sans_after`] replays a stored game from).
+pub fn initial_position(
     variant: GameVariant,
     fen: Option<&str>,
 ) -> Result<VariantPosition, RejectReason> {

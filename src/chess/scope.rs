@@ -1,6 +1,8 @@
 //! Import scope: which games an import keeps (`--rated-only`,
 //! `--min-rating`, `--speeds`, `--variants`, `--since/--until`,
-//! `--exclude-bots`), decided from a replayed game alone.
+//! `--exclude-bots`), decided from a replayed game alone, and how much of
+//! each kept game becomes positions and moves rows
+//! (`--positions-max-ply`, `--games-only`).
 //!
 //! It lives in the pure core so that the decision is one function, unit
 //! tested without a database or channels, and so that a game is put in a
@@ -11,8 +13,14 @@
 use std::fmt;
 
 use chrono::NaiveDate;
+use shakmaty::{CastlingMode, Position, san::SanPlus, uci::UciMove};
 
-use crate::chess::{category::Speed, model::GameVariant, replay::GameRecord};
+use crate::chess::{
+    category::Speed,
+    encoding::decode_move_uci,
+    model::GameVariant,
+    replay::{GameRecord, initial_position, null_move},
+};
 
 /// Which games an import keeps. The default keeps every game.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,6 +42,10 @@ pub struct Scope {
     pub until: Option<NaiveDate>,
     /// Leave out games where either player has the title `BOT`.
     pub exclude_bots: bool,
+    /// Positions and moves rows only for the first N plies (see
+    /// [`stored_plies`]); `Some(0)` is `--games-only`. `None`: every ply.
+    /// Not a filter: a capped game is imported whole in `games.moves`.
+    pub positions_max_ply: Option<u32>,
 }
 
 /// Why a game is out of scope: the first option it fails, in the order of
@@ -76,9 +88,13 @@ impl fmt::Display for FilterReason {
 }
 
 impl Scope {
-    /// Whether this scope keeps every game (no option given).
+    /// Whether this scope keeps every game (no filter given; the
+    /// positions cap filters no game).
     pub fn is_everything(&self) -> bool {
-        *self == Scope::default()
+        Scope {
+            positions_max_ply: None,
+            ..self.clone()
+        } == Scope::default()
     }
 
     /// The scope as a stable text, recorded with each input
@@ -115,6 +131,11 @@ impl Scope {
         }
         if self.exclude_bots {
             parts.push("exclude-bots".to_owned());
+        }
+        match self.positions_max_ply {
+            None => {}
+            Some(0) => parts.push("games-only".to_owned()),
+            Some(cap) => parts.push(format!("positions-max-ply={cap}")),
         }
         parts.join(" ")
     }
@@ -178,6 +199,65 @@ pub fn is_rated(game: &GameRecord) -> bool {
     }
 }
 
+/// How many plies of a game of `plies` plies get `moves` rows under the
+/// cap `cap` (`--positions-max-ply`): the first `min(cap, plies)`. The
+/// start position is ply 0, so the positions stored are plies
+/// `0..=stored_plies` (`--games-only`, a cap of 0: the start position
+/// alone, which `games.initial_position_id` needs).
+pub fn stored_plies(cap: Option<u32>, plies: usize) -> usize {
+    cap.and_then(|cap| usize::try_from(cap).ok())
+        .map_or(plies, |cap| cap.min(plies))
+}
+
+/// The cap recorded with a game (`games.positions_max_ply`): `None` when
+/// every ply has its rows (no cap, or a game no longer than it), so that
+/// `NULL` means "complete" whatever cap the game was imported under.
+pub fn recorded_cap(cap: Option<u32>, plies: usize) -> Option<u32> {
+    cap.filter(|&cap| stored_plies(Some(cap), plies) < plies)
+}
+
+/// The SAN of plies `from + 1..` of a stored game, replayed from its
+/// `games.moves` (two bytes per ply) from its start position: what a
+/// capped game has no `moves` rows for, so that `export` and `game show`
+/// still write every move (past the cap without clocks, evaluations or
+/// NAGs, which only the rows hold). `Err` says why the moves do not replay.
+pub fn sans_after(
+    variant: GameVariant,
+    start_fen: Option<&str>,
+    moves: &[u8],
+    from: usize,
+) -> Result<Vec<String>, String> {
+    let mut board = initial_position(variant, start_fen).map_err(|e| e.to_string())?;
+    let chess960 = board.castles().mode() == CastlingMode::Chess960;
+    if !moves.len().is_multiple_of(2) {
+        return Err(format!("{} bytes of moves: not two per ply", moves.len()));
+    }
+    let mut sans = Vec::with_capacity((moves.len() / 2).saturating_sub(from));
+    for (i, pair) in moves.chunks_exact(2).enumerate() {
+        let code = u16::from_be_bytes([pair[0], pair[1]]);
+        let ply = i + 1;
+        if code == 0 {
+            board = null_move(board).map_err(|e| format!("ply {ply}: null move: {e}"))?;
+            if i >= from {
+                sans.push("--".to_owned());
+            }
+            continue;
+        }
+        let uci = decode_move_uci(code, chess960);
+        let m = uci
+            .parse::<UciMove>()
+            .map_err(|e| e.to_string())
+            .and_then(|m| m.to_move(&board).map_err(|e| e.to_string()))
+            .map_err(|e| format!("ply {ply}: {uci}: {e}"))?;
+        if i >= from {
+            sans.push(SanPlus::from_move_and_play_unchecked(&mut board, m).to_string());
+        } else {
+            board.play_unchecked(m);
+        }
+    }
+    Ok(sans)
+}
+
 /// A UTC day as `--since`/`--until` and the config file write it.
 pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
     NaiveDate::parse_from_str(text, "%Y-%m-%d")
@@ -213,6 +293,52 @@ mod tests {
         assert!(Scope::default().is_everything());
         assert_eq!(in_scope(&game(""), &Scope::default()), Ok(()));
         assert_eq!(Scope::default().identity(), "");
+        let capped = Scope {
+            positions_max_ply: Some(50),
+            ..Scope::default()
+        };
+        assert!(capped.is_everything(), "a cap filters no game");
+        assert_eq!(capped.identity(), "positions-max-ply=50");
+        let games_only = Scope {
+            positions_max_ply: Some(0),
+            ..Scope::default()
+        };
+        assert_eq!(games_only.identity(), "games-only");
+    }
+
+    #[test]
+    fn sans_after_replays_the_stored_moves_past_a_ply() {
+        let record = game("[Event \"x\"]");
+        let moves = record.encoded_moves();
+        assert_eq!(
+            sans_after(GameVariant::Standard, None, &moves, 0),
+            Ok(vec!["e4".to_owned(), "e5".to_owned()])
+        );
+        assert_eq!(
+            sans_after(GameVariant::Standard, None, &moves, 1),
+            Ok(vec!["e5".to_owned()])
+        );
+        assert_eq!(
+            sans_after(GameVariant::Standard, None, &moves, 2),
+            Ok(vec![])
+        );
+        assert!(sans_after(GameVariant::Standard, None, &moves[..3], 0).is_err());
+        // e4 twice: the second is illegal for Black.
+        let twice = [&moves[..2], &moves[..2]].concat();
+        assert!(sans_after(GameVariant::Standard, None, &twice, 0).is_err());
+    }
+
+    #[test]
+    fn the_cap_counts_plies_from_the_start_position() {
+        assert_eq!(stored_plies(None, 80), 80);
+        assert_eq!(stored_plies(Some(50), 80), 50);
+        assert_eq!(stored_plies(Some(50), 30), 30);
+        assert_eq!(stored_plies(Some(0), 30), 0);
+        assert_eq!(recorded_cap(Some(50), 80), Some(50));
+        assert_eq!(recorded_cap(Some(50), 50), None, "every ply stored");
+        assert_eq!(recorded_cap(Some(0), 0), None);
+        assert_eq!(recorded_cap(Some(0), 1), Some(0));
+        assert_eq!(recorded_cap(None, 10), None);
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! `pgnload game`: one game by id or natural key — show it as PGN, or
-//! delete it.
+//! delete it — or one game from a PGN file stored or replaced.
 
 use crate::{
     chess::model::GameRef,
     config::Settings,
     error::{Error, ExitStatus},
     export::pgn,
-    ingest::delete::delete_game,
+    ingest::{
+        delete::delete_game,
+        engine::DEFAULT_SOURCE,
+        put::{PutOutcome, put_game, read_one_game},
+    },
     query::games,
     store::db,
 };
@@ -23,6 +27,26 @@ pub enum GameCommand {
         #[arg(value_name = "ID|SOURCE:EXTERNAL_ID")]
         game: GameRef,
     },
+    /// Store the one game of a PGN file: inserted if new, else it replaces
+    /// the stored game with its identity (or the one --replace names), its
+    /// explorer counters corrected, in one transaction.
+    Put(PutArgs),
+}
+
+/// Options of `pgnload game put`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PutArgs {
+    /// A PGN file holding exactly one game (plain or compressed, or - for stdin).
+    #[arg(value_name = "FILE.pgn", value_parser = crate::cli::utf8_input())]
+    pub file: String,
+    /// Source label for a game without a Lichess id [default: pgn].
+    #[arg(long, env = "PGNLOAD_SOURCE")]
+    pub source: Option<String>,
+    /// Replace this game (its id, or SOURCE:EXTERNAL_ID) with the file's
+    /// game, which keeps its id and takes the file's key: the way to store
+    /// an edited game, whose content digest (its key) changed.
+    #[arg(long, value_name = "ID|SOURCE:EXTERNAL_ID")]
+    pub replace: Option<GameRef>,
 }
 
 /// Options of `pgnload game show`.
@@ -38,6 +62,7 @@ pub fn run(command: &GameCommand, settings: &Settings) -> Result<ExitStatus, Err
     match command {
         GameCommand::Show(args) => show(args, settings),
         GameCommand::Delete { game } => delete(game, settings),
+        GameCommand::Put(args) => put(args, settings),
     }
 }
 
@@ -70,5 +95,35 @@ fn delete(game: &GameRef, settings: &Settings) -> Result<ExitStatus, Error> {
         "deleted game {} ({}:{}) and its {} moves\n",
         deleted.id, deleted.source, deleted.external_id, deleted.moves
     ))?;
+    Ok(ExitStatus::Clean)
+}
+
+fn put(args: &PutArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    // Read and replayed before connecting: a bad file touches nothing.
+    let game = read_one_game(&args.file, &settings.pipeline)?;
+    let source = settings.source.as_deref().unwrap_or(DEFAULT_SOURCE);
+    let runtime = db::runtime()?;
+    let put = runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        let put = put_game(&mut database.client, &game, source, args.replace.as_ref()).await?;
+        database.close()?;
+        Ok::<_, Error>(put)
+    })?;
+    let line = match &put.outcome {
+        PutOutcome::Stored => format!(
+            "stored as game {} ({}): {} moves, {} new positions\n",
+            put.id, put.key, put.moves, put.positions_new
+        ),
+        PutOutcome::Replaced { was, old_moves } => format!(
+            "replaced game {} (was {was}, {old_moves} moves; now {}): {} moves, {} new positions\n",
+            put.id, put.key, put.moves, put.positions_new
+        ),
+        PutOutcome::Unchanged => format!(
+            "unchanged: game {} ({}) already holds this game ({} moves); nothing written\n",
+            put.id, put.key, put.moves
+        ),
+    };
+    super::print(&line)?;
     Ok(ExitStatus::Clean)
 }

@@ -92,6 +92,16 @@ pub struct ImportArgs {
     /// Leave out games where either player has the title BOT.
     #[arg(long)]
     pub exclude_bots: bool,
+    /// Positions and moves rows only for plies 0..=N (the start position is
+    /// ply 0); games.moves keeps every move, so export loses nothing but
+    /// the clocks, evals and NAGs past ply N.
+    #[arg(long, value_name = "N")]
+    pub positions_max_ply: Option<u32>,
+    /// Games rows only (with games.moves): the start position, no moves
+    /// rows (a cap of 0). `import --restart` of the same input without it
+    /// fills the positions and moves in.
+    #[arg(long, conflicts_with = "positions_max_ply")]
+    pub games_only: bool,
 }
 
 impl ImportArgs {
@@ -110,6 +120,8 @@ impl ImportArgs {
             since: self.since,
             until: self.until,
             exclude_bots: self.exclude_bots,
+            positions_max_ply: self.positions_max_ply,
+            games_only: self.games_only,
         };
     }
 }
@@ -198,6 +210,12 @@ fn print_summary(summary: &Summary) {
         eprintln!(
             "  conflicts: {} of the present games hold an id already taken by other moves (import_conflicts)",
             g.conflicts
+        );
+    }
+    if g.backfilled > 0 {
+        eprintln!(
+            "  backfill:  {} of the present games got their positions and moves past their cap",
+            g.backfilled
         );
     }
     eprintln!(

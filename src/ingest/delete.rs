@@ -2,7 +2,7 @@
 //! counters, in one transaction. Positions stay: other games may share
 //! them, and a position without games costs one row.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use crate::{
     chess::model::GameRef,
@@ -33,30 +33,37 @@ pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted,
         .transaction()
         .await
         .map_err(db_err("starting the delete"))?;
-    // The incremental side of the import lock, for this transaction: a
-    // bulk load cannot begin or finish meanwhile.
-    let locked: bool = tx
-        .query_one(
-            "SELECT pg_try_advisory_xact_lock_shared($1)",
-            &[&bulk::LOCK],
-        )
-        .await
-        .map_err(db_err("taking the import lock"))?
-        .get(0);
-    let open = tx
-        .query_opt(
-            "SELECT id FROM import_bulk_loads WHERE state <> 'done'",
-            &[],
-        )
-        .await
-        .map_err(db_err("reading import_bulk_loads"))?;
-    if !locked || open.is_some() {
-        return Err(Error::Conflict(
-            "a bulk load is running or unfinished, or the explorer counters are being enabled or \
-             disabled: delete games once that has finished"
-                .to_owned(),
-        ));
-    }
+    lock_for_one_game(&tx, "delete games").await?;
+    let found = locate(&tx, game)
+        .await?
+        .ok_or_else(|| Error::Request(format!("no game {game} in the database")))?;
+    // FOR SHARE: `db explorer enable|disable` update the row, so they wait
+    // for this transaction, and it for them.
+    let explorer = explorer::enabled(&tx, true).await?;
+    let moves = remove_game(&tx, found.id, explorer).await?;
+    tx.commit().await.map_err(db_err("committing the delete"))?;
+    Ok(Deleted {
+        id: found.id,
+        source: found.source,
+        external_id: found.external_id,
+        moves,
+    })
+}
+
+/// A game found by [`locate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Located {
+    /// `games.id`.
+    pub(crate) id: i64,
+    /// `games.source`.
+    pub(crate) source: String,
+    /// `games.external_id`.
+    pub(crate) external_id: String,
+}
+
+/// The game `game` names, its row locked (`FOR UPDATE`) until `tx` ends;
+/// `None` if there is none.
+pub(crate) async fn locate(tx: &Transaction<'_>, game: &GameRef) -> Result<Option<Located>, Error> {
     let row = match game {
         GameRef::Id(id) => {
             tx.query_opt(
@@ -77,13 +84,54 @@ pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted,
             .await
         }
     }
-    .map_err(db_err("looking the game up"))?
-    .ok_or_else(|| Error::Request(format!("no game {game} in the database")))?;
-    let id: i64 = row.get(0);
-    // FOR SHARE: `db explorer enable|disable` update the row, so they wait
-    // for this transaction, and it for them.
-    if explorer::enabled(&tx, true).await? {
-        explorer::remove_games(&tx, &[id]).await?;
+    .map_err(db_err("looking the game up"))?;
+    Ok(row.map(|row| Located {
+        id: row.get(0),
+        source: row.get(1),
+        external_id: row.get(2),
+    }))
+}
+
+/// Takes the incremental side of the import lock for `tx`, so that a bulk
+/// load cannot begin or finish meanwhile, and refuses (a conflict) while
+/// one is open or the explorer counters are being switched: a bulk load's
+/// games are counted only at its finish. `what` is what the caller does,
+/// for the message ("delete games").
+pub(crate) async fn lock_for_one_game(tx: &Transaction<'_>, what: &str) -> Result<(), Error> {
+    let locked: bool = tx
+        .query_one(
+            "SELECT pg_try_advisory_xact_lock_shared($1)",
+            &[&bulk::LOCK],
+        )
+        .await
+        .map_err(db_err("taking the import lock"))?
+        .get(0);
+    let open = tx
+        .query_opt(
+            "SELECT id FROM import_bulk_loads WHERE state <> 'done'",
+            &[],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_loads"))?;
+    if !locked || open.is_some() {
+        return Err(Error::Conflict(format!(
+            "a bulk load is running or unfinished, or the explorer counters are being enabled or \
+             disabled: {what} once that has finished"
+        )));
+    }
+    Ok(())
+}
+
+/// Takes the game `id` (locked by the caller) out, in `tx`: out of the
+/// explorer counters if `explorer` (the database keeps them), then its
+/// moves and its row. Returns the move rows removed.
+pub(crate) async fn remove_game(
+    tx: &Transaction<'_>,
+    id: i64,
+    explorer: bool,
+) -> Result<u64, Error> {
+    if explorer {
+        explorer::remove_games(tx, &[id]).await?;
     }
     let moves = tx
         .execute("DELETE FROM moves WHERE game_id = $1", &[&id])
@@ -92,11 +140,5 @@ pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted,
     tx.execute("DELETE FROM games WHERE id = $1", &[&id])
         .await
         .map_err(db_err("deleting the game"))?;
-    tx.commit().await.map_err(db_err("committing the delete"))?;
-    Ok(Deleted {
-        id,
-        source: row.get(1),
-        external_id: row.get(2),
-        moves,
-    })
+    Ok(moves)
 }

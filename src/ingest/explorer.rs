@@ -113,7 +113,10 @@ pub async fn add_batch<'a>(
         let variant = game.variant.as_db_label();
         // The move of the last visit to each position.
         last_visit.clear();
-        for (i, ply) in game.plies.iter().enumerate() {
+        // The plies with moves rows: `keys` covers positions 0..=N of a
+        // game capped at N plies, and the view counts the rows stored.
+        let stored = keys.len().saturating_sub(1);
+        for (i, ply) in game.plies.iter().enumerate().take(stored) {
             let position = keys.get(i).and_then(|key| ids.get(key)).ok_or_else(|| {
                 Error::Internal(format!(
                     "{}: position {i} of game {game_id} has no id when counting it in the explorer",

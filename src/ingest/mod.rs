@@ -3,7 +3,7 @@
 //! batches written in two phases (`writer`), bulk loads (`bulk`), and the
 //! engine that drives them with checkpoints, retries (`retry`) and resume
 //! (`engine`), telling the front end what happens through a reporter
-//! (`report`).
+//! (`report`); and one game at a time, out (`delete`) or in (`put`).
 //!
 //! It exists apart from `cmd` so that importing needs no command line, and
 //! apart from `store` so that PostgreSQL's own concerns (connections,
@@ -18,6 +18,7 @@ pub(crate) mod engine;
 pub(crate) mod exchange;
 pub(crate) mod explorer;
 pub mod pipeline;
+pub(crate) mod put;
 pub(crate) mod report;
 pub(crate) mod retry;
 pub(crate) mod source;

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 use shakmaty::{Position, fen::Fen, san::SanPlus, uci::UciMove, variant::VariantPosition};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, types::ToSql};
 
 use crate::{
     chess::{
@@ -221,6 +221,52 @@ fn describe_move(
     Ok((decode_move_uci(code, chess960), san))
 }
 
+/// The conditions of a request's filter on the counters' categories, for
+/// `explorer_moves` and for the views that define them
+/// (`explorer_game_moves`, `explorer_games`): `$1` is the position, `$2`
+/// to `$6` are [`BoundFilter::params`].
+const CONDITIONS: &str = "variant = $2::text::game_variant
+      AND ($3::smallint[] IS NULL OR speed = ANY($3))
+      AND ($4::smallint[] IS NULL OR rating_group = ANY($4))
+      AND ($5::integer IS NULL OR month >= $5)
+      AND ($6::integer IS NULL OR month BETWEEN 0 AND $6)";
+
+/// A request's variant and filter as the values of [`CONDITIONS`].
+struct BoundFilter {
+    variant: &'static str,
+    speeds: Option<Vec<i16>>,
+    ratings: Option<Vec<i16>>,
+    since: Option<i32>,
+    until: Option<i32>,
+}
+
+impl BoundFilter {
+    fn new(request: &Request) -> BoundFilter {
+        let filter = &request.filter;
+        BoundFilter {
+            variant: request.variant.as_db_label(),
+            speeds: (!filter.speeds.is_empty())
+                .then(|| filter.speeds.iter().map(|s| s.code()).collect()),
+            ratings: (!filter.ratings.is_empty())
+                .then(|| filter.ratings.iter().map(|r| r.lower_bound()).collect()),
+            since: filter.since.map(Month::code),
+            until: filter.until.map(Month::code),
+        }
+    }
+
+    /// `$1` (the position `id`) to `$6` of [`CONDITIONS`].
+    fn params<'a>(&'a self, id: &'a i64) -> Vec<&'a (dyn ToSql + Sync)> {
+        vec![
+            id,
+            &self.variant,
+            &self.speeds,
+            &self.ratings,
+            &self.since,
+            &self.until,
+        ]
+    }
+}
+
 /// Answers `request`: the position's counted moves and top games. A
 /// position no counted game reached is an empty answer, not an error.
 pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error> {
@@ -238,34 +284,22 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
     let Some(id) = position_id(client, variant, &answer.fen).await? else {
         return Ok(answer);
     };
-    let filter = &request.filter;
-    let speeds: Option<Vec<i16>> =
-        (!filter.speeds.is_empty()).then(|| filter.speeds.iter().map(|s| s.code()).collect());
-    let ratings: Option<Vec<i16>> = (!filter.ratings.is_empty())
-        .then(|| filter.ratings.iter().map(|r| r.lower_bound()).collect());
-    let since = filter.since.map(Month::code);
-    let until = filter.until.map(Month::code);
-    let label = variant.as_db_label();
-    // The same conditions as the counters' categories, on the view that
-    // defines them (for the top games) and on the counters.
-    let conditions = "variant = $2::text::game_variant
-          AND ($3::smallint[] IS NULL OR speed = ANY($3))
-          AND ($4::smallint[] IS NULL OR rating_group = ANY($4))
-          AND ($5::integer IS NULL OR month >= $5)
-          AND ($6::integer IS NULL OR month BETWEEN 0 AND $6)";
+    let bound = BoundFilter::new(request);
     let rows = client
         .query(
             &format!(
                 "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint,
                         sum(black)::bigint, sum(rated_games)::bigint, sum(rating_sum)::bigint
                  FROM explorer_moves
-                 WHERE position_id = $1 AND {conditions}
+                 WHERE position_id = $1 AND {CONDITIONS}
                  GROUP BY move ORDER BY 2 DESC, move"
             ),
-            &[&id, &label, &speeds, &ratings, &since, &until],
+            &bound.params(&id),
         )
         .await
         .map_err(db_err("reading the explorer counters"))?;
+    // Games counted with both ratings: the candidates for the top games.
+    let mut rated = 0i64;
     for (i, row) in rows.iter().enumerate() {
         let score = Score {
             white: row.get(2),
@@ -273,6 +307,7 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
             black: row.get(4),
         };
         let games: i64 = row.get(1);
+        rated += row.get::<_, i64>(5);
         answer.score.white += score.white;
         answer.score.draws += score.draws;
         answer.score.black += score.black;
@@ -281,40 +316,155 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
             continue;
         }
         let (uci, san) = describe_move(&position, row.get(0), chess960)?;
-        let rated: i64 = row.get(5);
+        let move_rated: i64 = row.get(5);
         let sum: i64 = row.get(6);
         answer.moves.push(MoveStats {
             uci,
             san,
-            average_rating: (rated > 0).then(|| sum.div_euclid(rated)),
+            average_rating: (move_rated > 0).then(|| sum.div_euclid(move_rated)),
             score,
             games,
         });
     }
-    if request.top_games > 0 && answer.games > 0 {
-        answer.top_games = top_games(
-            client,
-            id,
-            conditions,
-            request,
-            &[&speeds, &ratings, &since, &until],
-        )
-        .await?;
+    if request.top_games > 0 && rated > 0 {
+        let plan = if rated <= SCAN_AT_MOST {
+            TopGamesPlan::Scan
+        } else {
+            plan_walk(
+                &rated_by_group(client, id, request).await?,
+                request.top_games,
+            )
+        };
+        answer.top_games = top_games(client, id, request, plan).await?;
     }
     Ok(answer)
 }
 
-/// The `limit` games of highest average rating among those the counters
-/// counted at position `id`.
-async fn top_games(
+/// Rated games at a position up to which [`explore`] reads them all to
+/// find its top games ([`TopGamesPlan::Scan`], about 18 µs a game here);
+/// beyond, it walks games by rating ([`TopGamesPlan::Walk`], one probe of
+/// a game's moves per game passed). With the walk's bounds, a position of
+/// this many games among a million is passed about `1e6 / 2000` games per
+/// top game listed: both ways cost about the same there.
+pub const SCAN_AT_MOST: i64 = 2000;
+
+/// How the top games of a position are found. Both give the same games;
+/// they differ in what they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopGamesPlan {
+    /// Every counted game at the position, from its moves rows, sorted:
+    /// cost grows with the games at the position (fine when it is rare).
+    Scan,
+    /// Rated games from the best average down (index
+    /// `games_rating_sum_idx`), with an average within `[low, high)`, keeping those
+    /// with a moves row at the position: cost grows with the games passed
+    /// before the limit is reached (fine when the position is frequent).
+    /// The bounds come from the counters, so bands without a game at the
+    /// position are not walked (`None`: unbounded).
+    Walk {
+        /// Lowest average that can be among the top games.
+        low: Option<i64>,
+        /// Averages from here up have no game at the position.
+        high: Option<i64>,
+    },
+}
+
+/// The walk's bounds from the position's rated games per rating group
+/// (`(lower bound of the group, games)`, any order): from the best group
+/// that has games down to the group in which `limit` games are reached (or
+/// the lowest that has games). Every top game is inside: groups above have
+/// none, and the groups walked hold `limit` or all there are.
+pub fn plan_walk(by_group: &[(i16, i64)], limit: u32) -> TopGamesPlan {
+    let mut groups: Vec<(i16, i64)> = by_group.iter().copied().filter(|g| g.1 > 0).collect();
+    groups.sort_unstable_by_key(|&(group, _)| std::cmp::Reverse(group));
+    let high = groups.first().and_then(|&(best, _)| {
+        let bounds = RatingGroup::LOWER_BOUNDS;
+        bounds
+            .iter()
+            .position(|&b| b == best)
+            .and_then(|i| bounds.get(i + 1))
+            .map(|&above| i64::from(above))
+    });
+    // The group where the limit is reached, else the lowest with games.
+    let mut seen = 0i64;
+    let lowest = groups
+        .iter()
+        .find(|&&(_, games)| {
+            seen += games;
+            seen >= i64::from(limit)
+        })
+        .or(groups.last());
+    // The lowest band holds every average below 1000 too (negative ones).
+    let low = lowest
+        .filter(|&&(group, _)| group > 0)
+        .map(|&(group, _)| i64::from(group));
+    TopGamesPlan::Walk { low, high }
+}
+
+/// The rated games counted at position `id` under `request`'s filter, per
+/// rating group (lower bound, games): what [`plan_walk`] bounds its walk
+/// with.
+pub async fn rated_by_group(
     client: &Client,
     id: i64,
-    conditions: &str,
     request: &Request,
-    filters: &[&(dyn tokio_postgres::types::ToSql + Sync); 4],
+) -> Result<Vec<(i16, i64)>, Error> {
+    let bound = BoundFilter::new(request);
+    let rows = client
+        .query(
+            &format!(
+                "SELECT rating_group, sum(games)::bigint FROM explorer_moves
+                 WHERE position_id = $1 AND rating_group >= 0 AND {CONDITIONS}
+                 GROUP BY rating_group"
+            ),
+            &bound.params(&id),
+        )
+        .await
+        .map_err(db_err("reading the explorer counters by rating group"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The `limit` games of highest average rating among those the counters
+/// counted at position `id` (by the exact average, that is the sum of both
+/// ratings; ties: lowest id first), found as `plan` says.
+pub async fn top_games(
+    client: &Client,
+    id: i64,
+    request: &Request,
+    plan: TopGamesPlan,
 ) -> Result<Vec<TopGame>, Error> {
     let limit = i64::from(request.top_games);
-    let label = request.variant.as_db_label();
+    let bound = BoundFilter::new(request);
+    let mut params = bound.params(&id);
+    params.push(&limit);
+    let candidates = match &plan {
+        TopGamesPlan::Scan => format!(
+            "SELECT game_id, rating_sum FROM explorer_game_moves
+             WHERE position_id = $1 AND rating_sum IS NOT NULL AND {CONDITIONS}
+             ORDER BY rating_sum DESC, game_id LIMIT $7"
+        ),
+        TopGamesPlan::Walk { low, high } => {
+            // On the sum of both ratings: an average (rounded down) of at
+            // least `low` is a sum of at least `2 * low`, one below `high` a
+            // sum below `2 * high`.
+            let mut bounds = String::new();
+            if let Some(low) = low {
+                params.push(low);
+                bounds.push_str(&format!(" AND rating_sum >= 2 * ${}::bigint", params.len()));
+            }
+            if let Some(high) = high {
+                params.push(high);
+                bounds.push_str(&format!(" AND rating_sum < 2 * ${}::bigint", params.len()));
+            }
+            format!(
+                "SELECT game_id, rating_sum FROM explorer_games e
+                 WHERE rating_sum IS NOT NULL{bounds} AND {CONDITIONS}
+                   AND EXISTS (SELECT 1 FROM moves m
+                               WHERE m.game_id = e.game_id AND m.position_id = $1)
+                 ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
+            )
+        }
+    };
     let rows = client
         .query(
             &format!(
@@ -322,17 +472,13 @@ async fn top_games(
                         bp.username, g.black_elo,
                         extract(year FROM g.started_at AT TIME ZONE 'UTC')::integer,
                         to_char(g.started_at AT TIME ZONE 'UTC', 'YYYY-MM')
-                 FROM (SELECT game_id, average FROM explorer_game_moves
-                       WHERE position_id = $1 AND average IS NOT NULL AND {conditions}
-                       ORDER BY average DESC, game_id LIMIT $7) t
+                 FROM ({candidates}) t
                  JOIN games g ON g.id = t.game_id
                  LEFT JOIN players wp ON wp.id = g.white_player_id
                  LEFT JOIN players bp ON bp.id = g.black_player_id
-                 ORDER BY t.average DESC, t.game_id"
+                 ORDER BY t.rating_sum DESC, t.game_id"
             ),
-            &[
-                &id, &label, filters[0], filters[1], filters[2], filters[3], &limit,
-            ],
+            &params,
         )
         .await
         .map_err(db_err("reading the top games"))?;
@@ -365,4 +511,67 @@ async fn top_games(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_spans_the_best_groups_with_games_down_to_the_limit() {
+        // 2 games at 2200+, 3 at 2000+, many below: the top 4 are all at
+        // 2000 or more, and nothing is at 2500.
+        let groups = [(1600, 500), (2200, 2), (0, 40), (2000, 3), (2500, 0)];
+        assert_eq!(
+            plan_walk(&groups, 4),
+            TopGamesPlan::Walk {
+                low: Some(2000),
+                high: Some(2500)
+            }
+        );
+        assert_eq!(
+            plan_walk(&groups, 2),
+            TopGamesPlan::Walk {
+                low: Some(2200),
+                high: Some(2500)
+            }
+        );
+        // More than the 2200 and 2000 groups hold: down to 1600.
+        assert_eq!(
+            plan_walk(&groups, 6),
+            TopGamesPlan::Walk {
+                low: Some(1600),
+                high: Some(2500)
+            }
+        );
+    }
+
+    #[test]
+    fn the_walk_is_open_at_the_ends_of_the_scale() {
+        // Games in the top band: no upper bound.
+        assert_eq!(
+            plan_walk(&[(2500, 10)], 5),
+            TopGamesPlan::Walk {
+                low: Some(2500),
+                high: None
+            }
+        );
+        // Fewer games than the limit reach the lowest group, which holds
+        // every average below 1000 (negative ones too): no lower bound.
+        assert_eq!(
+            plan_walk(&[(1000, 2), (0, 1)], 5),
+            TopGamesPlan::Walk {
+                low: None,
+                high: Some(1200)
+            }
+        );
+        // Fewer games than the limit: no lower than the lowest with games.
+        assert_eq!(
+            plan_walk(&[(1200, 2), (1600, 1)], 5),
+            TopGamesPlan::Walk {
+                low: Some(1200),
+                high: Some(1800)
+            }
+        );
+    }
 }

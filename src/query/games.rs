@@ -9,7 +9,10 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::{Client, GenericClient, Row, types::Json};
 
 use crate::{
-    chess::model::{GameRef, GameVariant},
+    chess::{
+        model::{GameRef, GameVariant},
+        scope::sans_after,
+    },
     error::Error,
     query::filter::GameFilter,
     store::db::db_err,
@@ -215,7 +218,47 @@ async fn moves_of<C: GenericClient>(
             nag: row.get(5),
         });
     }
+    complete_capped(client, ids, &mut moves).await?;
     Ok(moves)
+}
+
+/// Adds to `moves` the plies that capped games (`positions_max_ply`, see
+/// `sql/0010_positions_cap.sql`) have no rows for, replayed from
+/// `games.moves`: every move is written, past the cap without annotations.
+async fn complete_capped<C: GenericClient>(
+    client: &C,
+    ids: &[i64],
+    moves: &mut HashMap<i64, Vec<StoredMove>>,
+) -> Result<(), Error> {
+    let rows = client
+        .query(
+            "SELECT id, variant::text, start_fen, moves FROM games
+             WHERE id = ANY($1) AND positions_max_ply IS NOT NULL",
+            &[&ids],
+        )
+        .await
+        .map_err(db_err("reading the moves of capped games"))?;
+    for row in rows {
+        let id: i64 = row.get(0);
+        let label: String = row.get(1);
+        let variant = GameVariant::ALL
+            .into_iter()
+            .find(|v| v.as_db_label() == label)
+            .ok_or_else(|| Error::Internal(format!("game {id}: unknown variant {label:?}")))?;
+        let start_fen: Option<String> = row.get(2);
+        let codes: Vec<u8> = row.get(3);
+        let stored = moves.entry(id).or_default();
+        let rest = sans_after(variant, start_fen.as_deref(), &codes, stored.len())
+            .map_err(|e| Error::Internal(format!("game {id}: games.moves does not replay: {e}")))?;
+        stored.extend(rest.into_iter().map(|san| StoredMove {
+            san,
+            clock_ms: None,
+            eval_cp: None,
+            eval_mate: None,
+            nag: None,
+        }));
+    }
+    Ok(())
 }
 
 /// The order games are listed in.

@@ -74,6 +74,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_import_scope.sql",
         sql: include_str!("../../sql/0008_import_scope.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_explorer_games.sql",
+        sql: include_str!("../../sql/0009_explorer_games.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "0010_positions_cap.sql",
+        sql: include_str!("../../sql/0010_positions_cap.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

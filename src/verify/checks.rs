@@ -434,6 +434,9 @@ pub struct StoredGame {
     pub initial_position_id: i64,
     /// `final_position_id`.
     pub final_position_id: i64,
+    /// `positions_max_ply`: rows for plies `1..=N` only, the final
+    /// position being the one after ply N (`None`: every ply).
+    pub positions_max_ply: Option<i32>,
 }
 
 /// The `moves` columns `verify --games` reads back.
@@ -607,8 +610,30 @@ pub fn check_game<'a>(
             fens[0].clone(),
         ));
     }
+    // A capped game stores plies 1..=N and ends at the position after ply
+    // N. A cap outside 0..plies (which the importer never writes and the
+    // column's check refuses) is a finding, and the rows are then checked
+    // against every ply.
+    let plies = match game.positions_max_ply {
+        None => codes.len(),
+        Some(cap) => match usize::try_from(cap) {
+            Ok(cap) if cap < codes.len() => cap,
+            _ => {
+                out.push(finding(
+                    MismatchKind::PlyCount,
+                    "",
+                    format!("positions_max_ply {cap}"),
+                    format!(
+                        "a cap from 0 to {} plies, or none",
+                        codes.len().saturating_sub(1)
+                    ),
+                ));
+                codes.len()
+            }
+        },
+    };
     if replayed.failure.is_none() {
-        let last = &fens[fens.len() - 1];
+        let last = &fens[plies];
         if fen_of(game.final_position_id) != Some(last.as_str()) {
             out.push(finding(
                 MismatchKind::FinalPosition,
@@ -618,8 +643,7 @@ pub fn check_game<'a>(
             ));
         }
     }
-    // Rows: one per ply 1..=codes.len(); replayed plies can be checked.
-    let plies = codes.len();
+    // Rows: one per stored ply 1..=plies; replayed plies can be checked.
     let mut seen = vec![false; plies];
     let mut extra = Vec::new();
     for row in moves {
@@ -1048,8 +1072,45 @@ mod tests {
             ply_count: game.plies.len() as i32,
             initial_position_id: id(0),
             final_position_id: id(game.plies.len()),
+            positions_max_ply: None,
         };
         (row, moves, fens)
+    }
+
+    #[test]
+    fn a_capped_game_is_checked_up_to_its_cap() {
+        let (mut game, mut moves, fens) = game_fixture();
+        let fen_of = |id: i64| fens.get(&id).map(String::as_str);
+        assert!(moves.len() > 2, "the fixture has more than 2 plies");
+        moves.truncate(2);
+        game.final_position_id = moves[1].position_after_id;
+        let kinds = |game: &StoredGame| -> Vec<MismatchKind> {
+            check_game(game, &moves, fen_of)
+                .iter()
+                .map(|f| f.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds(&game),
+            [MismatchKind::FinalPosition, MismatchKind::MissingMoves],
+            "uncapped, the rows past ply 2 are missing"
+        );
+        game.positions_max_ply = Some(2);
+        assert_eq!(check_game(&game, &moves, fen_of), []);
+        game.positions_max_ply = Some(1);
+        assert_eq!(
+            kinds(&game),
+            [MismatchKind::FinalPosition, MismatchKind::MissingMoves],
+            "a row past the cap is unexpected"
+        );
+        for impossible in [-1, 1000] {
+            game.positions_max_ply = Some(impossible);
+            assert_eq!(
+                kinds(&game)[0],
+                MismatchKind::PlyCount,
+                "cap {impossible} is named, not clamped"
+            );
+        }
     }
 
     #[test]

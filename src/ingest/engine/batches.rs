@@ -46,6 +46,7 @@ impl Importer<'_> {
             source,
             expected_bytes_done: checkpoint.bytes_done,
             explorer: self.run.explorer,
+            positions_max_ply: self.run.settings.scope.positions_max_ply,
         };
         let spec = InputSpec {
             name: name.to_owned(),

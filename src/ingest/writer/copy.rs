@@ -207,13 +207,17 @@ pub(super) struct GameRow<'a> {
     pub(super) initial_s: Option<i32>,
     pub(super) increment_s: Option<i32>,
     pub(super) tags: Json<serde_json::Value>,
-    pub(super) file_id: i64,
-    pub(super) game_number: i64,
-    pub(super) byte_offset: i64,
+    /// Where the game was read (input, game number, byte offset): `None`
+    /// for a game stored by `game put`, which comes from no import.
+    pub(super) file_id: Option<i64>,
+    pub(super) game_number: Option<i64>,
+    pub(super) byte_offset: Option<i64>,
+    /// `positions_max_ply`: see [`crate::chess::scope::recorded_cap`].
+    pub(super) positions_max_ply: Option<i32>,
 }
 
-impl CopyRow<30> for GameRow<'_> {
-    const TYPES: [Type; 30] = [
+impl CopyRow<31> for GameRow<'_> {
+    const TYPES: [Type; 31] = [
         Type::INT8,
         Type::TEXT,
         Type::TEXT,
@@ -244,8 +248,9 @@ impl CopyRow<30> for GameRow<'_> {
         Type::INT8,
         Type::INT8,
         Type::INT8,
+        Type::INT4,
     ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 30] {
+    fn fields(&self) -> [&(dyn ToSql + Sync); 31] {
         let meta = &self.game.meta;
         [
             &self.id,
@@ -278,6 +283,7 @@ impl CopyRow<30> for GameRow<'_> {
             &self.file_id,
             &self.game_number,
             &self.byte_offset,
+            &self.positions_max_ply,
         ]
     }
 }

@@ -4,7 +4,7 @@
 //! another importer may have committed a game since). It reads and never
 //! writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio_postgres::Transaction;
 
@@ -51,6 +51,20 @@ pub(super) struct Candidate<'a> {
     pub(super) game: &'a GameRecord,
     pub(super) source: &'a str,
     pub(super) external_id: String,
+    /// Set by [`classify`] when the game is present with fewer rows than
+    /// this run stores: the rows to add (the backfill of a capped import).
+    pub(super) extends: Option<Extension>,
+}
+
+/// A game present in `games` under a positions cap that this run's cap
+/// (or its absence) goes past: its rows past the stored cap are added
+/// instead of the game being skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Extension {
+    /// `games.id`.
+    pub(super) game_id: i64,
+    /// Its `positions_max_ply`: the plies it has rows for.
+    pub(super) stored_cap: i32,
 }
 
 /// What the existing-games check found for one candidate.
@@ -58,8 +72,9 @@ pub(super) struct Candidate<'a> {
 enum Found {
     /// Not in `games`.
     New,
-    /// In `games`, the same game: already present.
-    Present,
+    /// In `games`, the same game: already present, with its id and
+    /// `positions_max_ply`.
+    Present(i64, Option<i32>),
     /// In `games` with other moves: a conflict.
     Other(Holder),
 }
@@ -96,12 +111,12 @@ async fn existing_games(
                      WITH ORDINALITY AS k(source, external_id, moves, start_fen, i)
              ), found AS (
                  SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen AS same,
-                        g.import_file_id, g.game_number, g.byte_offset
+                        g.import_file_id, g.game_number, g.byte_offset, g.positions_max_ply
                  FROM k JOIN games g ON g.source = 'lichess' AND g.external_id = k.external_id
                  WHERE k.source = 'lichess'
                  UNION ALL
                  SELECT k.i, g.id, g.moves = k.moves AND g.start_fen IS NOT DISTINCT FROM k.start_fen,
-                        g.import_file_id, g.game_number, g.byte_offset
+                        g.import_file_id, g.game_number, g.byte_offset, g.positions_max_ply
                  FROM k JOIN games g ON g.source <> 'lichess' AND g.external_id = k.external_id
                  WHERE k.source <> 'lichess'
              )
@@ -125,13 +140,14 @@ async fn existing_games(
         *slot = match (&slot, same) {
             // Several rows can hold one digest (labels of earlier
             // versions): the same game anywhere makes it present.
-            (Found::Present, _) | (_, true) => Found::Present,
+            (Found::Present(..), _) => continue,
+            (_, true) => Found::Present(row.get(1), row.get(6)),
             _ => Found::Other(Holder {
                 game_id: row.get(1),
                 file_id: row.get(3),
                 game_number: row.get(4),
                 byte_offset: row.get(5),
-                path: row.get(6),
+                path: row.get(7),
             }),
         };
     }
@@ -141,7 +157,9 @@ async fn existing_games(
 /// Splits `candidates` into the games to import, the present ones and the
 /// conflicts: the database decides first, then the batch itself (the
 /// first of two games with one identity wins; a later one with other
-/// moves is a conflict, with the same moves it is present).
+/// moves is a conflict, with the same moves it is present). A present game
+/// stored under a cap that `file`'s cap goes past is returned with the
+/// games to import, its [`Candidate::extends`] set (once per stored game).
 pub(super) async fn classify<'a>(
     tx: &Transaction<'_>,
     candidates: Vec<Candidate<'a>>,
@@ -149,6 +167,7 @@ pub(super) async fn classify<'a>(
 ) -> Result<(Vec<Candidate<'a>>, Vec<Conflict>), tokio_postgres::Error> {
     let found = existing_games(tx, &candidates).await?;
     let mut first_of: HashMap<(bool, String), usize> = HashMap::with_capacity(candidates.len());
+    let mut extended: HashSet<i64> = HashSet::new();
     let mut new = Vec::with_capacity(candidates.len());
     let mut conflicts = Vec::new();
     for (candidate, found) in candidates.into_iter().zip(found) {
@@ -159,7 +178,18 @@ pub(super) async fn classify<'a>(
             holder,
         };
         match found {
-            Found::Present => {}
+            Found::Present(game_id, Some(stored_cap))
+                if goes_past(file.positions_max_ply, stored_cap) && extended.insert(game_id) =>
+            {
+                new.push(Candidate {
+                    extends: Some(Extension {
+                        game_id,
+                        stored_cap,
+                    }),
+                    ..candidate
+                });
+            }
+            Found::Present(..) => {}
             Found::Other(holder) => conflicts.push(conflict(holder)),
             Found::New => {
                 let (lichess, id) = identity(candidate.source, &candidate.external_id);
@@ -189,6 +219,12 @@ pub(super) async fn classify<'a>(
     Ok((new, conflicts))
 }
 
+/// Whether a run under `cap` stores more plies than a game stored under
+/// `stored_cap` has rows for (no cap stores every ply).
+fn goes_past(cap: Option<u32>, stored_cap: i32) -> bool {
+    cap.is_none_or(|cap| i64::from(cap) > i64::from(stored_cap))
+}
+
 /// The games of `batch` that are not in the database and not repeated
 /// within the batch, and the conflicts found.
 pub(super) async fn games_to_import<'b>(
@@ -206,6 +242,7 @@ pub(super) async fn games_to_import<'b>(
                 game,
                 source: game.source(&file.source),
                 external_id: game.external_id(),
+                extends: None,
             }),
             Outcome::Rejected(_) => None,
         })

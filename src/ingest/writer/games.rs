@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Transaction, types::Json};
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{GameRow, MoveRow, RejectRow, WriteError, copy_rows},
-    existing::{Candidate, Conflict, classify},
+    existing::{Candidate, Conflict, Extension, classify},
     players_events::{event_key, get_or_create_events, get_or_create_players},
     positions::ResolvedBatch,
     to_i64,
@@ -19,6 +19,7 @@ use crate::{
     chess::{
         model::{termination_label, username_key},
         replay::GameRecord,
+        scope::recorded_cap,
     },
     error::Error,
     ingest::{
@@ -28,13 +29,18 @@ use crate::{
     },
 };
 
+/// The `COPY` of [`MoveRow`]s into `moves`.
+pub(super) const COPY_MOVES: &str = "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)";
+
 /// A game of the batch that is new to the database (so far).
 pub(super) struct NewGame<'a> {
     pub(super) game: &'a GameRecord,
     pub(super) source: &'a str,
     pub(super) external_id: String,
-    /// The dedup key of each of the game's positions, in order.
+    /// The dedup key of each of the game's positions stored, in order.
     pub(super) keys: &'a [PositionKey],
+    /// Present under a smaller cap: its rows past it are added instead.
+    pub(super) extends: Option<Extension>,
 }
 
 /// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
@@ -83,6 +89,12 @@ pub async fn write_games(
         })
         .collect();
 
+    // Games present under a smaller positions cap get their missing rows
+    // (the backfill); the others are inserted.
+    let (extensions, new_games): (Vec<NewGame<'_>>, Vec<NewGame<'_>>) = new_games
+        .into_iter()
+        .partition(|game| game.extends.is_some());
+
     // 2. Players and events.
     let player_ids = get_or_create_players(&tx, &new_games)
         .await
@@ -94,7 +106,7 @@ pub async fn write_games(
     // 3. Games.
     let mut game_rows = new_games
         .iter()
-        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, file))
+        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, Some(file)))
         .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
@@ -114,25 +126,44 @@ pub async fn write_games(
     stats.imported = inserted.len() as u64;
     stats.rejected = rejected.len() as u64;
     stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
+    let extended = extend_games(&tx, &at, &extensions, position_ids).await?;
+    stats.backfilled = extended.len() as u64;
+    if file.explorer && !extended.is_empty() {
+        // Their counters are recounted whole below: a ply past the old cap
+        // can change the move of a position's last visit.
+        let ids: Vec<i64> = extended.iter().map(|(id, _, _)| *id).collect();
+        explorer::remove_games(&tx, &ids).await?;
+    }
 
-    // 4. Moves of the inserted games, the rejects and the conflicts.
-    let move_rows = move_rows(&game_rows, &inserted, position_ids)?;
+    // 4. Moves of the inserted games (and the added ones of the extended
+    //    games), the rejects and the conflicts.
+    let inserted_games = game_rows.iter().filter_map(|row| {
+        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+        Some((*id, row.game, row.keys, 0))
+    });
+    let extended_games = extended
+        .iter()
+        .map(|(id, new, from)| (*id, new.game, new.keys, *from));
+    let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
     if !move_rows.is_empty() {
-        stats.moves = copy_rows(
-            &tx,
-            "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
-            &move_rows,
-        )
-        .await
-        .map_err(|e| at.err("copying moves", e))?;
+        stats.moves = copy_rows(&tx, COPY_MOVES, &move_rows)
+            .await
+            .map_err(|e| at.err("copying moves", e))?;
     }
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
     if file.explorer {
-        let counted = game_rows.iter().filter_map(|row| {
-            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-            Some((*id, row.game, row.keys))
-        });
+        let counted = game_rows
+            .iter()
+            .filter_map(|row| {
+                let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+                Some((*id, row.game, row.keys))
+            })
+            .chain(
+                extended
+                    .iter()
+                    .map(|(id, new, _)| (*id, new.game, new.keys)),
+            );
         explorer::add_batch(&tx, counted, position_ids).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
@@ -195,6 +226,7 @@ async fn recheck_games<'b>(
                 game,
                 source: game.source(&file.source),
                 external_id: g.external_id.clone(),
+                extends: None,
             })
         })
         .collect();
@@ -207,6 +239,7 @@ async fn recheck_games<'b>(
                 game: c.game,
                 source: c.source,
                 external_id: c.external_id,
+                extends: c.extends,
             })
         })
         .collect();
@@ -214,17 +247,22 @@ async fn recheck_games<'b>(
 }
 
 /// The `games` row of a new game: its positions, players and event
-/// resolved to ids.
-fn game_row<'a>(
+/// resolved to ids. `file`: the input it was read from, with its ply cap
+/// (`None`: a game put on its own, which has no input, game number nor
+/// offset to record, and all its plies).
+pub(super) fn game_row<'a>(
     new: &NewGame<'a>,
     position_ids: &KeyMap<i64>,
     player_ids: &HashMap<(&'a str, String), i64>,
     event_ids: &HashMap<(&'a str, String), i64>,
-    file: &FileContext,
+    file: Option<&FileContext>,
 ) -> Result<GameRow<'a>, Error> {
     let game = new.game;
     let id_of = |i: usize| id_at(new.keys, position_ids, i);
-    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(game.positions.len() - 1)) else {
+    // The last position stored: the game's final position, or under a cap
+    // the one after its last moves row (see sql/0010_positions_cap.sql).
+    let stored = new.keys.len().saturating_sub(1);
+    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(stored)) else {
         return Err(unresolved(game));
     };
     let player = |name: &Option<String>| {
@@ -255,27 +293,25 @@ fn game_row<'a>(
         initial_s: game.meta.clock.map(|c| c.initial_s),
         increment_s: game.meta.clock.map(|c| c.increment_s),
         tags: Json(serde_json::Value::Object(game.meta.tags_json())),
-        file_id: file.file_id,
-        game_number: to_i64(game.pos.game_number),
-        byte_offset: to_i64(game.pos.byte_offset),
+        file_id: file.map(|f| f.file_id),
+        game_number: file.map(|_| to_i64(game.pos.game_number)),
+        byte_offset: file.map(|_| to_i64(game.pos.byte_offset)),
+        positions_max_ply: file.and_then(|f| cap_column(f, game)),
     })
 }
 
-/// The `moves` rows of the games that were inserted (`inserted`: their
-/// ids by identity).
-fn move_rows<'a>(
-    game_rows: &[GameRow<'a>],
-    inserted: &HashMap<(String, String), i64>,
+/// The `moves` rows of `games`: each `(games.id, game, position keys,
+/// plies it already has rows for)`, rows for the rest of its stored plies.
+pub(super) fn move_rows<'a>(
+    games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey], usize)>,
     position_ids: &KeyMap<i64>,
 ) -> Result<Vec<MoveRow<'a>>, Error> {
     let mut rows = Vec::new();
-    for row in game_rows {
-        let Some(&game_id) = inserted.get(&(row.source.to_owned(), row.external_id.clone())) else {
-            continue;
-        };
-        let game = row.game;
-        let id_of = |i: usize| id_at(row.keys, position_ids, i);
-        for (i, ply) in game.plies.iter().enumerate() {
+    for (game_id, game, keys, from) in games {
+        let id_of = |i: usize| id_at(keys, position_ids, i);
+        // Rows for the plies whose positions are stored (a cap's first N).
+        let stored = keys.len().saturating_sub(1);
+        for (i, ply) in game.plies.iter().enumerate().take(stored).skip(from) {
             let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
                 return Err(unresolved(game));
             };
@@ -396,23 +432,54 @@ async fn insert_games_if_absent(
     game_rows: &[GameRow<'_>],
     inserted: &mut HashMap<(String, String), i64>,
 ) -> Result<(), WriteError> {
+    stage_games(tx, game_rows).await?;
+    insert_staged_games(tx, None, inserted).await
+}
+
+/// The columns of `games` every writer fills, in [`GameRow`]'s order after
+/// its id.
+const GAME_COLUMNS: &str = "source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply";
+
+/// `COPY`s `game_rows` into `stage_games` (emptied at commit).
+pub(super) async fn stage_games(
+    tx: &Transaction<'_>,
+    game_rows: &[GameRow<'_>],
+) -> Result<(), WriteError> {
     copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
-    let rows = tx
-        .query(
-            "INSERT INTO games (source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset)
-             SELECT source, external_id, event_id, site, round,
+    Ok(())
+}
+
+/// Inserts the staged games with `ON CONFLICT DO NOTHING RETURNING`,
+/// recording the ids of those inserted in `inserted`. `id`: the id to give
+/// the one staged game (`game put` replacing a game keeps its id), else
+/// the table's identity decides.
+pub(super) async fn insert_staged_games(
+    tx: &Transaction<'_>,
+    id: Option<i64>,
+    inserted: &mut HashMap<(String, String), i64>,
+) -> Result<(), WriteError> {
+    let values = "source, external_id, event_id, site, round,
                  white_player_id, black_player_id, white_elo, black_elo,
                  white_rating_diff, black_rating_diff, time_control, time_initial_s,
                  time_increment_s, variant::game_variant, termination::game_termination,
                  result, eco, opening, started_at,
                  initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset
-             FROM stage_games ORDER BY source, external_id
+                 import_file_id, game_number, byte_offset, positions_max_ply";
+    let tail = "FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
-             RETURNING id, source, external_id",
-            &[],
-        )
-        .await?;
+             RETURNING id, source, external_id";
+    let rows = match id {
+        None => {
+            let sql = format!("INSERT INTO games ({GAME_COLUMNS}) SELECT {values} {tail}");
+            tx.query(&sql, &[]).await?
+        }
+        Some(id) => {
+            let sql = format!(
+                "INSERT INTO games (id, {GAME_COLUMNS}) SELECT $1::bigint, {values} {tail}"
+            );
+            tx.query(&sql, &[&id]).await?
+        }
+    };
     for row in rows {
         inserted.insert((row.get(1), row.get(2)), row.get(0));
     }
@@ -436,15 +503,82 @@ async fn copy_new_games(
     ids.advance(tx).await?;
     copy_rows(
         tx,
-        "COPY games (id, source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset) FROM STDIN (FORMAT binary)",
+        &format!("COPY games (id, {GAME_COLUMNS}) FROM STDIN (FORMAT binary)"),
         game_rows,
     )
     .await?;
     Ok(())
 }
 
+/// `games.positions_max_ply` of `game` imported under `file`'s cap.
+fn cap_column(file: &FileContext, game: &GameRecord) -> Option<i32> {
+    // Below the game's ply count, which ply_number takes.
+    recorded_cap(file.positions_max_ply, game.plies.len()).map(|cap| ply_number(cap as usize))
+}
+
+/// The backfill of games present under a smaller positions cap: each gets
+/// the final position and cap of this run (`file`), if it still has the
+/// cap it was found with (another importer may have extended it since;
+/// then it is left to that one). Returns the games this transaction
+/// extended, with their ids and the plies they had rows for, whose rows
+/// past those the caller adds.
+async fn extend_games<'g, 'a>(
+    tx: &Transaction<'_>,
+    at: &BatchContext<'_>,
+    extensions: &'g [NewGame<'a>],
+    position_ids: &KeyMap<i64>,
+) -> Result<Vec<(i64, &'g NewGame<'a>, usize)>, Error> {
+    if extensions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids = Vec::with_capacity(extensions.len());
+    let mut old_caps = Vec::with_capacity(extensions.len());
+    let mut new_caps: Vec<Option<i32>> = Vec::with_capacity(extensions.len());
+    let mut finals = Vec::with_capacity(extensions.len());
+    let mut by_id = HashMap::with_capacity(extensions.len());
+    for new in extensions {
+        let Some(extends) = new.extends else {
+            continue;
+        };
+        let stored = new.keys.len().saturating_sub(1);
+        let final_id = id_at(new.keys, position_ids, stored).ok_or_else(|| unresolved(new.game))?;
+        let from = usize::try_from(extends.stored_cap).map_err(|_| {
+            Error::Internal(format!(
+                "game {}: positions_max_ply {} is negative (the column's check refuses it)",
+                extends.game_id, extends.stored_cap
+            ))
+        })?;
+        ids.push(extends.game_id);
+        old_caps.push(extends.stored_cap);
+        new_caps.push(cap_column(at.file, new.game));
+        finals.push(final_id);
+        by_id.insert(extends.game_id, (new, from));
+    }
+    let rows = tx
+        .query(
+            "UPDATE games g SET positions_max_ply = u.cap, final_position_id = u.final_id
+             FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::bigint[])
+                 AS u(id, old_cap, cap, final_id)
+             WHERE g.id = u.id AND g.positions_max_ply = u.old_cap
+             RETURNING g.id",
+            &[&ids, &old_caps, &new_caps, &finals],
+        )
+        .await
+        .map_err(|e| at.err("extending capped games", e))?;
+    let mut extended: Vec<(i64, &NewGame<'a>, usize)> = rows
+        .iter()
+        .filter_map(|row| {
+            let id: i64 = row.get(0);
+            let &(new, from) = by_id.get(&id)?;
+            Some((id, new, from))
+        })
+        .collect();
+    extended.sort_unstable_by_key(|(id, _, _)| *id);
+    Ok(extended)
+}
+
 /// A ply number or count as the `integer` columns hold it.
-fn ply_number(n: usize) -> i32 {
+pub(super) fn ply_number(n: usize) -> i32 {
     i32::try_from(n).expect(
         "an imported game has at most max_plies plies (at most 1,000,000, checked in config), \
          far below 2^31",

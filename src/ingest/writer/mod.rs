@@ -21,7 +21,11 @@
 //! 3. games go through staging with `ON CONFLICT DO NOTHING RETURNING`, so a
 //!    game another importer committed meanwhile is "already present" too
 //!    (bulk mode: `COPY`ed with their own ids);
-//! 4. moves of the inserted games and the rejected games are `COPY`ed;
+//!    Games present under a smaller positions cap (`--positions-max-ply`,
+//!    `--games-only`) get their cap and final position updated instead,
+//!    if no other importer did it first (the backfill);
+//! 4. moves of the inserted games (and of the backfilled games' plies past
+//!    their old cap) and the rejected games are `COPY`ed;
 //! 5. the input's checkpoint (games read, bytes consumed, counts) is updated.
 //!
 //! One file per idea: `positions` is phase one, `games` phase two with
@@ -40,12 +44,14 @@ mod existing;
 mod games;
 mod players_events;
 mod positions;
+mod single;
 
 use self::copy::WriteError;
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
     positions::{PendingIds, ResolvedBatch, resolve_positions},
+    single::prepare_game,
 };
 use crate::{
     chess::replay::GameRecord,
@@ -73,7 +79,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_games (
     variant text, termination text, result smallint, eco text, opening text,
     started_at timestamptz, initial_position_id bigint, final_position_id bigint,
     ply_count integer, moves bytea, start_fen text, tags jsonb,
-    import_file_id bigint, game_number bigint, byte_offset bigint
+    import_file_id bigint, game_number bigint, byte_offset bigint, positions_max_ply integer
 ) ON COMMIT DELETE ROWS;
 ";
 
@@ -91,6 +97,9 @@ pub struct FileContext {
     /// it once under the import lock (which `db explorer enable|disable`
     /// take exclusively, so it holds for the whole run).
     pub explorer: bool,
+    /// The run's positions cap (`--positions-max-ply`, `--games-only`):
+    /// rows for plies `0..=cap` of each game only.
+    pub positions_max_ply: Option<u32>,
 }
 
 /// What one committed batch did.
@@ -118,6 +127,9 @@ pub struct BatchStats {
     /// Games not imported because their identity is held by a game with
     /// other moves (counted in `present` too).
     pub conflicts: u64,
+    /// Games present under a smaller positions cap that got their rows
+    /// past it (counted in `present` too): the backfill.
+    pub backfilled: u64,
 }
 
 impl BatchStats {
@@ -143,6 +155,7 @@ impl BatchStats {
         self.positions_in_memory += other.positions_in_memory;
         self.moves += other.moves;
         self.conflicts += other.conflicts;
+        self.backfilled += other.backfilled;
     }
 }
 
@@ -206,12 +219,16 @@ impl BatchContext<'_> {
             "{what} (batch ending at game #{} of input {})",
             self.batch.games_through, self.file.file_id
         );
-        match error.into() {
-            WriteError::Database(e) => crate::store::db::db_err(what)(e),
-            WriteError::Encode(e) => {
-                Error::Internal(format!("{what}: encoding a row for COPY: {e}"))
-            }
-        }
+        write_err(what, error)
+    }
+}
+
+/// The error a write step `what` failed with: the database's, or a row
+/// that could not be encoded (a bug: the rows are built to fit).
+fn write_err(what: String, error: impl Into<WriteError>) -> Error {
+    match error.into() {
+        WriteError::Database(e) => crate::store::db::db_err(what)(e),
+        WriteError::Encode(e) => Error::Internal(format!("{what}: encoding a row for COPY: {e}")),
     }
 }
 
@@ -299,6 +316,7 @@ mod tests {
             source: "pgn".to_owned(),
             expected_bytes_done: 0,
             explorer: false,
+            positions_max_ply: None,
         };
         let error = batch_bounds(&batch, &file).expect_err("past bigint");
         assert_eq!(

@@ -15,7 +15,7 @@ use super::{
     existing::{Conflict, games_to_import},
 };
 use crate::{
-    chess::{fen::split_normalized, replay::GameRecord},
+    chess::{fen::split_normalized, replay::GameRecord, scope::stored_plies},
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionCache, PositionKey},
@@ -31,7 +31,9 @@ pub type PendingIds = Vec<(PositionKey, i64)>;
 #[derive(Debug, Default)]
 pub struct ResolvedBatch {
     /// The games that were new when the positions were resolved (not in
-    /// the database, not repeated within the batch), in batch order.
+    /// the database, not repeated within the batch), in batch order, and
+    /// the ones present under a smaller positions cap (phase two finds
+    /// them again, as it does every game).
     pub(super) games: Vec<ResolvedGame>,
     /// The id of every position of those games.
     pub(super) position_ids: KeyMap<i64>,
@@ -50,7 +52,8 @@ pub(super) struct ResolvedGame {
     /// Its `games.external_id` (a content digest for non-Lichess games:
     /// computed once, in the first phase).
     pub(super) external_id: String,
-    /// The dedup key of each of its positions, in order.
+    /// The dedup key of each of its positions stored (all, or plies
+    /// `0..=cap` under a positions cap), in order.
     pub(super) keys: Vec<PositionKey>,
 }
 
@@ -84,6 +87,10 @@ pub async fn resolve_positions(
     // Every later lookup of a position in this batch is by key: hashing
     // each FEN once, on all cores, is cheaper than hashing and comparing
     // the text in each map.
+    // A capped game (`--positions-max-ply`) has keys for the positions it
+    // stores only, so every later step (positions, moves rows, final
+    // position, explorer) covers exactly those.
+    let cap = file.positions_max_ply;
     let resolved_games: Vec<ResolvedGame> = new_games
         .into_par_iter()
         .map(|candidate| ResolvedGame {
@@ -92,6 +99,7 @@ pub async fn resolve_positions(
                 .game
                 .positions
                 .iter()
+                .take(stored_plies(cap, candidate.game.plies.len()) + 1)
                 .map(|(fen, _)| PositionKey::of(fen))
                 .collect(),
             external_id: candidate.external_id,
@@ -132,14 +140,14 @@ pub async fn resolve_positions(
 }
 
 /// A batch's positions after the cache: ids known so far, and the rest.
-struct Unresolved<'a> {
-    position_ids: KeyMap<i64>,
-    misses: Vec<(PositionRow<'a>, PositionKey)>,
+pub(super) struct Unresolved<'a> {
+    pub(super) position_ids: KeyMap<i64>,
+    pub(super) misses: Vec<(PositionRow<'a>, PositionKey)>,
 }
 
 /// Looks every distinct position of the new games (each with its position
 /// keys) up in the cache.
-fn collect_positions<'a>(
+pub(super) fn collect_positions<'a>(
     new_games: impl Iterator<Item = (&'a GameRecord, &'a [PositionKey])>,
     cache: &mut PositionCache,
     stats: &mut BatchStats,
@@ -184,7 +192,7 @@ fn collect_positions<'a>(
 /// concurrent importers take row locks in the same order. New rows' ids
 /// come back from RETURNING; only the conflicting ones (rows that existed,
 /// or a concurrent importer just committed) need a second index probe.
-async fn get_or_create_positions<'a>(
+pub(super) async fn get_or_create_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
     position_ids: &mut KeyMap<i64>,

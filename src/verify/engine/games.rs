@@ -27,6 +27,7 @@ fn game_from_row(row: &tokio_postgres::Row) -> Result<StoredGame, tokio_postgres
         ply_count: row.try_get(4)?,
         initial_position_id: row.try_get(5)?,
         final_position_id: row.try_get(6)?,
+        positions_max_ply: row.try_get(7)?,
     })
 }
 
@@ -61,7 +62,7 @@ pub(super) fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
             .map_err(db_err("starting a read-only transaction"))?;
         let query = format!(
             "SELECT id, variant::text, start_fen, moves, ply_count, initial_position_id, \
-             final_position_id FROM games{}",
+             final_position_id, positions_max_ply FROM games{}",
             selection_sql(selection, true)
         );
         let portal = tx
