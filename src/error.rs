@@ -108,6 +108,11 @@ pub enum RejectReason {
         /// The configured limit.
         limit: u32,
     },
+    /// A game stored in an exchange format (ocgdb, Simple Chess Database)
+    /// cannot be decoded into a game: a move code that is no move, a
+    /// record cut short, a reference to a missing name.
+    #[error("undecodable stored game: {0}")]
+    Undecodable(String),
 }
 
 /// A rejected game: where it is and why.

@@ -9,6 +9,7 @@ mod common;
 mod crash;
 mod embedded;
 mod exchange;
+mod exchange_import;
 mod explorer;
 mod faults;
 mod footprint;

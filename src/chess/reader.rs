@@ -69,6 +69,21 @@ pub struct GameChunk {
 }
 
 impl GameChunk {
+    /// A game of an exchange format that cannot be rendered as PGN: it is
+    /// rejected for `reason` by [`take_game`], `bytes` (what was stored)
+    /// kept as its raw bytes.
+    pub fn undecodable(pos: SourcePos, bytes: Vec<u8>, reason: String) -> GameChunk {
+        GameChunk {
+            pos,
+            total_len: bytes.len() as u64,
+            bytes,
+            scan: GameScan {
+                problem: Some(RejectReason::Undecodable(reason)),
+                ..GameScan::default()
+            },
+        }
+    }
+
     /// Whether the chunk holds only the head of a larger game.
     pub fn is_truncated(&self) -> bool {
         self.total_len > self.bytes.len() as u64

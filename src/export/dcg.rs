@@ -145,6 +145,118 @@ pub fn push_game(
     Ok(())
 }
 
+/// Reads a length written by [`push_length`] at the start of `bytes`:
+/// the length and how many bytes it took. `None` when `bytes` ends first
+/// or the first byte is no length (`0x7f`, `0x80`, `0x85` and above).
+pub fn read_length(bytes: &[u8]) -> Option<(u64, usize)> {
+    let first = *bytes.first()?;
+    let wide = match first {
+        0..127 => return Some((u64::from(first), 1)),
+        0x81..=0x84 => usize::from(first - 0x80),
+        _ => return None,
+    };
+    let digits = bytes.get(1..=wide)?;
+    let len = digits.iter().fold(0u64, |len, &b| len << 8 | u64::from(b));
+    Some((len, 1 + wide))
+}
+
+/// One move of a `.dcg` game as [`push_game`] writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatedMove {
+    /// The move.
+    pub plain: PlainMove,
+    /// Its NAGs, in order.
+    pub nags: Vec<u8>,
+    /// Its comments, in order (bytes as stored; the format says UTF-8).
+    pub comments: Vec<Vec<u8>>,
+}
+
+/// A `.dcg` game record's body (after its length), read back: the start
+/// position (`None`: the standard one) and the moves. Pure, for the
+/// import. A marker the format does not define, a move code that is no
+/// move or a length running past the body is an error naming the byte.
+pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
+    let cut = |at: usize| format!("the record ends inside the item at byte {at}");
+    // A length-prefixed item at `at`: its bytes, and where the next starts.
+    let item = |at: usize| -> Result<(&[u8], usize), String> {
+        let (len, header) = body
+            .get(at..)
+            .and_then(read_length)
+            .ok_or_else(|| cut(at))?;
+        let start = at + header;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .filter(|&end| end <= body.len())
+            .ok_or_else(|| cut(at))?;
+        Ok((&body[start..end], end))
+    };
+    let (start_fen, mut at) = match body.first() {
+        Some(0x00) => (None, 1),
+        Some(0x01) => {
+            let (fen, next) = item(1)?;
+            (Some(fen.to_vec()), next)
+        }
+        Some(other) => {
+            return Err(format!(
+                "start marker {other:#04x} is neither 0x00 nor 0x01"
+            ));
+        }
+        None => return Err("the record is empty".into()),
+    };
+    let mut moves: Vec<AnnotatedMove> = Vec::new();
+    while let Some(&first) = body.get(at) {
+        match first {
+            NULL_MOVE => {
+                moves.push(AnnotatedMove {
+                    plain: PlainMove::Null,
+                    nags: Vec::new(),
+                    comments: Vec::new(),
+                });
+                at += 1;
+            }
+            NAGS => {
+                let (nags, next) = item(at + 1)?;
+                last_move(&mut moves, at)?.nags.extend_from_slice(nags);
+                at = next;
+            }
+            COMMENT => {
+                let (text, next) = item(at + 1)?;
+                last_move(&mut moves, at)?.comments.push(text.to_vec());
+                at = next;
+            }
+            _ => {
+                let second = *body.get(at + 1).ok_or_else(|| cut(at))?;
+                let code = u16::from_be_bytes([first, second]);
+                let bits =
+                    |shift: u16| u8::try_from((code >> shift) & 63).expect("six bits fit a u8");
+                let (promotion, from, to) = (bits(12), bits(6), bits(0));
+                if from == to || !matches!(promotion, 0 | 2..=5) {
+                    return Err(format!("code {code:#06x} at byte {at} is not a move"));
+                }
+                moves.push(AnnotatedMove {
+                    plain: PlainMove::Move {
+                        from,
+                        to,
+                        promotion,
+                    },
+                    nags: Vec::new(),
+                    comments: Vec::new(),
+                });
+                at += 2;
+            }
+        }
+    }
+    Ok((start_fen, moves))
+}
+
+/// The move an annotation at byte `at` belongs to.
+fn last_move(moves: &mut [AnnotatedMove], at: usize) -> Result<&mut AnnotatedMove, String> {
+    moves
+        .last_mut()
+        .ok_or_else(|| format!("an annotation at byte {at} precedes every move"))
+}
+
 /// `name` as a 36-byte record: UTF-8, cut at the last character boundary
 /// that fits, padded with spaces.
 pub fn record(name: &str) -> [u8; RECORD] {
@@ -461,6 +573,46 @@ mod tests {
         expected.extend([0x88, 0x5d, 0x3c]);
         expected.insert(0, u8::try_from(expected.len()).expect("short"));
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn games_read_back_as_written() {
+        for len in [0, 126, 127, 254, 255, 65534, 65535, 16_777_215] {
+            let bytes = length(len);
+            assert_eq!(read_length(&bytes), Some((len as u64, bytes.len())));
+        }
+        assert_eq!(read_length(&[0x82, 0x01]), None);
+        assert_eq!(read_length(&[0x7f]), None);
+        let e2e4 = PlainMove::Move {
+            from: 12,
+            to: 28,
+            promotion: 0,
+        };
+        let promote = PlainMove::Move {
+            from: 52,
+            to: 60,
+            promotion: 5,
+        };
+        let mut out = Vec::new();
+        push_game(
+            Some("8/8/8/8/8/8/8/K6k w - - 0 1"),
+            &[e2e4, PlainMove::Null, promote],
+            &[(Some(1), "[%clk 0:03:00]".into())],
+            &mut out,
+        )
+        .expect("a short game encodes");
+        let (len, header) = read_length(&out).expect("a length");
+        assert_eq!(len as usize + header, out.len());
+        let (fen, moves) = parse_game(&out[header..]).expect("reads back");
+        assert_eq!(fen.as_deref(), Some(&b"8/8/8/8/8/8/8/K6k w - - 0 1"[..]));
+        let plain: Vec<PlainMove> = moves.iter().map(|m| m.plain).collect();
+        assert_eq!(plain, [e2e4, PlainMove::Null, promote]);
+        assert_eq!(moves[0].nags, [1]);
+        assert_eq!(moves[0].comments, [b"[%clk 0:03:00]".to_vec()]);
+        // Cut inside the comment, and a code that is no move.
+        assert!(parse_game(&out[header..out.len() - 6]).is_err());
+        assert!(parse_game(&[0x00, 0x03, 0x0c]).is_err());
+        assert!(parse_game(&[0x02]).is_err());
     }
 
     #[test]

@@ -86,6 +86,39 @@ pub fn moves2(moves: &[PlainMove]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The moves of a `Moves2` blob, read back as [`moves2`] writes them (and
+/// ocgdb does): for the import, which replays them. A blob of odd length, a
+/// promotion code outside N = 2 … Q = 5 or a move from a square to itself is
+/// not a move list (the error says which ply); whether a move is legal is
+/// the replay's question.
+pub fn moves_of_moves2(blob: &[u8]) -> Result<Vec<PlainMove>, String> {
+    if !blob.len().is_multiple_of(2) {
+        return Err(format!(
+            "Moves2 is {} bytes long, not two bytes per move",
+            blob.len()
+        ));
+    }
+    blob.chunks_exact(2)
+        .enumerate()
+        .map(|(ply, pair)| {
+            let code = u16::from_le_bytes([pair[0], pair[1]]);
+            let bits = |shift: u16| u8::try_from((code >> shift) & 63).expect("six bits fit a u8");
+            let (from, to, promotion) = (bits(0), bits(6), bits(12));
+            if from == to || !matches!(promotion, 0 | 2..=5) {
+                return Err(format!(
+                    "Moves2 code {code:#06x} at ply {} is not a move",
+                    ply + 1
+                ));
+            }
+            Ok(PlainMove::Move {
+                from,
+                to,
+                promotion,
+            })
+        })
+        .collect()
+}
+
 /// `Date` text: `YYYY-MM-DD`, an unknown part as `??`, NULL when nothing
 /// is known.
 pub fn date_text(game: &StoredGame) -> Option<String> {
@@ -382,6 +415,12 @@ mod tests {
             Some(vec![0x0c, 0x07, 0x84, 0x01, 0x34, 0x5f])
         );
         assert_eq!(moves2(&[e2e4, PlainMove::Null]), None);
+        let blob = moves2(&[e2e4, castle, promote]).expect("no null move");
+        assert_eq!(moves_of_moves2(&blob), Ok(vec![e2e4, castle, promote]));
+        assert!(moves_of_moves2(&blob[..3]).is_err());
+        // From = to, and promotion code 7.
+        assert!(moves_of_moves2(&[0x0c, 0x03]).is_err());
+        assert!(moves_of_moves2(&[0x34, 0x7f]).is_err());
     }
 
     #[test]

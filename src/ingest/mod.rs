@@ -15,6 +15,7 @@ pub(crate) mod bulk;
 pub(crate) mod dedup;
 pub(crate) mod delete;
 pub(crate) mod engine;
+pub(crate) mod exchange;
 pub(crate) mod explorer;
 pub mod pipeline;
 pub(crate) mod put;

@@ -32,7 +32,10 @@ use crate::{
         scope::{Scope, in_scope},
     },
     error::{Error, Rejection},
-    ingest::source::{Input, SourceOptions, open_input_interruptible},
+    ingest::{
+        exchange::StoredGames,
+        source::{self, Compression, Input, SourceOptions, open_input_interruptible},
+    },
 };
 
 /// Sizes and limits of the parse side.
@@ -277,26 +280,37 @@ fn read_loop(
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let input =
-            match open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts)) {
-                Ok(input) => input,
-                Err(error) => {
-                    if tx
-                        .send(ReadEvent::Failed {
-                            input: index,
-                            error,
-                        })
-                        .is_err()
-                    {
-                        return;
-                    }
-                    continue;
+        let opened = match source::sniff_file(std::path::Path::new(&spec.name)) {
+            Some(format @ (Compression::Sqlite | Compression::Dcg)) => {
+                StoredGames::open(&spec.name, format, spec.skip_games, config.limits)
+                    .map(|games| Opened::Stored(Box::new(games)))
+            }
+            _ => open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts))
+                .map(Opened::Pgn),
+        };
+        let input = match opened {
+            Ok(input) => input,
+            Err(error) => {
+                if tx
+                    .send(ReadEvent::Failed {
+                        input: index,
+                        error,
+                    })
+                    .is_err()
+                {
+                    return;
                 }
-            };
+                continue;
+            }
+        };
+        let (len, consumed) = match &input {
+            Opened::Pgn(input) => (input.len, &input.consumed),
+            Opened::Stored(games) => (games.len, &games.consumed),
+        };
         let opened = ReadEvent::Opened {
             input: index,
-            len: input.len,
-            consumed: Arc::clone(&input.consumed),
+            len,
+            consumed: Arc::clone(consumed),
         };
         if tx.send(opened).is_err() {
             return;
@@ -315,15 +329,12 @@ fn read_loop(
     }
 }
 
-/// Reads one input into batches. `Ok(None)` when stopped or the consumer left.
-fn read_input(
-    index: usize,
+/// The splitter of a PGN input, past the checkpoint's bytes.
+fn pgn_splitter(
     spec: &InputSpec,
     mut input: Input,
     config: PipelineConfig,
-    tx: &Sender<ReadEvent>,
-    stop: &AtomicBool,
-) -> Result<Option<ReadEvent>, Error> {
+) -> Result<GameSplitter<Box<dyn std::io::Read + Send>>, Error> {
     let broken = |offset: u64, games: u64, source| Error::InputBroken {
         file: Arc::clone(&input.name),
         byte_offset: offset,
@@ -350,14 +361,68 @@ fn read_input(
             ));
         }
     }
-    let name = Arc::clone(&input.name);
-    let mut splitter = GameSplitter::new(
+    Ok(GameSplitter::new(
         input.reader,
-        name,
+        input.name,
         spec.skip_bytes,
         spec.skip_games,
         config.limits,
-    );
+    ))
+}
+
+/// An opened input: PGN (plain or compressed), or an exchange format's
+/// stored games (`ingest::exchange`), which come out as PGN chunks too.
+enum Opened {
+    Pgn(Input),
+    Stored(Box<StoredGames>),
+}
+
+/// Where one input's chunks come from.
+enum Games {
+    Pgn(GameSplitter<Box<dyn std::io::Read + Send>>),
+    Stored(StoredGames),
+}
+
+impl Games {
+    fn next_chunk(&mut self) -> std::io::Result<Option<GameChunk>> {
+        match self {
+            Games::Pgn(splitter) => splitter.next_chunk(),
+            Games::Stored(games) => games.next_chunk(),
+        }
+    }
+
+    fn games_read(&self) -> u64 {
+        match self {
+            Games::Pgn(splitter) => splitter.games_read(),
+            Games::Stored(games) => games.games_read(),
+        }
+    }
+}
+
+/// Reads one input into batches. `Ok(None)` when stopped or the consumer
+/// left. Stored games resume by game number (they were opened past
+/// `skip_games`); PGN by skipping the checkpoint's bytes.
+fn read_input(
+    index: usize,
+    spec: &InputSpec,
+    input: Opened,
+    config: PipelineConfig,
+    tx: &Sender<ReadEvent>,
+    stop: &AtomicBool,
+) -> Result<Option<ReadEvent>, Error> {
+    let (name, mut splitter) = match input {
+        Opened::Pgn(input) => {
+            let name = Arc::clone(&input.name);
+            (name, Games::Pgn(pgn_splitter(spec, input, config)?))
+        }
+        Opened::Stored(games) => (Arc::from(spec.name.as_str()), Games::Stored(*games)),
+    };
+    let broken = |offset: u64, games: u64, source| Error::InputBroken {
+        file: Arc::clone(&name),
+        byte_offset: offset,
+        games_read: games,
+        source,
+    };
     let mut end_offset = spec.skip_bytes;
     loop {
         let mut chunks = Vec::with_capacity(config.batch_games);

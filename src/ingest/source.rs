@@ -29,7 +29,8 @@ use nix::{
 
 use crate::error::Error;
 
-/// Compression formats pgnload reads.
+/// Formats pgnload reads: PGN, plain or compressed, and the exchange
+/// formats' stored games.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     /// Plain PGN text.
@@ -40,6 +41,12 @@ pub enum Compression {
     Bzip2,
     /// gzip, multi-member aware.
     Gzip,
+    /// A SQLite database (`SQLite format 3\0`), read as ocgdb's schema
+    /// (`ingest::exchange`), which it is refused for lacking.
+    Sqlite,
+    /// A Simple Chess Database, named by its index (`.dci`) or games
+    /// (`.dcg`) file, the other four beside it (`ingest::exchange`).
+    Dcg,
     /// A container or compression pgnload does not read (zip, 7z, xz, rar,
     /// lz4, tar), named: parsed as PGN it would only give garbage rejects,
     /// so the input fails with this name instead.
@@ -63,7 +70,18 @@ impl Compression {
             (b"\x04\x22\x4D\x18", "lz4"),
             (b"\x5D\x00\x00", "lzma"),
         ];
-        if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+        if head.starts_with(b"SQLite format 3\0") {
+            Compression::Sqlite
+        } else if head.starts_with(b"SimpleCDbi") || head.starts_with(b"SimpleCDbg") {
+            Compression::Dcg
+        } else if head.starts_with(b"SimpleCDbn")
+            || head.starts_with(b"SimpleCDbs")
+            || head.starts_with(b"SimpleCDbe")
+        {
+            Compression::Unsupported(
+                "a Simple Chess Database name, site or event file (import its .dci or .dcg)",
+            )
+        } else if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
             Compression::Zstd
         } else if head.starts_with(b"BZh") {
             Compression::Bzip2
@@ -89,6 +107,8 @@ impl fmt::Display for Compression {
             Compression::Zstd => "zstd",
             Compression::Bzip2 => "bzip2",
             Compression::Gzip => "gzip",
+            Compression::Sqlite => "sqlite",
+            Compression::Dcg => "dcg",
             Compression::Unsupported(name) => name,
         })
     }
@@ -219,6 +239,15 @@ pub fn open_input_interruptible(
             1 << 16,
             flate2::read::MultiGzDecoder::new(stream),
         )),
+        Compression::Sqlite | Compression::Dcg => {
+            return Err(open_err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{compression} database: pgnload import reads it from a file, not from a \
+                     stream nor as PGN"
+                ),
+            )));
+        }
         Compression::Unsupported(format) => {
             return Err(open_err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -363,6 +392,13 @@ mod tests {
         round_trip(&bz.finish().expect("bzip2"), Compression::Bzip2);
     }
 
+    /// A temporary directory holding `bytes` as `input`.
+    fn dir_with(bytes: &[u8]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("input"), bytes).expect("write temp file");
+        dir
+    }
+
     #[test]
     fn archives_and_unsupported_compressions_are_named() {
         let cases: [(&[u8], &str); 7] = [
@@ -384,6 +420,25 @@ mod tests {
             Compression::sniff(&tar),
             Compression::Unsupported("tar archive")
         );
+        assert_eq!(
+            Compression::sniff(b"SQLite format 3\0\x10\x00"),
+            Compression::Sqlite
+        );
+        assert_eq!(Compression::sniff(b"SimpleCDbi\0"), Compression::Dcg);
+        assert_eq!(Compression::sniff(b"SimpleCDbg"), Compression::Dcg);
+        assert!(matches!(
+            Compression::sniff(b"SimpleCDbn"),
+            Compression::Unsupported(_)
+        ));
+        assert_eq!(Compression::sniff(b"SQLite format 2"), Compression::None);
+        let db = dir_with(b"SQLite format 3\0\x10\x00");
+        let err = open_input(
+            db.path().join("input").to_str().expect("utf-8 temp path"),
+            SourceOptions::default(),
+        )
+        .err()
+        .expect("a database is no PGN stream");
+        assert!(err.to_string().contains("sqlite database"), "{err}");
         // A PGN is not mistaken for one.
         assert_eq!(Compression::sniff(PGN), Compression::None);
         let dir = tempfile::tempdir().expect("temp dir");

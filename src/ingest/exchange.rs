@@ -1,0 +1,1104 @@
+//! Imports from the exchange formats: an ocgdb (En Croissant) SQLite
+//! database and a Simple Chess Database (`.dci/.dcg/.dcn/.dcs/.dce`), read
+//! game by game and handed on as PGN text, so that their games go through
+//! the very pipeline PGN goes through (replay, normalized FEN, digests,
+//! dedup, checkpoints, rejects, scope filters, explorer counters).
+//!
+//! Each stored game is decoded by a pure function ([`render`], from the
+//! formats' decoders next to their encoders in `export`) into PGN: the tags
+//! the format keeps, the moves in UCI (which the replay reads, castling
+//! included, as python-chess does), comments and NAGs. That text is what a
+//! reject keeps. A game the decoders refuse (a code that is no move, a
+//! record cut short, a reference to a missing name) is a reject of its own
+//! ([`RejectReason::Undecodable`](crate::error::RejectReason)); an illegal
+//! move is the replay's reject, as in PGN. The other games go on.
+//!
+//! Positions: game number is the game's ordinal in the input (ocgdb: rows
+//! by `ID`; dcg: index entries, deleted ones skipped), and it is what a
+//! resume skips; the byte offset is the `Games.ID` (ocgdb) or the record's
+//! offset in the `.dcg` file.
+//!
+//! Memory: an ocgdb file is read by one thread over two cursors (games by
+//! ID, comments by game), a bounded channel ahead; a dcg base is read entry
+//! by entry from the index, each record by its offset.
+
+use std::{
+    fs::File,
+    io::{self, BufReader, Read},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    thread,
+};
+
+use crossbeam_channel::Receiver;
+use rusqlite::{
+    Connection, OpenFlags,
+    types::{Value, ValueRef},
+};
+
+use crate::{
+    chess::reader::{GameChunk, GameSplitter, ParseLimits},
+    error::{Error, SourcePos},
+    export::{
+        PlainMove,
+        dcg::{self, AnnotatedMove},
+        ocgdb,
+    },
+    ingest::source::Compression,
+};
+
+/// A game as decoded from a stored format, before it is PGN.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// Tags in PGN order, only the known ones.
+    pub tags: Vec<(&'static str, String)>,
+    /// Comments before the first move.
+    pub lead: Vec<Vec<u8>>,
+    /// The moves with their annotations.
+    pub moves: Vec<AnnotatedMove>,
+    /// The result marker ending the movetext.
+    pub result: &'static str,
+}
+
+/// The movetext result for a `Result` value (`*` for none or another text,
+/// which the tag keeps).
+fn result_marker(result: Option<&str>) -> &'static str {
+    match result.map(str::trim) {
+        Some("1-0") => "1-0",
+        Some("0-1") => "0-1",
+        Some("1/2-1/2") => "1/2-1/2",
+        _ => "*",
+    }
+}
+
+/// `m` in UCI (`e7e8q`, castling as the king's two squares, `--` for a
+/// null move), which the replay reads as python-chess does.
+fn uci(m: PlainMove) -> String {
+    match m {
+        PlainMove::Null => "--".to_owned(),
+        PlainMove::Move {
+            from,
+            to,
+            promotion,
+        } => {
+            let square = |s: u8| {
+                let file = char::from(b'a' + s % 8);
+                let rank = char::from(b'1' + s / 8);
+                format!("{file}{rank}")
+            };
+            let piece = match promotion {
+                2 => "=N",
+                3 => "=B",
+                4 => "=R",
+                5 => "=Q",
+                _ => "",
+            };
+            format!("{}{}{piece}", square(from), square(to))
+        }
+    }
+}
+
+/// A comment's bytes as a PGN comment body: `}` (which would end it) is
+/// written `)`, a NUL byte as a space.
+fn comment_text(bytes: &[u8], out: &mut Vec<u8>) {
+    out.push(b'{');
+    out.extend(bytes.iter().map(|&b| match b {
+        b'}' => b')',
+        0 => b' ',
+        b => b,
+    }));
+    out.extend_from_slice(b"} ");
+}
+
+/// The PGN text of a decoded game: tags (values escaped as PGN escapes
+/// them, line breaks as spaces), then the movetext in UCI.
+pub fn render(game: &Decoded) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + 8 * game.moves.len());
+    for (name, value) in &game.tags {
+        out.push(b'[');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b" \"");
+        for c in value.chars() {
+            match c {
+                '\\' | '"' => {
+                    out.push(b'\\');
+                    out.push(c as u8);
+                }
+                '\n' | '\r' => out.push(b' '),
+                c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            }
+        }
+        out.extend_from_slice(b"\"]\n");
+    }
+    out.push(b'\n');
+    for comment in &game.lead {
+        comment_text(comment, &mut out);
+    }
+    for m in &game.moves {
+        out.extend_from_slice(uci(m.plain).as_bytes());
+        out.push(b' ');
+        for nag in &m.nags {
+            out.extend_from_slice(format!("${nag} ").as_bytes());
+        }
+        for comment in &m.comments {
+            comment_text(comment, &mut out);
+        }
+    }
+    out.extend_from_slice(game.result.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// One input of stored games, read as a sequence of [`GameChunk`]s.
+pub struct StoredGames {
+    file: Arc<str>,
+    limits: ParseLimits,
+    /// Games handed out, those skipped on resume included.
+    games: u64,
+    /// Size of the named file, for progress.
+    pub len: Option<u64>,
+    /// Progress: the named file's size times the share of games read.
+    pub consumed: Arc<AtomicU64>,
+    reader: Format,
+}
+
+enum Format {
+    Ocgdb(OcgdbRows),
+    Dcg(DcgBase),
+}
+
+impl StoredGames {
+    /// Opens `name`, sniffed as `format`, for reading from its
+    /// `skip_games + 1`-th game on. A SQLite file that is not an ocgdb
+    /// database, or a dcg base missing a file, fails here, naming what is
+    /// missing.
+    pub fn open(
+        name: &str,
+        format: Compression,
+        skip_games: u64,
+        limits: ParseLimits,
+    ) -> Result<StoredGames, Error> {
+        let path = Path::new(name);
+        let invalid = |message: String| Error::Open {
+            path: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::InvalidData, message),
+        };
+        let len = std::fs::metadata(path)
+            .map_err(|source| Error::Open {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        let reader = match format {
+            Compression::Sqlite => {
+                Format::Ocgdb(OcgdbRows::open(path, skip_games).map_err(invalid)?)
+            }
+            Compression::Dcg => Format::Dcg(DcgBase::open(path, skip_games)?),
+            other => {
+                return Err(Error::Internal(format!(
+                    "{name}: {other} input handed to the exchange reader"
+                )));
+            }
+        };
+        Ok(StoredGames {
+            file: Arc::from(name),
+            limits,
+            games: skip_games,
+            len: Some(len),
+            consumed: Arc::new(AtomicU64::new(0)),
+            reader,
+        })
+    }
+
+    /// Games handed out so far (including the ones skipped before a resume).
+    pub fn games_read(&self) -> u64 {
+        self.games
+    }
+
+    /// The next game, `None` at the end. An `Err` means the input itself
+    /// failed (a SQLite or file read error); every game before it is whole.
+    pub fn next_chunk(&mut self) -> io::Result<Option<GameChunk>> {
+        let (offset, text, progress) = match &mut self.reader {
+            Format::Ocgdb(rows) => match rows.next()? {
+                None => return Ok(None),
+                Some((id, game)) => (id, game, rows.progress(id)),
+            },
+            Format::Dcg(base) => match base.next(self.limits)? {
+                None => return Ok(None),
+                Some((offset, game)) => (offset, game, base.progress()),
+            },
+        };
+        if let Some(len) = self.len {
+            let done = (u128::from(len) * u128::from(progress.0) / u128::from(progress.1.max(1)))
+                .min(u128::from(len));
+            self.consumed
+                .store(u64::try_from(done).unwrap_or(len), Ordering::Relaxed);
+        }
+        self.games += 1;
+        let pos = SourcePos {
+            file: Arc::clone(&self.file),
+            game_number: self.games,
+            byte_offset: offset,
+        };
+        Ok(Some(match text {
+            Err((raw, reason)) => GameChunk::undecodable(pos, raw, reason),
+            Ok(pgn) => self.split(pos, pgn),
+        }))
+    }
+
+    /// The chunk of one rendered game, as the splitter cuts PGN (so its
+    /// tags are found as in any PGN).
+    fn split(&self, pos: SourcePos, pgn: Vec<u8>) -> GameChunk {
+        let mut splitter = GameSplitter::new(
+            &pgn[..],
+            Arc::clone(&pos.file),
+            pos.byte_offset,
+            pos.game_number - 1,
+            self.limits,
+        );
+        match (splitter.next_chunk(), splitter.next_chunk()) {
+            (Ok(Some(chunk)), Ok(None)) => chunk,
+            _ => GameChunk::undecodable(
+                pos,
+                pgn.clone(),
+                "its tags and comments do not read back as one PGN game".into(),
+            ),
+        }
+    }
+}
+
+/// A decoded game's PGN, or the stored bytes and why it cannot be decoded.
+type Stored = Result<Vec<u8>, (Vec<u8>, String)>;
+
+/// The columns of `Games` read; the optional ones are NULL when absent.
+const GAMES_REQUIRED: [&str; 6] = ["ID", "EventID", "SiteID", "WhiteID", "BlackID", "Moves2"];
+const GAMES_OPTIONAL: [&str; 8] = [
+    "Date",
+    "Round",
+    "WhiteElo",
+    "BlackElo",
+    "Result",
+    "TimeControl",
+    "ECO",
+    "FEN",
+];
+
+/// One `Games` row with its names and comments, as SQLite gave them.
+#[derive(Debug)]
+pub struct OcgdbRow {
+    /// `Games.ID`.
+    pub id: i64,
+    /// `(the ref, the referred row's ID, its Name)` for Event, Site,
+    /// White, Black (a ref to no row has an ID of NULL).
+    pub refs: [(Value, Value, Value); 4],
+    /// The optional columns, in [`GAMES_OPTIONAL`] order.
+    pub columns: [Value; 8],
+    /// `Moves2`.
+    pub moves2: Value,
+    /// `(Ply, Comment)` of the game's comments, by ply.
+    pub comments: Vec<(Value, Value)>,
+}
+
+impl OcgdbRow {
+    /// A row of `id` with every column NULL.
+    pub fn new(id: i64) -> OcgdbRow {
+        let null = || (Value::Null, Value::Null, Value::Null);
+        OcgdbRow {
+            id,
+            refs: [null(), null(), null(), null()],
+            columns: std::array::from_fn(|_| Value::Null),
+            moves2: Value::Null,
+            comments: Vec::new(),
+        }
+    }
+}
+
+/// A column value as text; `what` names it in errors.
+fn text(value: &Value, what: &str) -> Result<Option<String>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Text(t) => Ok(Some(t.clone())),
+        Value::Integer(n) => Ok(Some(n.to_string())),
+        Value::Real(x) => Ok(Some(x.to_string())),
+        Value::Blob(_) => Err(format!("{what} is a blob, not text")),
+    }
+}
+
+/// Decodes one ocgdb game row (pure).
+pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
+    const REFS: [(&str, &str, &str); 4] = [
+        ("Event", "EventID", "Events"),
+        ("Site", "SiteID", "Sites"),
+        ("White", "WhiteID", "Players"),
+        ("Black", "BlackID", "Players"),
+    ];
+    let mut names: [Option<String>; 4] = Default::default();
+    for (slot, ((_, column, table), (id, found, name))) in REFS.iter().zip(&row.refs).enumerate() {
+        match (id, found) {
+            (Value::Null, _) => {}
+            (_, Value::Null) => {
+                return Err(format!(
+                    "{column} {} refers to no row of {table}",
+                    text(id, column)?.unwrap_or_default()
+                ));
+            }
+            _ => names[slot] = text(name, table)?.filter(|n| !n.trim().is_empty()),
+        }
+    }
+    let column = |i: usize| text(&row.columns[i], GAMES_OPTIONAL[i]);
+    let [event, site, white, black] = names;
+    let date = column(0)?.map(|d| d.replace('-', "."));
+    let result = column(4)?;
+    let fen = column(7)?.filter(|f| !f.trim().is_empty());
+    let mut tags = Vec::with_capacity(14);
+    let mut tag = |name: &'static str, value: Option<String>| {
+        if let Some(value) = value {
+            tags.push((name, value));
+        }
+    };
+    tag("Event", event);
+    tag("Site", site);
+    tag("Date", date);
+    tag("Round", column(1)?);
+    tag("White", white);
+    tag("Black", black);
+    tag("Result", Some(result.clone().unwrap_or_else(|| "*".into())));
+    tag("WhiteElo", column(2)?.filter(|e| e != "0"));
+    tag("BlackElo", column(3)?.filter(|e| e != "0"));
+    tag("TimeControl", column(5)?);
+    tag("ECO", column(6)?);
+    if fen.is_some() {
+        tag("SetUp", Some("1".into()));
+    }
+    tag("FEN", fen);
+    let plain = match &row.moves2 {
+        Value::Null => Vec::new(),
+        Value::Blob(blob) => ocgdb::moves_of_moves2(blob)?,
+        _ => return Err("Moves2 is not a blob".into()),
+    };
+    let mut moves: Vec<AnnotatedMove> = plain
+        .into_iter()
+        .map(|plain| AnnotatedMove {
+            plain,
+            nags: Vec::new(),
+            comments: Vec::new(),
+        })
+        .collect();
+    let mut lead = Vec::new();
+    for (ply, comment) in &row.comments {
+        let Some(comment) = text(comment, "Comments.Comment")? else {
+            continue;
+        };
+        let ply = match ply {
+            Value::Integer(n) => *n,
+            _ => return Err("Comments.Ply is not an integer".into()),
+        };
+        // The 0-based move the comment follows; past the last, the last.
+        match usize::try_from(ply)
+            .ok()
+            .map(|p| p.min(moves.len().saturating_sub(1)))
+        {
+            Some(p) if !moves.is_empty() => moves[p].comments.push(comment.into_bytes()),
+            _ => lead.push(comment.into_bytes()),
+        }
+    }
+    Ok(Decoded {
+        tags,
+        lead,
+        moves,
+        result: result_marker(result.as_deref()),
+    })
+}
+
+/// An ocgdb database's games, read by a thread of their own.
+struct OcgdbRows {
+    rows: Receiver<io::Result<OcgdbRow>>,
+    /// The largest `Games.ID`: progress is the ID read over it.
+    max_id: u64,
+}
+
+impl OcgdbRows {
+    /// Checks the schema (an error lists what is missing) and starts the
+    /// reading thread past the first `skip` games.
+    fn open(path: &Path, skip: u64) -> Result<OcgdbRows, String> {
+        let sqlite = |e: rusqlite::Error| format!("reading it as SQLite: {e}");
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sqlite)?;
+        // SQLite's names ignore ASCII case; so does the check.
+        let columns = |table: &str| -> Result<Vec<String>, String> {
+            let mut statement = connection
+                .prepare("SELECT name FROM pragma_table_info(?1)")
+                .map_err(sqlite)?;
+            statement
+                .query_map([table], |row| row.get::<_, String>(0))
+                .map_err(sqlite)?
+                .collect::<Result<_, _>>()
+                .map_err(sqlite)
+        };
+        let mut missing = Vec::new();
+        let games = columns("Games")?;
+        if games.is_empty() {
+            missing.push("table Games".to_owned());
+        } else {
+            for c in GAMES_REQUIRED {
+                if !games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
+                    missing.push(format!("column Games.{c}"));
+                }
+            }
+        }
+        for table in ["Events", "Sites", "Players"] {
+            let have = columns(table)?;
+            if have.is_empty() {
+                missing.push(format!("table {table}"));
+            }
+            for c in ["ID", "Name"] {
+                if !have.is_empty() && !have.iter().any(|h| h.eq_ignore_ascii_case(c)) {
+                    missing.push(format!("column {table}.{c}"));
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Err(format!(
+                "a SQLite database, but not one in the ocgdb schema (pgnload reads ocgdb's \
+                 Games with a Moves2 column): missing {}",
+                missing.join(", ")
+            ));
+        }
+        let comments = columns("Comments")?;
+        let with_comments = ["GameID", "Ply", "Comment"]
+            .iter()
+            .all(|c| comments.iter().any(|h| h.eq_ignore_ascii_case(c)));
+        let optional: Vec<String> = GAMES_OPTIONAL
+            .iter()
+            .map(|c| {
+                if games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
+                    format!("g.{c}")
+                } else {
+                    "NULL".to_owned()
+                }
+            })
+            .collect();
+        let sql = format!(
+            "SELECT g.ID, g.EventID, e.ID, e.Name, g.SiteID, s.ID, s.Name, g.WhiteID, w.ID, \
+             w.Name, g.BlackID, b.ID, b.Name, {}, g.Moves2 FROM Games g \
+             LEFT JOIN Events e ON e.ID = g.EventID LEFT JOIN Sites s ON s.ID = g.SiteID \
+             LEFT JOIN Players w ON w.ID = g.WhiteID LEFT JOIN Players b ON b.ID = g.BlackID \
+             ORDER BY g.ID LIMIT -1 OFFSET ?1",
+            optional.join(", ")
+        );
+        let max_id: i64 = connection
+            .query_row("SELECT coalesce(max(ID), 0) FROM Games", [], |row| {
+                row.get(0)
+            })
+            .map_err(sqlite)?;
+        let skip = i64::try_from(skip).map_err(|_| format!("cannot skip {skip} games"))?;
+        // Prepared here so that a statement SQLite refuses is an error now.
+        connection.prepare(&sql).map_err(sqlite)?;
+        let (tx, rx) = crossbeam_channel::bounded(256);
+        // Detached: it ends at its next send once the reader is dropped.
+        thread::spawn(move || {
+            if let Err(e) = read_ocgdb(&connection, &sql, skip, with_comments, &tx) {
+                let _ = tx.send(Err(io::Error::other(format!(
+                    "reading the ocgdb database: {e}"
+                ))));
+            }
+        });
+        Ok(OcgdbRows {
+            rows: rx,
+            max_id: u64::try_from(max_id).unwrap_or(0),
+        })
+    }
+
+    /// The next game: its ID and its PGN (or why it cannot be decoded).
+    fn next(&mut self) -> io::Result<Option<(u64, Stored)>> {
+        let Ok(row) = self.rows.recv() else {
+            return Ok(None);
+        };
+        let row = row?;
+        let Ok(id) = u64::try_from(row.id) else {
+            let reason = format!(
+                "Games.ID {} is negative: pgnload records a row's ID as its byte offset",
+                row.id
+            );
+            return Ok(Some((0, Err((Vec::new(), reason)))));
+        };
+        Ok(Some((
+            id,
+            decode_ocgdb(&row)
+                .map(|game| render(&game))
+                .map_err(|reason| {
+                    let raw = match &row.moves2 {
+                        Value::Blob(blob) => blob.clone(),
+                        _ => Vec::new(),
+                    };
+                    (raw, format!("Games row {}: {reason}", row.id))
+                }),
+        )))
+    }
+
+    fn progress(&self, id: u64) -> (u64, u64) {
+        (id, self.max_id)
+    }
+}
+
+/// A value as read, text that is not UTF-8 decoded lossily: a bad byte in
+/// one game must not stop the input (rusqlite refuses such text).
+fn owned(value: ValueRef<'_>) -> Value {
+    match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(n) => Value::Integer(n),
+        ValueRef::Real(x) => Value::Real(x),
+        ValueRef::Text(bytes) => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
+        ValueRef::Blob(bytes) => Value::Blob(bytes.to_vec()),
+    }
+}
+
+/// The reading thread: games by ID, each with its comments (a second
+/// cursor, by game, merged in).
+fn read_ocgdb(
+    connection: &Connection,
+    sql: &str,
+    skip: i64,
+    with_comments: bool,
+    tx: &crossbeam_channel::Sender<io::Result<OcgdbRow>>,
+) -> rusqlite::Result<()> {
+    let mut games = connection.prepare(sql)?;
+    let mut rows = games.query([skip])?;
+    let mut comments_statement = if with_comments {
+        Some(connection.prepare(
+            "SELECT GameID, Ply, Comment FROM Comments WHERE typeof(GameID) = 'integer' \
+             ORDER BY GameID, Ply, rowid",
+        )?)
+    } else {
+        None
+    };
+    let mut comments = match &mut comments_statement {
+        Some(statement) => Some(statement.query([])?),
+        None => None,
+    };
+    let mut pending: Option<(i64, Value, Value)> = None;
+    while let Some(row) = rows.next()? {
+        let value = |i: usize| row.get_ref(i).map(owned);
+        let mut game = OcgdbRow::new(row.get(0)?);
+        for (slot, at) in [1, 4, 7, 10].into_iter().enumerate() {
+            game.refs[slot] = (value(at)?, value(at + 1)?, value(at + 2)?);
+        }
+        for i in 0..GAMES_OPTIONAL.len() {
+            game.columns[i] = value(13 + i)?;
+        }
+        game.moves2 = value(13 + GAMES_OPTIONAL.len())?;
+        if let Some(comments) = &mut comments {
+            loop {
+                if pending.is_none() {
+                    pending = match comments.next()? {
+                        Some(c) => Some((c.get(0)?, owned(c.get_ref(1)?), owned(c.get_ref(2)?))),
+                        None => break,
+                    };
+                }
+                match pending.take() {
+                    Some((id, ply, text)) if id == game.id => game.comments.push((ply, text)),
+                    // A comment of a game not read (skipped, or missing).
+                    Some((id, _, _)) if id < game.id => {}
+                    later => {
+                        pending = later;
+                        break;
+                    }
+                }
+            }
+        }
+        if tx.send(Ok(game)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of each dcg file's magic, and of the index header.
+const MAGIC: usize = 10;
+const INDEX_HEADER: usize = MAGIC + 1 + 8;
+
+/// One of the five files of a base, with its length.
+struct Part {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl Part {
+    fn open(base: &Path, ext: &str, magic: &[u8]) -> Result<Part, Error> {
+        let mut name = base.as_os_str().to_owned();
+        name.push(".");
+        name.push(ext);
+        let path = PathBuf::from(name);
+        let err = |source| Error::Open {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
+        let mut head = [0u8; MAGIC];
+        let ok = file.read_exact_at(&mut head, 0).is_ok() && head == magic;
+        if !ok {
+            return Err(err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "not a Simple Chess Database .{ext} file (no {:?} magic)",
+                    String::from_utf8_lossy(magic)
+                ),
+            )));
+        }
+        Ok(Part { path, file, len })
+    }
+
+    /// Up to `n` bytes at `at` (fewer at the end of the file).
+    fn read(&self, at: u64, n: usize) -> io::Result<Vec<u8>> {
+        let mut chunk = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            match self.file.read_at(&mut chunk[got..], at + got as u64) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", self.path.display()),
+                    ));
+                }
+            }
+        }
+        chunk.truncate(got);
+        Ok(chunk)
+    }
+}
+
+/// An index entry, or the bytes of one cut short by the end of the index.
+type Entry = Result<[u8; dcg::ENTRY], Vec<u8>>;
+
+/// A Simple Chess Database: its index read in order, the rest by offset.
+struct DcgBase {
+    index: BufReader<File>,
+    index_len: u64,
+    /// Bytes of the index read.
+    at: u64,
+    games: Part,
+    names: Part,
+    sites: Part,
+    events: Part,
+}
+
+impl DcgBase {
+    /// Opens the base `path` names (its `.dci` or `.dcg`; the others are
+    /// found beside it) and skips the first `skip` games of the index.
+    fn open(path: &Path, skip: u64) -> Result<DcgBase, Error> {
+        let base = path.with_extension("");
+        let index = Part::open(&base, "dci", b"SimpleCDbi")?;
+        let mut version = [0u8; 1];
+        index
+            .file
+            .read_exact_at(&mut version, MAGIC as u64)
+            .map_err(|source| Error::Open {
+                path: index.path.clone(),
+                source,
+            })?;
+        if version[0] != 0 {
+            return Err(Error::Open {
+                path: index.path.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("index version {} (pgnload reads version 0)", version[0]),
+                ),
+            });
+        }
+        let index_len = index.len;
+        let mut reader = BufReader::with_capacity(1 << 16, index.file);
+        io::copy(
+            &mut (&mut reader).take(INDEX_HEADER as u64),
+            &mut io::sink(),
+        )
+        .map_err(|source| Error::Open {
+            path: index.path.clone(),
+            source,
+        })?;
+        let mut base_files = DcgBase {
+            index: reader,
+            index_len,
+            at: INDEX_HEADER as u64,
+            games: Part::open(&base, "dcg", b"SimpleCDbg")?,
+            names: Part::open(&base, "dcn", b"SimpleCDbn")?,
+            sites: Part::open(&base, "dcs", b"SimpleCDbs")?,
+            events: Part::open(&base, "dce", b"SimpleCDbe")?,
+        };
+        let mut skipped = 0;
+        while skipped < skip {
+            match base_files.entry().map_err(|source| Error::Open {
+                path: index.path.clone(),
+                source,
+            })? {
+                Some(Ok(e)) if e[0] == DELETED => {}
+                Some(_) => skipped += 1,
+                None => break,
+            }
+        }
+        Ok(base_files)
+    }
+
+    /// The next index entry, `Err` with its bytes when it is cut short.
+    fn entry(&mut self) -> io::Result<Option<Entry>> {
+        let mut e = [0u8; dcg::ENTRY];
+        let mut got = 0;
+        while got < e.len() {
+            match self.index.read(&mut e[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        self.at += got as u64;
+        Ok(match got {
+            0 => None,
+            dcg::ENTRY => Some(Ok(e)),
+            _ => Some(Err(e[..got].to_vec())),
+        })
+    }
+
+    /// The next game not marked deleted: its record's offset and its PGN.
+    fn next(&mut self, limits: ParseLimits) -> io::Result<Option<(u64, Stored)>> {
+        loop {
+            let e = match self.entry()? {
+                None => return Ok(None),
+                Some(Err(cut)) => {
+                    let reason = format!(
+                        "the index ends inside an entry ({} of {} bytes)",
+                        cut.len(),
+                        dcg::ENTRY
+                    );
+                    return Ok(Some((0, Err((cut, reason)))));
+                }
+                Some(Ok(e)) if e[0] == DELETED => continue,
+                Some(Ok(e)) => e,
+            };
+            let offset = u64::from_be_bytes(e[1..9].try_into().expect("eight bytes"));
+            return Ok(Some((offset, self.game(&e, offset, limits)?)));
+        }
+    }
+
+    fn game(&self, e: &[u8; dcg::ENTRY], offset: u64, limits: ParseLimits) -> io::Result<Stored> {
+        let undecodable = |raw: Vec<u8>, reason: String| Ok(Err((raw, reason)));
+        let truncated = || {
+            format!(
+                "the record at byte {offset} runs past the end of the .dcg ({} bytes): the \
+                 file is truncated",
+                self.games.len
+            )
+        };
+        let head = self.games.read(offset, 5)?;
+        let Some((len, header)) = dcg::read_length(&head) else {
+            // Fewer than five bytes: the file ends there.
+            let reason = if head.len() < 5 {
+                truncated()
+            } else {
+                format!("no record length at byte {offset} of the .dcg")
+            };
+            return undecodable(e.to_vec(), reason);
+        };
+        let end = offset
+            .checked_add(header as u64)
+            .and_then(|start| start.checked_add(len));
+        if end.is_none_or(|end| end > self.games.len) {
+            return undecodable(e.to_vec(), truncated());
+        }
+        if len > limits.max_game_bytes {
+            return undecodable(
+                e.to_vec(),
+                format!(
+                    "the record at byte {offset} is {len} bytes, more than the limit of {}",
+                    limits.max_game_bytes
+                ),
+            );
+        }
+        let len = usize::try_from(len).expect("at most max_game_bytes, which fits in memory");
+        let record = self.games.read(offset + header as u64, len)?;
+        let names = [
+            (9, &self.names, "white name"),
+            (13, &self.names, "black name"),
+            (19, &self.sites, "site"),
+            (23, &self.events, "event"),
+        ];
+        let mut found: [Option<String>; 4] = Default::default();
+        for (slot, (at, part, what)) in names.into_iter().enumerate() {
+            let r = u32::from_be_bytes(e[at..at + 4].try_into().expect("four bytes"));
+            match name(part, r)? {
+                Ok(n) => found[slot] = n,
+                Err(reason) => return undecodable(record, format!("{what}: {reason}")),
+            }
+        }
+        let (fen, moves) = match dcg::parse_game(&record) {
+            Ok(parsed) => parsed,
+            Err(reason) => {
+                return undecodable(record, format!("record at byte {offset}: {reason}"));
+            }
+        };
+        let result = match e[31] {
+            1 => "1-0",
+            2 => "0-1",
+            3 => "1/2-1/2",
+            0 => "*",
+            other => return undecodable(record, format!("result code {other} in the index")),
+        };
+        let [white, black, site, event] = found;
+        let round = u16::from_be_bytes([e[17], e[18]]);
+        let elo = |at: usize| u16::from_be_bytes([e[at], e[at + 1]]);
+        let year = u16::from_be_bytes([e[35], e[36]]);
+        let (month, day) = (e[37], e[38]);
+        let two = |n: u8| {
+            if n == 0 {
+                "??".to_owned()
+            } else {
+                format!("{n:02}")
+            }
+        };
+        let mut tags = Vec::with_capacity(12);
+        let mut tag = |name: &'static str, value: Option<String>| {
+            if let Some(value) = value {
+                tags.push((name, value));
+            }
+        };
+        tag("Event", event);
+        tag("Site", site);
+        tag(
+            "Date",
+            (year, month, day).ne(&(0, 0, 0)).then(|| {
+                let year = if year == 0 {
+                    "????".to_owned()
+                } else {
+                    format!("{year:04}")
+                };
+                format!("{year}.{}.{}", two(month), two(day))
+            }),
+        );
+        tag("Round", (round != 0).then(|| round.to_string()));
+        tag("White", white);
+        tag("Black", black);
+        tag("Result", Some(result.to_owned()));
+        tag("WhiteElo", (elo(27) != 0).then(|| elo(27).to_string()));
+        tag("BlackElo", (elo(29) != 0).then(|| elo(29).to_string()));
+        tag(
+            "ECO",
+            (e[32..35] != [0, 0, 0]).then(|| String::from_utf8_lossy(&e[32..35]).into_owned()),
+        );
+        let fen = fen.map(|f| String::from_utf8_lossy(&f).into_owned());
+        if fen.is_some() {
+            tag("SetUp", Some("1".into()));
+        }
+        tag("FEN", fen);
+        Ok(Ok(render(&Decoded {
+            tags,
+            lead: Vec::new(),
+            moves,
+            result,
+        })))
+    }
+
+    fn progress(&self) -> (u64, u64) {
+        (self.at, self.index_len)
+    }
+}
+
+/// Status byte of an index entry marked deleted (the spec's 0xFF).
+const DELETED: u8 = 0xFF;
+
+/// The name a reference points at: `None` for pgn2dcg's reference into
+/// the magic (it writes 0 for a name over 36 bytes) and for `?`; an error
+/// for an offset that is no record of the file.
+fn name(part: &Part, r: u32) -> io::Result<Result<Option<String>, String>> {
+    let r = u64::from(r);
+    if r < MAGIC as u64 {
+        return Ok(Ok(None));
+    }
+    let record = dcg::RECORD as u64;
+    if !(r - MAGIC as u64).is_multiple_of(record) || r + record > part.len {
+        return Ok(Err(format!(
+            "reference {r} is no record of {} ({} bytes)",
+            part.path.display(),
+            part.len
+        )));
+    }
+    let bytes = part.read(r, dcg::RECORD)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim_end_matches([' ', '\0']);
+    Ok(Ok(
+        (!text.is_empty() && text != "?").then(|| text.to_owned())
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoded_game_renders_as_pgn_with_uci_moves() {
+        let game = Decoded {
+            tags: vec![("White", "A \"B\" \\ C".into()), ("Result", "1-0".into())],
+            lead: vec![b"before".to_vec()],
+            moves: vec![
+                AnnotatedMove {
+                    plain: PlainMove::Move {
+                        from: 12,
+                        to: 28,
+                        promotion: 0,
+                    },
+                    nags: vec![1],
+                    comments: vec![b"[%clk 0:03:00] }x".to_vec()],
+                },
+                AnnotatedMove {
+                    plain: PlainMove::Null,
+                    nags: vec![],
+                    comments: vec![],
+                },
+                AnnotatedMove {
+                    plain: PlainMove::Move {
+                        from: 52,
+                        to: 60,
+                        promotion: 2,
+                    },
+                    nags: vec![],
+                    comments: vec![],
+                },
+            ],
+            result: "1-0",
+        };
+        assert_eq!(
+            String::from_utf8(render(&game)).expect("utf-8"),
+            "[White \"A \\\"B\\\" \\\\ C\"]\n[Result \"1-0\"]\n\n{before} e2e4 $1 \
+             {[%clk 0:03:00] )x} -- e7e8=N 1-0\n\n"
+        );
+    }
+
+    /// A base of two entries, the first marked deleted, both pointing at
+    /// one record (e2e4 with a NAG), White "Ann" and Black 0 (pgn2dcg's
+    /// reference for a long name).
+    fn tiny_base(dir: &Path) -> PathBuf {
+        let base = dir.join("tiny");
+        let write = |ext: &str, bytes: &[u8]| {
+            std::fs::write(base.with_extension(ext), bytes).expect("write a base file")
+        };
+        let mut names = b"SimpleCDbn".to_vec();
+        names.extend(dcg::record("Ann"));
+        write("dcn", &names);
+        let mut sites = b"SimpleCDbs".to_vec();
+        sites.extend(dcg::record("Here"));
+        write("dcs", &sites);
+        write("dce", b"SimpleCDbe");
+        let mut games = b"SimpleCDbg".to_vec();
+        games.extend([6, 0x00, 0x03, 0x1c, 0x87, 0x01, 0x01]);
+        write("dcg", &games);
+        let mut index = b"SimpleCDbi".to_vec();
+        index.extend([0; 9]);
+        for status in [DELETED, 0] {
+            let mut e = [0u8; dcg::ENTRY];
+            e[0] = status;
+            e[1..9].copy_from_slice(&10u64.to_be_bytes());
+            e[9..13].copy_from_slice(&10u32.to_be_bytes());
+            e[19..23].copy_from_slice(&10u32.to_be_bytes());
+            e[31] = 1;
+            e[35..37].copy_from_slice(&2001u16.to_be_bytes());
+            index.extend(e);
+        }
+        write("dci", &index);
+        base.with_extension("dci")
+    }
+
+    #[test]
+    fn a_dcg_base_skips_deleted_entries_and_resumes_by_game() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let dci = tiny_base(dir.path());
+        let name = dci.to_str().expect("utf-8 temp path");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let mut games =
+            StoredGames::open(name, Compression::Dcg, 0, limits).expect("opens the base");
+        let chunk = games.next_chunk().expect("reads").expect("one game");
+        assert_eq!((chunk.pos.game_number, chunk.pos.byte_offset), (1, 10));
+        assert_eq!(
+            String::from_utf8_lossy(&chunk.bytes),
+            "[Site \"Here\"]\n[Date \"2001.??.??\"]\n[White \"Ann\"]\n[Result \"1-0\"]\n\n\
+             e2e4 $1 1-0\n\n"
+        );
+        assert!(games.next_chunk().expect("reads").is_none());
+        assert_eq!(games.games_read(), 1);
+        let mut resumed = StoredGames::open(name, Compression::Dcg, 1, limits).expect("opens");
+        assert!(resumed.next_chunk().expect("reads").is_none());
+        // A base without its event file is refused, naming the file.
+        std::fs::remove_file(dir.path().join("tiny.dce")).expect("remove");
+        let err = StoredGames::open(name, Compression::Dcg, 0, limits)
+            .err()
+            .expect("incomplete base");
+        assert!(err.to_string().contains("tiny.dce"), "{err}");
+    }
+
+    #[test]
+    fn a_damaged_sqlite_file_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("broken.db3");
+        let mut bytes = b"SQLite format 3\0".to_vec();
+        bytes.extend([0xAB; 200]);
+        std::fs::write(&path, bytes).expect("write");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let err = StoredGames::open(
+            path.to_str().expect("utf-8 temp path"),
+            Compression::Sqlite,
+            0,
+            limits,
+        )
+        .err()
+        .expect("not a database");
+        assert!(err.to_string().contains("reading it as SQLite"), "{err}");
+    }
+
+    #[test]
+    fn an_ocgdb_row_decodes_its_refs_and_moves() {
+        let mut row = OcgdbRow::new(7);
+        row.refs[2] = (
+            Value::Integer(2),
+            Value::Integer(2),
+            Value::Text("Carlsen".into()),
+        );
+        row.columns[4] = Value::Text("1-0".into());
+        row.moves2 = Value::Blob(vec![0x0c, 0x07]);
+        row.comments = vec![(Value::Integer(0), Value::Text("[%clk 0:01:00]".into()))];
+        let game = decode_ocgdb(&row).expect("decodes");
+        assert_eq!(
+            game.tags,
+            vec![
+                ("White", "Carlsen".to_owned()),
+                ("Result", "1-0".to_owned())
+            ]
+        );
+        assert_eq!(game.result, "1-0");
+        assert_eq!(game.moves[0].comments, [b"[%clk 0:01:00]".to_vec()]);
+        // A reference to no row, and a blob that is no move list.
+        row.refs[3] = (Value::Integer(99), Value::Null, Value::Null);
+        let err = decode_ocgdb(&row).expect_err("missing player");
+        assert!(
+            err.contains("BlackID 99 refers to no row of Players"),
+            "{err}"
+        );
+        row.refs[3] = (Value::Null, Value::Null, Value::Null);
+        row.moves2 = Value::Blob(vec![0x0c]);
+        assert!(decode_ocgdb(&row).is_err());
+    }
+}

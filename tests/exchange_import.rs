@@ -1,0 +1,485 @@
+//! `import` of the exchange formats: an ocgdb database and a Simple Chess
+//! Database exported by pgnload, imported into an empty database, hold the
+//! same games and moves as far as the formats keep them; a Lichess game
+//! read back is the same game (already present); a bad input gets a clear
+//! error, a bad game a clear reject, and the counts add up; a killed import
+//! resumes to the same database.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Output, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    common::{Lcg, TestDb, data, fresh_db, migrated_db, run, scratch_dir},
+    import::content_dump,
+};
+
+fn pgnload(db: &TestDb, args: &[&str]) -> Output {
+    run({
+        let mut c = db.pgnload();
+        c.arg("-q").args(args);
+        c
+    })
+}
+
+fn pgnload_ok(db: &TestDb, args: &[&str]) -> String {
+    let out = pgnload(db, args);
+    assert!(
+        out.status.success(),
+        "pgnload {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+fn import(db: &TestDb, file: &Path) -> Output {
+    pgnload(db, &["import", &file.display().to_string()])
+}
+
+/// `(read, imported, present, rejected, filtered)` of the input at `file`.
+fn counts(db: &TestDb, file: &Path) -> (u64, u64, u64, u64, u64) {
+    let path = std::fs::canonicalize(file).expect("canonical path");
+    let row = db.psql(&format!(
+        "SELECT concat_ws(' ', games_done, games_imported, games_present, games_rejected, \
+         games_filtered) FROM import_files WHERE path = '{}'",
+        path.display()
+    ));
+    let n: Vec<u64> = row
+        .split(' ')
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("counts of {file:?}: {row:?}"))
+        })
+        .collect();
+    assert_eq!(n.len(), 5, "{row}");
+    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "counts add up: {row}");
+    (n[0], n[1], n[2], n[3], n[4])
+}
+
+/// Every game of `db` matching `filter` as the exchange formats keep it,
+/// one line per game, sorted: players (lower case: ocgdb merges names
+/// ignoring case), result, start position, ply count and, per move, its
+/// UCI, SAN, the position after it, clock and eval (both formats carry
+/// them in comments) and, `with_nag`, its NAG (dcg only: ocgdb has no
+/// NAGs). Not compared: the tags the formats drop (and so the digest of
+/// a game without a Lichess id), the start time beyond the day, the event
+/// and site names (compared through players and moves for all games).
+fn kept(db: &TestDb, filter: &str, with_nag: bool) -> Vec<String> {
+    let nag = if with_nag { "m.nag" } else { "NULL" };
+    let text = db.psql(&format!(
+        "SELECT coalesce(string_agg(sig, E'\\n' ORDER BY sig), '') FROM (
+             SELECT concat_ws(',', lower(w.username), lower(b.username), g.result,
+                 ip.normalized_fen, g.ply_count, encode(g.moves, 'hex'),
+                 (SELECT string_agg(concat_ws(':', m.ply, m.uci, m.san, pa.normalized_fen,
+                         m.clock_ms, m.eval_cp, m.eval_mate, {nag}), ' ' ORDER BY m.ply)
+                  FROM moves m JOIN positions pa ON pa.id = m.position_after_id
+                  WHERE m.game_id = g.id)) AS sig
+             FROM games g JOIN positions ip ON ip.id = g.initial_position_id
+             LEFT JOIN players w ON w.id = g.white_player_id
+             LEFT JOIN players b ON b.id = g.black_player_id
+             WHERE {filter}) s"
+    ));
+    text.lines().map(str::to_owned).collect()
+}
+
+/// Crafted games: a set-up position with castling and a promotion, NAGs,
+/// a zero-move game, a partial date; a game with a time of day (which
+/// neither format keeps) and one with a time control (which dcg drops).
+fn crafted() -> &'static str {
+    r#"[Event "Crafted"]
+[Site "Here"]
+[Date "1997.05.??"]
+[Round "3"]
+[White "Ann"]
+[Black "Zed"]
+[Result "1-0"]
+[SetUp "1"]
+[FEN "r3k2r/1P6/8/8/8/8/8/R3K2R w KQkq - 0 1"]
+
+1. bxa8=Q+ Ke7 2. O-O $1 Kd6 3. Qd5+ $3 Kxd5 1-0
+
+[Event "Crafted"]
+[Site "Here"]
+[Date "????.??.??"]
+[White "Ann"]
+[Black "Zed"]
+[Result "1/2-1/2"]
+
+1/2-1/2
+
+[Event "Timed"]
+[Site "There"]
+[UTCDate "2003.04.05"]
+[UTCTime "10:11:12"]
+[White "Ann"]
+[Black "Zed"]
+[Result "*"]
+
+1. e4 e5 *
+
+[Event "Clocked"]
+[Site "There"]
+[Date "2003.04.05"]
+[White "Ann"]
+[Black "Zed"]
+[Result "*"]
+[TimeControl "300+0"]
+
+1. e4 e5 *
+
+"#
+}
+
+/// A database with the sources imported; the exports written into `dir`.
+fn exported(dir: &Path) -> (TestDb, PathBuf, PathBuf) {
+    let db = migrated_db("xin_source");
+    let crafted_pgn = dir.join("crafted.pgn");
+    std::fs::write(&crafted_pgn, crafted()).expect("write the crafted games");
+    for file in [
+        data("lichess-2025-05-sample.pgn"),
+        data("kasparov-deep-blue-1997.pgn"),
+        crafted_pgn,
+    ] {
+        pgnload_ok(&db, &["import", &file.display().to_string()]);
+    }
+    let ocgdb = dir.join("all.ocgdb.db3");
+    let base = dir.join("all");
+    pgnload_ok(
+        &db,
+        &[
+            "export",
+            "--format",
+            "ocgdb",
+            "-o",
+            &ocgdb.display().to_string(),
+        ],
+    );
+    pgnload_ok(
+        &db,
+        &[
+            "export",
+            "--format",
+            "dcg",
+            "-o",
+            &base.display().to_string(),
+        ],
+    );
+    (db, ocgdb, base)
+}
+
+#[test]
+fn exported_games_imported_back_are_the_same_games_and_moves() {
+    let dir = scratch_dir("xin-round");
+    let (source, ocgdb, base) = exported(dir.path());
+    let games: u64 = source
+        .psql("SELECT count(*) FROM games")
+        .parse()
+        .expect("count");
+    assert!(games > 400, "{games} games");
+
+    let from_ocgdb = fresh_db("xin_ocgdb");
+    pgnload_ok(&from_ocgdb, &["import", &ocgdb.display().to_string()]);
+    assert_eq!(counts(&from_ocgdb, &ocgdb), (games, games, 0, 0, 0));
+    let expected = kept(&source, "true", false);
+    assert_eq!(expected.len() as u64, games);
+    assert_eq!(kept(&from_ocgdb, "true", false), expected);
+
+    // Named by its index or by its games file: the same base.
+    let from_dcg = fresh_db("xin_dcg");
+    let dci = base.with_extension("dci");
+    pgnload_ok(&from_dcg, &["import", &dci.display().to_string()]);
+    assert_eq!(counts(&from_dcg, &dci), (games, games, 0, 0, 0));
+    assert_eq!(kept(&from_dcg, "true", true), kept(&source, "true", true));
+    let dcg = base.with_extension("dcg");
+    pgnload_ok(&from_dcg, &["import", &dcg.display().to_string()]);
+    assert_eq!(counts(&from_dcg, &dcg), (games, 0, games, 0, 0));
+
+    // Lichess games keep their key: the Site URL travels in both formats.
+    let lichess = |db: &TestDb| {
+        db.psql(
+            "SELECT count(*) || ' ' || md5(string_agg(external_id, ',' ORDER BY external_id)) \
+             FROM games WHERE source = 'lichess'",
+        )
+    };
+    assert_eq!(lichess(&from_ocgdb), lichess(&source));
+    assert_eq!(lichess(&from_dcg), lichess(&source));
+}
+
+#[test]
+fn an_ocgdb_export_imported_into_its_source_is_already_present() {
+    let dir = scratch_dir("xin-present");
+    let (source, ocgdb, base) = exported(dir.path());
+    let lichess: u64 = source
+        .psql("SELECT count(*) FROM games WHERE source = 'lichess'")
+        .parse()
+        .expect("count");
+    let others: u64 = source
+        .psql("SELECT count(*) FROM games WHERE source <> 'lichess'")
+        .parse()
+        .expect("count");
+    // The Kasparov file holds 6 distinct games; the crafted file 4.
+    assert_eq!((lichess, others), (438, 10));
+    let before = content_dump(&source);
+    // Every Lichess game keeps its key (its id). The 6 Kasparov games carry
+    // EventDate and PlyCount, which neither format keeps, and the "Timed"
+    // game a time of day: their content digest changes, so ocgdb brings
+    // them back as new games (and dcg then finds them present). The other
+    // crafted games carry only tags ocgdb keeps: the same games; dcg drops
+    // the "Clocked" game's TimeControl: a new game.
+    for (file, at, new) in [
+        (ocgdb.clone(), "ocgdb", 7),
+        (base.with_extension("dci"), "dcg", 1),
+    ] {
+        let out = import(&source, &file);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{at}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            counts(&source, &file),
+            (lichess + others, new, lichess + others - new, 0, 0),
+            "{at}"
+        );
+    }
+    // The Kasparov games came back once (ocgdb), then were present (dcg):
+    // both formats give a game the same key.
+    assert_ne!(content_dump(&source), before);
+    assert_eq!(
+        source.psql("SELECT count(*) FROM games WHERE source = 'lichess'"),
+        lichess.to_string()
+    );
+}
+
+#[test]
+fn a_sqlite_file_of_another_schema_is_refused_naming_what_is_missing() {
+    let dir = scratch_dir("xin-schema");
+    let file = dir.path().join("other.db3");
+    let c = rusqlite::Connection::open(&file).expect("create");
+    c.execute_batch(
+        "CREATE TABLE Games (ID INTEGER PRIMARY KEY, Moves BLOB, WhiteID INTEGER);
+         CREATE TABLE Players (ID INTEGER PRIMARY KEY, Name TEXT);",
+    )
+    .expect("schema");
+    drop(c);
+    let db = fresh_db("xin_schema");
+    let out = import(&db, &file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for missing in [
+        "not one in the ocgdb schema",
+        "column Games.EventID",
+        "column Games.Moves2",
+        "table Events",
+        "table Sites",
+    ] {
+        assert!(stderr.contains(missing), "{missing}: {stderr}");
+    }
+    assert!(!stderr.contains("table Players"), "{stderr}");
+}
+
+/// Copies `from` (an ocgdb file) to `to` and runs `sql` on the copy.
+fn altered(from: &Path, to: &Path, sql: &str) {
+    std::fs::copy(from, to).expect("copy");
+    rusqlite::Connection::open(to)
+        .expect("open")
+        .execute_batch(&format!("PRAGMA foreign_keys = OFF; {sql}"))
+        .expect("alter");
+}
+
+#[test]
+fn bad_stored_games_are_rejected_with_a_clear_reason_and_the_others_imported() {
+    let dir = scratch_dir("xin-bad");
+    let (_source, ocgdb, base) = exported(dir.path());
+    let games: u64 = 448;
+
+    // ocgdb: game 3 gets an illegal move (e2e5 at ply 1), game 5 a blob that
+    // is no move list, game 7 a player that does not exist, game 9 moves
+    // stored as text (not even UTF-8).
+    let bad = dir.path().join("bad.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &bad,
+        "UPDATE Games SET Moves2 = CAST(x'0c09' || substr(Moves2, 3) AS BLOB) WHERE ID = 3;
+         UPDATE Games SET Moves2 = x'0c' WHERE ID = 5;
+         UPDATE Games SET WhiteID = 99999 WHERE ID = 7;
+         UPDATE Games SET Moves2 = CAST(x'ff0c' AS TEXT) WHERE ID = 9;",
+    );
+    let db = fresh_db("xin_bad");
+    let out = import(&db, &bad);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(counts(&db, &bad), (games, games - 4, 0, 4, 0));
+    let rejects = db.psql(
+        "SELECT string_agg(game_number || '@' || byte_offset || ': ' || reason, E'\\n' \
+         ORDER BY game_number) FROM import_rejects",
+    );
+    let lines: Vec<&str> = rejects.lines().collect();
+    assert_eq!(lines.len(), 4, "{rejects}");
+    assert!(
+        lines[0].starts_with("3@3: illegal move \"e2e5\" at ply 1"),
+        "{rejects}"
+    );
+    assert!(
+        lines[1].starts_with("5@5: undecodable stored game: Games row 5: Moves2 is 1 bytes"),
+        "{rejects}"
+    );
+    assert_eq!(
+        lines[2],
+        "7@7: undecodable stored game: Games row 7: WhiteID 99999 refers to no row of Players",
+    );
+    assert_eq!(
+        lines[3],
+        "9@9: undecodable stored game: Games row 9: Moves2 is not a blob",
+    );
+    // The illegal game's reject keeps its PGN text.
+    let raw = db.psql("SELECT convert_from(raw, 'UTF8') FROM import_rejects WHERE game_number = 3");
+    assert!(
+        raw.contains("[Site \"https://lichess.org/") && raw.contains("e2e5 "),
+        "{raw}"
+    );
+
+    // dcg: the games file cut in the middle; every game whose record is
+    // whole is imported, the others rejected as truncated.
+    let cut = dir.path().join("cut");
+    for ext in ["dci", "dcn", "dcs", "dce"] {
+        std::fs::copy(base.with_extension(ext), cut.with_extension(ext)).expect("copy");
+    }
+    let records = std::fs::read(base.with_extension("dcg")).expect("read");
+    std::fs::write(cut.with_extension("dcg"), &records[..records.len() / 2]).expect("write");
+    let dci = cut.with_extension("dci");
+    let db = fresh_db("xin_cut");
+    let out = import(&db, &dci);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (read, imported, present, rejected, _) = counts(&db, &dci);
+    assert_eq!((read, present), (games, 0));
+    assert!(imported > 100 && rejected > 100, "{imported} + {rejected}");
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM import_rejects WHERE reason LIKE \
+             'undecodable stored game: the record at byte % runs past the end of the .dcg%'"
+        ),
+        rejected.to_string()
+    );
+    // Every imported game is one of the first half's.
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT count(*) FROM games WHERE game_number > {}",
+            read - rejected
+        )),
+        "0"
+    );
+    // A base missing a file is an input error naming it.
+    std::fs::remove_file(cut.with_extension("dce")).expect("remove");
+    let out = import(&fresh_db("xin_missing"), &dci);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cut.dce"), "{stderr}");
+}
+
+#[test]
+fn a_killed_ocgdb_import_reruns_to_the_database_of_a_clean_one() {
+    let dir = scratch_dir("xin-kill");
+    let (_source, ocgdb, _base) = exported(dir.path());
+    let cmd = |db: &TestDb| {
+        let mut c = db.pgnload();
+        c.args(["-q", "import", "--batch-games", "10"])
+            .arg(&ocgdb)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let clean = fresh_db("xin_kill_ref");
+    assert_eq!(run(cmd(&clean)).status.code(), Some(0));
+    let db = fresh_db("xin_kill");
+    let mut rng = Lcg(20_261_124);
+    for _ in 0..5 {
+        let mut child = cmd(&db).spawn().expect("spawn pgnload");
+        let delay = Duration::from_millis(50 + rng.below(400));
+        let started = Instant::now();
+        while child.try_wait().expect("wait").is_none() && started.elapsed() < delay {
+            thread::sleep(Duration::from_millis(5));
+        }
+        if child.try_wait().expect("wait").is_none() {
+            let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+            kill(pid, Signal::SIGKILL).expect("SIGKILL");
+        }
+        let _ = child.wait();
+    }
+    let out = run(cmd(&db));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(content_dump(&db), content_dump(&clean));
+    assert_eq!(
+        db.psql("SELECT count(*) FROM import_files WHERE state <> 'done'"),
+        "0"
+    );
+}
+
+#[test]
+fn an_import_stopped_part_way_resumes_by_game_number() {
+    // Deterministic: --max-rejects stops the first run after the batch
+    // holding the 3rd reject (games 31..33 made illegal); the rerun resumes
+    // from its checkpoint and ends with what one clean run gives.
+    let dir = scratch_dir("xin-resume");
+    let (_source, ocgdb, _base) = exported(dir.path());
+    let bad = dir.path().join("stops.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &bad,
+        "UPDATE Games SET Moves2 = CAST(x'0c09' || substr(Moves2, 3) AS BLOB) WHERE ID BETWEEN 31 AND 33;",
+    );
+    let args = |db: &TestDb, extra: &[&str]| {
+        let mut c = db.pgnload();
+        c.args(["-q", "import", "--batch-games", "10"])
+            .args(extra)
+            .arg(&bad);
+        run(c)
+    };
+    let db = fresh_db("xin_resume");
+    let first = args(&db, &["--max-rejects", "2"]);
+    assert_eq!(
+        first.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(
+        db.psql("SELECT state || ' ' || games_done FROM import_files"),
+        "interrupted 40"
+    );
+    // The rejects were the first run's: the rerun is clean.
+    let rerun = args(&db, &[]);
+    assert_eq!(
+        rerun.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let clean = fresh_db("xin_resume_ref");
+    assert_eq!(args(&clean, &[]).status.code(), Some(1));
+    assert_eq!(content_dump(&db), content_dump(&clean));
+    assert_eq!(counts(&db, &bad), (448, 445, 0, 3, 0));
+}
