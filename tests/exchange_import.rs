@@ -18,7 +18,7 @@ use nix::{
 };
 
 use crate::{
-    common::{Lcg, TestDb, data, fresh_db, migrated_db, run, scratch_dir},
+    common::{Lcg, TestDb, data, embedded_pgnload, fresh_db, migrated_db, run, scratch_dir},
     import::content_dump,
 };
 
@@ -482,4 +482,77 @@ fn an_import_stopped_part_way_resumes_by_game_number() {
     assert_eq!(args(&clean, &[]).status.code(), Some(1));
     assert_eq!(content_dump(&db), content_dump(&clean));
     assert_eq!(counts(&db, &bad), (448, 445, 0, 3, 0));
+}
+
+/// Runs pgnload on the embedded cluster in `data_dir` and returns its
+/// stdout, failing with its stderr unless it succeeds.
+fn embedded_ok(data_dir: &Path, args: &[&str]) -> String {
+    let out = run({
+        let mut c = embedded_pgnload(data_dir);
+        c.args(args);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "pgnload {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// The embedded cluster's games as `source:external_id`, sorted.
+fn embedded_game_keys(data_dir: &Path) -> Vec<String> {
+    let lines = embedded_ok(
+        data_dir,
+        &["games", "--format", "json", "--limit", "100000"],
+    );
+    let mut keys: Vec<String> = lines
+        .lines()
+        .map(|line| {
+            let game: serde_json::Value = serde_json::from_str(line).expect("a JSON game");
+            format!("{}:{}", game["source"], game["external_id"])
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// What a new user does with no database URL: export both formats from one
+/// private cluster and import them into another; the Lichess games come
+/// back as the same games (their keys), the second format adds nothing.
+#[test]
+fn the_embedded_default_exports_and_imports_both_formats() {
+    let dir = scratch_dir("xin-embedded");
+    let source = dir.path().join("source-data");
+    let target = dir.path().join("target-data");
+    let sample = data("lichess-2025-05-sample.pgn").display().to_string();
+    embedded_ok(&source, &["-q", "import", &sample]);
+    let ocgdb = dir.path().join("sample.ocgdb.db3").display().to_string();
+    let base = dir.path().join("sample");
+    embedded_ok(
+        &source,
+        &["-q", "export", "--format", "ocgdb", "-o", &ocgdb],
+    );
+    embedded_ok(
+        &source,
+        &[
+            "-q",
+            "export",
+            "--format",
+            "dcg",
+            "-o",
+            &base.display().to_string(),
+        ],
+    );
+    let expected = embedded_game_keys(&source);
+    assert_eq!(expected.len(), 438, "the sample's games");
+
+    embedded_ok(&target, &["-q", "import", &ocgdb]);
+    assert_eq!(embedded_game_keys(&target), expected, "from ocgdb");
+    let dci = base.with_extension("dci").display().to_string();
+    embedded_ok(&target, &["-q", "import", &dci]);
+    assert_eq!(embedded_game_keys(&target), expected, "then from dcg");
+    for data_dir in [&source, &target] {
+        embedded_ok(data_dir, &["db", "stop"]);
+    }
 }

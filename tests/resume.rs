@@ -158,11 +158,28 @@ fn terminated_backends_are_retried_and_the_result_equals_a_clean_import() {
 
     let db = fresh_db("terminate");
     let child = import_cmd(&db, &files).spawn().expect("spawn");
+    // Three terminations apart, then every session terminated as it
+    // starts for a while: a session dropping while the importer reconnects
+    // and re-takes its lock must be retried too (a relock on a new session
+    // that dropped once ended the run).
     let mut terminated = 0;
     for _ in 0..3 {
         thread::sleep(Duration::from_millis(300));
         terminated += terminate_backends(&db);
     }
+    thread::sleep(Duration::from_millis(300));
+    terminated += terminate_backends(&db);
+    db.psql(
+        "DO $$ BEGIN
+             FOR i IN 1..300 LOOP
+                 PERFORM pg_stat_clear_snapshot();
+                 PERFORM pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = 'pgnload'
+                   AND pid <> pg_backend_pid();
+                 PERFORM pg_sleep(0.005);
+             END LOOP;
+         END $$",
+    );
     let out = child.wait_with_output().expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -429,8 +429,23 @@ impl Importer<'_> {
         mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let mut retry = Retry::new(self.run.settings.retry_seconds);
+        // Set when the control connection was replaced: the lock is taken
+        // again before `op`, as part of the attempt, so that the new
+        // session dropping too is retried like any other failure.
+        let mut relock = false;
         loop {
-            let error = match op(self).await {
+            let attempt = if relock {
+                match self.relock().await {
+                    Ok(()) => {
+                        relock = false;
+                        op(self).await
+                    }
+                    Err(error) => Err(error),
+                }
+            } else {
+                op(self).await
+            };
+            let error = match attempt {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
@@ -457,7 +472,7 @@ impl Importer<'_> {
                     self.run.reporter,
                 )
                 .await;
-                self.relock().await?;
+                relock = true;
             }
         }
     }
