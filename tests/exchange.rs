@@ -3,27 +3,9 @@
 //! and compared with python-chess's reading of the source PGN; variant
 //! games skipped and counted; a filter selecting what `games` selects.
 
-use std::{path::Path, process::Output};
+use std::path::Path;
 
-use crate::common::{TestDb, data, migrated_db, python_script, run, scratch_dir};
-
-fn pgnload(db: &TestDb, args: &[&str]) -> Output {
-    run({
-        let mut c = db.pgnload();
-        c.arg("-q").args(args);
-        c
-    })
-}
-
-fn pgnload_ok(db: &TestDb, args: &[&str]) -> String {
-    let out = pgnload(db, args);
-    assert!(
-        out.status.success(),
-        "pgnload {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
+use crate::common::{data, migrated_db, python_script, run, scratch_dir};
 
 /// Games the corpora lack: a standard game from a set-up position with a
 /// promotion and castling, a null move, NAGs, a partial date, a name
@@ -126,7 +108,7 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
     let mut args = vec!["import".to_owned()];
     args.extend(sources.iter().map(|f| f.display().to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    pgnload_ok(&db, &args);
+    db.quiet_ok(&args);
     let selected: u64 = db
         .psql("SELECT count(*) FROM games")
         .parse()
@@ -148,16 +130,13 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
 
     // dcg: every standard game, the null move as 0x88.
     let base = dir.path().join("all");
-    let summary = pgnload_ok(
-        &db,
-        &[
-            "export",
-            "--format",
-            "dcg",
-            "-o",
-            &base.display().to_string(),
-        ],
-    );
+    let summary = db.quiet_ok(&[
+        "export",
+        "--format",
+        "dcg",
+        "-o",
+        &base.display().to_string(),
+    ]);
     let exported = selected - variants;
     assert_eq!(
         summary,
@@ -180,16 +159,13 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
     // the decoder's source side still has it, so compare without that file's
     // null-move game by checking the count and reading the rest.
     let file = dir.path().join("all.ocgdb.db3");
-    let summary = pgnload_ok(
-        &db,
-        &[
-            "export",
-            "--format",
-            "ocgdb",
-            "-o",
-            &file.display().to_string(),
-        ],
-    );
+    let summary = db.quiet_ok(&[
+        "export",
+        "--format",
+        "ocgdb",
+        "-o",
+        &file.display().to_string(),
+    ]);
     let exported = selected - variants - null_moves;
     assert_eq!(
         summary,
@@ -222,37 +198,32 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
 fn a_filtered_exchange_export_selects_what_games_selects() {
     let db = migrated_db("exchange_filter");
     let dir = scratch_dir("exchange-filter");
-    pgnload_ok(
-        &db,
-        &[
-            "import",
-            &data("lichess-2025-05-sample.pgn").display().to_string(),
-            &data("kasparov-deep-blue-1997.pgn").display().to_string(),
-        ],
-    );
+    db.quiet_ok(&[
+        "import",
+        &data("lichess-2025-05-sample.pgn").display().to_string(),
+        &data("kasparov-deep-blue-1997.pgn").display().to_string(),
+    ]);
     let player = db.psql(
         "SELECT p.username FROM games g JOIN players p \
          ON p.id IN (g.white_player_id, g.black_player_id) \
          GROUP BY p.username ORDER BY count(*) DESC, p.username LIMIT 1",
     );
-    let listed: Vec<String> = pgnload_ok(&db, &["games", "--format", "json", "--player", &player])
+    let listed: Vec<String> = db
+        .quiet_ok(&["games", "--format", "json", "--player", &player])
         .lines()
         .map(str::to_owned)
         .collect();
     assert!(listed.len() > 1, "{player} has several games");
     let file = dir.path().join("player.ocgdb.db3");
-    pgnload_ok(
-        &db,
-        &[
-            "export",
-            "--format",
-            "ocgdb",
-            "--player",
-            &player,
-            "-o",
-            &file.display().to_string(),
-        ],
-    );
+    db.quiet_ok(&[
+        "export",
+        "--format",
+        "ocgdb",
+        "--player",
+        &player,
+        "-o",
+        &file.display().to_string(),
+    ]);
     let out = run({
         let mut c = std::process::Command::new("python3");
         c.args([
@@ -273,7 +244,7 @@ fn a_filtered_exchange_export_selects_what_games_selects() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The exchange formats write files: stdout is refused, nothing written.
-    let refused = pgnload(&db, &["export", "--format", "dcg"]);
+    let refused = db.quiet(&["export", "--format", "dcg"]);
     assert_eq!(refused.status.code(), Some(2), "a usage error");
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("--output"),

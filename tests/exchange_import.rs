@@ -22,26 +22,8 @@ use crate::{
     import::content_dump,
 };
 
-fn pgnload(db: &TestDb, args: &[&str]) -> Output {
-    run({
-        let mut c = db.pgnload();
-        c.arg("-q").args(args);
-        c
-    })
-}
-
-fn pgnload_ok(db: &TestDb, args: &[&str]) -> String {
-    let out = pgnload(db, args);
-    assert!(
-        out.status.success(),
-        "pgnload {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
 fn import(db: &TestDb, file: &Path) -> Output {
-    pgnload(db, &["import", &file.display().to_string()])
+    db.quiet(&["import", &file.display().to_string()])
 }
 
 /// `(read, imported, present, rejected, filtered)` of the input at `file`.
@@ -148,30 +130,24 @@ fn exported(dir: &Path) -> (TestDb, PathBuf, PathBuf) {
         data("kasparov-deep-blue-1997.pgn"),
         crafted_pgn,
     ] {
-        pgnload_ok(&db, &["import", &file.display().to_string()]);
+        db.quiet_ok(&["import", &file.display().to_string()]);
     }
     let ocgdb = dir.join("all.ocgdb.db3");
     let base = dir.join("all");
-    pgnload_ok(
-        &db,
-        &[
-            "export",
-            "--format",
-            "ocgdb",
-            "-o",
-            &ocgdb.display().to_string(),
-        ],
-    );
-    pgnload_ok(
-        &db,
-        &[
-            "export",
-            "--format",
-            "dcg",
-            "-o",
-            &base.display().to_string(),
-        ],
-    );
+    db.quiet_ok(&[
+        "export",
+        "--format",
+        "ocgdb",
+        "-o",
+        &ocgdb.display().to_string(),
+    ]);
+    db.quiet_ok(&[
+        "export",
+        "--format",
+        "dcg",
+        "-o",
+        &base.display().to_string(),
+    ]);
     (db, ocgdb, base)
 }
 
@@ -186,7 +162,7 @@ fn exported_games_imported_back_are_the_same_games_and_moves() {
     assert!(games > 400, "{games} games");
 
     let from_ocgdb = fresh_db("xin_ocgdb");
-    pgnload_ok(&from_ocgdb, &["import", &ocgdb.display().to_string()]);
+    from_ocgdb.quiet_ok(&["import", &ocgdb.display().to_string()]);
     assert_eq!(counts(&from_ocgdb, &ocgdb), (games, games, 0, 0, 0));
     let expected = kept(&source, "true", false);
     assert_eq!(expected.len() as u64, games);
@@ -195,11 +171,11 @@ fn exported_games_imported_back_are_the_same_games_and_moves() {
     // Named by its index or by its games file: the same base.
     let from_dcg = fresh_db("xin_dcg");
     let dci = base.with_extension("dci");
-    pgnload_ok(&from_dcg, &["import", &dci.display().to_string()]);
+    from_dcg.quiet_ok(&["import", &dci.display().to_string()]);
     assert_eq!(counts(&from_dcg, &dci), (games, games, 0, 0, 0));
     assert_eq!(kept(&from_dcg, "true", true), kept(&source, "true", true));
     let dcg = base.with_extension("dcg");
-    pgnload_ok(&from_dcg, &["import", &dcg.display().to_string()]);
+    from_dcg.quiet_ok(&["import", &dcg.display().to_string()]);
     assert_eq!(counts(&from_dcg, &dcg), (games, 0, games, 0, 0));
 
     // Lichess games keep their key: the Site URL travels in both formats.

@@ -2,37 +2,17 @@
 //! `game show` and `export` read back by python-chess, export → import
 //! round trips, and bad input.
 
-use std::{collections::BTreeSet, path::Path, process::Output};
+use std::{collections::BTreeSet, path::Path};
 
 use crate::common::{
     TestDb, data, data_pgns, embedded_pgnload, migrated_db, python_script, run, scratch_dir,
 };
 
-/// Runs `pgnload ARGS` on `db`.
-fn pgnload(db: &TestDb, args: &[&str]) -> Output {
-    run({
-        let mut c = db.pgnload();
-        c.arg("-q").args(args);
-        c
-    })
-}
-
-/// `pgnload ARGS` on `db`, which must succeed; its stdout.
-fn pgnload_ok(db: &TestDb, args: &[&str]) -> String {
-    let out = pgnload(db, args);
-    assert!(
-        out.status.success(),
-        "pgnload {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
 fn import(db: &TestDb, files: &[&Path]) {
     let mut args = vec!["import".to_owned()];
     args.extend(files.iter().map(|f| f.display().to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    pgnload_ok(db, &args);
+    db.quiet_ok(&args);
 }
 
 /// Games with repeated players: Lichess games (names case-insensitive,
@@ -154,7 +134,8 @@ fn python_lines(args: &[&str], files: &[&Path]) -> Vec<String> {
 fn pgnload_lines(db: &TestDb, args: &[&str]) -> Vec<String> {
     let mut full = vec!["games", "--format", "json"];
     full.extend(args);
-    let mut lines: Vec<String> = pgnload_ok(db, &full)
+    let mut lines: Vec<String> = db
+        .quiet_ok(&full)
         .lines()
         .map(|line| {
             let game: serde_json::Value = serde_json::from_str(line).expect("a JSON object");
@@ -238,11 +219,8 @@ fn player_and_position_searches_match_a_python_recount() {
     // A limited search for a frequent position walks the games newest
     // first; it must list the first games the full search lists.
     let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
-    let all = pgnload_ok(&db, &["games", "--format", "json", "--fen", start]);
-    let limited = pgnload_ok(
-        &db,
-        &["games", "--format", "json", "--fen", start, "--limit", "5"],
-    );
+    let all = db.quiet_ok(&["games", "--format", "json", "--fen", start]);
+    let limited = db.quiet_ok(&["games", "--format", "json", "--fen", start, "--limit", "5"]);
     assert_eq!(
         limited.lines().collect::<Vec<_>>(),
         all.lines().take(5).collect::<Vec<_>>()
@@ -297,10 +275,7 @@ fn player_and_position_searches_match_a_python_recount() {
 fn json_lines_and_the_table_say_what_the_game_is() {
     let db = migrated_db("query_json");
     import(&db, &[&data("lichess-2025-05-sample.pgn")]);
-    let out = pgnload_ok(
-        &db,
-        &["games", "--format", "json", "--player", "RAHMAT_TOJENG"],
-    );
+    let out = db.quiet_ok(&["games", "--format", "json", "--player", "RAHMAT_TOJENG"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}");
     let game: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
@@ -341,7 +316,7 @@ fn json_lines_and_the_table_say_what_the_game_is() {
         game["event"],
         "Rated Blitz tournament https://lichess.org/tournament/kMtyy84D"
     );
-    let table = pgnload_ok(&db, &["games", "--player", "rahmat_tojeng"]);
+    let table = db.quiet_ok(&["games", "--player", "rahmat_tojeng"]);
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(rows.len(), 2, "a header and one game: {table}");
     assert!(
@@ -376,14 +351,14 @@ fn game_show_and_export_read_back_as_the_source_games() {
         let ids = db.psql("SELECT id FROM games ORDER BY id");
         let mut shown = String::new();
         for id in ids.lines() {
-            shown.push_str(&pgnload_ok(&db, &["game", "show", id]));
+            shown.push_str(&db.quiet_ok(&["game", "show", id]));
         }
         let shown_file = dir.path().join("shown.pgn");
         std::fs::write(&shown_file, &shown).expect("write");
         assert_same_games(&file, &shown_file);
         // …and all of them by `export`.
         let exported = dir.path().join("exported.pgn");
-        let summary = pgnload_ok(&db, &["export", "-o", &exported.display().to_string()]);
+        let summary = db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
         assert_eq!(
             summary,
             format!(
@@ -398,8 +373,8 @@ fn game_show_and_export_read_back_as_the_source_games() {
     let db = migrated_db("query_show_key");
     import(&db, &[&data("lichess-2025-05-sample.pgn")]);
     let id = db.psql("SELECT id FROM games WHERE source = 'lichess' AND external_id = 'xZhyPFE7'");
-    let by_key = pgnload_ok(&db, &["game", "show", "lichess:xZhyPFE7"]);
-    assert_eq!(by_key, pgnload_ok(&db, &["game", "show", &id]));
+    let by_key = db.quiet_ok(&["game", "show", "lichess:xZhyPFE7"]);
+    assert_eq!(by_key, db.quiet_ok(&["game", "show", &id]));
     assert!(by_key.contains("{ [%clk 0:05:00] }"), "{by_key}");
 }
 
@@ -480,10 +455,7 @@ fn export_then_import_gives_the_same_rows() {
     let original = migrated_db("query_rt_a");
     import(&original, &files);
     let exported = dir.path().join("all.pgn");
-    pgnload_ok(
-        &original,
-        &["export", "-o", &exported.display().to_string()],
-    );
+    original.quiet_ok(&["export", "-o", &exported.display().to_string()]);
     let copy = migrated_db("query_rt_b");
     import(&copy, &[&exported]);
     let (a, b) = (natural_rows(&original), natural_rows(&copy));
@@ -514,16 +486,13 @@ fn export_then_import_gives_the_same_rows() {
     );
     // A filtered export reimports to exactly the games it selected.
     let zh = dir.path().join("zh.pgn");
-    pgnload_ok(
-        &original,
-        &[
-            "export",
-            "--variant",
-            "crazyhouse",
-            "-o",
-            &zh.display().to_string(),
-        ],
-    );
+    original.quiet_ok(&[
+        "export",
+        "--variant",
+        "crazyhouse",
+        "-o",
+        &zh.display().to_string(),
+    ]);
     let part = migrated_db("query_rt_c");
     import(&part, &[&zh]);
     assert_eq!(
@@ -595,14 +564,14 @@ fn bad_input_gets_a_message_and_exit_code_2() {
         ),
     ];
     for (args, message) in cases {
-        let out = pgnload(&db, &args);
+        let out = db.quiet(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?} printed {:?}", out.stdout);
     }
     // Not a game reference at all: clap's usage error.
-    let out = pgnload(&db, &["game", "show", "ENPo6ReH"]);
+    let out = db.quiet(&["game", "show", "ENPo6ReH"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE:EXTERNAL_ID"));
 }

@@ -231,6 +231,26 @@ impl TestDb {
         cmd.env("DATABASE_URL", &self.url);
         cmd
     }
+
+    /// Runs `pgnload -q ARGS` on this database.
+    pub fn quiet(&self, args: &[&str]) -> Output {
+        run({
+            let mut c = self.pgnload();
+            c.arg("-q").args(args);
+            c
+        })
+    }
+
+    /// `pgnload -q ARGS` on this database, which must succeed; its stdout.
+    pub fn quiet_ok(&self, args: &[&str]) -> String {
+        let out = self.quiet(args);
+        assert!(
+            out.status.success(),
+            "pgnload {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("UTF-8 output")
+    }
 }
 
 /// A scratch directory under /tmp with mode 0755: the `postgres` user (when
