@@ -59,7 +59,12 @@ pub struct MigrateArgs {
     /// through postgres_fdw (README "Scaling out"). Each must be reachable
     /// from the database server itself. In the environment, the URLs (and
     /// their passwords) stay out of the process list.
-    #[arg(long, env = "PGNLOAD_SHARDS", value_delimiter = ',', hide_env_values = true)]
+    #[arg(
+        long,
+        env = "PGNLOAD_SHARDS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub shards: Vec<String>,
 }
 
@@ -124,6 +129,16 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
     }
 }
 
+/// A configuration error when the database is the coordinator of shards.
+fn refuse_if_sharded(settings: &Settings, what: &str, instead: &str) -> Result<(), Error> {
+    db::runtime()?.block_on(async {
+        let database = db::connect(&settings.target()).await?;
+        let refused = shards::refuse_if_sharded(&database.client, what, instead).await;
+        database.close()?;
+        refused
+    })
+}
+
 /// Runs `pgnload db explorer enable|disable`; returns the summary line.
 fn switch_explorer(
     command: ExplorerCommand,
@@ -174,6 +189,12 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
     };
     let message = match command {
         DbCommand::Backup(args) => {
+            refuse_if_sharded(
+                settings,
+                "`db backup`",
+                "pg_dump of the coordinator would save the shards' table definitions, \
+                 not their rows; back up the coordinator and each shard with pg_dump",
+            )?;
             let result = backup::backup(
                 &settings.target(),
                 &args.path,
@@ -198,18 +219,21 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
             runtime.block_on(async {
                 let mut database = db::connect(&settings.target()).await?;
                 let applied = db::migrate(&mut database.client).await?;
-                let mut lines: Vec<String> =
-                    applied.iter().map(|name| format!("applied {name}")).collect();
+                let mut lines: Vec<String> = applied
+                    .iter()
+                    .map(|name| format!("applied {name}"))
+                    .collect();
                 if !args.shards.is_empty() {
-                    let outcome =
-                        shards::shard_out(&mut database.client, &database.description, &args.shards)
-                            .await?;
+                    let outcome = shards::shard_out(
+                        &mut database.client,
+                        &database.description,
+                        &args.shards,
+                    )
+                    .await?;
                     lines.push(match outcome {
-                        ShardOutcome::Built(shown) => format!(
-                            "sharded over {} servers: {}",
-                            shown.len(),
-                            shown.join(", ")
-                        ),
+                        ShardOutcome::Built(shown) => {
+                            format!("sharded over {} servers: {}", shown.len(), shown.join(", "))
+                        }
                         ShardOutcome::Already(count) => {
                             format!("already sharded over these {count} servers; nothing to do")
                         }

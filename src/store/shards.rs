@@ -113,11 +113,17 @@ impl Shards {
 
 /// The layout of a migrated database: `None` for a single node.
 pub async fn layout(client: &impl GenericClient) -> Result<Option<Shards>, Error> {
-    let count: i64 = client
+    let count: i64 = match client
         .query_one("SELECT count(*) FROM pgnload_shards", &[])
         .await
-        .map_err(db_err("reading pgnload_shards"))?
-        .get(0);
+    {
+        Ok(row) => row.get(0),
+        // A database migrated before 0011 is a single node.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(db_err("reading pgnload_shards")(e)),
+    };
     if count == 0 {
         return Ok(None);
     }
@@ -159,9 +165,9 @@ struct ShardAddress {
 impl ShardAddress {
     fn parse(url: &str) -> Result<ShardAddress, Error> {
         let shown = redact_url(url);
-        let config: tokio_postgres::Config = url.parse().map_err(|_| {
-            Error::Config(format!("shard {shown}: not a valid connection string"))
-        })?;
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|_| Error::Config(format!("shard {shown}: not a valid connection string")))?;
         let host = match config.get_hosts() {
             [Host::Tcp(host)] => host.clone(),
             [Host::Unix(dir)] => dir.to_string_lossy().into_owned(),
@@ -183,12 +189,13 @@ impl ShardAddress {
                 return Err(Error::Config(format!("shard {shown}: one port per shard")));
             }
         };
-        let password = match config.get_password() {
-            None => None,
-            Some(bytes) => Some(String::from_utf8(bytes.to_vec()).map_err(|_| {
-                Error::Config(format!("shard {shown}: the password is not UTF-8"))
-            })?),
-        };
+        let password =
+            match config.get_password() {
+                None => None,
+                Some(bytes) => Some(String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    Error::Config(format!("shard {shown}: the password is not UTF-8"))
+                })?),
+            };
         Ok(ShardAddress {
             host,
             port,
@@ -234,12 +241,17 @@ pub async fn shard_out(
         .iter()
         .map(|url| ShardAddress::parse(url))
         .collect::<Result<Vec<_>, _>>()?;
-    let count = u32::try_from(addresses.len())
-        .map_err(|_| Error::Config("too many shards".to_owned()))?;
+    let count =
+        u32::try_from(addresses.len()).map_err(|_| Error::Config("too many shards".to_owned()))?;
     if let Some(existing) = existing_layout(coordinator, &addresses).await? {
         return Ok(ShardOutcome::Already(existing));
     }
-    refuse_unless_empty(coordinator, coordinator_name, &["positions", "games", "moves"]).await?;
+    refuse_unless_empty(
+        coordinator,
+        coordinator_name,
+        &["positions", "games", "moves"],
+    )
+    .await?;
     let explorer: bool = coordinator
         .query_one("SELECT enabled FROM explorer_state", &[])
         .await
@@ -455,9 +467,10 @@ async fn build_coordinator(
             .await
             .map_err(db_err("writing the servers' DDL"))?
             .get(0);
-        tx.batch_execute(&ddl)
-            .await
-            .map_err(db_err(format!("creating server {server} ({})", address.shown)))?;
+        tx.batch_execute(&ddl).await.map_err(db_err(format!(
+            "creating server {server} ({})",
+            address.shown
+        )))?;
     }
     tx.batch_execute(GAME_KEYS_DDL)
         .await
@@ -538,7 +551,9 @@ mod tests {
         assert_eq!((b.host.as_str(), b.port), ("/tmp/s", 5433));
         let none = ShardAddress::parse("dbname=x").unwrap_err().to_string();
         assert!(none.contains("name its host"), "{none}");
-        let two = ShardAddress::parse("postgresql://h1,h2/x").unwrap_err().to_string();
+        let two = ShardAddress::parse("postgresql://h1,h2/x")
+            .unwrap_err()
+            .to_string();
         assert!(two.contains("one host per shard"), "{two}");
     }
 
@@ -546,7 +561,10 @@ mod tests {
     fn the_shard_expression_names_every_shard_once() {
         let sql = Shards { count: 3 }.shard_of("games", "s.id");
         for shard in 0..3 {
-            assert!(sql.contains(&format!("3, {shard}, s.id) THEN {shard}")), "{sql}");
+            assert!(
+                sql.contains(&format!("3, {shard}, s.id) THEN {shard}")),
+                "{sql}"
+            );
         }
         assert!(sql.starts_with("CASE") && sql.ends_with(" END"), "{sql}");
     }
