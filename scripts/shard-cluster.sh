@@ -22,12 +22,15 @@
 # later starts, so the URLs do not change. Each has a database `pgnload`;
 # the superuser is `postgres`. `start` on running clusters and `stop` on
 # stopped ones change nothing. `url` prints what DIR recorded, running or
-# not.
+# not. A DIR that is not empty and was not made by this script is refused.
+# The clusters are small (shared_buffers 128MB) but durable (fsync on): tests
+# kill their processes.
 #
 # SECURITY: these are private clusters for trying and testing, never for
 # production. Authentication is `trust` for Unix-socket and 127.0.0.1
 # connections (no password): any user of this machine can connect to them as
-# the superuser over loopback. Nothing listens on other addresses.
+# the superuser over loopback (the sockets are mode 0700, for their owner).
+# Nothing listens on other addresses.
 #
 # When run as root, the servers run as the unprivileged user `postgres`
 # (through runuser; PostgreSQL refuses to run as root): DIR is created if
@@ -145,8 +148,10 @@ if ((EUID == 0)); then
     id "$SERVICE_USER" >/dev/null 2>&1 ||
         die "running as root, the servers must run as user '$SERVICE_USER', which does not exist;" \
             "create it (useradd --system $SERVICE_USER) or run this script as an unprivileged user"
+    created=
     if [[ $cmd == start ]]; then
         check_ours "$dir"
+        [[ -d $dir ]] || created=1
         mkdir -p -- "$dir"
     fi
     [[ -d $dir ]] || die "$dir does not exist: nothing to $cmd (run start first)"
@@ -158,9 +163,11 @@ if ((EUID == 0)); then
     fi
     runuser -u "$SERVICE_USER" -- test -x "$bin/pg_ctl" ||
         die "user $SERVICE_USER cannot run $bin/pg_ctl"
-    runuser -u "$SERVICE_USER" -- test -w "$dir" -a -x "$dir" ||
+    if ! runuser -u "$SERVICE_USER" -- test -w "$dir" -a -x "$dir"; then
+        [[ -z $created ]] || rmdir -- "$dir"
         die "user $SERVICE_USER cannot enter and write $dir (it needs o+x on every directory" \
             "above it, and to own it); use a DIR under /tmp or /var/tmp"
+    fi
     script=$(cat -- "${BASH_SOURCE[0]}")
     cd /
     exec runuser -u "$SERVICE_USER" -- env PG_BIN="$bin" \
@@ -201,7 +208,7 @@ if [[ -e $dir/$MARKER ]]; then
     shards=$(sed -n 's/^shards=\([0-9][0-9]*\)$/\1/p' "$dir/$MARKER")
     [[ -n $shards ]] || die "$dir/$MARKER is damaged (no shards=N line)"
     if [[ -n $n_arg && $n_arg != "$shards" ]]; then
-        die "$dir holds $shards shards, not $n_arg; give N=$shards or use another DIR"
+        die "$dir holds $shards shard(s), not $n_arg; give N=$shards or use another DIR"
     fi
 else
     shards=${n_arg:-2}
