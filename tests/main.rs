@@ -24,6 +24,7 @@ mod resume;
 mod robustness;
 mod scope;
 mod secrets;
+mod shard_cluster;
 mod status;
 mod storage;
 mod verify;
