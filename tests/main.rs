@@ -25,6 +25,7 @@ mod robustness;
 mod scope;
 mod secrets;
 mod shard_cluster;
+mod shards;
 mod status;
 mod storage;
 mod verify;
