@@ -131,7 +131,7 @@ fn reimporting_changes_no_row_and_is_a_fast_no_op() {
 }
 
 /// Splits the Lichess sample into two overlapping files (games 1–300 and 200–438).
-fn overlapping_halves(dir: &Path) -> (PathBuf, PathBuf) {
+pub fn overlapping_halves(dir: &Path) -> (PathBuf, PathBuf) {
     let text = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
     let games: Vec<&str> = text.split("\n\n[Event ").collect();
     let join = |range: std::ops::Range<usize>| {

@@ -24,6 +24,8 @@ mod resume;
 mod robustness;
 mod scope;
 mod secrets;
+mod shard_cluster;
+mod shards;
 mod status;
 mod storage;
 mod verify;

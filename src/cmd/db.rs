@@ -12,14 +12,16 @@ use crate::{
         backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
         embedded::{ClusterStatus, EmbeddedCluster},
+        shards::{self, ShardOutcome},
     },
 };
 
 /// `pgnload db` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum DbCommand {
-    /// Apply pending migrations from sql/ (imports do this automatically).
-    Migrate,
+    /// Apply pending migrations from sql/ (imports do this automatically);
+    /// with --shards, make this empty database the coordinator of a sharded layout.
+    Migrate(MigrateArgs),
     /// Start the embedded cluster and keep it running (for psql) until `db stop`.
     Start,
     /// Stop the embedded cluster.
@@ -47,6 +49,23 @@ pub enum ExplorerCommand {
     Enable,
     /// Drop the counters and stop keeping them (imports get faster; `explore` stops working).
     Disable,
+}
+
+/// Options of `pgnload db migrate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MigrateArgs {
+    /// Connection URLs of the shard servers, comma-separated, shard 0
+    /// first: positions, games and moves are hash-partitioned over them
+    /// through postgres_fdw (README "Scaling out"). Each must be reachable
+    /// from the database server itself. In the environment, the URLs (and
+    /// their passwords) stay out of the process list.
+    #[arg(
+        long,
+        env = "PGNLOAD_SHARDS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub shards: Vec<String>,
 }
 
 /// Options of `pgnload db backup`.
@@ -110,6 +129,16 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
     }
 }
 
+/// A configuration error when the database is the coordinator of shards.
+fn refuse_if_sharded(settings: &Settings, what: &str, instead: &str) -> Result<(), Error> {
+    db::runtime()?.block_on(async {
+        let database = db::connect(&settings.target()).await?;
+        let refused = shards::refuse_if_sharded(&database.client, what, instead).await;
+        database.close()?;
+        refused
+    })
+}
+
 /// Runs `pgnload db explorer enable|disable`; returns the summary line.
 fn switch_explorer(
     command: ExplorerCommand,
@@ -160,6 +189,12 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
     };
     let message = match command {
         DbCommand::Backup(args) => {
+            refuse_if_sharded(
+                settings,
+                "`db backup`",
+                "pg_dump of the coordinator would save the shards' table definitions, \
+                 not their rows; back up the coordinator and each shard with pg_dump",
+            )?;
             let result = backup::backup(
                 &settings.target(),
                 &args.path,
@@ -179,22 +214,36 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
                 None => return Ok(ExitStatus::Interrupted),
             }
         }
-        DbCommand::Migrate => {
+        DbCommand::Migrate(args) => {
             let runtime = db::runtime()?;
             runtime.block_on(async {
                 let mut database = db::connect(&settings.target()).await?;
                 let applied = db::migrate(&mut database.client).await?;
-                let message = if applied.is_empty() {
-                    format!("schema up to date ({})", database.description)
-                } else {
-                    applied
-                        .iter()
-                        .map(|name| format!("applied {name}"))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                };
+                let mut lines: Vec<String> = applied
+                    .iter()
+                    .map(|name| format!("applied {name}"))
+                    .collect();
+                if !args.shards.is_empty() {
+                    let outcome = shards::shard_out(
+                        &mut database.client,
+                        &database.description,
+                        &args.shards,
+                    )
+                    .await?;
+                    lines.push(match outcome {
+                        ShardOutcome::Built(shown) => {
+                            format!("sharded over {} servers: {}", shown.len(), shown.join(", "))
+                        }
+                        ShardOutcome::Already(count) => {
+                            format!("already sharded over these {count} servers; nothing to do")
+                        }
+                    });
+                }
+                if lines.is_empty() {
+                    lines.push(format!("schema up to date ({})", database.description));
+                }
                 database.close()?;
-                Ok::<_, Error>(message)
+                Ok::<_, Error>(lines.join("\n"))
             })?
         }
         DbCommand::Start => {

@@ -154,6 +154,7 @@ impl VerifyArgs {
                 sample: self.sample,
                 id_range: self.id_range,
                 limit: self.limit,
+                sharded: false,
             },
             report: self.report.clone(),
         }

@@ -98,6 +98,13 @@ pub(crate) async fn locate(tx: &Transaction<'_>, game: &GameRef) -> Result<Optio
 /// games are counted only at its finish. `what` is what the caller does,
 /// for the message ("delete games").
 pub(crate) async fn lock_for_one_game(tx: &Transaction<'_>, what: &str) -> Result<(), Error> {
+    crate::store::shards::refuse_if_sharded(
+        tx,
+        &format!("`{what}`"),
+        "a game's row and its identity key live on different shards, which postgres_fdw \
+         cannot change in one atomic commit; change single games on a single node",
+    )
+    .await?;
     let locked: bool = tx
         .query_one(
             "SELECT pg_try_advisory_xact_lock_shared($1)",

@@ -412,6 +412,14 @@ async fn lock_imports(client: &Client, waiting: &dyn Fn()) -> Result<(), Error> 
 /// after (one index build instead of one insert per row into it).
 pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
     let err = crate::store::db::db_err;
+    crate::store::shards::refuse_if_sharded(
+        &*client,
+        "keeping the explorer counters",
+        "a game's counters would live on other shards than the game, and postgres_fdw \
+         commits shards one after the other, so a failure between two could leave them \
+         counting games that are not there; `explore` needs a single node for now",
+    )
+    .await?;
     lock_imports(client, waiting).await?;
     if let Some(load) = crate::ingest::bulk::unfinished(client).await? {
         return Err(Error::Conflict(format!(

@@ -84,6 +84,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_positions_cap.sql",
         sql: include_str!("../../sql/0010_positions_cap.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_shards.sql",
+        sql: include_str!("../../sql/0011_shards.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

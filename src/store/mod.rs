@@ -10,4 +10,5 @@
 pub mod backup;
 pub mod db;
 pub mod embedded;
+pub mod shards;
 pub(crate) mod tuning;

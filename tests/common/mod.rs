@@ -441,3 +441,165 @@ pub fn children_peak_rss_kib() -> i64 {
         .expect("getrusage")
         .max_rss()
 }
+
+/// `scripts/shard-cluster.sh`, which starts and stops the private
+/// coordinator and shard servers of the sharded-layout tests.
+pub fn shard_cluster_script() -> Command {
+    Command::new(repo().join("scripts/shard-cluster.sh"))
+}
+
+/// A coordinator and shard servers started by `scripts/shard-cluster.sh`
+/// in a scratch directory, for tests of the sharded layout: separate
+/// PostgreSQL servers on loopback TCP, as a real deployment has, rather
+/// than databases of the shared test cluster. Stopped when dropped; the
+/// directory (data, logs) is removed, or kept for inspection when the test
+/// failed.
+pub struct ShardCluster {
+    /// The script's DIR: `coordinator/`, `shard1/` ... and their logs.
+    pub dir: PathBuf,
+    /// `postgresql://postgres@127.0.0.1:PORT/pgnload` of the coordinator.
+    pub coordinator_url: String,
+    /// The shards' URLs, `shard1` first.
+    pub shard_urls: Vec<String>,
+    /// Removes `dir` on drop; taken (and kept) when the test failed.
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl ShardCluster {
+    /// Starts a coordinator and `shards` shard servers, each on a free
+    /// port, so that tests running in parallel get disjoint servers.
+    pub fn start(label: &str, shards: usize) -> ShardCluster {
+        Self::start_with_port_base(label, shards, None)
+    }
+
+    /// [`ShardCluster::start`] trying ports from `port_base` upwards
+    /// (`SHARD_CLUSTER_PORT_BASE`) instead of from a random one: for tests
+    /// of how the script skips ports that are taken.
+    pub fn start_with_port_base(
+        label: &str,
+        shards: usize,
+        port_base: Option<u16>,
+    ) -> ShardCluster {
+        let scratch = scratch_dir(&format!("pgnload-shards-{label}-"));
+        // Built before starting, so that its drop stops whatever a failed
+        // start left running.
+        let mut cluster = ShardCluster {
+            dir: scratch.path().to_path_buf(),
+            coordinator_url: String::new(),
+            shard_urls: Vec::new(),
+            scratch: Some(scratch),
+        };
+        let out = run({
+            let mut c = shard_cluster_script();
+            c.arg("start").arg(&cluster.dir).arg(shards.to_string());
+            if let Some(base) = port_base {
+                c.env("SHARD_CLUSTER_PORT_BASE", base.to_string());
+            }
+            c
+        });
+        assert!(
+            out.status.success(),
+            "shard-cluster.sh start {}: {}",
+            cluster.dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (cluster.coordinator_url, cluster.shard_urls) = cluster.urls();
+        assert_eq!(cluster.shard_urls.len(), shards, "{:?}", cluster.shard_urls);
+        cluster
+    }
+
+    /// The coordinator's and the shards' URLs, as `shard-cluster.sh url`
+    /// prints them.
+    pub fn urls(&self) -> (String, Vec<String>) {
+        let out = run({
+            let mut c = shard_cluster_script();
+            c.arg("url").arg(&self.dir);
+            c
+        });
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "shard-cluster.sh url: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut lines = stdout.lines();
+        let (Some(coordinator), Some(shards), None) = (
+            lines.next().and_then(|l| l.strip_prefix("coordinator=")),
+            lines.next().and_then(|l| l.strip_prefix("shards=")),
+            lines.next(),
+        ) else {
+            panic!("unexpected output of shard-cluster.sh url:\n{stdout}");
+        };
+        (
+            coordinator.to_owned(),
+            shards.split(',').map(str::to_owned).collect(),
+        )
+    }
+
+    /// Restarts the server of `shard_urls[i]` (directory `shard{i+1}`) with
+    /// `pg_ctl restart -m immediate`: what a crash and a restart of that
+    /// server look like to its clients. Returns once it accepts
+    /// connections again.
+    pub fn restart_shard(&self, i: usize) {
+        assert!(
+            i < self.shard_urls.len(),
+            "restart_shard({i}): there are {} shards (0-based index)",
+            self.shard_urls.len()
+        );
+        let bins = pgnload::store::embedded::PgBinaries::locate()
+            .unwrap_or_else(|e| panic!("PostgreSQL programs: {e}"));
+        let name = format!("shard{}", i + 1);
+        // PostgreSQL refuses to run as root: the script runs it as `postgres`.
+        let mut cmd = if nix::unistd::geteuid().is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bins.tool("pg_ctl"));
+            c
+        } else {
+            Command::new(bins.tool("pg_ctl"))
+        };
+        // `-l`: without it the server would keep this process's stdout
+        // open, and waiting for its output would never end.
+        cmd.args(["restart", "-w", "-s", "-m", "immediate", "-t", "600", "-D"])
+            .arg(self.dir.join(&name))
+            .arg("-l")
+            .arg(self.dir.join(format!("{name}.log")))
+            .current_dir("/");
+        let out = run(cmd);
+        assert!(
+            out.status.success(),
+            "pg_ctl restart {name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Stops the servers (always: a failed test must not leave them running)
+/// and removes the directory unless the test failed.
+impl Drop for ShardCluster {
+    fn drop(&mut self) {
+        let out = shard_cluster_script().arg("stop").arg(&self.dir).output();
+        let stopped = matches!(&out, Ok(o) if o.status.success());
+        if (std::thread::panicking() || !stopped)
+            && let Some(scratch) = self.scratch.take()
+        {
+            eprintln!("shard clusters kept in {}", scratch.keep().display());
+        }
+        if !stopped && !std::thread::panicking() {
+            panic!(
+                "shard-cluster.sh stop {}: {}",
+                self.dir.display(),
+                out.map_or_else(
+                    |e| e.to_string(),
+                    |o| String::from_utf8_lossy(&o.stderr).into_owned()
+                )
+            );
+        }
+    }
+}
+
+/// Runs SQL with psql on the database at `url` and returns its unaligned,
+/// tuples-only output, as [`TestDb::psql`] does.
+pub fn psql_on(url: &str, sql: &str) -> String {
+    TestDb::existing(url.to_owned()).psql(sql)
+}

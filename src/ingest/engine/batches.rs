@@ -47,6 +47,7 @@ impl Importer<'_> {
             expected_bytes_done: checkpoint.bytes_done,
             explorer: self.run.explorer,
             positions_max_ply: self.run.settings.scope.positions_max_ply,
+            shards: self.run.shards,
         };
         let spec = InputSpec {
             name: name.to_owned(),

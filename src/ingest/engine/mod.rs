@@ -38,7 +38,7 @@ use std::{
 use self::checkpoint::InputAttempt;
 
 use crate::{
-    config::Settings,
+    config::{LoadMode, Settings},
     error::{Error, ExitStatus},
     ingest::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
@@ -49,7 +49,10 @@ use crate::{
         source::{self, Compression, fingerprint},
         writer::{WriteMode, prepare_connection},
     },
-    store::db::{self, Database, Target, db_err},
+    store::{
+        db::{self, Database, Target, db_err},
+        shards::{self, Shards},
+    },
 };
 
 /// What an import needs beyond the settings: the command line's inputs
@@ -112,6 +115,8 @@ struct RunContext<'a> {
     /// the import lock held, which `db explorer enable|disable` take
     /// exclusively.
     explorer: bool,
+    /// The database's layout: `Some` when it is the coordinator of shards.
+    shards: Option<Shards>,
 }
 
 /// The run's database sessions: two data connections, so that PostgreSQL
@@ -240,6 +245,7 @@ pub async fn import(
         chosen,
         resumed,
         explorer,
+        shards,
     } = start_retrying(&target, settings, job, reporter).await?;
     if let Target::Url(_) = &target {
         for advice in crate::store::tuning::advice(&conns.control.client).await? {
@@ -272,6 +278,7 @@ pub async fn import(
             rejects_file,
             started: Instant::now(),
             explorer,
+            shards,
         },
         conns,
         load,
@@ -335,6 +342,8 @@ struct Start {
     /// Whether the database keeps the explorer counters (read once the
     /// lock is held; `false` when skipped).
     explorer: bool,
+    /// The database's layout.
+    shards: Option<Shards>,
 }
 
 /// Opens a run: connections, migrations, the mode and its lock, the
@@ -355,15 +364,21 @@ async fn start(
     let positions_db = db::connect(target).await?;
     prepare_connection(&positions_db.client).await?;
     let control = db::connect(target).await?;
+    let shards = shards::layout(&control.client).await?;
+    let mode = match (shards, settings.mode) {
+        (None, mode) => mode,
+        (Some(shards), LoadMode::Bulk) => {
+            return Err(Error::Config(format!(
+                "--mode bulk is not available on a sharded layout ({} shards): it drops the \
+                 indexes of tables that live on the shards, which the coordinator cannot do; \
+                 import with --mode incremental (which --mode auto picks there)",
+                shards.count()
+            )));
+        }
+        (Some(_), _) => LoadMode::Incremental,
+    };
     let incoming = estimated_positions(job.inputs);
-    let chosen = bulk::choose(
-        &control.client,
-        settings.mode,
-        incoming,
-        job.no_wait,
-        reporter,
-    )
-    .await?;
+    let chosen = bulk::choose(&control.client, mode, incoming, job.no_wait, reporter).await?;
     let resumed = match chosen {
         Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
         _ => None,
@@ -397,6 +412,7 @@ async fn start(
         chosen,
         resumed,
         explorer,
+        shards,
     })
 }
 

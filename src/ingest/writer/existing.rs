@@ -54,6 +54,9 @@ pub(super) struct Candidate<'a> {
     /// Set by [`classify`] when the game is present with fewer rows than
     /// this run stores: the rows to add (the backfill of a capped import).
     pub(super) extends: Option<Extension>,
+    /// Sharded layout: the id its identity was claimed with for this input
+    /// and game number (see [`super::sharded`]); this run writes it.
+    pub(super) claimed: Option<i64>,
 }
 
 /// A game present in `games` under a positions cap that this run's cap
@@ -77,12 +80,15 @@ enum Found {
     Present(i64, Option<i32>),
     /// In `games` with other moves: a conflict.
     Other(Holder),
+    /// Sharded layout: its identity is claimed for this input and game
+    /// number, with this id, and the game is not written yet.
+    Claimed(i64),
 }
 
 /// How a game is recognized: a Lichess game by its id, any other game by
 /// the digest of its content whatever its source label (so the same game
 /// from two files, or imported under two labels, is stored once).
-fn identity<'a>(source: &str, external_id: &'a str) -> (bool, &'a str) {
+pub(super) fn identity<'a>(source: &str, external_id: &'a str) -> (bool, &'a str) {
     (source == LICHESS, external_id)
 }
 
@@ -96,7 +102,11 @@ const LICHESS: &str = "lichess";
 async fn existing_games(
     tx: &Transaction<'_>,
     candidates: &[Candidate<'_>],
+    file: &FileContext,
 ) -> Result<Vec<Found>, tokio_postgres::Error> {
+    if file.shards.is_some() {
+        return claimed_games(tx, candidates, file).await;
+    }
     let sources: Vec<&str> = candidates.iter().map(|c| c.source).collect();
     let ids: Vec<&str> = candidates.iter().map(|c| c.external_id.as_str()).collect();
     let moves: Vec<Vec<u8>> = candidates.iter().map(|c| c.game.encoded_moves()).collect();
@@ -154,6 +164,80 @@ async fn existing_games(
     Ok(found)
 }
 
+/// [`existing_games`] on a sharded layout, where `games` has no unique key
+/// across shards: the identities are looked up in `game_keys` (one
+/// pushed-down probe per shard), then the games they name by id. A key
+/// whose game is not written is this input's to write when it claimed it
+/// at this game number (an earlier attempt stopped between the claim and
+/// the write, see [`super::sharded`]), and another import's game
+/// otherwise: present, as that import or its rerun writes it.
+async fn claimed_games(
+    tx: &Transaction<'_>,
+    candidates: &[Candidate<'_>],
+    file: &FileContext,
+) -> Result<Vec<Found>, tokio_postgres::Error> {
+    let ids: Vec<&str> = candidates.iter().map(|c| c.external_id.as_str()).collect();
+    let keys = super::sharded::game_keys(tx, &ids).await?;
+    let game_ids: Vec<i64> = keys.values().map(|key| key.game_id).collect();
+    let rows = tx
+        .query(
+            "SELECT g.id, g.moves, g.start_fen, g.import_file_id, g.game_number, g.byte_offset,
+                    g.positions_max_ply
+             FROM games g WHERE g.id = ANY($1)",
+            &[&game_ids],
+        )
+        .await?;
+    let games: HashMap<i64, &tokio_postgres::Row> =
+        rows.iter().map(|row| (row.get::<_, i64>(0), row)).collect();
+    let mut found = Vec::with_capacity(candidates.len());
+    let mut holders_without_path = Vec::new();
+    for (i, candidate) in candidates.iter().enumerate() {
+        let (lichess, id) = identity(candidate.source, &candidate.external_id);
+        let Some(key) = keys.get(&(id.to_owned(), lichess)) else {
+            found.push(Found::New);
+            continue;
+        };
+        let Some(row) = games.get(&key.game_id) else {
+            let ours = key.import_file_id == Some(file.file_id)
+                && key.game_number == Some(to_i64(candidate.game.pos.game_number));
+            found.push(if ours {
+                Found::Claimed(key.game_id)
+            } else {
+                Found::Present(key.game_id, None)
+            });
+            continue;
+        };
+        let moves: &[u8] = row.get(1);
+        let start_fen: Option<&str> = row.get(2);
+        if moves == candidate.game.encoded_moves()
+            && start_fen == candidate.game.start_fen.as_deref()
+        {
+            found.push(Found::Present(key.game_id, row.get(6)));
+        } else {
+            holders_without_path.push(i);
+            found.push(Found::Other(Holder {
+                game_id: Some(key.game_id),
+                file_id: row.get(3),
+                path: None,
+                game_number: row.get(4),
+                byte_offset: row.get(5),
+            }));
+        }
+    }
+    // The holder's path is only reported for a conflict.
+    for i in holders_without_path {
+        if let Some(Found::Other(holder)) = found.get_mut(i)
+            && let Some(file_id) = holder.file_id
+        {
+            holder.path = tx
+                .query_opt("SELECT path FROM import_files WHERE id = $1", &[&file_id])
+                .await?
+                .map(|row| row.get(0));
+        }
+    }
+    Ok(found)
+}
+
 /// Splits `candidates` into the games to import, the present ones and the
 /// conflicts: the database decides first, then the batch itself (the
 /// first of two games with one identity wins; a later one with other
@@ -165,7 +249,7 @@ pub(super) async fn classify<'a>(
     candidates: Vec<Candidate<'a>>,
     file: &FileContext,
 ) -> Result<(Vec<Candidate<'a>>, Vec<Conflict>), tokio_postgres::Error> {
-    let found = existing_games(tx, &candidates).await?;
+    let found = existing_games(tx, &candidates, file).await?;
     let mut first_of: HashMap<(bool, String), usize> = HashMap::with_capacity(candidates.len());
     let mut extended: HashSet<i64> = HashSet::new();
     let mut new = Vec::with_capacity(candidates.len());
@@ -191,6 +275,10 @@ pub(super) async fn classify<'a>(
             }
             Found::Present(..) => {}
             Found::Other(holder) => conflicts.push(conflict(holder)),
+            Found::Claimed(game_id) => new.push(Candidate {
+                claimed: Some(game_id),
+                ..candidate
+            }),
             Found::New => {
                 let (lichess, id) = identity(candidate.source, &candidate.external_id);
                 match first_of.get(&(lichess, id.to_owned())) {
@@ -243,6 +331,7 @@ pub(super) async fn games_to_import<'b>(
                 source: game.source(&file.source),
                 external_id: game.external_id(),
                 extends: None,
+                claimed: None,
             }),
             Outcome::Rejected(_) => None,
         })

@@ -13,7 +13,7 @@ use super::{
     existing::{Candidate, Conflict, Extension, classify},
     players_events::{event_key, get_or_create_events, get_or_create_players},
     positions::ResolvedBatch,
-    to_i64,
+    sharded, to_i64,
 };
 use crate::{
     chess::{
@@ -41,6 +41,8 @@ pub(super) struct NewGame<'a> {
     pub(super) keys: &'a [PositionKey],
     /// Present under a smaller cap: its rows past it are added instead.
     pub(super) extends: Option<Extension>,
+    /// Sharded layout: the id its identity was claimed with.
+    pub(super) claimed: Option<i64>,
 }
 
 /// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
@@ -111,6 +113,24 @@ pub async fn write_games(
     let mut inserted: HashMap<(String, String), i64> = HashMap::new();
     if !game_rows.is_empty() {
         match ids {
+            None if file.shards.is_some() => {
+                for row in &game_rows {
+                    let id = row.id.ok_or_else(|| {
+                        Error::Internal(format!(
+                            "{}: a game to insert on a sharded layout has no claimed id \
+                             (the first phase claims every new game's identity)",
+                            row.game.pos
+                        ))
+                    })?;
+                    inserted.insert((row.source.to_owned(), row.external_id.clone()), id);
+                }
+                stage_games(&tx, &game_rows)
+                    .await
+                    .map_err(|e| at.err("staging games", e))?;
+                sharded::insert_staged_games(&tx, GAME_COLUMNS, STAGED_GAME_VALUES)
+                    .await
+                    .map_err(|e| at.err("inserting games on the shards", e))?;
+            }
             None => {
                 insert_games_if_absent(&tx, &game_rows, &mut inserted)
                     .await
@@ -146,9 +166,14 @@ pub async fn write_games(
         .map(|(id, new, from)| (*id, new.game, new.keys, *from));
     let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
     if !move_rows.is_empty() {
-        stats.moves = copy_rows(&tx, COPY_MOVES, &move_rows)
-            .await
-            .map_err(|e| at.err("copying moves", e))?;
+        stats.moves = match file.shards {
+            None => copy_rows(&tx, COPY_MOVES, &move_rows)
+                .await
+                .map_err(|e| at.err("copying moves", e))?,
+            Some(_) => sharded::insert_moves(&tx, &move_rows)
+                .await
+                .map_err(|e| at.err("inserting moves on the shards", e))?,
+        };
     }
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
@@ -227,6 +252,7 @@ async fn recheck_games<'b>(
                 source: game.source(&file.source),
                 external_id: g.external_id.clone(),
                 extends: None,
+                claimed: None,
             })
         })
         .collect();
@@ -240,6 +266,7 @@ async fn recheck_games<'b>(
                 source: c.source,
                 external_id: c.external_id,
                 extends: c.extends,
+                claimed: c.claimed,
             })
         })
         .collect();
@@ -275,7 +302,7 @@ pub(super) fn game_row<'a>(
         event_ids.get(&(new.source, key.to_owned())).copied()
     });
     Ok(GameRow {
-        id: None,
+        id: new.claimed,
         keys: new.keys,
         game,
         source: new.source,
@@ -440,6 +467,15 @@ async fn insert_games_if_absent(
 /// its id.
 const GAME_COLUMNS: &str = "source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply";
 
+/// [`GAME_COLUMNS`] as `stage_games` holds them (its enums as text).
+const STAGED_GAME_VALUES: &str = "source, external_id, event_id, site, round,
+                 white_player_id, black_player_id, white_elo, black_elo,
+                 white_rating_diff, black_rating_diff, time_control, time_initial_s,
+                 time_increment_s, variant::game_variant, termination::game_termination,
+                 result, eco, opening, started_at,
+                 initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
+                 import_file_id, game_number, byte_offset, positions_max_ply";
+
 /// `COPY`s `game_rows` into `stage_games` (emptied at commit).
 pub(super) async fn stage_games(
     tx: &Transaction<'_>,
@@ -458,13 +494,7 @@ pub(super) async fn insert_staged_games(
     id: Option<i64>,
     inserted: &mut HashMap<(String, String), i64>,
 ) -> Result<(), WriteError> {
-    let values = "source, external_id, event_id, site, round,
-                 white_player_id, black_player_id, white_elo, black_elo,
-                 white_rating_diff, black_rating_diff, time_control, time_initial_s,
-                 time_increment_s, variant::game_variant, termination::game_termination,
-                 result, eco, opening, started_at,
-                 initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset, positions_max_ply";
+    let values = STAGED_GAME_VALUES;
     let tail = "FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, source, external_id";
@@ -554,8 +584,8 @@ async fn extend_games<'g, 'a>(
         finals.push(final_id);
         by_id.insert(extends.game_id, (new, from));
     }
-    let rows = tx
-        .query(
+    let updated: Vec<i64> = if at.file.shards.is_none() {
+        tx.query(
             "UPDATE games g SET positions_max_ply = u.cap, final_position_id = u.final_id
              FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::bigint[])
                  AS u(id, old_cap, cap, final_id)
@@ -564,11 +594,35 @@ async fn extend_games<'g, 'a>(
             &[&ids, &old_caps, &new_caps, &finals],
         )
         .await
-        .map_err(|e| at.err("extending capped games", e))?;
-    let mut extended: Vec<(i64, &NewGame<'a>, usize)> = rows
+        .map_err(|e| at.err("extending capped games", e))?
         .iter()
-        .filter_map(|row| {
-            let id: i64 = row.get(0);
+        .map(|row| row.get(0))
+        .collect()
+    } else {
+        // On shards, one UPDATE per game, each sent to its shard whole
+        // (a join with the list would read every shard's games);
+        // pipelined on the connection.
+        let updates = ids.iter().zip(&old_caps).zip(&new_caps).zip(&finals).map(
+            |(((id, old_cap), cap), final_id)| async move {
+                tx.execute(
+                    "UPDATE games SET positions_max_ply = $2, final_position_id = $3
+                     WHERE id = $1 AND positions_max_ply = $4",
+                    &[id, cap, final_id, old_cap],
+                )
+                .await
+                .map(|n| (n == 1).then_some(*id))
+            },
+        );
+        futures_util::future::try_join_all(updates)
+            .await
+            .map_err(|e| at.err("extending capped games on the shards", e))?
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    let mut extended: Vec<(i64, &NewGame<'a>, usize)> = updated
+        .into_iter()
+        .filter_map(|id| {
             let &(new, from) = by_id.get(&id)?;
             Some((id, new, from))
         })

@@ -44,6 +44,7 @@ mod existing;
 mod games;
 mod players_events;
 mod positions;
+mod sharded;
 mod single;
 
 use self::copy::WriteError;
@@ -57,6 +58,7 @@ use crate::{
     chess::replay::GameRecord,
     error::Error,
     ingest::pipeline::{Batch, Outcome},
+    store::shards::Shards,
 };
 
 /// Temporary staging tables, created once per connection.
@@ -81,6 +83,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_games (
     ply_count integer, moves bytea, start_fen text, tags jsonb,
     import_file_id bigint, game_number bigint, byte_offset bigint, positions_max_ply integer
 ) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_moves (LIKE moves) ON COMMIT DELETE ROWS;
 ";
 
 /// Which input file the batch belongs to.
@@ -100,6 +103,9 @@ pub struct FileContext {
     /// The run's positions cap (`--positions-max-ply`, `--games-only`):
     /// rows for plies `0..=cap` of each game only.
     pub positions_max_ply: Option<u32>,
+    /// The database's layout: `Some` on the coordinator of shards, where
+    /// rows go through foreign tables (see [`crate::store::shards`]).
+    pub shards: Option<Shards>,
 }
 
 /// What one committed batch did.
@@ -317,6 +323,7 @@ mod tests {
             expected_bytes_done: 0,
             explorer: false,
             positions_max_ply: None,
+            shards: None,
         };
         let error = batch_bounds(&batch, &file).expect_err("past bigint");
         assert_eq!(

@@ -13,6 +13,7 @@ use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{NewPosition, PositionRow, WriteError, copy_rows},
     existing::{Conflict, games_to_import},
+    sharded,
 };
 use crate::{
     chess::{fen::split_normalized, replay::GameRecord, scope::stored_plies},
@@ -81,9 +82,14 @@ pub async fn resolve_positions(
         .transaction()
         .await
         .map_err(|e| at.err("starting a transaction", e))?;
-    let (new_games, conflicts) = games_to_import(&tx, batch, file)
+    let (mut new_games, conflicts) = games_to_import(&tx, batch, file)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
+    if let Some(shards) = file.shards {
+        sharded::claim_games(&tx, shards, file, &mut new_games)
+            .await
+            .map_err(|e| at.err("claiming the identities of new games", e))?;
+    }
     // Every later lookup of a position in this batch is by key: hashing
     // each FEN once, on all cores, is cheaper than hashing and comparing
     // the text in each map.
@@ -115,11 +121,23 @@ pub async fn resolve_positions(
     } = collect_positions(games, cache, &mut stats);
     let mut pending: PendingIds = Vec::with_capacity(misses.len());
     match ids {
-        None => {
-            get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
-                .await
-                .map_err(|e| at.err("get-or-create positions", e))?;
-        }
+        None => match file.shards {
+            None => {
+                get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
+                    .await
+                    .map_err(|e| at.err("get-or-create positions", e))?
+            }
+            Some(shards) => sharded::get_or_create_positions(
+                &tx,
+                shards,
+                &misses,
+                &mut position_ids,
+                &mut pending,
+                &mut stats,
+            )
+            .await
+            .map_err(|e| at.err("get-or-create positions on the shards", e))?,
+        },
         Some(ids) => {
             insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
                 .await
@@ -271,7 +289,7 @@ async fn insert_new_positions<'a>(
 }
 
 /// Records `(id, normalized_fen)` rows as resolved positions of the batch.
-fn learn_ids(
+pub(super) fn learn_ids(
     rows: Vec<tokio_postgres::Row>,
     by_text: &HashMap<&str, PositionKey, RandomState>,
     position_ids: &mut KeyMap<i64>,

@@ -81,6 +81,7 @@ pub async fn prepare_game<'a>(
         keys,
         // A put game replaces any stored one whole, never extends it.
         extends: None,
+        claimed: None,
     };
     let players = get_or_create_players(tx, slice::from_ref(&new))
         .await

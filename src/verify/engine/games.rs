@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use tokio_postgres::{Statement, Transaction};
 
-use super::{Checked, Run, estimate, selection_sql};
+use super::{Checked, Run, estimate, for_layout, selection_sql};
 use crate::{
     error::Error,
     store::db::{self, db_err},
@@ -50,6 +50,7 @@ pub(super) fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
     // A batch's findings and counts are written with no await between them,
     // so stopping at any await leaves report and counts in step.
     let complete = runtime.block_on(interrupt.or_stop(async {
+        let selection = &for_layout(&database.client, selection).await?;
         meter.set_total(estimate(&database.client, "games", selection).await);
         // One snapshot for the cursor and the per-batch lookups.
         let tx = database

@@ -54,6 +54,19 @@ pub struct Selection {
     pub id_range: Option<IdRange>,
     /// At most this many rows, the lowest ids.
     pub limit: Option<u64>,
+    /// Whether the tables are partitioned over shards, where PostgreSQL
+    /// ignores TABLESAMPLE (set by [`for_layout`], not by the options).
+    pub sharded: bool,
+}
+
+/// `rows` for the database of `client`: sampled with a filter on a
+/// sharded layout, whose foreign partitions PostgreSQL does not sample
+/// (it reads them whole, silently).
+async fn for_layout(client: &Client, rows: &Selection) -> Result<Selection, Error> {
+    Ok(Selection {
+        sharded: crate::store::shards::layout(client).await?.is_some(),
+        ..*rows
+    })
 }
 
 /// What one run checks.
@@ -228,14 +241,18 @@ struct Run<'a> {
 /// the lowest ids). Only validated numbers are interpolated.
 fn selection_sql(rows: &Selection, ordered: bool) -> String {
     let mut sql = String::new();
-    if let Some(fraction) = rows.sample {
-        sql.push_str(&format!(" TABLESAMPLE BERNOULLI ({})", fraction * 100.0));
+    let mut filters = Vec::new();
+    match rows.sample {
+        Some(fraction) if rows.sharded => filters.push(format!("random() < {fraction}")),
+        Some(fraction) => sql.push_str(&format!(" TABLESAMPLE BERNOULLI ({})", fraction * 100.0)),
+        None => {}
     }
     if let Some(range) = rows.id_range {
-        sql.push_str(&format!(
-            " WHERE id BETWEEN {} AND {}",
-            range.start, range.end
-        ));
+        filters.push(format!("id BETWEEN {} AND {}", range.start, range.end));
+    }
+    if !filters.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&filters.join(" AND "));
     }
     if ordered || rows.limit.is_some() {
         sql.push_str(" ORDER BY id");

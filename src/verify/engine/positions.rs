@@ -11,7 +11,7 @@ use tokio_postgres::{
     types::Type,
 };
 
-use super::{Checked, Run, Selection, estimate, selection_sql};
+use super::{Checked, Run, Selection, estimate, for_layout, selection_sql};
 use crate::{
     error::Error,
     store::db::{self, db_err},
@@ -43,16 +43,14 @@ const POSITION_TYPES: [Type; 7] = [
     Type::BYTEA,
 ];
 
+/// The COPY of the positions `rows` selects. Always the query form: a
+/// sharded layout's `positions` is a partitioned table, which only that
+/// form can read (on a single node it costs the same seq scan).
 fn positions_copy(rows: &Selection) -> String {
-    if rows.sample.is_none() && rows.id_range.is_none() && rows.limit.is_none() {
-        // The whole table in physical order: no sort, no index.
-        format!("COPY positions ({POSITION_COLUMNS}) TO STDOUT (FORMAT binary)")
-    } else {
-        format!(
-            "COPY (SELECT {POSITION_COLUMNS} FROM positions{}) TO STDOUT (FORMAT binary)",
-            selection_sql(rows, false)
-        )
-    }
+    format!(
+        "COPY (SELECT {POSITION_COLUMNS} FROM positions{}) TO STDOUT (FORMAT binary)",
+        selection_sql(rows, false)
+    )
 }
 
 /// Checks one COPY row, appending its findings to `out`.
@@ -120,6 +118,7 @@ pub(super) fn verify_positions(canonical: bool, run: Run<'_>) -> Result<Checked,
     else {
         return Ok(Checked::stopped());
     };
+    let selection = &runtime.block_on(for_layout(&database.client, selection))?;
     meter.set_total(runtime.block_on(estimate(&database.client, "positions", selection)));
     let copy = positions_copy(selection);
     let (tx, rx) = bounded::<Vec<BinaryCopyOutRow>>(settings.pipeline.channel_capacity.max(1));
@@ -189,6 +188,7 @@ mod tests {
             sample: Some(0.25),
             id_range: Some(IdRange { start: 10, end: 20 }),
             limit: Some(5),
+            sharded: false,
         };
         assert_eq!(
             positions_copy(&rows),
@@ -196,7 +196,22 @@ mod tests {
              en_passant FROM positions TABLESAMPLE BERNOULLI (25) WHERE id BETWEEN 10 AND 20 \
              ORDER BY id LIMIT 5) TO STDOUT (FORMAT binary)"
         );
-        assert!(positions_copy(&Selection::default()).starts_with("COPY positions ("));
+        // Shards: PostgreSQL would ignore TABLESAMPLE on foreign partitions.
+        assert_eq!(
+            selection_sql(
+                &Selection {
+                    sharded: true,
+                    ..rows
+                },
+                false
+            ),
+            " WHERE random() < 0.25 AND id BETWEEN 10 AND 20 ORDER BY id LIMIT 5"
+        );
+        assert_eq!(
+            positions_copy(&Selection::default()),
+            "COPY (SELECT id, normalized_fen, fen_hash, piece_placement, active_color, castling, \
+             en_passant FROM positions) TO STDOUT (FORMAT binary)"
+        );
         let rows = Selection {
             limit: Some(9_223_372_036_854_775_807),
             ..Selection::default()

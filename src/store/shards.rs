@@ -1,0 +1,571 @@
+//! The sharded layout: positions, games, moves and the re-import keys
+//! hash-partitioned over several PostgreSQL servers, each partition a
+//! `postgres_fdw` foreign table, so that importers and queries talk to one
+//! coordinator database as they talk to a single node (README "Scaling
+//! out").
+//!
+//! Why through the coordinator, not to the shards directly: the
+//! coordinator routes every row to its shard with PostgreSQL's own hash
+//! partitioning, so no client computes a shard, and every query, `verify`
+//! and `psql` session sees one database. What does not cross a foreign
+//! table is replaced by what does (see [`crate::ingest::writer`]): no
+//! unique index spans the partitions, so uniqueness is each shard's, on a
+//! key that includes the partition key; `ON CONFLICT` has no target;
+//! `RETURNING` would send rows one at a time, so ids are drawn first and
+//! rows inserted in batches.
+//!
+//! The layout, by table (partition key, and the unique key each shard
+//! keeps, which is global because equal keys hash to one shard):
+//! * `positions` by `fen_hash`, a digest of `normalized_fen`: unique
+//!   `normalized_fen`;
+//! * `games` by `id` and `moves` by `game_id`: a game's moves are on its
+//!   shard, so a game and its moves commit together;
+//! * `game_keys` by `external_id`: unique `(external_id, lichess)`, the
+//!   re-import identity (`games` cannot keep it unique across shards);
+//! * everything else (players, events, the import bookkeeping, the
+//!   explorer counters) stays on the coordinator.
+//!
+//! Ids come from sequences on the coordinator, so they are unique across
+//! shards. A shard is a database migrated like a single node, minus the
+//! foreign keys of `games` to tables that stay on the coordinator.
+//!
+//! It must not know about batches or games (that is `ingest`): it builds
+//! the layout and says which one a database has.
+
+use std::fmt::Write as _;
+
+use tokio_postgres::{Client, GenericClient, config::Host};
+
+use crate::{
+    error::Error,
+    store::db::{self, Target, db_err, redact_url},
+};
+
+/// A database's layout when it is sharded: how many shards its tables are
+/// partitioned over. (A single node has none: `Option<Shards>`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shards {
+    count: u32,
+}
+
+/// The tables partitioned over the shards, each with its partition key,
+/// in the order they are built.
+const PARTITIONED: [(&str, &str); 4] = [
+    ("positions", "fen_hash"),
+    ("games", "id"),
+    ("moves", "game_id"),
+    ("game_keys", "external_id"),
+];
+
+/// The views over partitioned tables (migrations 0004 and 0009), which
+/// the rebuild of their tables drops and recreates, in dependency order.
+/// A test checks that no other view exists.
+const VIEWS: [&str; 2] = ["explorer_games", "explorer_game_moves"];
+
+/// The re-import key of a sharded layout: one row per game identity (a
+/// Lichess id, or the content digest of any other game), claimed before
+/// the game is written, with the id the game gets and the input position
+/// that claimed it, so that the run that claimed it, or its rerun, writes
+/// that game and nobody else does.
+const GAME_KEYS_DDL: &str = "
+CREATE TABLE IF NOT EXISTS game_keys (
+    external_id    text    NOT NULL,
+    lichess        boolean NOT NULL,
+    game_id        bigint  NOT NULL,
+    import_file_id bigint,
+    game_number    bigint,
+    PRIMARY KEY (external_id, lichess)
+)";
+
+/// What marks a database as a shard, and whose.
+const SHARD_MARK_DDL: &str = "
+CREATE TABLE IF NOT EXISTS pgnload_shard_of (
+    singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    coordinator text    NOT NULL,
+    shard       integer NOT NULL,
+    shards      integer NOT NULL
+)";
+
+impl Shards {
+    /// The number of shards.
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    /// An SQL expression giving the shard (0-based) that a row of
+    /// `table` whose partition key is `key` lives on. Statements that
+    /// take row locks order their rows by it, then by the key, so that
+    /// concurrent importers lock in one global order: PostgreSQL detects
+    /// no deadlock that spans two servers.
+    pub fn shard_of(self, table: &str, key: &str) -> String {
+        let mut sql = String::from("CASE");
+        for shard in 0..self.count {
+            let _ = write!(
+                sql,
+                " WHEN satisfies_hash_partition('{table}'::regclass, {}, {shard}, {key}) THEN {shard}",
+                self.count
+            );
+        }
+        sql.push_str(" END");
+        sql
+    }
+}
+
+/// The layout of a migrated database: `None` for a single node.
+pub async fn layout(client: &impl GenericClient) -> Result<Option<Shards>, Error> {
+    let count: i64 = match client
+        .query_one("SELECT count(*) FROM pgnload_shards", &[])
+        .await
+    {
+        Ok(row) => row.get(0),
+        // A database migrated before 0011 is a single node.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(db_err("reading pgnload_shards")(e)),
+    };
+    if count == 0 {
+        return Ok(None);
+    }
+    let count = u32::try_from(count)
+        .map_err(|_| Error::Internal(format!("pgnload_shards holds {count} rows")))?;
+    Ok(Some(Shards { count }))
+}
+
+/// A configuration error when the database is sharded: `what` is a
+/// single-node feature, and `instead` says what to do.
+pub async fn refuse_if_sharded(
+    client: &impl GenericClient,
+    what: &str,
+    instead: &str,
+) -> Result<(), Error> {
+    match layout(client).await? {
+        None => Ok(()),
+        Some(shards) => Err(Error::Config(format!(
+            "{what} is not available on a sharded layout ({} shards): {instead}",
+            shards.count
+        ))),
+    }
+}
+
+/// Where a shard server is, from its connection string: what the
+/// coordinator's `CREATE SERVER` and user mapping need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ShardAddress {
+    /// Host name, address, or socket directory.
+    host: String,
+    port: u16,
+    dbname: String,
+    user: Option<String>,
+    password: Option<String>,
+    /// The connection string with any password hidden, for messages.
+    shown: String,
+}
+
+impl ShardAddress {
+    fn parse(url: &str) -> Result<ShardAddress, Error> {
+        let shown = redact_url(url);
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|_| Error::Config(format!("shard {shown}: not a valid connection string")))?;
+        let host = match config.get_hosts() {
+            [Host::Tcp(host)] => host.clone(),
+            [Host::Unix(dir)] => dir.to_string_lossy().into_owned(),
+            [] => {
+                return Err(Error::Config(format!(
+                    "shard {shown}: name its host (the coordinator connects to it, not pgnload)"
+                )));
+            }
+            _ => {
+                return Err(Error::Config(format!(
+                    "shard {shown}: one host per shard (a shard is one server)"
+                )));
+            }
+        };
+        let port = match config.get_ports() {
+            [] => 5432,
+            [port] => *port,
+            _ => {
+                return Err(Error::Config(format!("shard {shown}: one port per shard")));
+            }
+        };
+        let password =
+            match config.get_password() {
+                None => None,
+                Some(bytes) => Some(String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    Error::Config(format!("shard {shown}: the password is not UTF-8"))
+                })?),
+            };
+        Ok(ShardAddress {
+            host,
+            port,
+            dbname: config.get_dbname().unwrap_or("postgres").to_owned(),
+            user: config.get_user().map(str::to_owned),
+            password,
+            shown,
+        })
+    }
+}
+
+/// What [`shard_out`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardOutcome {
+    /// The layout was built over these shards (their redacted URLs).
+    Built(Vec<String>),
+    /// The database already had this layout: nothing changed.
+    Already(u32),
+}
+
+/// Turns the freshly migrated, empty database of `coordinator` into the
+/// coordinator of a sharded layout over `urls` (in order: shard 0 first):
+/// each shard is migrated and prepared, then the coordinator's
+/// partitioned tables are rebuilt as partitioned tables whose partitions
+/// are foreign tables on the shards, in one transaction.
+///
+/// Refused when the coordinator holds games or positions (rows cannot be
+/// moved by this command: export, then import into the new layout), when
+/// a shard holds any, or when the coordinator is already sharded
+/// differently. Rerunning it with the same shards changes nothing.
+pub async fn shard_out(
+    coordinator: &mut Client,
+    coordinator_name: &str,
+    urls: &[String],
+) -> Result<ShardOutcome, Error> {
+    if urls.len() < 2 {
+        return Err(Error::Config(format!(
+            "--shards names {} server(s); a sharded layout needs at least two",
+            urls.len()
+        )));
+    }
+    let addresses = urls
+        .iter()
+        .map(|url| ShardAddress::parse(url))
+        .collect::<Result<Vec<_>, _>>()?;
+    let count =
+        u32::try_from(addresses.len()).map_err(|_| Error::Config("too many shards".to_owned()))?;
+    if let Some(existing) = existing_layout(coordinator, &addresses).await? {
+        return Ok(ShardOutcome::Already(existing));
+    }
+    refuse_unless_empty(
+        coordinator,
+        coordinator_name,
+        &["positions", "games", "moves"],
+    )
+    .await?;
+    let explorer: bool = coordinator
+        .query_one("SELECT enabled FROM explorer_state", &[])
+        .await
+        .map_err(db_err("reading explorer_state"))?
+        .get(0);
+    if explorer {
+        return Err(Error::Config(
+            "the explorer counters are enabled: run `pgnload db explorer disable` first \
+             (a sharded layout does not keep them)"
+                .to_owned(),
+        ));
+    }
+    let identity: String = coordinator
+        .query_one(
+            "SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .map_err(db_err("reading the coordinator's identity"))?
+        .get(0);
+    let mut schemas = Vec::with_capacity(addresses.len());
+    for (shard, (url, address)) in (0..count).zip(urls.iter().zip(&addresses)) {
+        schemas.push(prepare_shard(url, address, &identity, shard, count).await?);
+    }
+    build_coordinator(coordinator, &addresses, &schemas).await?;
+    Ok(ShardOutcome::Built(
+        addresses.iter().map(|a| a.shown.clone()).collect(),
+    ))
+}
+
+/// The coordinator's shard count if it is sharded over exactly
+/// `addresses` (same hosts, ports and databases, in order); `None` if it
+/// is a single node; an error if it is sharded otherwise.
+async fn existing_layout(
+    coordinator: &Client,
+    addresses: &[ShardAddress],
+) -> Result<Option<u32>, Error> {
+    let rows = coordinator
+        .query(
+            "SELECT host, port, dbname FROM pgnload_shards ORDER BY shard",
+            &[],
+        )
+        .await
+        .map_err(db_err("reading pgnload_shards"))?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let recorded: Vec<(String, i32, String)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    let asked: Vec<(String, i32, String)> = addresses
+        .iter()
+        .map(|a| (a.host.clone(), i32::from(a.port), a.dbname.clone()))
+        .collect();
+    if recorded == asked {
+        return Ok(Some(u32::try_from(recorded.len()).map_err(|_| {
+            Error::Internal("pgnload_shards holds over 2^32 rows".to_owned())
+        })?));
+    }
+    let listed: Vec<String> = recorded
+        .iter()
+        .map(|(host, port, dbname)| format!("{host}:{port}/{dbname}"))
+        .collect();
+    Err(Error::Config(format!(
+        "this database is already sharded over {} ({}); changing the shards of a layout \
+         (resharding) is not supported: export, then import into a new layout",
+        listed.len(),
+        listed.join(", ")
+    )))
+}
+
+/// An error unless each of `tables` is empty in the database `name`.
+async fn refuse_unless_empty(client: &Client, name: &str, tables: &[&str]) -> Result<(), Error> {
+    for table in tables {
+        let any: bool = client
+            .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
+            .await
+            .map_err(db_err(format!("looking into {table}")))?
+            .get(0);
+        if any {
+            return Err(Error::Config(format!(
+                "{name}: {table} is not empty; a sharded layout is built on empty databases \
+                 (export the games, build the layout, import them)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Migrates shard `shard` of `count` like a single node, then makes it a
+/// shard: `games` loses its foreign keys to the tables that stay on the
+/// coordinator, `game_keys` is created, and the shard is marked as
+/// `coordinator`'s (a database already marked for another coordinator or
+/// another position is refused). Returns the schema its tables are in.
+async fn prepare_shard(
+    url: &str,
+    address: &ShardAddress,
+    coordinator: &str,
+    shard: u32,
+    count: u32,
+) -> Result<String, Error> {
+    let name = format!("shard {shard} ({})", address.shown);
+    let mut database = db::connect(&Target::Url(url.to_owned())).await?;
+    let client = &mut database.client;
+    db::migrate(client).await?;
+    if layout(&*client).await?.is_some() {
+        return Err(Error::Config(format!(
+            "{name} is itself the coordinator of a sharded layout"
+        )));
+    }
+    refuse_unless_empty(client, &name, &["positions", "games", "moves"]).await?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(db_err(format!("preparing {name}")))?;
+    tx.batch_execute(&format!(
+        "{GAME_KEYS_DDL};
+         {SHARD_MARK_DDL};
+         DO $$
+         DECLARE constraint_name name;
+         BEGIN
+             FOR constraint_name IN
+                 SELECT conname FROM pg_constraint
+                 WHERE conrelid = 'games'::regclass AND contype = 'f'
+             LOOP
+                 EXECUTE format('ALTER TABLE games DROP CONSTRAINT %I', constraint_name);
+             END LOOP;
+         END
+         $$;"
+    ))
+    .await
+    .map_err(db_err(format!("preparing {name}")))?;
+    let (shard_i32, count_i32) = (shard as i32, count as i32);
+    let marked = tx
+        .query_opt(
+            "INSERT INTO pgnload_shard_of (coordinator, shard, shards) VALUES ($1, $2, $3)
+             ON CONFLICT (singleton) DO UPDATE SET singleton = true
+             WHERE pgnload_shard_of.coordinator = $1 AND pgnload_shard_of.shard = $2
+               AND pgnload_shard_of.shards = $3
+             RETURNING true",
+            &[&coordinator, &shard_i32, &count_i32],
+        )
+        .await
+        .map_err(db_err(format!("marking {name}")))?;
+    if marked.is_none() {
+        return Err(Error::Config(format!(
+            "{name} is already a shard of another layout (pgnload_shard_of)"
+        )));
+    }
+    let schema: String = tx
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .map_err(db_err(format!("reading {name}'s schema")))?
+        .get(0);
+    tx.commit()
+        .await
+        .map_err(db_err(format!("committing {name}")))?;
+    database.close()?;
+    Ok(schema)
+}
+
+/// Rebuilds the coordinator's partitioned tables over the shards, in one
+/// transaction: the foreign servers and user mappings, each table as a
+/// hash-partitioned table of the same columns, defaults and checks
+/// (ids from coordinator sequences), one foreign partition per shard, the
+/// views over them, and `pgnload_shards`.
+async fn build_coordinator(
+    coordinator: &mut Client,
+    addresses: &[ShardAddress],
+    schemas: &[String],
+) -> Result<(), Error> {
+    let count = addresses.len();
+    let tx = coordinator
+        .transaction()
+        .await
+        .map_err(db_err("starting the coordinator's rebuild"))?;
+    tx.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
+        .await
+        .map_err(db_err("creating extension postgres_fdw"))?;
+    let mut views = Vec::with_capacity(VIEWS.len());
+    for view in VIEWS {
+        let definition: String = tx
+            .query_one("SELECT pg_get_viewdef($1::text::regclass)", &[&view])
+            .await
+            .map_err(db_err(format!("reading view {view}")))?
+            .get(0);
+        views.push((view, definition));
+    }
+    for (shard, address) in addresses.iter().enumerate() {
+        let server = server_name(shard);
+        let port = address.port.to_string();
+        // format() quotes every value: a host or password is data here.
+        let ddl: String = tx
+            .query_one(
+                "SELECT format('CREATE SERVER %I FOREIGN DATA WRAPPER postgres_fdw
+                         OPTIONS (host %L, port %L, dbname %L, batch_size ''1000'',
+                                  fetch_size ''10000'', async_capable ''true'')', $1::text, $2::text, $3::text, $4::text)
+                        || '; ' ||
+                        format('CREATE USER MAPPING FOR CURRENT_USER SERVER %I', $1::text)
+                        || coalesce(' OPTIONS (' || nullif(concat_ws(', ',
+                               'user ' || quote_literal($5::text),
+                               'password ' || quote_literal($6::text)), '') || ')', '')",
+                &[
+                    &server,
+                    &address.host,
+                    &port,
+                    &address.dbname,
+                    &address.user,
+                    &address.password,
+                ],
+            )
+            .await
+            .map_err(db_err("writing the servers' DDL"))?
+            .get(0);
+        tx.batch_execute(&ddl).await.map_err(db_err(format!(
+            "creating server {server} ({})",
+            address.shown
+        )))?;
+    }
+    tx.batch_execute(GAME_KEYS_DDL)
+        .await
+        .map_err(db_err("creating game_keys"))?;
+    for (table, key) in PARTITIONED {
+        let mut ddl = format!(
+            "CREATE TABLE pgnload_sharded_{table} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+                 PARTITION BY HASH ({key});
+             DROP TABLE {table} CASCADE;
+             ALTER TABLE pgnload_sharded_{table} RENAME TO {table};"
+        );
+        if matches!(table, "positions" | "games") {
+            let _ = write!(
+                ddl,
+                "CREATE SEQUENCE {table}_id_seq AS bigint OWNED BY {table}.id;
+                 ALTER TABLE {table} ALTER COLUMN id SET DEFAULT nextval('{table}_id_seq');"
+            );
+        }
+        for (shard, schema) in schemas.iter().enumerate() {
+            let server = server_name(shard);
+            let _ = write!(
+                ddl,
+                "CREATE FOREIGN TABLE {table}_shard_{shard} PARTITION OF {table}
+                     FOR VALUES WITH (MODULUS {count}, REMAINDER {shard})
+                     SERVER {server} OPTIONS (schema_name '{}', table_name '{table}');",
+                schema.replace('\'', "''")
+            );
+        }
+        tx.batch_execute(&ddl)
+            .await
+            .map_err(db_err(format!("partitioning {table} over the shards")))?;
+    }
+    for (view, definition) in views {
+        tx.batch_execute(&format!("CREATE VIEW {view} AS {definition}"))
+            .await
+            .map_err(db_err(format!("recreating view {view}")))?;
+    }
+    for (shard, address) in addresses.iter().enumerate() {
+        let shard_i32 = i32::try_from(shard).expect("shard counts were checked to fit a u32");
+        tx.execute(
+            "INSERT INTO pgnload_shards (shard, server, host, port, dbname) VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &shard_i32,
+                &server_name(shard),
+                &address.host,
+                &i32::from(address.port),
+                &address.dbname,
+            ],
+        )
+        .await
+        .map_err(db_err("recording the shards"))?;
+    }
+    tx.commit()
+        .await
+        .map_err(db_err("committing the sharded layout"))
+}
+
+/// The `postgres_fdw` server of shard `shard`.
+fn server_name(shard: usize) -> String {
+    format!("pgnload_shard_{shard}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_is_told_by_its_connection_string_without_showing_the_password() {
+        let a = ShardAddress::parse("postgresql://alice:s3cret@10.0.0.7:6432/chess").unwrap();
+        assert_eq!(
+            (a.host.as_str(), a.port, a.dbname.as_str()),
+            ("10.0.0.7", 6432, "chess")
+        );
+        assert_eq!(a.user.as_deref(), Some("alice"));
+        assert_eq!(a.password.as_deref(), Some("s3cret"));
+        assert!(!a.shown.contains("s3cret"), "{}", a.shown);
+        let b = ShardAddress::parse("host=/tmp/s port=5433 dbname=x").unwrap();
+        assert_eq!((b.host.as_str(), b.port), ("/tmp/s", 5433));
+        let none = ShardAddress::parse("dbname=x").unwrap_err().to_string();
+        assert!(none.contains("name its host"), "{none}");
+        let two = ShardAddress::parse("postgresql://h1,h2/x")
+            .unwrap_err()
+            .to_string();
+        assert!(two.contains("one host per shard"), "{two}");
+    }
+
+    #[test]
+    fn the_shard_expression_names_every_shard_once() {
+        let sql = Shards { count: 3 }.shard_of("games", "s.id");
+        for shard in 0..3 {
+            assert!(
+                sql.contains(&format!("3, {shard}, s.id) THEN {shard}")),
+                "{sql}"
+            );
+        }
+        assert!(sql.starts_with("CASE") && sql.ends_with(" END"), "{sql}");
+    }
+}

@@ -1,0 +1,416 @@
+//! The sharded layout (`db migrate --shards`): a coordinator and two shard
+//! servers started by `scripts/shard-cluster.sh`, fed by concurrent
+//! importers, a killed importer, a restarted shard; each time the result
+//! must equal a single-node import of the same files, by natural keys.
+
+use std::{
+    path::PathBuf,
+    process::{Child, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{Signal, kill},
+    unistd::Pid,
+};
+
+use crate::{
+    common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on, run},
+    import::{assert_ok, import, overlapping_halves},
+};
+
+/// The coordinator of `cluster`, sharded over all its shards.
+fn sharded(cluster: &ShardCluster) -> TestDb {
+    let db = TestDb::existing(cluster.coordinator_url.clone());
+    let out = db.quiet(&["db", "migrate", "--shards", &cluster.shard_urls.join(",")]);
+    assert_ok(&out, &[0]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("sharded over 2 servers"), "{said}");
+    db
+}
+
+/// Everything an import stores, by natural keys (ids differ between
+/// layouts): positions, games with their positions, players and event,
+/// moves with theirs. One line per table: a row count and a digest of the
+/// sorted rows, so a difference fails the comparison without printing
+/// thousands of rows.
+fn natural_dump(db: &TestDb) -> String {
+    let tables = [
+        (
+            "positions",
+            "SELECT count(*), md5(string_agg(concat_ws('|', normalized_fen, fen_hash, piece_placement,
+                 active_color, castling, en_passant), E'\\n' ORDER BY normalized_fen))
+             FROM positions",
+        ),
+        (
+            "games",
+            "SELECT count(*), md5(string_agg(concat_ws('|', g.source, g.external_id, g.variant, g.result,
+                 g.ply_count, encode(g.moves, 'hex'), pi.normalized_fen, pf.normalized_fen,
+                 g.white_elo, g.black_elo, g.started_at, g.tags::text, w.username, b.username,
+                 e.name, g.start_fen, g.termination, g.time_control, g.positions_max_ply),
+                 E'\\n' ORDER BY g.source, g.external_id))
+             FROM games g
+             JOIN positions pi ON pi.id = g.initial_position_id
+             JOIN positions pf ON pf.id = g.final_position_id
+             LEFT JOIN players w ON w.id = g.white_player_id
+             LEFT JOIN players b ON b.id = g.black_player_id
+             LEFT JOIN events e ON e.id = g.event_id",
+        ),
+        (
+            "moves",
+            "SELECT count(*), md5(string_agg(concat_ws('|', g.source, g.external_id, m.ply, m.uci, m.san,
+                 pb.normalized_fen, pa.normalized_fen, m.clock_ms, m.eval_cp, m.eval_mate, m.nag),
+                 E'\\n' ORDER BY g.source, g.external_id, m.ply))
+             FROM moves m
+             JOIN games g ON g.id = m.game_id
+             JOIN positions pb ON pb.id = m.position_id
+             JOIN positions pa ON pa.id = m.position_after_id",
+        ),
+    ];
+    tables
+        .iter()
+        .map(|(name, sql)| format!("{name}: {}", db.psql(sql)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `natural_dump` of a single-node import of `files`.
+fn single_node_dump(files: &[PathBuf]) -> String {
+    let db = fresh_db("single_ref");
+    assert_ok(&import(&db, &["-q"], files), &[0]);
+    natural_dump(&db)
+}
+
+/// An importer of `files` into `db`, small batches so that importers
+/// interleave, its output captured.
+fn spawn_import(db: &TestDb, files: &[PathBuf]) -> Child {
+    let mut cmd = db.pgnload();
+    cmd.args(["import", "--batch-games", "20"])
+        .args(files)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("spawn pgnload")
+}
+
+/// The numbers of an import summary's `games:` line: read, imported,
+/// present, rejected, filtered.
+fn summary_counts(out: &Output) -> [u64; 5] {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("games:"))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("number"))
+        .collect();
+    numbers
+        .try_into()
+        .unwrap_or_else(|n| panic!("summary {line:?}: {n:?}"))
+}
+
+/// Rows of `table` on each shard server.
+fn per_shard(cluster: &ShardCluster, table: &str) -> Vec<u64> {
+    cluster
+        .shard_urls
+        .iter()
+        .map(|url| {
+            psql_on(url, &format!("SELECT count(*) FROM {table}"))
+                .parse()
+                .expect("count")
+        })
+        .collect()
+}
+
+/// What every sharded database must satisfy: each table's rows are on
+/// the shards and add up to what the coordinator shows, every shard has
+/// some, a game's moves are on its shard, every game has a key naming
+/// it, and both verify modes are clean.
+fn assert_sharded_and_sound(cluster: &ShardCluster, db: &TestDb) {
+    for table in ["positions", "games", "moves", "game_keys"] {
+        let counts = per_shard(cluster, table);
+        assert!(
+            counts.iter().all(|&n| n > 0),
+            "{table}: rows on every shard: {counts:?}"
+        );
+        let total: u64 = db
+            .psql(&format!("SELECT count(*) FROM {table}"))
+            .parse()
+            .expect("count");
+        assert_eq!(counts.iter().sum::<u64>(), total, "{table} on the shards");
+    }
+    for url in &cluster.shard_urls {
+        assert_eq!(
+            psql_on(
+                url,
+                "SELECT count(*) FROM moves m WHERE NOT EXISTS (SELECT 1 FROM games g WHERE g.id = m.game_id)"
+            ),
+            "0",
+            "moves away from their game's shard"
+        );
+    }
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM games g WHERE NOT EXISTS (
+                 SELECT 1 FROM game_keys k WHERE k.external_id = g.external_id
+                 AND k.lichess = (g.source = 'lichess') AND k.game_id = g.id)"
+        ),
+        "0",
+        "games without their key"
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM game_keys k WHERE NOT EXISTS (SELECT 1 FROM games g WHERE g.id = k.game_id)"
+        ),
+        "0",
+        "claims left without their game"
+    );
+    for mode in [&["verify"][..], &["verify", "--games"][..]] {
+        let report = tempfile::NamedTempFile::new().expect("report file");
+        let report_path = report.path().to_str().expect("UTF-8 path");
+        let mut args = mode.to_vec();
+        args.extend(["--report", report_path]);
+        let out = db.quiet(&args);
+        assert_ok(&out, &[0]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("no mismatches"), "{mode:?}: {said}");
+    }
+}
+
+#[test]
+fn concurrent_importers_through_the_coordinator_equal_a_single_node_import() {
+    let cluster = ShardCluster::start("concurrent", 2);
+    let db = sharded(&cluster);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = overlapping_halves(dir.path());
+    // The sample again behind one other game: another input (its own
+    // fingerprint and lock) whose games come in step with the sample's,
+    // so that two importers race for the same identities.
+    let shifted = dir.path().join("shifted.pgn");
+    let mut text = std::fs::read(data("molinari-bordais-1979.pgn")).expect("read");
+    text.extend(b"\n");
+    text.extend(std::fs::read(data("lichess-2025-05-sample.pgn")).expect("read"));
+    std::fs::write(&shifted, text).expect("write");
+    let mut everything = data_pgns();
+    let sample_first: Vec<PathBuf> = everything
+        .iter()
+        .filter(|p| p.ends_with("lichess-2025-05-sample.pgn"))
+        .chain(
+            everything
+                .iter()
+                .filter(|p| !p.ends_with("lichess-2025-05-sample.pgn")),
+        )
+        .cloned()
+        .collect();
+    let importers = [
+        spawn_import(&db, &sample_first),
+        spawn_import(&db, &[shifted]),
+        spawn_import(&db, &[b, a]),
+    ];
+    let mut imported = 0;
+    for child in importers {
+        let out = child.wait_with_output().expect("wait");
+        assert_ok(&out, &[0]);
+        let [read, new, present, rejected, filtered] = summary_counts(&out);
+        assert_eq!(read, new + present + rejected + filtered, "accounting");
+        imported += new;
+    }
+    let games: u64 = db
+        .psql("SELECT count(*) FROM games")
+        .parse()
+        .expect("count");
+    assert_eq!(
+        imported, games,
+        "each game imported by exactly one importer"
+    );
+    everything.sort();
+    assert_eq!(natural_dump(&db), single_node_dump(&everything));
+    assert_sharded_and_sound(&cluster, &db);
+
+    // Queries answer as on one node (ids aside).
+    let single = fresh_db("single_queries");
+    assert_ok(&import(&single, &["-q"], &everything), &[0]);
+    let fen = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -";
+    let queries: [&[&str]; 4] = [
+        &["games", "--player", "vnnewbie", "--format", "pgn"],
+        &["games", "--fen", fen, "--limit", "1000", "--format", "pgn"],
+        &[
+            "games",
+            "--min-rating",
+            "2000",
+            "--limit",
+            "50",
+            "--format",
+            "pgn",
+        ],
+        &["game", "show", "lichess:06BDd1Cq"],
+    ];
+    // Games that tie on the listing order come in id order, and ids
+    // differ between layouts: compared as sets of games.
+    let games_of = |db: &TestDb, args: &[&str]| {
+        let text = db.quiet_ok(args);
+        let mut games: Vec<String> = text
+            .split("\n\n[")
+            .map(|game| game.trim_start_matches('[').trim_end().to_owned())
+            .collect();
+        games.sort();
+        games
+    };
+    for args in queries.iter().copied().chain([&["export"][..]]) {
+        let on_shards = games_of(&db, args);
+        assert!(
+            on_shards.len() > 1 || !on_shards[0].trim().is_empty(),
+            "{args:?} found nothing"
+        );
+        let on_one_node = games_of(&single, args);
+        assert!(
+            on_shards == on_one_node,
+            "{args:?}: {} games on shards, {} on one node",
+            on_shards.len(),
+            on_one_node.len()
+        );
+    }
+}
+
+#[test]
+fn an_importer_killed_repeatedly_then_rerun_equals_a_single_node_import() {
+    let cluster = ShardCluster::start("kill", 2);
+    let db = sharded(&cluster);
+    let files = data_pgns();
+    let mut kills = 0;
+    for wanted in [20u64, 120, 260] {
+        let mut child = spawn_import(&db, &files);
+        let started = Instant::now();
+        // Kill it once it has committed past `wanted` games (or finished).
+        loop {
+            let done: u64 = db
+                .psql("SELECT coalesce(sum(games_done), 0) FROM import_files")
+                .parse()
+                .expect("count");
+            if done >= wanted || child.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "import made no progress"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if child.try_wait().expect("try_wait").is_none() {
+            let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+            kill(pid, Signal::SIGKILL).expect("kill -9");
+            kills += 1;
+        }
+        let _ = child.wait();
+    }
+    assert!(kills > 0, "every import finished before it could be killed");
+    let out = run({
+        let mut cmd = db.pgnload();
+        cmd.args(["-q", "import"]).args(&files);
+        cmd
+    });
+    assert_ok(&out, &[0]);
+    assert_eq!(natural_dump(&db), single_node_dump(&files));
+    assert_sharded_and_sound(&cluster, &db);
+}
+
+#[test]
+fn a_shard_restarted_mid_import_leaves_no_partial_batch_after_the_rerun() {
+    let cluster = ShardCluster::start("restart", 2);
+    let db = sharded(&cluster);
+    let files = data_pgns();
+    let mut child = spawn_import(&db, &files);
+    let started = Instant::now();
+    loop {
+        let done: u64 = db
+            .psql("SELECT coalesce(sum(games_done), 0) FROM import_files")
+            .parse()
+            .expect("count");
+        if done >= 40 {
+            break;
+        }
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the import finished before the shard could be restarted"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "import made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cluster.restart_shard(1);
+    // Retried (exit 0) or failed cleanly (exit 1 after its retries); either
+    // way the rerun completes it.
+    let out = child.wait_with_output().expect("wait");
+    assert_ok(&out, &[0, 1]);
+    let rerun = run({
+        let mut cmd = db.pgnload();
+        cmd.args(["-q", "import"]).args(&files);
+        cmd
+    });
+    assert_ok(&rerun, &[0]);
+    assert_eq!(natural_dump(&db), single_node_dump(&files));
+    assert_sharded_and_sound(&cluster, &db);
+    // Every game has all its moves: no batch half written.
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM games g
+             WHERE g.ply_count <> (SELECT count(*) FROM moves m WHERE m.game_id = g.id)"
+        ),
+        "0"
+    );
+}
+
+#[test]
+fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
+    let cluster = ShardCluster::start("refusals", 2);
+    let db = sharded(&cluster);
+    // The same shards again: nothing to do.
+    let again = db.quiet_ok(&["db", "migrate", "--shards", &cluster.shard_urls.join(",")]);
+    assert!(
+        again.contains("already sharded over these 2 servers"),
+        "{again}"
+    );
+    // Other shards: refused, nothing changed.
+    let swapped = format!("{},{}", cluster.shard_urls[1], cluster.shard_urls[0]);
+    let out = db.quiet(&["db", "migrate", "--shards", &swapped]);
+    assert_ok(&out, &[2]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("resharding"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sample = data("lichess-2025-05-sample.pgn");
+    let sample = sample.to_str().expect("UTF-8 path");
+    for (args, says) in [
+        (&["import", "--mode", "bulk", sample][..], "--mode bulk"),
+        (&["db", "explorer", "enable"][..], "explorer counters"),
+        (&["game", "delete", "1"][..], "delete games"),
+        (
+            &["db", "backup", "/tmp/pgnload-never-written"][..],
+            "db backup",
+        ),
+    ] {
+        let out = db.quiet(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ok(&out, &[2]);
+        assert!(
+            stderr.contains(says) && stderr.contains("sharded layout"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "0");
+    // A coordinator with games cannot be sharded again elsewhere, nor can
+    // a single node that holds games.
+    let single = fresh_db("shard_nonempty");
+    assert_ok(&import(&single, &["-q"], &[data("utf8-bom.pgn")]), &[0]);
+    let out = single.quiet(&["db", "migrate", "--shards", &cluster.shard_urls.join(",")]);
+    assert_ok(&out, &[2]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not empty"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
