@@ -436,7 +436,7 @@ fn a_claim_left_by_an_abandoned_input_is_taken_over() {
          INSERT INTO game_keys (external_id, lichess, game_id, import_file_id, game_number)
              VALUES ('{id}', true, nextval('games_id_seq'), 990001, 7)"
     ));
-    let out = import(&db, &[], &[sample.clone()]);
+    let out = import(&db, &[], std::slice::from_ref(&sample));
     assert_ok(&out, &[0]);
     assert_eq!(summary_counts(&out), [438, 438, 0, 0, 0]);
     assert_eq!(
