@@ -414,3 +414,39 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A claim left by an input that nobody imports any more (interrupted
+/// between its claims and its games, then changed and restarted under a
+/// new fingerprint, say) is taken over by the next input holding the game:
+/// otherwise that game would count as present and be written by nobody.
+#[test]
+fn a_claim_left_by_an_abandoned_input_is_taken_over() {
+    let cluster = ShardCluster::start("orphan", 2);
+    let db = sharded(&cluster);
+    let sample = data("lichess-2025-05-sample.pgn");
+    let text = std::fs::read_to_string(&sample).expect("sample");
+    let site = text
+        .lines()
+        .find_map(|l| l.strip_prefix("[Site \"https://lichess.org/"))
+        .expect("a Lichess game");
+    let id = &site[..8];
+    db.psql(&format!(
+        "INSERT INTO import_files (id, fingerprint, path, compression, state, games_done)
+             VALUES (990001, 'abandoned', '/gone.pgn', 'none', 'interrupted', 0);
+         INSERT INTO game_keys (external_id, lichess, game_id, import_file_id, game_number)
+             VALUES ('{id}', true, nextval('games_id_seq'), 990001, 7)"
+    ));
+    let out = import(&db, &[], std::slice::from_ref(&sample));
+    assert_ok(&out, &[0]);
+    assert_eq!(summary_counts(&out), [438, 438, 0, 0, 0]);
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT k.import_file_id <> 990001, count(g.id)
+             FROM game_keys k LEFT JOIN games g ON g.id = k.game_id
+             WHERE k.external_id = '{id}' GROUP BY 1"
+        )),
+        "t|1"
+    );
+    assert_eq!(natural_dump(&db), single_node_dump(&[sample]));
+    assert_sharded_and_sound(&cluster, &db);
+}

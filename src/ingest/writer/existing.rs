@@ -191,6 +191,7 @@ async fn claimed_games(
         rows.iter().map(|row| (row.get::<_, i64>(0), row)).collect();
     let mut found = Vec::with_capacity(candidates.len());
     let mut holders_without_path = Vec::new();
+    let mut orphans = Vec::new();
     for (i, candidate) in candidates.iter().enumerate() {
         let (lichess, id) = identity(candidate.source, &candidate.external_id);
         let Some(key) = keys.get(&(id.to_owned(), lichess)) else {
@@ -200,6 +201,9 @@ async fn claimed_games(
         let Some(row) = games.get(&key.game_id) else {
             let ours = key.import_file_id == Some(file.file_id)
                 && key.game_number == Some(to_i64(candidate.game.pos.game_number));
+            if !ours {
+                orphans.push((i, *key));
+            }
             found.push(if ours {
                 Found::Claimed(key.game_id)
             } else {
@@ -224,6 +228,7 @@ async fn claimed_games(
             }));
         }
     }
+    take_over_orphans(tx, candidates, file, &orphans, &mut found).await?;
     // The holder's path is only reported for a conflict.
     for i in holders_without_path {
         if let Some(Found::Other(holder)) = found.get_mut(i)
@@ -236,6 +241,80 @@ async fn claimed_games(
         }
     }
     Ok(found)
+}
+
+/// Claims that another input holds without its game written, taken over
+/// for `file` when no process is importing that input (its lock is free:
+/// it was interrupted, or it changed and was restarted under a new
+/// fingerprint, and may never be read again). Otherwise the game would
+/// count as present here and be written by nobody. The other input's lock
+/// is held until this transaction ends, and the claim moves only if it
+/// is still the one read, so the game is written by exactly one of them:
+/// that input's rerun finds the claim taken and the game present.
+async fn take_over_orphans(
+    tx: &Transaction<'_>,
+    candidates: &[Candidate<'_>],
+    file: &FileContext,
+    orphans: &[(usize, super::sharded::GameKey)],
+    found: &mut [Found],
+) -> Result<(), tokio_postgres::Error> {
+    let holders: Vec<i64> = orphans
+        .iter()
+        .filter_map(|(_, key)| key.import_file_id)
+        .collect();
+    if holders.is_empty() {
+        return Ok(());
+    }
+    let mut idle = HashSet::new();
+    for row in tx
+        .query(
+            "SELECT id, fingerprint FROM import_files WHERE id = ANY($1) ORDER BY id",
+            &[&holders],
+        )
+        .await?
+    {
+        let fingerprint: &str = row.get(1);
+        let free: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock($1)",
+                &[&crate::ingest::engine::lock_key(fingerprint)],
+            )
+            .await?
+            .get(0);
+        if free {
+            idle.insert(row.get::<_, i64>(0));
+        }
+    }
+    for (i, key) in orphans {
+        let (Some(holder), Some(number)) = (key.import_file_id, key.game_number) else {
+            continue;
+        };
+        if !idle.contains(&holder) {
+            continue;
+        }
+        let candidate = &candidates[*i];
+        let (lichess, external_id) = identity(candidate.source, &candidate.external_id);
+        let moved = tx
+            .execute(
+                "UPDATE game_keys SET import_file_id = $1, game_number = $2
+                 WHERE external_id = $3 AND lichess = $4 AND game_id = $5
+                   AND import_file_id = $6 AND game_number = $7",
+                &[
+                    &file.file_id,
+                    &to_i64(candidate.game.pos.game_number),
+                    &external_id,
+                    &lichess,
+                    &key.game_id,
+                    &holder,
+                    &number,
+                ],
+            )
+            .await?;
+        if moved == 1 {
+            found[*i] = Found::Claimed(key.game_id);
+        }
+    }
+    Ok(())
 }
 
 /// Splits `candidates` into the games to import, the present ones and the

@@ -220,13 +220,7 @@ pub(super) async fn get_or_create_positions<'a>(
     if misses.is_empty() {
         return Ok(());
     }
-    let staged: Vec<&PositionRow<'a>> = misses.iter().map(|(row, _)| row).collect();
-    copy_rows(
-        tx,
-        "COPY stage_positions FROM STDIN (FORMAT binary)",
-        &staged,
-    )
-    .await?;
+    stage_positions(tx, misses).await?;
     let inserted = tx
         .query(
             "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
@@ -256,6 +250,22 @@ pub(super) async fn get_or_create_positions<'a>(
             .await?;
         learn_ids(rows, &by_text, position_ids, pending);
     }
+    Ok(())
+}
+
+/// `COPY`s the `misses` into `stage_positions` (emptied at commit), where
+/// both get-or-creates (one node, shards) insert them from.
+pub(super) async fn stage_positions(
+    tx: &Transaction<'_>,
+    misses: &[(PositionRow<'_>, PositionKey)],
+) -> Result<(), WriteError> {
+    let staged: Vec<&PositionRow<'_>> = misses.iter().map(|(row, _)| row).collect();
+    copy_rows(
+        tx,
+        "COPY stage_positions FROM STDIN (FORMAT binary)",
+        &staged,
+    )
+    .await?;
     Ok(())
 }
 

@@ -33,7 +33,7 @@ use super::{
     FileContext,
     copy::{MoveRow, PositionRow, WriteError, copy_rows},
     existing::{Candidate, identity},
-    positions::{PendingIds, learn_ids},
+    positions::{PendingIds, learn_ids, stage_positions},
     to_i64,
 };
 use crate::{
@@ -161,13 +161,7 @@ pub(super) async fn get_or_create_positions<'a>(
     if misses.is_empty() {
         return Ok(());
     }
-    let staged: Vec<&PositionRow<'a>> = misses.iter().map(|(row, _)| row).collect();
-    copy_rows(
-        tx,
-        "COPY stage_positions FROM STDIN (FORMAT binary)",
-        &staged,
-    )
-    .await?;
+    stage_positions(tx, misses).await?;
     let inserted = tx
         .execute(
             &format!(
