@@ -26,6 +26,9 @@ fn sharded(cluster: &ShardCluster) -> TestDb {
     assert_ok(&out, &[0]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("sharded over 2 servers"), "{said}");
+    // Every test keeps the explorer counters, which must stay exact.
+    let enabled = db.quiet_ok(&["db", "explorer", "enable"]);
+    assert!(enabled.contains("enabled"), "{enabled}");
     db
 }
 
@@ -128,7 +131,7 @@ fn per_shard(cluster: &ShardCluster, table: &str) -> Vec<u64> {
 /// some, a game's moves are on its shard, every game has a key naming
 /// it, and both verify modes are clean.
 fn assert_sharded_and_sound(cluster: &ShardCluster, db: &TestDb) {
-    for table in ["positions", "games", "moves", "game_keys"] {
+    for table in ["positions", "games", "moves", "game_keys", "explorer_moves"] {
         let counts = per_shard(cluster, table);
         assert!(
             counts.iter().all(|&n| n > 0),
@@ -149,6 +152,15 @@ fn assert_sharded_and_sound(cluster: &ShardCluster, db: &TestDb) {
             "0",
             "moves away from their game's shard"
         );
+        assert_eq!(
+            psql_on(
+                url,
+                "SELECT count(*) FROM explorer_moves e
+                 WHERE NOT EXISTS (SELECT 1 FROM games g WHERE g.id = e.anchor_game_id)"
+            ),
+            "0",
+            "counters away from the shard of the games they count"
+        );
     }
     assert_eq!(
         db.psql(
@@ -166,7 +178,11 @@ fn assert_sharded_and_sound(cluster: &ShardCluster, db: &TestDb) {
         "0",
         "claims left without their game"
     );
-    for mode in [&["verify"][..], &["verify", "--games"][..]] {
+    for mode in [
+        &["verify"][..],
+        &["verify", "--games"][..],
+        &["verify", "--explorer"][..],
+    ] {
         let report = tempfile::NamedTempFile::new().expect("report file");
         let report_path = report.path().to_str().expect("UTF-8 path");
         let mut args = mode.to_vec();
@@ -230,7 +246,19 @@ fn concurrent_importers_through_the_coordinator_equal_a_single_node_import() {
 
     // Queries answer as on one node (ids aside).
     let single = fresh_db("single_queries");
+    single.quiet_ok(&["db", "explorer", "enable"]);
     assert_ok(&import(&single, &["-q"], &everything), &[0]);
+    // The explorer's moves and totals (its top games tie by id, which
+    // differ between layouts).
+    for play in ["", "e2e4", "e2e4,c7c5", "d2d4,g8f6,c2c4"] {
+        let mut args = vec!["explore", "--json", "--top-games", "0", "--top", "50"];
+        if !play.is_empty() {
+            args.extend(["--play", play]);
+        }
+        let on_shards = db.quiet_ok(&args);
+        assert!(on_shards.contains("\"uci\""), "{args:?}: {on_shards}");
+        assert_eq!(on_shards, single.quiet_ok(&args), "{args:?}");
+    }
     let fen = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -";
     let queries: [&[&str]; 4] = [
         &["games", "--player", "vnnewbie", "--format", "pgn"],
@@ -386,7 +414,6 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
     let sample = sample.to_str().expect("UTF-8 path");
     for (args, says) in [
         (&["import", "--mode", "bulk", sample][..], "--mode bulk"),
-        (&["db", "explorer", "enable"][..], "explorer counters"),
         (&["game", "delete", "1"][..], "delete games"),
         (
             &["db", "backup", "/tmp/pgnload-never-written"][..],
@@ -402,6 +429,21 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
         );
     }
     assert_eq!(db.psql("SELECT count(*) FROM games"), "0");
+    // The counters switch off (emptied on every shard) and on again.
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    assert!(per_shard(&cluster, "explorer_moves").iter().sum::<u64>() > 0);
+    let off = db.quiet_ok(&["db", "explorer", "disable"]);
+    assert!(off.contains("disabled"), "{off}");
+    assert_eq!(per_shard(&cluster, "explorer_moves"), [0, 0]);
+    let on = db.quiet_ok(&["db", "explorer", "enable"]);
+    assert!(on.contains("enabled"), "{on}");
+    assert_ok(
+        &db.quiet(&["verify", "--explorer", "--report", "/dev/null"]),
+        &[0],
+    );
     // A coordinator with games cannot be sharded again elsewhere, nor can
     // a single node that holds games.
     let single = fresh_db("shard_nonempty");

@@ -204,9 +204,7 @@ pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
             .await
             .map_err(db_err("starting the explorer recount"))?;
         explorer::require_enabled(&tx).await?;
-        let found = explorer::recount(&tx)
-            .await
-            .map_err(db_err("recounting the explorer counters"))?;
+        let found = explorer::recount(&tx).await?;
         tx.commit()
             .await
             .map_err(db_err("ending the explorer recount"))?;

@@ -15,10 +15,16 @@
 //! fraction. The two definitions cannot drift unseen: `verify --explorer`
 //! recounts through the view, and the tests run it after incremental
 //! imports.
+//!
+//! On a sharded layout ([`crate::store::shards`]) a batch adds rows of
+//! counts instead of updating one row per key (no `ON CONFLICT DO UPDATE`
+//! through a foreign table), one per key and shard, anchored on a game of
+//! that shard so that they commit with the games they count; readers sum
+//! a key's rows.
 
 use std::collections::HashMap;
 
-use tokio_postgres::{Client, GenericClient, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction, types::ToSql};
 
 use crate::{
     chess::{
@@ -27,6 +33,7 @@ use crate::{
     },
     error::Error,
     ingest::dedup::{KeyMap, PositionKey},
+    store::shards::Shards,
 };
 
 /// The key columns of a counter row, in primary-key order.
@@ -51,6 +58,24 @@ GROUP BY position_id, variant, speed, rating_group, month, move";
 /// `game_id` or `position_id`, which reach the moves indexes).
 fn grouped(filter: &str) -> String {
     GROUPED.replace("{filter}", filter)
+}
+
+/// [`grouped`] per shard of the games counted, with the lowest of their
+/// ids as each row's `anchor_game_id` (a sharded layout's counters live
+/// on the shard of the games they count).
+fn grouped_by_shard(filter: &str, shards: Shards) -> String {
+    grouped(filter)
+        .replace(
+            "max(started_at) AS last_played",
+            "max(started_at) AS last_played, min(game_id) AS anchor_game_id",
+        )
+        .replace(
+            "GROUP BY position_id",
+            &format!(
+                "GROUP BY {}, position_id",
+                shards.shard_of("games", "game_id")
+            ),
+        )
 }
 
 /// Adds the counts of `rows` (a select of [`GROUPED`]'s columns) to
@@ -94,10 +119,19 @@ pub async fn add_batch<'a>(
     tx: &Transaction<'_>,
     games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey])>,
     ids: &KeyMap<i64>,
+    shards: Option<Shards>,
 ) -> Result<u64, Error> {
-    let mut counters: HashMap<CounterKey, Counts> = HashMap::new();
+    let games: Vec<(i64, &GameRecord, &[PositionKey])> = games.collect();
+    let anchors = match shards {
+        None => HashMap::new(),
+        Some(shards) => anchors(tx, &games, shards).await?,
+    };
+    // Keyed by anchor too: on shards a counter row counts the games of
+    // one shard (0 on a single node, where one row per key is updated).
+    let mut counters: HashMap<(i64, CounterKey), Counts> = HashMap::new();
     let mut last_visit: HashMap<i64, i16> = HashMap::new();
     for (game_id, game, keys) in games {
+        let anchor = anchors.get(&game_id).copied().unwrap_or(0);
         let meta = &game.meta;
         let speed = Speed::from_clock(meta.clock).code();
         let average = match (meta.white.elo, meta.black.elo) {
@@ -127,7 +161,10 @@ pub async fn add_batch<'a>(
         }
         for (&position, &code) in &last_visit {
             let counts = counters
-                .entry((position, variant, speed, rating_group, month, code))
+                .entry((
+                    anchor,
+                    (position, variant, speed, rating_group, month, code),
+                ))
                 .or_default();
             counts.games += 1;
             match game.result.and_then(|r| r.score()) {
@@ -147,40 +184,97 @@ pub async fn add_batch<'a>(
         return Ok(0);
     }
     // Key order, so that concurrent importers lock rows in the same order.
-    let mut rows: Vec<(CounterKey, Counts)> = counters.into_iter().collect();
-    rows.sort_unstable_by_key(|(key, _)| *key);
+    let mut rows: Vec<((i64, CounterKey), Counts)> = counters.into_iter().collect();
+    rows.sort_unstable_by_key(|((anchor, key), _)| (*key, *anchor));
     macro_rules! column {
         ($f:expr) => {
             rows.iter().map($f).collect::<Vec<_>>()
         };
     }
-    let sql = add_sql(
-        "SELECT * FROM unnest($1::bigint[], $2::text[]::game_variant[], $3::smallint[],
+    let values = "SELECT * FROM unnest($1::bigint[], $2::text[]::game_variant[], $3::smallint[],
              $4::smallint[], $5::integer[], $6::smallint[], $7::integer[], $8::integer[],
-             $9::integer[], $10::integer[], $11::integer[], $12::bigint[], $13::timestamptz[])",
+             $9::integer[], $10::integer[], $11::integer[], $12::bigint[], $13::timestamptz[]";
+    let sql = match shards {
+        None => add_sql(&format!("{values})")),
+        // Rows added, never updated: no row of another importer to wait for.
+        Some(_) => format!(
+            "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
+             rating_sum, last_played, anchor_game_id) {values}, $14::bigint[])"
+        ),
+    };
+    let (positions, variants, speeds, rating_groups, months, moves) = (
+        column!(|((_, k), _)| k.0),
+        column!(|((_, k), _)| k.1),
+        column!(|((_, k), _)| k.2),
+        column!(|((_, k), _)| k.3),
+        column!(|((_, k), _)| k.4),
+        column!(|((_, k), _)| k.5),
     );
-    tx.execute(
-        &sql,
-        &[
-            &column!(|(k, _)| k.0),
-            &column!(|(k, _)| k.1),
-            &column!(|(k, _)| k.2),
-            &column!(|(k, _)| k.3),
-            &column!(|(k, _)| k.4),
-            &column!(|(k, _)| k.5),
-            &column!(|(_, c)| c.games),
-            &column!(|(_, c)| c.white),
-            &column!(|(_, c)| c.draws),
-            &column!(|(_, c)| c.black),
-            &column!(|(_, c)| c.rated_games),
-            &column!(|(_, c)| c.rating_sum),
-            &column!(|(_, c)| c.last_played),
-        ],
-    )
-    .await
-    .map_err(crate::store::db::db_err(
-        "adding the batch to the explorer counters",
-    ))
+    let (games, white, draws, black) = (
+        column!(|(_, c)| c.games),
+        column!(|(_, c)| c.white),
+        column!(|(_, c)| c.draws),
+        column!(|(_, c)| c.black),
+    );
+    let (rated_games, rating_sum, last_played) = (
+        column!(|(_, c)| c.rated_games),
+        column!(|(_, c)| c.rating_sum),
+        column!(|(_, c)| c.last_played),
+    );
+    let anchor_ids = column!(|((anchor, _), _)| *anchor);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &positions,
+        &variants,
+        &speeds,
+        &rating_groups,
+        &months,
+        &moves,
+        &games,
+        &white,
+        &draws,
+        &black,
+        &rated_games,
+        &rating_sum,
+        &last_played,
+    ];
+    if shards.is_some() {
+        params.push(&anchor_ids);
+    }
+    tx.execute(&sql, &params)
+        .await
+        .map_err(crate::store::db::db_err(
+            "adding the batch to the explorer counters",
+        ))
+}
+
+/// Each game's anchor on a sharded layout: the first game of the batch on
+/// its shard, whose id puts the counter rows of that shard's games there.
+async fn anchors(
+    tx: &Transaction<'_>,
+    games: &[(i64, &GameRecord, &[PositionKey])],
+    shards: Shards,
+) -> Result<HashMap<i64, i64>, Error> {
+    let ids: Vec<i64> = games.iter().map(|(id, _, _)| *id).collect();
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT id, {} FROM unnest($1::bigint[]) AS id",
+                shards.shard_of("games", "id")
+            ),
+            &[&ids],
+        )
+        .await
+        .map_err(crate::store::db::db_err(
+            "placing the batch's games on their shards",
+        ))?;
+    let mut first_on_shard: HashMap<i32, i64> = HashMap::new();
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let id: i64 = row.get(0);
+            (id, *first_on_shard.entry(row.get(1)).or_insert(id))
+        })
+        .collect())
 }
 
 /// Moves the counters of duplicate positions onto the row each is merged
@@ -281,9 +375,7 @@ pub const DIFFERENCES_SHOWN: i64 = 1000;
 
 /// Recounts every counter from `games` + `moves` and compares: the number
 /// of rows that differ, and the first [`DIFFERENCES_SHOWN`] of them.
-pub async fn recount(
-    client: &impl GenericClient,
-) -> Result<(u64, Vec<Difference>), tokio_postgres::Error> {
+pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference>), Error> {
     let counts = |alias: &str| {
         [
             "games",
@@ -305,20 +397,35 @@ pub async fn recount(
                                   'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-')) END"
         )
     };
+    // A sharded layout's counters are added rows: a key's rows summed.
+    let stored_rows = match crate::store::shards::layout(client).await? {
+        None => "explorer_moves".to_owned(),
+        Some(_) => format!(
+            "(SELECT {KEY}, sum(games)::integer AS games, sum(white)::integer AS white,
+                     sum(draws)::integer AS draws, sum(black)::integer AS black,
+                     sum(rated_games)::integer AS rated_games,
+                     sum(rating_sum)::bigint AS rating_sum, max(last_played) AS last_played
+              FROM explorer_moves GROUP BY {KEY})"
+        ),
+    };
     let sql = format!(
         "WITH r AS ({recount}), diff AS (
              SELECT concat_ws(' ', {KEY}) AS key, {stored} AS stored, {expected} AS expected
-             FROM explorer_moves e FULL JOIN r USING ({KEY})
+             FROM {stored_rows} e FULL JOIN r USING ({KEY})
              WHERE ({e}) IS DISTINCT FROM ({r})
          )
          SELECT key, stored, expected, count(*) OVER () FROM diff ORDER BY key LIMIT $1",
         recount = grouped("true"),
+        stored_rows = stored_rows,
         stored = text("e"),
         expected = text("r"),
         e = counts("e"),
         r = counts("r"),
     );
-    let rows = client.query(&sql, &[&DIFFERENCES_SHOWN]).await?;
+    let rows = client
+        .query(&sql, &[&DIFFERENCES_SHOWN])
+        .await
+        .map_err(crate::store::db::db_err("recounting the explorer counters"))?;
     let total = rows.first().map_or(0, |row| row.get::<_, i64>(3));
     let differences = rows
         .iter()
@@ -412,14 +519,6 @@ async fn lock_imports(client: &Client, waiting: &dyn Fn()) -> Result<(), Error> 
 /// after (one index build instead of one insert per row into it).
 pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
     let err = crate::store::db::db_err;
-    crate::store::shards::refuse_if_sharded(
-        &*client,
-        "keeping the explorer counters",
-        "a game's counters would live on other shards than the game, and postgres_fdw \
-         commits shards one after the other, so a failure between two could leave them \
-         counting games that are not there; `explore` needs a single node for now",
-    )
-    .await?;
     lock_imports(client, waiting).await?;
     if let Some(load) = crate::ingest::bulk::unfinished(client).await? {
         return Err(Error::Conflict(format!(
@@ -440,25 +539,43 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
         return Ok(Switched::Already);
     }
     // Disabled means empty (disable truncates in the flag's transaction).
-    tx.batch_execute("ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_pkey")
-        .await
-        .map_err(err("dropping the explorer counters' key"))?;
-    let rows = tx
-        .execute(
-            &format!(
-                "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
-                 rating_sum, last_played) {}",
-                grouped("true")
-            ),
-            &[],
-        )
-        .await
-        .map_err(err("counting the games into the explorer counters"))?;
-    tx.batch_execute(&format!(
-        "ALTER TABLE explorer_moves ADD CONSTRAINT explorer_moves_pkey PRIMARY KEY ({KEY})"
-    ))
-    .await
-    .map_err(err("building the explorer counters' key"))?;
+    let rows = match crate::store::shards::layout(&tx).await? {
+        None => {
+            tx.batch_execute("ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_pkey")
+                .await
+                .map_err(err("dropping the explorer counters' key"))?;
+            let rows = tx
+                .execute(
+                    &format!(
+                        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, \
+                         rated_games, rating_sum, last_played) {}",
+                        grouped("true")
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(err("counting the games into the explorer counters"))?;
+            tx.batch_execute(&format!(
+                "ALTER TABLE explorer_moves ADD CONSTRAINT explorer_moves_pkey PRIMARY KEY ({KEY})"
+            ))
+            .await
+            .map_err(err("building the explorer counters' key"))?;
+            rows
+        }
+        // Shards: no key to drop; each row counts the games of one shard,
+        // anchored on one of them (see crate::store::shards).
+        Some(shards) => tx
+            .execute(
+                &format!(
+                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
+                     rating_sum, last_played, anchor_game_id) {}",
+                    grouped_by_shard("true", shards)
+                ),
+                &[],
+            )
+            .await
+            .map_err(err("counting the games into the explorer counters"))?,
+    };
     tx.execute(
         "UPDATE explorer_state SET enabled = true, changed_at = now()",
         &[],

@@ -22,8 +22,10 @@
 //!   shard, so a game and its moves commit together;
 //! * `game_keys` by `external_id`: unique `(external_id, lichess)`, the
 //!   re-import identity (`games` cannot keep it unique across shards);
-//! * everything else (players, events, the import bookkeeping, the
-//!   explorer counters) stays on the coordinator.
+//! * `explorer_moves` by `anchor_game_id`: counts added per batch, each row
+//!   on the shard of a game it counts (see `EXPLORER_DELTAS_DDL`);
+//! * everything else (players, events, the import bookkeeping) stays on
+//!   the coordinator.
 //!
 //! Ids come from sequences on the coordinator, so they are unique across
 //! shards. A shard is a database migrated like a single node, minus the
@@ -50,12 +52,24 @@ pub struct Shards {
 
 /// The tables partitioned over the shards, each with its partition key,
 /// in the order they are built.
-const PARTITIONED: [(&str, &str); 4] = [
+const PARTITIONED: [(&str, &str); 5] = [
     ("positions", "fen_hash"),
     ("games", "id"),
     ("moves", "game_id"),
     ("game_keys", "external_id"),
+    ("explorer_moves", "anchor_game_id"),
 ];
+
+/// The explorer counters of a sharded layout: rows of counts added, not
+/// one row per key updated in place (`ON CONFLICT DO UPDATE` does not
+/// cross a foreign table), each anchored on a game of the batch that
+/// counted it and stored on that game's shard, so that counts commit with
+/// the games they count even when a commit reaches one shard only. Readers
+/// sum a key's rows, as they sum categories anyway.
+const EXPLORER_DELTAS_DDL: &str = "
+ALTER TABLE explorer_moves DROP CONSTRAINT IF EXISTS explorer_moves_pkey;
+ALTER TABLE explorer_moves ADD COLUMN IF NOT EXISTS anchor_game_id bigint NOT NULL;
+CREATE INDEX IF NOT EXISTS explorer_moves_position_idx ON explorer_moves (position_id)";
 
 /// The views over partitioned tables (migrations 0004 and 0009), which
 /// the rebuild of their tables drops and recreates, in dependency order.
@@ -259,8 +273,8 @@ pub async fn shard_out(
         .get(0);
     if explorer {
         return Err(Error::Config(
-            "the explorer counters are enabled: run `pgnload db explorer disable` first \
-             (a sharded layout does not keep them)"
+            "the explorer counters are enabled: run `pgnload db explorer disable` first, \
+             then enable them again on the sharded layout"
                 .to_owned(),
         ));
     }
@@ -371,6 +385,7 @@ async fn prepare_shard(
     tx.batch_execute(&format!(
         "{GAME_KEYS_DDL};
          {SHARD_MARK_DDL};
+         {EXPLORER_DELTAS_DDL};
          DO $$
          DECLARE constraint_name name;
          BEGIN
@@ -472,7 +487,7 @@ async fn build_coordinator(
             address.shown
         )))?;
     }
-    tx.batch_execute(GAME_KEYS_DDL)
+    tx.batch_execute(&format!("{GAME_KEYS_DDL}; {EXPLORER_DELTAS_DDL}"))
         .await
         .map_err(db_err("creating game_keys"))?;
     for (table, key) in PARTITIONED {

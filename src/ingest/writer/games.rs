@@ -148,6 +148,16 @@ pub async fn write_games(
     stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
     let extended = extend_games(&tx, &at, &extensions, position_ids).await?;
     stats.backfilled = extended.len() as u64;
+    if file.explorer && !extended.is_empty() && file.shards.is_some() {
+        // A sharded layout's counters are only ever added to: taking a
+        // game's old counts out cannot lower another row's last_played.
+        return Err(Error::Config(format!(
+            "{} games stored under a smaller positions cap would get their missing rows, \
+             which a sharded layout does with the explorer counters off only: run \
+             `pgnload db explorer disable`, import, then enable them again",
+            extended.len()
+        )));
+    }
     if file.explorer && !extended.is_empty() {
         // Their counters are recounted whole below: a ply past the old cap
         // can change the move of a position's last visit.
@@ -189,7 +199,7 @@ pub async fn write_games(
                     .iter()
                     .map(|(id, new, _)| (*id, new.game, new.keys)),
             );
-        explorer::add_batch(&tx, counted, position_ids).await?;
+        explorer::add_batch(&tx, counted, position_ids, file.shards).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()

@@ -213,6 +213,8 @@ impl PreparedGame<'_> {
                 tx,
                 std::iter::once((id, game, self.row.keys)),
                 &self.position_ids,
+                // `game put` is refused on a sharded layout (lock_for_one_game).
+                None,
             )
             .await?;
         }
