@@ -249,16 +249,51 @@ fn concurrent_importers_through_the_coordinator_equal_a_single_node_import() {
     single.quiet_ok(&["db", "explorer", "enable"]);
     assert_ok(&import(&single, &["-q"], &everything), &[0]);
     // The explorer's moves and totals (its top games tie by id, which
-    // differ between layouts).
-    for play in ["", "e2e4", "e2e4,c7c5", "d2d4,g8f6,c2c4"] {
-        let mut args = vec!["explore", "--json", "--top-games", "0", "--top", "50"];
-        if !play.is_empty() {
-            args.extend(["--play", play]);
+    // differ between layouts), before and after the counters' rows are
+    // folded into one per key and shard.
+    let explore_as_on_one_node = || {
+        for play in ["", "e2e4", "e2e4,c7c5", "d2d4,g8f6,c2c4"] {
+            let mut args = vec!["explore", "--json", "--top-games", "0", "--top", "50"];
+            if !play.is_empty() {
+                args.extend(["--play", play]);
+            }
+            let on_shards = db.quiet_ok(&args);
+            assert!(on_shards.contains("\"uci\""), "{args:?}: {on_shards}");
+            assert_eq!(on_shards, single.quiet_ok(&args), "{args:?}");
         }
-        let on_shards = db.quiet_ok(&args);
-        assert!(on_shards.contains("\"uci\""), "{args:?}: {on_shards}");
-        assert_eq!(on_shards, single.quiet_ok(&args), "{args:?}");
-    }
+    };
+    explore_as_on_one_node();
+    let rows = || -> u64 {
+        db.psql("SELECT count(*) FROM explorer_moves")
+            .parse()
+            .expect("count")
+    };
+    let before = rows();
+    let said = db.quiet_ok(&["db", "explorer", "compact"]);
+    let after = rows();
+    assert!(after < before, "{before} rows, then {after}: {said}");
+    assert!(
+        said.starts_with(&format!(
+            "explorer counters compacted: {before} rows into {after} in "
+        )),
+        "{said}"
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM (SELECT 1 FROM explorer_moves
+             GROUP BY tableoid, position_id, variant, speed, rating_group, month, move
+             HAVING count(*) > 1) k"
+        ),
+        "0",
+        "one row per key and shard after the compaction"
+    );
+    explore_as_on_one_node();
+    assert_sharded_and_sound(&cluster, &db);
+    let single_said = single.quiet_ok(&["db", "explorer", "compact"]);
+    assert!(
+        single_said.starts_with("nothing to compact"),
+        "{single_said}"
+    );
     let fen = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -";
     let queries: [&[&str]; 4] = [
         &["games", "--player", "vnnewbie", "--format", "pgn"],

@@ -49,6 +49,9 @@ pub enum ExplorerCommand {
     Enable,
     /// Drop the counters and stop keeping them (imports get faster; `explore` stops working).
     Disable,
+    /// Sharded layout: fold the rows each batch added into one per key and
+    /// shard, so that `explore` stays fast (safe while imports run).
+    Compact,
 }
 
 /// Options of `pgnload db migrate`.
@@ -139,12 +142,28 @@ fn refuse_if_sharded(settings: &Settings, what: &str, instead: &str) -> Result<(
     })
 }
 
-/// Runs `pgnload db explorer enable|disable`; returns the summary line.
-fn switch_explorer(
-    command: ExplorerCommand,
-    settings: &Settings,
-    quiet: bool,
-) -> Result<String, Error> {
+/// Runs `pgnload db explorer compact`; returns the summary line.
+fn compact_explorer(settings: &Settings) -> Result<String, Error> {
+    let started = Instant::now();
+    let compacted = db::runtime()?.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        db::migrate(&mut database.client).await?;
+        let compacted = explorer::compact(&mut database.client).await?;
+        database.close()?;
+        Ok::<_, Error>(compacted)
+    })?;
+    Ok(match compacted {
+        None => "nothing to compact: a single node keeps one counter row per key".to_owned(),
+        Some(explorer::Compacted { before, after }) => format!(
+            "explorer counters compacted: {before} rows into {after} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ),
+    })
+}
+
+/// Runs `pgnload db explorer enable` (`enable`) or `disable`; returns the
+/// summary line.
+fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<String, Error> {
     let started = Instant::now();
     let waiting = || {
         if !quiet {
@@ -155,25 +174,22 @@ fn switch_explorer(
     let switched = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let switched = match command {
-            ExplorerCommand::Enable => explorer::enable(&mut database.client, &waiting).await?,
-            ExplorerCommand::Disable => explorer::disable(&mut database.client, &waiting).await?,
+        let switched = if enable {
+            explorer::enable(&mut database.client, &waiting).await?
+        } else {
+            explorer::disable(&mut database.client, &waiting).await?
         };
         database.close()?;
         Ok::<_, Error>(switched)
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    Ok(match (command, switched) {
-        (ExplorerCommand::Enable, Switched::Already) => {
-            "explorer counters already enabled; nothing to do".to_owned()
-        }
-        (ExplorerCommand::Disable, Switched::Already) => {
-            "explorer counters already disabled; nothing to do".to_owned()
-        }
-        (ExplorerCommand::Enable, Switched::Changed { rows }) => {
+    let state = if enable { "enabled" } else { "disabled" };
+    Ok(match switched {
+        Switched::Already => format!("explorer counters already {state}; nothing to do"),
+        Switched::Changed { rows } if enable => {
             format!("explorer counters enabled: {rows} rows counted in {seconds:.1} s")
         }
-        (ExplorerCommand::Disable, Switched::Changed { rows }) => {
+        Switched::Changed { rows } => {
             format!("explorer counters disabled: {rows} rows removed in {seconds:.1} s")
         }
     })
@@ -271,7 +287,9 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
             }
         }
         DbCommand::Url => embedded(settings)?.connection_url(),
-        DbCommand::Explorer(command) => switch_explorer(*command, settings, quiet)?,
+        DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, quiet)?,
+        DbCommand::Explorer(ExplorerCommand::Disable) => switch_explorer(false, settings, quiet)?,
+        DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings)?,
     };
     super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)

@@ -588,6 +588,71 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
     Ok(Switched::Changed { rows })
 }
 
+/// What [`compact`] did: counter rows before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    /// Rows before.
+    pub before: u64,
+    /// Rows after: one per key and shard.
+    pub after: u64,
+}
+
+/// Sharded layout: folds each shard's counter rows into one per key (a
+/// batch adds rows rather than updating them, see the module doc), so that
+/// `explore` sums few rows however many batches counted a position.
+/// `None` on a single node, which keeps one row per key already.
+///
+/// Each shard is folded in one transaction of its own (`postgres_fdw`
+/// reads and writes a shard in one remote transaction, at one snapshot):
+/// its rows are deleted and their sums inserted back on that shard,
+/// anchored on the lowest of their anchors, which is on that shard. Rows
+/// an import adds meanwhile are not in the snapshot and stay as they are,
+/// so the counts stay exact while imports run.
+pub async fn compact(client: &mut Client) -> Result<Option<Compacted>, Error> {
+    let err = crate::store::db::db_err;
+    let Some(shards) = crate::store::shards::layout(&*client).await? else {
+        return Ok(None);
+    };
+    let mut done = Compacted {
+        before: 0,
+        after: 0,
+    };
+    for shard in 0..shards.count() {
+        let table = format!("explorer_moves_shard_{shard}");
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err(format!("starting to compact {table}")))?;
+        let before: i64 = tx
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .map_err(err(format!("counting {table}")))?
+            .get(0);
+        let after = tx
+            .execute(
+                &format!(
+                    "WITH d AS (DELETE FROM {table} RETURNING *)
+                     INSERT INTO {table} ({KEY}, games, white, draws, black, rated_games,
+                                          rating_sum, last_played, anchor_game_id)
+                     SELECT {KEY}, sum(games)::integer, sum(white)::integer,
+                            sum(draws)::integer, sum(black)::integer,
+                            sum(rated_games)::integer, sum(rating_sum)::bigint,
+                            max(last_played), min(anchor_game_id)
+                     FROM d GROUP BY {KEY}"
+                ),
+                &[],
+            )
+            .await
+            .map_err(err(format!("compacting {table}")))?;
+        tx.commit()
+            .await
+            .map_err(err(format!("committing the compaction of {table}")))?;
+        done.before += u64::try_from(before).expect("count(*) is never negative");
+        done.after += after;
+    }
+    Ok(Some(done))
+}
+
 /// Stops keeping the counters: with the import lock held exclusively,
 /// empties the table and clears the flag in one transaction.
 pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
