@@ -54,14 +54,9 @@ py_games=$((games < 5000 ? games : 5000))
 seed_a=1
 seed_b=2
 
-log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-    printf 'bench.sh: error: %s\n' "$*" >&2
-    exit 1
-}
-now_ns() { date +%s%N; }
-# Seconds between two now_ns values.
-seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
+bench_name=bench
+# shellcheck source=scripts/bench_lib.sh
+source "$root/scripts/bench_lib.sh"
 # Records one measurement for the report: run, key, value.
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
 

@@ -50,15 +50,9 @@ psql=${PSQL:-psql}
 results=$out/results.tsv
 rm -f "$results"
 
-log() { printf '[bench_exchange %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-    printf 'bench_exchange.sh: error: %s\n' "$*" >&2
-    exit 1
-}
-now_ns() { date +%s%N; }
-seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
-rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "n/a" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+bench_name=bench_exchange
+# shellcheck source=scripts/bench_lib.sh
+source "$root/scripts/bench_lib.sh"
 record() { printf '%s\t%s\n' "$1" "$2" >>"$results"; }
 # Games in the Games table of an ocgdb-schema file (sqlite3, else python3).
 sqlite_games() {

@@ -57,12 +57,9 @@ cost_games=$((games / 10 < 50000 ? games / 10 : 50000))
 cost_games=$((cost_games < 10 ? 10 : cost_games))
 searches=$((queries / 5 < 10 ? 10 : queries / 5))
 
-log() { printf '[bench_query %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() {
-    printf 'bench_query.sh: error: %s\n' "$*" >&2
-    exit 1
-}
-now_ns() { date +%s%N; }
+bench_name=bench_query
+# shellcheck source=scripts/bench_lib.sh
+source "$root/scripts/bench_lib.sh"
 record() { printf '%s\t%s\n' "$1" "$2" >>"$results"; }
 
 cluster_started=0

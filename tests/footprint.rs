@@ -176,25 +176,10 @@ fn a_capped_import_stores_the_first_plies_python_counts_and_loses_no_move() {
     // Export writes every move: its import (uncapped) holds the same games.
     let dir = scratch_dir("footprint-export");
     let exported = dir.path().join("capped.pgn");
-    let mut cmd = capped.pgnload();
-    cmd.args(["-q", "export", "-o"]).arg(&exported);
-    let out = run(cmd);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exported = exported.to_str().expect("a UTF-8 scratch path");
+    capped.quiet_ok(&["export", "-o", exported]);
     let again = fresh_db("footprint_reexport");
-    let mut cmd = again.pgnload();
-    cmd.args(["-q", "import"]).arg(&exported);
-    let out = run(cmd);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    again.quiet_ok(&["import", exported]);
     assert_eq!(game_moves(&again), game_moves(&full), "every move exported");
     assert_eq!(counts(&again), counts(&full));
 

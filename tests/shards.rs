@@ -15,7 +15,7 @@ use nix::{
 };
 
 use crate::{
-    common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on, run},
+    common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on},
     import::{assert_ok, import, overlapping_halves},
 };
 
@@ -111,6 +111,29 @@ fn summary_counts(out: &Output) -> [u64; 5] {
     numbers
         .try_into()
         .unwrap_or_else(|n| panic!("summary {line:?}: {n:?}"))
+}
+
+/// Waits until the inputs' checkpoints say `wanted` games or more were
+/// committed: `true`, or `false` if `child` (the import) ended first.
+fn committed_past(db: &TestDb, child: &mut Child, wanted: u64) -> bool {
+    let started = Instant::now();
+    loop {
+        let done: u64 = db
+            .psql("SELECT coalesce(sum(games_done), 0) FROM import_files")
+            .parse()
+            .expect("count");
+        if done >= wanted {
+            return true;
+        }
+        if child.try_wait().expect("try_wait").is_some() {
+            return false;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "import made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Rows of `table` on each shard server.
@@ -344,22 +367,8 @@ fn an_importer_killed_repeatedly_then_rerun_equals_a_single_node_import() {
     let mut kills = 0;
     for wanted in [20u64, 120, 260] {
         let mut child = spawn_import(&db, &files);
-        let started = Instant::now();
         // Kill it once it has committed past `wanted` games (or finished).
-        loop {
-            let done: u64 = db
-                .psql("SELECT coalesce(sum(games_done), 0) FROM import_files")
-                .parse()
-                .expect("count");
-            if done >= wanted || child.try_wait().expect("try_wait").is_some() {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "import made no progress"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        committed_past(&db, &mut child, wanted);
         if child.try_wait().expect("try_wait").is_none() {
             let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
             kill(pid, Signal::SIGKILL).expect("kill -9");
@@ -368,12 +377,7 @@ fn an_importer_killed_repeatedly_then_rerun_equals_a_single_node_import() {
         let _ = child.wait();
     }
     assert!(kills > 0, "every import finished before it could be killed");
-    let out = run({
-        let mut cmd = db.pgnload();
-        cmd.args(["-q", "import"]).args(&files);
-        cmd
-    });
-    assert_ok(&out, &[0]);
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
     assert_eq!(natural_dump(&db), single_node_dump(&files));
     assert_sharded_and_sound(&cluster, &db);
 }
@@ -384,36 +388,16 @@ fn a_shard_restarted_mid_import_leaves_no_partial_batch_after_the_rerun() {
     let db = sharded(&cluster);
     let files = data_pgns();
     let mut child = spawn_import(&db, &files);
-    let started = Instant::now();
-    loop {
-        let done: u64 = db
-            .psql("SELECT coalesce(sum(games_done), 0) FROM import_files")
-            .parse()
-            .expect("count");
-        if done >= 40 {
-            break;
-        }
-        assert!(
-            child.try_wait().expect("try_wait").is_none(),
-            "the import finished before the shard could be restarted"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "import made no progress"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        committed_past(&db, &mut child, 40),
+        "the import finished before the shard could be restarted"
+    );
     cluster.restart_shard(1);
     // Retried (exit 0) or failed cleanly (exit 1 after its retries); either
     // way the rerun completes it.
     let out = child.wait_with_output().expect("wait");
     assert_ok(&out, &[0, 1]);
-    let rerun = run({
-        let mut cmd = db.pgnload();
-        cmd.args(["-q", "import"]).args(&files);
-        cmd
-    });
-    assert_ok(&rerun, &[0]);
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
     assert_eq!(natural_dump(&db), single_node_dump(&files));
     assert_sharded_and_sound(&cluster, &db);
     // Every game has all its moves: no batch half written.

@@ -132,16 +132,6 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
     }
 }
 
-/// A configuration error when the database is the coordinator of shards.
-fn refuse_if_sharded(settings: &Settings, what: &str, instead: &str) -> Result<(), Error> {
-    db::runtime()?.block_on(async {
-        let database = db::connect(&settings.target()).await?;
-        let refused = shards::refuse_if_sharded(&database.client, what, instead).await;
-        database.close()?;
-        refused
-    })
-}
-
 /// Runs `pgnload db explorer compact`; returns the summary line.
 fn compact_explorer(settings: &Settings) -> Result<String, Error> {
     let started = Instant::now();
@@ -205,12 +195,6 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
     };
     let message = match command {
         DbCommand::Backup(args) => {
-            refuse_if_sharded(
-                settings,
-                "`db backup`",
-                "pg_dump of the coordinator would save the shards' table definitions, \
-                 not their rows; back up the coordinator and each shard with pg_dump",
-            )?;
             let result = backup::backup(
                 &settings.target(),
                 &args.path,

@@ -527,6 +527,19 @@ impl DcgWriter {
 mod tests {
     use super::*;
 
+    /// e2e4, and a pawn promoting to a queen on e8: the moves the encoding
+    /// tests write.
+    const E2E4: PlainMove = PlainMove::Move {
+        from: 12,
+        to: 28,
+        promotion: 0,
+    };
+    const PROMOTE: PlainMove = PlainMove::Move {
+        from: 52,
+        to: 60,
+        promotion: 5,
+    };
+
     fn length(len: usize) -> Vec<u8> {
         let mut out = Vec::new();
         push_length(len, &mut out).expect("small lengths fit");
@@ -551,19 +564,9 @@ mod tests {
         push_game(None, &[], &[], &mut out).expect("an empty game encodes");
         assert_eq!(out, [0x01, 0x00]);
         out.clear();
-        let e2e4 = PlainMove::Move {
-            from: 12,
-            to: 28,
-            promotion: 0,
-        };
-        let promote = PlainMove::Move {
-            from: 52,
-            to: 60,
-            promotion: 5,
-        };
         push_game(
             None,
-            &[e2e4, PlainMove::Null, promote],
+            &[E2E4, PlainMove::Null, PROMOTE],
             &[(Some(1), "[%clk 0:03:00]".into())],
             &mut out,
         )
@@ -583,20 +586,10 @@ mod tests {
         }
         assert_eq!(read_length(&[0x82, 0x01]), None);
         assert_eq!(read_length(&[0x7f]), None);
-        let e2e4 = PlainMove::Move {
-            from: 12,
-            to: 28,
-            promotion: 0,
-        };
-        let promote = PlainMove::Move {
-            from: 52,
-            to: 60,
-            promotion: 5,
-        };
         let mut out = Vec::new();
         push_game(
             Some("8/8/8/8/8/8/8/K6k w - - 0 1"),
-            &[e2e4, PlainMove::Null, promote],
+            &[E2E4, PlainMove::Null, PROMOTE],
             &[(Some(1), "[%clk 0:03:00]".into())],
             &mut out,
         )
@@ -606,7 +599,7 @@ mod tests {
         let (fen, moves) = parse_game(&out[header..]).expect("reads back");
         assert_eq!(fen.as_deref(), Some(&b"8/8/8/8/8/8/8/K6k w - - 0 1"[..]));
         let plain: Vec<PlainMove> = moves.iter().map(|m| m.plain).collect();
-        assert_eq!(plain, [e2e4, PlainMove::Null, promote]);
+        assert_eq!(plain, [E2E4, PlainMove::Null, PROMOTE]);
         assert_eq!(moves[0].nags, [1]);
         assert_eq!(moves[0].comments, [b"[%clk 0:03:00]".to_vec()]);
         // Cut inside the comment, and a code that is no move.

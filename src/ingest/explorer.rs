@@ -131,7 +131,15 @@ pub async fn add_batch<'a>(
     let mut counters: HashMap<(i64, CounterKey), Counts> = HashMap::new();
     let mut last_visit: HashMap<i64, i16> = HashMap::new();
     for (game_id, game, keys) in games {
-        let anchor = anchors.get(&game_id).copied().unwrap_or(0);
+        let anchor = match shards {
+            None => 0,
+            Some(_) => anchors.get(&game_id).copied().ok_or_else(|| {
+                Error::Internal(format!(
+                    "{}: game {game_id} was not placed on a shard with its batch",
+                    game.pos
+                ))
+            })?,
+        };
         let meta = &game.meta;
         let speed = Speed::from_clock(meta.clock).code();
         let average = match (meta.white.elo, meta.black.elo) {

@@ -41,6 +41,7 @@ use crate::{
     store::{
         db::{self, Target, redact_url},
         embedded::{EmbeddedCluster, PgBinaries},
+        shards,
     },
 };
 
@@ -301,6 +302,12 @@ pub fn backup(
     let interrupts = Interrupts::watch(&runtime)?;
     let database = runtime.block_on(db::connect(target))?;
     let result = (|| {
+        runtime.block_on(shards::refuse_if_sharded(
+            &database.client,
+            "`db backup`",
+            "pg_dump of the coordinator would save the shards' table definitions, \
+             not their rows; back up the coordinator and each shard with pg_dump",
+        ))?;
         let server = runtime.block_on(server_version(&database.client))?;
         let link = Link::new(target)?;
         let tool = locate_tool("pg_dump", target, &server)?;
