@@ -7,36 +7,53 @@
 # import without). Ratios, not absolute numbers, are what to compare across
 # machines. See scripts/README.md ("bench_query.sh").
 #
-#   scripts/bench_query.sh [--games N] [--queries N] [--out DIR]
+#   scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
+#                          [--cluster DIR] [--reuse]
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
-Usage: scripts/bench_query.sh [--games N] [--queries N] [--out DIR]
+Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
+                              [--cluster DIR] [--reuse]
 
   --games N     games in the corpus searched (default 1000000)
   --queries N   explorer positions drawn from the games (default 1000; the
                 player and position searches use a fifth as many each)
+  --naive N     how many of those positions (the start position among them)
+                the naive SQL baseline is timed on (default 100): each
+                may run to its 30 s statement timeout, which is then
+                recorded as 30 s and counted as a timeout
   --out DIR     work and result directory (default target/bench-query);
-                holds the corpus, DIR/cluster (recreated) and DIR/bench_query.json
+                holds the corpus, the cluster and DIR/bench_query.json
+  --cluster DIR the embedded cluster (default DIR/cluster, recreated)
+  --reuse       keep the cluster if it already holds the N imported games
+                with their explorer counters (from an earlier run of this
+                script, or the same corpus imported by hand): the corpus
+                import and `db explorer enable` are then not measured again
 EOF
 }
 
 games=1000000
 queries=1000
+naive=100
 out=target/bench-query
+cluster=
+reuse=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --games) games=${2:?--games needs a value}; shift 2 ;;
         --queries) queries=${2:?--queries needs a value}; shift 2 ;;
+        --naive) naive=${2:?--naive needs a value}; shift 2 ;;
+        --cluster) cluster=${2:?--cluster needs a value}; shift 2 ;;
+        --reuse) reuse=1; shift ;;
         --out) out=${2:?--out needs a value}; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "bench_query.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-for value in "$games" "$queries"; do
+for value in "$games" "$queries" "$naive"; do
     if ! [[ $value =~ ^[0-9]+$ ]] || ((value < 10)); then
-        echo "bench_query.sh: --games and --queries must be integers >= 10" >&2
+        echo "bench_query.sh: --games, --queries and --naive must be integers >= 10" >&2
         exit 2
     fi
 done
@@ -45,7 +62,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cluster=$out/cluster
+cluster=${cluster:-$out/cluster}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 pgnload=$target_dir/release/pgnload
 gen=$target_dir/release/examples/gen_corpus
@@ -78,13 +95,13 @@ record games "$games"
 record queries "$queries"
 record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 
-log "generating $games games, and $cost_games for the counters' cost"
-"$gen" --games "$games" --seed 1 --out "$out/corpus.pgn" 2>"$out/gen.log" ||
-    die "gen_corpus failed: $(tail -5 "$out/gen.log")"
+log "generating $cost_games games for the counters' cost"
 "$gen" --games "$cost_games" --seed 3 --out "$out/cost.pgn" 2>"$out/gen_cost.log" ||
     die "gen_corpus failed: $(tail -5 "$out/gen_cost.log")"
 
-rm -rf "$cluster"
+if ((!reuse)); then
+    rm -rf "$cluster"
+fi
 cluster_started=1
 "$pgnload" --data-dir "$cluster" db start >/dev/null
 url=$("$pgnload" --data-dir "$cluster" db url)
@@ -107,6 +124,7 @@ for mode in incremental bulk; do
     for round in 1 2; do
         for counters in off on; do
             name="cost_${mode}_${counters}_$round"
+            PGOPTIONS="-c client_min_messages=warning" sql "$url" "DROP DATABASE IF EXISTS $name"
             sql "$url" "CREATE DATABASE $name"
             "$pgnload" --database-url "$(db_url "$name")" db migrate >/dev/null
             if [[ $counters == on ]]; then
@@ -121,15 +139,25 @@ for mode in incremental bulk; do
 done
 
 # ------------------------------------------------ 2. the searched corpus
-log "importing $games games (bulk), then building the explorer counters"
-start=$(now_ns)
-"$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null 2>>"$out/imports.log"
-end=$(now_ns)
-record import_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
-start=$(now_ns)
-"$pgnload" --database-url "$url" db explorer enable >/dev/null
-end=$(now_ns)
-record explorer_enable_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+"$pgnload" --database-url "$url" db migrate >/dev/null
+held=$(sql "$url" "SELECT count(*) FROM games")
+if ((reuse)) && [[ $held == "$games" && $(sql "$url" "SELECT enabled FROM explorer_state") == t ]]; then
+    log "reusing the $games games and explorer counters already in $cluster"
+else
+    ((held == 0)) || die "$cluster holds $held games, not $games with their counters: drop --reuse"
+    log "generating $games games"
+    "$gen" --games "$games" --seed 1 --out "$out/corpus.pgn" 2>"$out/gen.log" ||
+        die "gen_corpus failed: $(tail -5 "$out/gen.log")"
+    log "importing $games games (bulk), then building the explorer counters"
+    start=$(now_ns)
+    "$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null 2>>"$out/imports.log"
+    end=$(now_ns)
+    record import_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+    start=$(now_ns)
+    "$pgnload" --database-url "$url" db explorer enable >/dev/null
+    end=$(now_ns)
+    record explorer_enable_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+fi
 sql "$url" "ANALYZE"
 
 log "drawing $queries positions, $searches players and $searches positions to search"
@@ -144,6 +172,11 @@ sql "$url" "SELECT p.normalized_fen
 echo "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -" >>"$out/positions.txt"
 sql "$url" "SELECT username FROM players ORDER BY random() LIMIT $searches" >"$out/players.txt"
 shuf -n "$searches" --random-source=<(yes) "$out/positions.txt" >"$out/search_positions.txt"
+# The naive baseline's positions: the start position, and the first drawn.
+{
+    tail -n 1 "$out/positions.txt"
+    head -n $((naive - 1)) "$out/positions.txt"
+} >"$out/naive_positions.txt"
 
 # Runs one command per line of a file (the line is the last argument) and
 # writes each one's wall time in milliseconds to OUT.
@@ -155,6 +188,24 @@ time_each() { # FILE OUT COMMAND...
         start=$(now_ns)
         "$@" "$line" >/dev/null 2>"$out/last_error.log" ||
             die "$* '$line' failed: $(tail -3 "$out/last_error.log")"
+        end=$(now_ns)
+        echo $(((end - start) / 1000)) >>"$times"
+    done <"$file"
+}
+# As time_each, for the naive SQL: a query stopped by its statement timeout
+# is recorded with the time it ran (the timeout), and counted in OUT.timeouts.
+time_each_naive() { # FILE OUT COMMAND...
+    local file=$1 times=$2 line start end
+    shift 2
+    : >"$times"
+    : >"$times.timeouts"
+    while IFS= read -r line; do
+        start=$(now_ns)
+        if ! "$@" "$line" >/dev/null 2>"$out/last_error.log"; then
+            grep -q "statement timeout" "$out/last_error.log" ||
+                die "$* '$line' failed: $(tail -3 "$out/last_error.log")"
+            echo "$line" >>"$times.timeouts"
+        fi
         end=$(now_ns)
         echo $(((end - start) / 1000)) >>"$times"
     done <"$file"
@@ -198,16 +249,16 @@ naive_fen() {
 # pays before its query (the naive side pays psql's own start).
 noop() { "$pgnload" --database-url "$url" games --limit 0 --player "$1"; }
 
-log "explore: $queries positions, without and with filters, and the naive SQL"
+log "explore: $queries positions, without and with filters, and the naive SQL on $naive"
 time_each "$out/positions.txt" "$out/explore.ms" explore_plain
 time_each "$out/positions.txt" "$out/explore_filtered.ms" explore_filtered
-time_each "$out/positions.txt" "$out/naive_explore.ms" naive_explore
-time_each "$out/positions.txt" "$out/naive_explore_filtered.ms" naive_filtered
+time_each_naive "$out/naive_positions.txt" "$out/naive_explore.ms" naive_explore
+time_each_naive "$out/naive_positions.txt" "$out/naive_explore_filtered.ms" naive_filtered
 log "games --player and --fen: $searches each, and the naive SQL"
 time_each "$out/players.txt" "$out/games_player.ms" games_player
 time_each "$out/players.txt" "$out/naive_player.ms" naive_player
 time_each "$out/search_positions.txt" "$out/games_fen.ms" games_fen
-time_each "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
+time_each_naive "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
 time_each "$out/players.txt" "$out/startup.ms" noop
 
 log "export of every game, and PostgreSQL's COPY of its games and moves tables"
@@ -231,7 +282,12 @@ meta = dict(line.rstrip("\n").split("\t", 1) for line in open(results))
 def ms(name):
     values = sorted(int(v) / 1000 for v in open(f"{out}/{name}.ms"))
     pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]
-    return {"n": len(values), "p50": pick(0.50), "p95": pick(0.95), "max": values[-1]}
+    stats = {"n": len(values), "p50": pick(0.50), "p95": pick(0.95), "max": values[-1]}
+    try:
+        stats["timeouts"] = sum(1 for _ in open(f"{out}/{name}.ms.timeouts"))
+    except FileNotFoundError:
+        pass
+    return stats
 report = {"meta": {k: meta[k] for k in ("games", "queries", "commit")}}
 rows = [
     ("explore", "explore", "naive_explore"),
@@ -241,12 +297,13 @@ rows = [
 ]
 startup = ms("startup")
 print(f"\nqueries on {int(meta['games']):,} games (ms, whole process; pgnload start + connect p50 {startup['p50']:.1f})")
-print(f"{'query':32} {'n':>5} {'p50':>8} {'p95':>8} {'naive p50':>10} {'naive p95':>10} {'p95 ratio':>10}")
+print(f"{'query':32} {'n':>5} {'p50':>8} {'p95':>8} {'max':>8} {'naive n':>8} {'naive p50':>10} {'naive p95':>10} {'timeouts':>9} {'p95 ratio':>10}")
 for label, ours, naive in rows:
     a, b = ms(ours), ms(naive)
     ratio = a["p95"] / b["p95"] if b["p95"] else float("nan")
     report[ours] = {**a, "naive": b, "p95_ratio_to_naive": ratio}
-    print(f"{label:32} {a['n']:>5} {a['p50']:>8.1f} {a['p95']:>8.1f} {b['p50']:>10.1f} {b['p95']:>10.1f} {ratio:>10.3f}")
+    print(f"{label:32} {a['n']:>5} {a['p50']:>8.1f} {a['p95']:>8.1f} {a['max']:>8.1f} {b['n']:>8} {b['p50']:>10.1f} {b['p95']:>10.1f} {b.get('timeouts', 0):>9} {ratio:>10.3f}")
+print("(naive: the SQL a user would write, on the first positions drawn; a timeout counts as its 30 s)")
 report["startup"] = startup
 games = int(meta["games"])
 export_s, copy_s = float(meta["export_seconds"]), float(meta["copy_seconds"])
@@ -260,9 +317,12 @@ def cost(mode):
 report["counters_cost"] = {mode: cost(mode) for mode in ("incremental", "bulk")}
 for mode, c in report["counters_cost"].items():
     print(f"import with explorer counters, {mode}: {c['ratio']:.2f}x the same import without (median of 2)")
-enable_s, import_s = float(meta["explorer_enable_seconds"]), float(meta["import_seconds"])
-report["explorer_enable"] = {"seconds": enable_s, "ratio_to_import": enable_s / import_s}
-print(f"db explorer enable on the imported corpus: {enable_s / import_s:.2f}x its bulk import's time")
+if "explorer_enable_seconds" in meta:
+    enable_s, import_s = float(meta["explorer_enable_seconds"]), float(meta["import_seconds"])
+    report["explorer_enable"] = {"seconds": enable_s, "ratio_to_import": enable_s / import_s}
+    print(f"db explorer enable on the imported corpus: {enable_s / import_s:.2f}x its bulk import's time")
+else:
+    print("db explorer enable: not measured (--reuse)")
 json.dump(report, open(f"{out}/bench_query.json", "w"), indent=2)
 PY
 log "results in $out/bench_query.json"
