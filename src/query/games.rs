@@ -238,9 +238,18 @@ async fn attach_moves<C: CopyOut>(
         let sep = if i == 0 { "" } else { "," };
         write!(ids, "{sep}{}", game.id).expect("formatting into a String cannot fail");
     }
+    // The range too: with it the index scan walks the batch's part of
+    // the index once rather than descending from the root for every id
+    // (a third of the server's time for an export in import order).
+    let (low, high) = games
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(low, high), (game, _)| {
+            (low.min(game.id), high.max(game.id))
+        });
     let sql = format!(
         "COPY (SELECT game_id, san, clock_ms, eval_cp, eval_mate, nag FROM moves
-               WHERE game_id = ANY('{{{ids}}}'::bigint[]) ORDER BY game_id, ply)
+               WHERE game_id = ANY('{{{ids}}}'::bigint[]) AND game_id BETWEEN {low} AND {high}
+               ORDER BY game_id, ply)
          TO STDOUT (FORMAT binary)"
     );
     let stream = client
@@ -448,8 +457,9 @@ pub async fn for_each(
 /// callers that work on several games at once (export formats a batch in
 /// parallel). The next batch is read by another thread while `each` works
 /// on the current one, so the server's and the caller's work overlap:
-/// export was the sum of the two before. At most three batches are held
-/// (one read, one queued, one in `each`), whatever the number of games.
+/// export was the sum of the two before. At most four batches are held
+/// (one read, one queued, one in `each`, and the games of the next one),
+/// whatever the number of games.
 pub async fn for_each_batch(
     client: &mut Client,
     filter: &GameFilter,
@@ -495,19 +505,23 @@ pub async fn for_each_batch(
             handle.block_on(async {
                 let mut games = next_games(tx).await?;
                 while !games.is_empty() {
-                    let batch = if with_moves {
-                        attach_moves(tx, games).await?
+                    // The next games are asked for with this batch's
+                    // moves: the server has its next query at hand
+                    // instead of waiting a round trip for it.
+                    let (batch, next) = if with_moves {
+                        tokio::try_join!(attach_moves(tx, games), next_games(tx))?
                     } else {
-                        games
+                        let batch = games
                             .into_iter()
                             .map(|(game, _)| (game, Vec::new()))
-                            .collect()
+                            .collect();
+                        (batch, next_games(tx).await?)
                     };
                     if sender.send(batch).is_err() {
                         // `each` failed and stopped listening.
                         break;
                     }
-                    games = next_games(tx).await?;
+                    games = next;
                 }
                 Ok::<_, Error>(())
             })
