@@ -256,12 +256,18 @@ async fn attach_moves<C: CopyOut>(
         .copy_out_of(&sql)
         .await
         .map_err(db_err("reading moves"))?;
-    let mut data = Vec::new();
+    let plies = |game: &StoredGame| usize::try_from(game.ply_count).unwrap_or(0);
+    let mut moves: HashMap<i64, Vec<StoredMove>> = games
+        .iter()
+        .map(|(game, _)| (game.id, Vec::with_capacity(plies(game))))
+        .collect();
+    // About 40 bytes a move in binary COPY.
+    let mut data = Vec::with_capacity(games.iter().map(|(game, _)| plies(game) * 40).sum());
     let mut stream = std::pin::pin!(stream);
     while let Some(chunk) = stream.try_next().await.map_err(db_err("reading moves"))? {
         data.extend_from_slice(&chunk);
     }
-    let mut moves = moves_from_copy(&data)?;
+    moves_from_copy(&data, &mut moves)?;
     games
         .into_iter()
         .map(|(game, codes)| {
@@ -327,10 +333,12 @@ impl<'a> CopyReader<'a> {
     }
 }
 
-/// The moves of a binary `COPY` of `game_id, san, clock_ms, eval_cp,
-/// eval_mate, nag`, by game, in the order they came. Rows of one game come
-/// together, so a game costs one map entry, not one per move.
-fn moves_from_copy(data: &[u8]) -> Result<HashMap<i64, Vec<StoredMove>>, Error> {
+/// Adds the moves of a binary `COPY` of `game_id, san, clock_ms, eval_cp,
+/// eval_mate, nag` to `moves`, which holds a list (sized for the game's
+/// plies: no regrowth per move) for every game asked for; a row of another
+/// game is an error. Rows of one game come together, so a game costs two
+/// map lookups, not one per move.
+fn moves_from_copy(data: &[u8], moves: &mut HashMap<i64, Vec<StoredMove>>) -> Result<(), Error> {
     let mut r = CopyReader { data };
     if r.take(COPY_SIGNATURE.len())? != COPY_SIGNATURE {
         return Err(CopyReader::malformed("no PGCOPY signature"));
@@ -338,8 +346,8 @@ fn moves_from_copy(data: &[u8]) -> Result<HashMap<i64, Vec<StoredMove>>, Error> 
     let _flags = r.take(4)?;
     let extension = u32::from_be_bytes(r.array()?);
     r.take(usize::try_from(extension).map_err(|_| CopyReader::malformed("header"))?)?;
-    let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::new();
-    let mut current: Option<(i64, Vec<StoredMove>)> = None;
+    // The game whose rows are being read, its list taken out of the map.
+    let mut run: Option<(i64, Vec<StoredMove>)> = None;
     loop {
         match i16::from_be_bytes(r.array()?) {
             -1 => break,
@@ -363,22 +371,28 @@ fn moves_from_copy(data: &[u8]) -> Result<HashMap<i64, Vec<StoredMove>>, Error> 
             eval_mate: r.int::<4>()?.map(i32::from_be_bytes),
             nag: r.int::<2>()?.map(i16::from_be_bytes),
         };
-        match &mut current {
+        match &mut run {
             Some((id, game_moves)) if *id == game_id => game_moves.push(m),
             _ => {
-                if let Some((id, game_moves)) = current.replace((game_id, vec![m])) {
+                if let Some((id, game_moves)) = run.take() {
                     moves.insert(id, game_moves);
                 }
+                let mut game_moves =
+                    moves.get_mut(&game_id).map(std::mem::take).ok_or_else(|| {
+                        CopyReader::malformed(&format!("a row of game {game_id}, not asked for"))
+                    })?;
+                game_moves.push(m);
+                run = Some((game_id, game_moves));
             }
         }
     }
     if !r.data.is_empty() {
         return Err(CopyReader::malformed("data after the end"));
     }
-    if let Some((id, game_moves)) = current {
+    if let Some((id, game_moves)) = run {
         moves.insert(id, game_moves);
     }
-    Ok(moves)
+    Ok(())
 }
 
 /// Adds to `moves` the plies that a capped game (`positions_max_ply`, see
@@ -621,8 +635,13 @@ mod tests {
             (7, m("e5", None, None, Some(-3), Some(2))),
             (3, m("d4", None, None, None, None)),
         ]);
-        let moves = moves_from_copy(&data).expect("well-formed COPY data");
-        assert_eq!(moves.len(), 2);
+        let asked = |ids: &[i64]| -> HashMap<i64, Vec<StoredMove>> {
+            ids.iter().map(|&id| (id, Vec::new())).collect()
+        };
+        let mut moves = asked(&[3, 7, 9]);
+        moves_from_copy(&data, &mut moves).expect("well-formed COPY data");
+        assert_eq!(moves.len(), 3);
+        assert!(moves[&9].is_empty());
         assert_eq!(
             moves[&7],
             [
@@ -631,22 +650,30 @@ mod tests {
             ]
         );
         assert_eq!(moves[&3], [m("d4", None, None, None, None)]);
-        assert!(moves_from_copy(&copy_of(&[])).expect("no rows").is_empty());
+        let mut none = asked(&[1]);
+        moves_from_copy(&copy_of(&[]), &mut none).expect("no rows");
+        assert!(none[&1].is_empty());
+        // A game not asked for: an error, not a silent extra game.
+        assert!(moves_from_copy(&data, &mut asked(&[3])).is_err());
     }
 
     #[test]
     fn malformed_copy_data_is_an_error() {
         let data = copy_of(&[(7, m("e4", Some(60_000), None, None, None))]);
+        let asked = || HashMap::from([(7, Vec::new()), (1, Vec::new())]);
         // Cut anywhere: an error, never a panic.
         for end in 0..data.len() {
-            assert!(moves_from_copy(&data[..end]).is_err(), "cut at {end}");
+            assert!(
+                moves_from_copy(&data[..end], &mut asked()).is_err(),
+                "cut at {end}"
+            );
         }
         let mut trailing = data.clone();
         trailing.push(0);
-        assert!(moves_from_copy(&trailing).is_err());
+        assert!(moves_from_copy(&trailing, &mut asked()).is_err());
         let mut bad_sig = data.clone();
         bad_sig[0] = b'X';
-        assert!(moves_from_copy(&bad_sig).is_err());
+        assert!(moves_from_copy(&bad_sig, &mut asked()).is_err());
         let mut null_san = copy_of(&[]);
         let end = null_san.len() - 2;
         null_san.truncate(end);
@@ -654,12 +681,12 @@ mod tests {
         null_san.extend(8i32.to_be_bytes());
         null_san.extend(1i64.to_be_bytes());
         null_san.extend((-1i32).to_be_bytes());
-        assert!(moves_from_copy(&null_san).is_err());
+        assert!(moves_from_copy(&null_san, &mut asked()).is_err());
         let mut wide = data;
         // The clock field's length (4 → 5) after the 19-byte header, the
         // column count, game_id and "e4".
         let at = 19 + 2 + 12 + 6;
         wide[at..at + 4].copy_from_slice(&5i32.to_be_bytes());
-        assert!(moves_from_copy(&wide).is_err());
+        assert!(moves_from_copy(&wide, &mut asked()).is_err());
     }
 }
