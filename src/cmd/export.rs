@@ -30,6 +30,9 @@ use crate::{
     store::db,
 };
 
+/// Games formatted into one text by one parallel task.
+const FORMATTED_TOGETHER: usize = 50;
+
 /// Options of `pgnload export`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
@@ -179,12 +182,17 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             true,
             |batch| {
                 // Formatting is most of the client's work: the batch's
-                // games are formatted in parallel, then written in order.
+                // games are formatted in parallel, a run of games into one
+                // text (one allocation and one write per run, not per
+                // game), then written in order.
                 let texts = batch
-                    .par_iter()
-                    .map(|(game, moves)| {
-                        let mut text = String::with_capacity(2048);
-                        pgn::write_game(game, moves, &mut text).map(|()| text)
+                    .par_chunks(FORMATTED_TOGETHER)
+                    .map(|games| {
+                        let mut text = String::with_capacity(games.len() * 2560);
+                        for (game, moves) in games {
+                            pgn::write_game(game, moves, &mut text)?;
+                        }
+                        Ok(text)
                     })
                     .collect::<Result<Vec<String>, Error>>()?;
                 for text in texts {

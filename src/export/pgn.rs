@@ -150,30 +150,67 @@ fn quoted(value: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Appends the decimal digits of `n` to `out`, at least `width` (up to
+/// ten) of them (zeros in front). By hand rather than through `write!`: export writes a
+/// clock and a move number for most moves, and the formatting machinery
+/// was a tenth of its client time.
+fn digits(n: u32, width: usize, out: &mut String) {
+    let mut buf = [b'0'; 10];
+    let mut start = buf.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    start = start.min(buf.len().saturating_sub(width));
+    for &digit in &buf[start..] {
+        out.push(char::from(digit));
+    }
+}
+
 /// Appends `h:mm:ss`, with as many fraction digits as the milliseconds
 /// need (the importer reads up to three), to `out`; `None` (and nothing
 /// written) for a negative clock, which no PGN clock can say.
-fn clock(ms: i32, out: &mut String) -> Result<Option<()>, std::fmt::Error> {
-    let Ok(ms) = u32::try_from(ms) else {
-        return Ok(None);
-    };
+fn clock(ms: i32, out: &mut String) -> Option<()> {
+    let ms = u32::try_from(ms).ok()?;
     let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
-    write!(out, "{h}:{m:02}:{s:02}")?;
+    digits(h, 1, out);
+    out.push(':');
+    digits(m, 2, out);
+    out.push(':');
+    digits(s, 2, out);
     match frac {
         0 => {}
-        f if f % 100 == 0 => write!(out, ".{}", f / 100)?,
-        f if f % 10 == 0 => write!(out, ".{:02}", f / 10)?,
-        f => write!(out, ".{f:03}")?,
+        f if f % 100 == 0 => {
+            out.push('.');
+            digits(f / 100, 1, out);
+        }
+        f if f % 10 == 0 => {
+            out.push('.');
+            digits(f / 10, 2, out);
+        }
+        f => {
+            out.push('.');
+            digits(f, 3, out);
+        }
     }
-    Ok(Some(()))
+    Some(())
 }
 
 /// Appends centipawns as pawns with two decimals (`17` → `0.17`, `-5` →
 /// `-0.05`) to `out`.
-fn pawns(cp: i32, out: &mut String) -> std::fmt::Result {
-    let sign = if cp < 0 { "-" } else { "" };
+fn pawns(cp: i32, out: &mut String) {
+    if cp < 0 {
+        out.push('-');
+    }
     let abs = cp.unsigned_abs();
-    write!(out, "{sign}{}.{:02}", abs / 100, abs % 100)
+    digits(abs / 100, 1, out);
+    out.push('.');
+    digits(abs % 100, 2, out);
 }
 
 /// The side to move and move number of the start position: from the FEN
@@ -208,7 +245,7 @@ pub fn write_move_comment(
         (Some(mate), _) => write!(out, "[%eval #{mate}]").map_err(formatting)?,
         (None, Some(cp)) => {
             out.push_str("[%eval ");
-            pawns(cp, out).map_err(formatting)?;
+            pawns(cp, out);
             out.push(']');
         }
         (None, None) => {}
@@ -218,7 +255,7 @@ pub fn write_move_comment(
             out.push(' ');
         }
         out.push_str("[%clk ");
-        clock(ms, out).map_err(formatting)?.ok_or_else(|| {
+        clock(ms, out).ok_or_else(|| {
             Error::Internal(format!(
                 "game {game_id} ply {}: negative clock {ms}",
                 ply + 1
@@ -282,8 +319,8 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
     for (ply, m) in moves.iter().enumerate() {
         if white || after_comment {
             scratch.clear();
-            let dots = if white { "." } else { "..." };
-            write!(scratch, "{number}{dots}").map_err(formatting)?;
+            digits(number, 1, &mut scratch);
+            scratch.push_str(if white { "." } else { "..." });
             text.token(&scratch);
         }
         text.token(&m.san);
@@ -318,13 +355,11 @@ mod tests {
     fn clocks_and_evals_read_back_as_written() {
         let clock = |ms| {
             let mut text = String::new();
-            clock(ms, &mut text)
-                .expect("formatting into a String")
-                .map(|()| text)
+            clock(ms, &mut text).map(|()| text)
         };
         let pawns = |cp| {
             let mut text = String::new();
-            pawns(cp, &mut text).expect("formatting into a String");
+            pawns(cp, &mut text);
             text
         };
         for ms in [
@@ -351,6 +386,38 @@ mod tests {
                 format!("[%eval {}]", pawns(cp)).as_bytes(),
             );
             assert_eq!(eval, Some(crate::chess::model::Eval::Centipawns(cp)));
+        }
+    }
+
+    #[test]
+    fn digits_by_hand_are_what_format_writes() {
+        for n in [0, 1, 9, 10, 59, 99, 100, 999, 1000, 4_294_967_295] {
+            for width in 0..=10 {
+                let mut out = String::from("x");
+                digits(n, width, &mut out);
+                assert_eq!(out, format!("x{n:0width$}"));
+            }
+        }
+        let mut text = String::new();
+        for cp in [
+            -100_001,
+            -101,
+            -99,
+            -1,
+            0,
+            1,
+            5,
+            99,
+            100,
+            1234,
+            i32::MIN,
+            i32::MAX,
+        ] {
+            text.clear();
+            pawns(cp, &mut text);
+            let abs = cp.unsigned_abs();
+            let sign = if cp < 0 { "-" } else { "" };
+            assert_eq!(text, format!("{sign}{}.{:02}", abs / 100, abs % 100));
         }
     }
 

@@ -3,10 +3,11 @@
 //! server-side cursor so that memory stays bounded by the batch, whatever
 //! the number of games.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, fmt::Write as _};
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::{Client, GenericClient, Row, types::Json};
+use futures_util::TryStreamExt;
+use tokio_postgres::{Client, CopyOutStream, Row, Transaction, types::Json};
 
 use crate::{
     chess::{
@@ -22,12 +23,16 @@ use crate::{
 /// moves of this many games).
 const BATCH: i64 = 500;
 
-/// The columns of [`StoredGame`], over `games g` and its joins.
+/// The columns of [`StoredGame`], over `games g` and its joins, then the
+/// move codes of a game whose positions are capped (null for the others):
+/// what [`complete_capped`] replays, read with the game rather than by a
+/// query of their own.
 const SELECT: &str = "
 SELECT g.id, g.source, g.external_id, wp.username, bp.username, g.white_elo, g.black_elo,
        g.result, g.started_at, g.ply_count, e.name, g.site, g.round, g.white_rating_diff,
        g.black_rating_diff, wp.title, bp.title, g.time_control, g.variant::text,
-       g.termination::text, g.eco, g.opening, g.start_fen, g.tags
+       g.termination::text, g.eco, g.opening, g.start_fen, g.tags,
+       CASE WHEN g.positions_max_ply IS NOT NULL THEN g.moves END
 FROM games g
 LEFT JOIN players wp ON wp.id = g.white_player_id
 LEFT JOIN players bp ON bp.id = g.black_player_id
@@ -87,8 +92,12 @@ pub struct StoredGame {
     pub tags: serde_json::Map<String, serde_json::Value>,
 }
 
+/// A game as read by [`SELECT`], before its moves: the game, and the move
+/// codes of `games.moves` when its positions are capped.
+type Fetched = (StoredGame, Option<Vec<u8>>);
+
 impl StoredGame {
-    fn from_row(row: &Row) -> Result<StoredGame, Error> {
+    fn from_row(row: &Row) -> Result<Fetched, Error> {
         let variant: String = row.get(18);
         let variant = GameVariant::ALL
             .into_iter()
@@ -108,7 +117,7 @@ impl StoredGame {
                 )));
             }
         };
-        Ok(StoredGame {
+        let game = StoredGame {
             id: row.get(0),
             source: row.get(1),
             external_id: row.get(2),
@@ -133,7 +142,8 @@ impl StoredGame {
             opening: row.get(21),
             start_fen: row.get(22),
             tags,
-        })
+        };
+        Ok((game, row.get(24)))
     }
 
     /// The result as PGN writes it.
@@ -189,75 +199,225 @@ pub async fn find(
     let Some(row) = row else {
         return Ok(None);
     };
-    let stored = StoredGame::from_row(&row)?;
-    let mut moves = moves_of(client, &[stored.id]).await?;
-    let moves = moves.remove(&stored.id).unwrap_or_default();
-    Ok(Some((stored, moves)))
+    let mut found = attach_moves(client, vec![StoredGame::from_row(&row)?]).await?;
+    Ok(found.pop())
 }
 
-/// The moves of `ids`, by game, in ply order.
-async fn moves_of<C: GenericClient>(
+/// A connection that runs `COPY … TO STDOUT`: a client or a transaction
+/// (tokio-postgres' `GenericClient` has no `copy_out`).
+trait CopyOut {
+    async fn copy_out_of(&self, sql: &str) -> Result<CopyOutStream, tokio_postgres::Error>;
+}
+
+impl CopyOut for Client {
+    async fn copy_out_of(&self, sql: &str) -> Result<CopyOutStream, tokio_postgres::Error> {
+        self.copy_out(sql).await
+    }
+}
+
+impl CopyOut for Transaction<'_> {
+    async fn copy_out_of(&self, sql: &str) -> Result<CopyOutStream, tokio_postgres::Error> {
+        self.copy_out(sql).await
+    }
+}
+
+/// `games` with their moves, in ply order. The moves come in one binary
+/// `COPY` decoded here straight into [`StoredMove`]s: export reads every
+/// move of every game, and decoding each as a query row (a row object,
+/// its column ranges, a hash per move) was most of its client time.
+async fn attach_moves<C: CopyOut>(
     client: &C,
-    ids: &[i64],
-) -> Result<HashMap<i64, Vec<StoredMove>>, Error> {
-    let rows = client
-        .query(
-            "SELECT game_id, san, clock_ms, eval_cp, eval_mate, nag FROM moves
-             WHERE game_id = ANY($1) ORDER BY game_id, ply",
-            &[&ids],
-        )
+    games: Vec<Fetched>,
+) -> Result<Vec<GameWithMoves>, Error> {
+    if games.is_empty() {
+        return Ok(Vec::new());
+    }
+    // COPY takes no parameters; ids are integers, so written in the text.
+    let mut ids = String::with_capacity(games.len() * 8);
+    for (i, (game, _)) in games.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        write!(ids, "{sep}{}", game.id).expect("formatting into a String cannot fail");
+    }
+    // The range too: with it the index scan walks the batch's part of
+    // the index once rather than descending from the root for every id
+    // (a third of the server's time for an export in import order).
+    let (low, high) = games
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(low, high), (game, _)| {
+            (low.min(game.id), high.max(game.id))
+        });
+    let sql = format!(
+        "COPY (SELECT game_id, san, clock_ms, eval_cp, eval_mate, nag FROM moves
+               WHERE game_id = ANY('{{{ids}}}'::bigint[]) AND game_id BETWEEN {low} AND {high}
+               ORDER BY game_id, ply)
+         TO STDOUT (FORMAT binary)"
+    );
+    let stream = client
+        .copy_out_of(&sql)
         .await
         .map_err(db_err("reading moves"))?;
-    let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::with_capacity(ids.len());
-    for row in rows {
-        moves.entry(row.get(0)).or_default().push(StoredMove {
-            san: row.get(1),
-            clock_ms: row.get(2),
-            eval_cp: row.get(3),
-            eval_mate: row.get(4),
-            nag: row.get(5),
-        });
+    let plies = |game: &StoredGame| usize::try_from(game.ply_count).unwrap_or(0);
+    let mut moves: HashMap<i64, Vec<StoredMove>> = games
+        .iter()
+        .map(|(game, _)| (game.id, Vec::with_capacity(plies(game))))
+        .collect();
+    // About 40 bytes a move in binary COPY.
+    let mut data = Vec::with_capacity(games.iter().map(|(game, _)| plies(game) * 40).sum());
+    let mut stream = std::pin::pin!(stream);
+    while let Some(chunk) = stream.try_next().await.map_err(db_err("reading moves"))? {
+        data.extend_from_slice(&chunk);
     }
-    complete_capped(client, ids, &mut moves).await?;
-    Ok(moves)
+    moves_from_copy(&data, &mut moves)?;
+    games
+        .into_iter()
+        .map(|(game, codes)| {
+            let mut game_moves = moves.remove(&game.id).unwrap_or_default();
+            if let Some(codes) = codes {
+                complete_capped(&game, &codes, &mut game_moves)?;
+            }
+            Ok((game, game_moves))
+        })
+        .collect()
 }
 
-/// Adds to `moves` the plies that capped games (`positions_max_ply`, see
-/// `sql/0010_positions_cap.sql`) have no rows for, replayed from
-/// `games.moves`: every move is written, past the cap without annotations.
-async fn complete_capped<C: GenericClient>(
-    client: &C,
-    ids: &[i64],
-    moves: &mut HashMap<i64, Vec<StoredMove>>,
-) -> Result<(), Error> {
-    let rows = client
-        .query(
-            "SELECT id, variant::text, start_fen, moves FROM games
-             WHERE id = ANY($1) AND positions_max_ply IS NOT NULL",
-            &[&ids],
-        )
-        .await
-        .map_err(db_err("reading the moves of capped games"))?;
-    for row in rows {
-        let id: i64 = row.get(0);
-        let label: String = row.get(1);
-        let variant = GameVariant::ALL
-            .into_iter()
-            .find(|v| v.as_db_label() == label)
-            .ok_or_else(|| Error::Internal(format!("game {id}: unknown variant {label:?}")))?;
-        let start_fen: Option<String> = row.get(2);
-        let codes: Vec<u8> = row.get(3);
-        let stored = moves.entry(id).or_default();
-        let rest = sans_after(variant, start_fen.as_deref(), &codes, stored.len())
-            .map_err(|e| Error::Internal(format!("game {id}: games.moves does not replay: {e}")))?;
-        stored.extend(rest.into_iter().map(|san| StoredMove {
-            san,
-            clock_ms: None,
-            eval_cp: None,
-            eval_mate: None,
-            nag: None,
-        }));
+/// The signature that opens PostgreSQL's binary `COPY` format.
+const COPY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
+
+/// Reads PostgreSQL's binary `COPY` format: big-endian integers,
+/// length-prefixed fields. Malformed data is an error, never a panic.
+struct CopyReader<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> CopyReader<'a> {
+    fn malformed(what: &str) -> Error {
+        Error::Internal(format!("reading moves: malformed COPY data: {what}"))
     }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.data.len() < n {
+            return Err(Self::malformed("truncated"));
+        }
+        let (head, rest) = self.data.split_at(n);
+        self.data = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let bytes = self.take(N)?;
+        bytes
+            .try_into()
+            .map_err(|_| Self::malformed("short integer"))
+    }
+
+    /// A field: `None` for NULL, else its bytes.
+    fn field(&mut self) -> Result<Option<&'a [u8]>, Error> {
+        match i32::from_be_bytes(self.array()?) {
+            -1 => Ok(None),
+            len => {
+                let len = usize::try_from(len).map_err(|_| Self::malformed("negative length"))?;
+                self.take(len).map(Some)
+            }
+        }
+    }
+
+    /// A field holding an integer of `N` bytes, or NULL.
+    fn int<const N: usize>(&mut self) -> Result<Option<[u8; N]>, Error> {
+        self.field()?
+            .map(|bytes| {
+                bytes
+                    .try_into()
+                    .map_err(|_| Self::malformed("integer of the wrong width"))
+            })
+            .transpose()
+    }
+}
+
+/// Adds the moves of a binary `COPY` of `game_id, san, clock_ms, eval_cp,
+/// eval_mate, nag` to `moves`, which holds a list (sized for the game's
+/// plies: no regrowth per move) for every game asked for; a row of another
+/// game is an error. Rows of one game come together, so a game costs two
+/// map lookups, not one per move.
+fn moves_from_copy(data: &[u8], moves: &mut HashMap<i64, Vec<StoredMove>>) -> Result<(), Error> {
+    let mut r = CopyReader { data };
+    if r.take(COPY_SIGNATURE.len())? != COPY_SIGNATURE {
+        return Err(CopyReader::malformed("no PGCOPY signature"));
+    }
+    let _flags = r.take(4)?;
+    let extension = u32::from_be_bytes(r.array()?);
+    r.take(usize::try_from(extension).map_err(|_| CopyReader::malformed("header"))?)?;
+    // The game whose rows are being read, its list taken out of the map.
+    let mut run: Option<(i64, Vec<StoredMove>)> = None;
+    loop {
+        match i16::from_be_bytes(r.array()?) {
+            -1 => break,
+            6 => {}
+            n => return Err(CopyReader::malformed(&format!("{n} columns, not 6"))),
+        }
+        let game_id = r
+            .int::<8>()?
+            .map(i64::from_be_bytes)
+            .ok_or_else(|| CopyReader::malformed("null game_id"))?;
+        let san = r
+            .field()?
+            .ok_or_else(|| CopyReader::malformed("null san"))?;
+        let san = std::str::from_utf8(san)
+            .map_err(|_| CopyReader::malformed("san is not UTF-8"))?
+            .to_owned();
+        let m = StoredMove {
+            san,
+            clock_ms: r.int::<4>()?.map(i32::from_be_bytes),
+            eval_cp: r.int::<4>()?.map(i32::from_be_bytes),
+            eval_mate: r.int::<4>()?.map(i32::from_be_bytes),
+            nag: r.int::<2>()?.map(i16::from_be_bytes),
+        };
+        match &mut run {
+            Some((id, game_moves)) if *id == game_id => game_moves.push(m),
+            _ => {
+                if let Some((id, game_moves)) = run.take() {
+                    moves.insert(id, game_moves);
+                }
+                let mut game_moves =
+                    moves.get_mut(&game_id).map(std::mem::take).ok_or_else(|| {
+                        CopyReader::malformed(&format!("a row of game {game_id}, not asked for"))
+                    })?;
+                game_moves.push(m);
+                run = Some((game_id, game_moves));
+            }
+        }
+    }
+    if !r.data.is_empty() {
+        return Err(CopyReader::malformed("data after the end"));
+    }
+    if let Some((id, game_moves)) = run {
+        moves.insert(id, game_moves);
+    }
+    Ok(())
+}
+
+/// Adds to `moves` the plies that a capped game (`positions_max_ply`, see
+/// `sql/0010_positions_cap.sql`) has no rows for, replayed from its move
+/// codes (`games.moves`): every move is written, past the cap without
+/// annotations.
+fn complete_capped(
+    game: &StoredGame,
+    codes: &[u8],
+    moves: &mut Vec<StoredMove>,
+) -> Result<(), Error> {
+    let rest =
+        sans_after(game.variant, game.start_fen.as_deref(), codes, moves.len()).map_err(|e| {
+            Error::Internal(format!(
+                "game {}: games.moves does not replay: {e}",
+                game.id
+            ))
+        })?;
+    moves.extend(rest.into_iter().map(|san| StoredMove {
+        san,
+        clock_ms: None,
+        eval_cp: None,
+        eval_mate: None,
+        nag: None,
+    }));
     Ok(())
 }
 
@@ -311,8 +471,9 @@ pub async fn for_each(
 /// callers that work on several games at once (export formats a batch in
 /// parallel). The next batch is read by another thread while `each` works
 /// on the current one, so the server's and the caller's work overlap:
-/// export was the sum of the two before. At most three batches are held
-/// (one read, one queued, one in `each`), whatever the number of games.
+/// export was the sum of the two before. At most four batches are held
+/// (one read, one queued, one in `each`, and the games of the next one),
+/// whatever the number of games.
 pub async fn for_each_batch(
     client: &mut Client,
     filter: &GameFilter,
@@ -356,13 +517,27 @@ pub async fn for_each_batch(
         let reader = scope.spawn(move || {
             let (handle, tx) = read;
             handle.block_on(async {
-                loop {
-                    let batch = next_batch(tx, with_moves).await?;
-                    if batch.is_empty() || sender.send(batch).is_err() {
-                        // The end, or `each` failed and stopped listening.
-                        return Ok::<_, Error>(());
+                let mut games = next_games(tx).await?;
+                while !games.is_empty() {
+                    // The next games are asked for with this batch's
+                    // moves: the server has its next query at hand
+                    // instead of waiting a round trip for it.
+                    let (batch, next) = if with_moves {
+                        tokio::try_join!(attach_moves(tx, games), next_games(tx))?
+                    } else {
+                        let batch = games
+                            .into_iter()
+                            .map(|(game, _)| (game, Vec::new()))
+                            .collect();
+                        (batch, next_games(tx).await?)
+                    };
+                    if sender.send(batch).is_err() {
+                        // `each` failed and stopped listening.
+                        break;
                     }
+                    games = next;
                 }
+                Ok::<_, Error>(())
             })
         });
         let mut done = 0u64;
@@ -387,31 +562,131 @@ pub async fn for_each_batch(
     Ok(done)
 }
 
-/// The next batch of the `pgnload_games` cursor with the games' moves
-/// (none when not `with_moves`); empty at the end.
-async fn next_batch(
-    tx: &tokio_postgres::Transaction<'_>,
-    with_moves: bool,
-) -> Result<Vec<GameWithMoves>, Error> {
+/// The next batch of the `pgnload_games` cursor, without moves yet; empty
+/// at the end.
+async fn next_games(tx: &Transaction<'_>) -> Result<Vec<Fetched>, Error> {
     let rows = tx
         .query(&format!("FETCH {BATCH} FROM pgnload_games"), &[])
         .await
         .map_err(db_err("reading games"))?;
-    let games = rows
-        .iter()
-        .map(StoredGame::from_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut moves = if with_moves && !games.is_empty() {
-        let ids: Vec<i64> = games.iter().map(|g| g.id).collect();
-        moves_of(tx, &ids).await?
-    } else {
-        HashMap::new()
-    };
-    Ok(games
-        .into_iter()
-        .map(|game| {
-            let game_moves = moves.remove(&game.id).unwrap_or_default();
-            (game, game_moves)
-        })
-        .collect())
+    rows.iter().map(StoredGame::from_row).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(
+        san: &str,
+        clock_ms: Option<i32>,
+        eval_cp: Option<i32>,
+        eval_mate: Option<i32>,
+        nag: Option<i16>,
+    ) -> StoredMove {
+        StoredMove {
+            san: san.to_owned(),
+            clock_ms,
+            eval_cp,
+            eval_mate,
+            nag,
+        }
+    }
+
+    /// A binary COPY of `rows` (game id, move) as PostgreSQL writes it.
+    fn copy_of(rows: &[(i64, StoredMove)]) -> Vec<u8> {
+        let mut out = COPY_SIGNATURE.to_vec();
+        out.extend(0u32.to_be_bytes());
+        out.extend(4u32.to_be_bytes());
+        out.extend([9, 9, 9, 9]); // a header extension, skipped
+        let field = |out: &mut Vec<u8>, bytes: Option<&[u8]>| match bytes {
+            Some(bytes) => {
+                out.extend(
+                    i32::try_from(bytes.len())
+                        .expect("a short field")
+                        .to_be_bytes(),
+                );
+                out.extend(bytes);
+            }
+            None => out.extend((-1i32).to_be_bytes()),
+        };
+        for (id, m) in rows {
+            out.extend(6i16.to_be_bytes());
+            field(&mut out, Some(&id.to_be_bytes()));
+            field(&mut out, Some(m.san.as_bytes()));
+            for value in [m.clock_ms, m.eval_cp, m.eval_mate] {
+                field(
+                    &mut out,
+                    value.map(i32::to_be_bytes).as_ref().map(|b| &b[..]),
+                );
+            }
+            field(
+                &mut out,
+                m.nag.map(i16::to_be_bytes).as_ref().map(|b| &b[..]),
+            );
+        }
+        out.extend((-1i16).to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn moves_are_decoded_from_binary_copy_by_game() {
+        let data = copy_of(&[
+            (7, m("e4", Some(60_000), Some(17), None, None)),
+            (7, m("e5", None, None, Some(-3), Some(2))),
+            (3, m("d4", None, None, None, None)),
+        ]);
+        let asked = |ids: &[i64]| -> HashMap<i64, Vec<StoredMove>> {
+            ids.iter().map(|&id| (id, Vec::new())).collect()
+        };
+        let mut moves = asked(&[3, 7, 9]);
+        moves_from_copy(&data, &mut moves).expect("well-formed COPY data");
+        assert_eq!(moves.len(), 3);
+        assert!(moves[&9].is_empty());
+        assert_eq!(
+            moves[&7],
+            [
+                m("e4", Some(60_000), Some(17), None, None),
+                m("e5", None, None, Some(-3), Some(2))
+            ]
+        );
+        assert_eq!(moves[&3], [m("d4", None, None, None, None)]);
+        let mut none = asked(&[1]);
+        moves_from_copy(&copy_of(&[]), &mut none).expect("no rows");
+        assert!(none[&1].is_empty());
+        // A game not asked for: an error, not a silent extra game.
+        assert!(moves_from_copy(&data, &mut asked(&[3])).is_err());
+    }
+
+    #[test]
+    fn malformed_copy_data_is_an_error() {
+        let data = copy_of(&[(7, m("e4", Some(60_000), None, None, None))]);
+        let asked = || HashMap::from([(7, Vec::new()), (1, Vec::new())]);
+        // Cut anywhere: an error, never a panic.
+        for end in 0..data.len() {
+            assert!(
+                moves_from_copy(&data[..end], &mut asked()).is_err(),
+                "cut at {end}"
+            );
+        }
+        let mut trailing = data.clone();
+        trailing.push(0);
+        assert!(moves_from_copy(&trailing, &mut asked()).is_err());
+        let mut bad_sig = data.clone();
+        bad_sig[0] = b'X';
+        assert!(moves_from_copy(&bad_sig, &mut asked()).is_err());
+        let mut null_san = copy_of(&[]);
+        let end = null_san.len() - 2;
+        null_san.truncate(end);
+        null_san.extend(6i16.to_be_bytes());
+        null_san.extend(8i32.to_be_bytes());
+        null_san.extend(1i64.to_be_bytes());
+        null_san.extend((-1i32).to_be_bytes());
+        assert!(moves_from_copy(&null_san, &mut asked()).is_err());
+        let mut wide = data;
+        // The clock field's length (4 → 5) after the 19-byte header, the
+        // column count, game_id and "e4".
+        let at = 19 + 2 + 12 + 6;
+        wide[at..at + 4].copy_from_slice(&5i32.to_be_bytes());
+        assert!(moves_from_copy(&wide, &mut asked()).is_err());
+    }
 }
