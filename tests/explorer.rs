@@ -370,11 +370,20 @@ fn explore_equals_a_python_recount_of_the_pgn_files() {
     assert_explore_matches_python(&db, &files, None, &["--until", "2024-12"]);
     assert_explore_matches_python(&db, &files, None, &["--speeds", "correspondence,classical"]);
     assert_explore_matches_python(&db, &files, None, &["--variant", "antichess"]);
-    // A rare position, by FEN: one reached by exactly one game.
+    // A rare position, by FEN: one reached by exactly one game, which has
+    // no counter rows (sql/0012): explore groups its game instead.
     let rare = db.psql(
-        "SELECT p.normalized_fen FROM explorer_moves e JOIN positions p ON p.id = e.position_id
-         WHERE e.variant = 'standard' GROUP BY p.normalized_fen
-         HAVING sum(e.games) = 1 ORDER BY p.normalized_fen LIMIT 1",
+        "SELECT p.normalized_fen FROM explorer_game_moves v JOIN positions p ON p.id = v.position_id
+         WHERE v.variant = 'standard' GROUP BY p.normalized_fen
+         HAVING count(*) = 1 ORDER BY p.normalized_fen LIMIT 1",
+    );
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT count(*) FROM explorer_moves e JOIN positions p ON p.id = e.position_id
+             WHERE p.normalized_fen = '{rare}'"
+        )),
+        "0",
+        "a position one game reached has no counter rows"
     );
     let answer = assert_explore_matches_python(&db, &files, Some(&rare), &[]);
     assert_eq!(
@@ -711,4 +720,98 @@ fn a_database_without_counters_refuses_explore_and_verify_and_an_unfinished_bulk
         "{stderr}"
     );
     assert_eq!(db.psql("SELECT enabled FROM explorer_state"), "f");
+}
+
+/// `sql/0012`: on one node a position one game reached has no counter
+/// rows; the others have complete rows, or are queued and answered from
+/// the games until counted. Three importers at once, two of them racing
+/// through the same games (so for the same new positions), while another
+/// session holds the import lock: none is alone at its end, so their
+/// queues wait for `db explorer compact`; a later import alone counts its
+/// own. `explore` equals the Python recount at every step, and `verify
+/// --explorer` (which requires rows for every position two games reached
+/// that is not queued) is clean.
+#[test]
+fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
+    let dir = scratch_dir("pgnload-explorer-shared-");
+    let mut files = corpus(dir.path());
+    let db = fresh_db("explorer_shared");
+    enable_explorer(db.pgnload());
+    let mut holder = std::process::Command::new("psql")
+        .env("PGAPPNAME", "pgnload-test-lock-holder")
+        .args([&db.url, "-XAtq", "-c"])
+        // The import lock's key (src/ingest/bulk.rs LOCK): were it another,
+        // every importer would be alone and the queue count below 0.
+        .arg(format!(
+            "SELECT pg_advisory_lock_shared({}); SELECT pg_sleep(600)",
+            0x7067_6e6c_6275_6c6b_i64
+        ))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start psql holding the import lock");
+    while db.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") == "0" {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let importers: Vec<_> = [&files[0..1], &files[1..2], &files[2..]]
+        .into_iter()
+        .map(|part| {
+            let mut cmd = db.pgnload();
+            cmd.args(["import", "--mode", "incremental", "--batch-games", "20"])
+                .args(part);
+            cmd.spawn().expect("start an importer")
+        })
+        .collect();
+    for importer in importers {
+        let out = importer.wait_with_output().expect("wait for an importer");
+        assert_ok(&out, &[0]);
+    }
+    let queued: u64 = db
+        .psql("SELECT count(*) FROM explorer_pending")
+        .parse()
+        .expect("a count");
+    assert!(queued > 0, "no importer was alone, so their queues wait");
+    let check = |files: &[PathBuf], label: &str| {
+        let (code, output) = verify_explorer(&db, dir.path());
+        assert_eq!(code, Some(0), "{label}: {output}");
+        assert_explore_matches_python(&db, files, None, &[]);
+        assert_explore_matches_python(&db, files, None, &["--play", "e2e4,c7c5,g1f3"]);
+        assert_explore_matches_python(&db, files, None, &["--play", "d2d4,d7d5,c2c4,e7e6"]);
+    };
+    check(&files, "queued");
+    db.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'pgnload-test-lock-holder'",
+    );
+    holder.wait().expect("reap the lock holder");
+
+    let said = db.quiet_ok(&["db", "explorer", "compact"]);
+    assert!(
+        said.starts_with(&format!(
+            "explorer counters: {queued} queued positions counted in "
+        )),
+        "{said}"
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
+    check(&files, "compacted");
+    let single_game_positions_with_rows = "SELECT count(*) FROM explorer_moves
+         WHERE position_id IN (SELECT position_id FROM explorer_game_moves
+                               GROUP BY position_id HAVING count(*) = 1)";
+    assert_eq!(db.psql(single_game_positions_with_rows), "0");
+    assert_ne!(db.psql("SELECT count(*) FROM explorer_moves"), "0");
+
+    // Alone, an import counts its queue at its end.
+    let more = dir.path().join("renamed-2.pgn");
+    std::fs::write(&more, renamed_sample(2)).expect("write a second renamed copy");
+    assert_ok(
+        &import(
+            &db,
+            &["-q", "--mode", "incremental"],
+            std::slice::from_ref(&more),
+        ),
+        &[0],
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
+    files.push(more);
+    check(&files, "alone");
+    assert_eq!(db.psql(single_game_positions_with_rows), "0");
 }

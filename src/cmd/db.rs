@@ -49,8 +49,9 @@ pub enum ExplorerCommand {
     Enable,
     /// Drop the counters and stop keeping them (imports get faster; `explore` stops working).
     Disable,
-    /// Sharded layout: fold the rows each batch added into one per key and
-    /// shard, so that `explore` stays fast (safe while imports run).
+    /// Count the positions imports queued (single node; waits for running
+    /// imports), or on shards fold the rows each batch added into one per
+    /// key and shard (safe while imports run): either keeps `explore` fast.
     Compact,
 }
 
@@ -133,21 +134,28 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
 }
 
 /// Runs `pgnload db explorer compact`; returns the summary line.
-fn compact_explorer(settings: &Settings) -> Result<String, Error> {
+fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
     let started = Instant::now();
+    let waiting = || {
+        if !quiet {
+            eprintln!("pgnload: waiting for running imports to finish");
+        }
+    };
     let compacted = db::runtime()?.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let compacted = explorer::compact(&mut database.client).await?;
+        let compacted = explorer::compact(&mut database.client, &waiting).await?;
         database.close()?;
         Ok::<_, Error>(compacted)
     })?;
+    let seconds = started.elapsed().as_secs_f64();
     Ok(match compacted {
-        None => "nothing to compact: a single node keeps one counter row per key".to_owned(),
-        Some(explorer::Compacted { before, after }) => format!(
-            "explorer counters compacted: {before} rows into {after} in {:.1} s",
-            started.elapsed().as_secs_f64()
-        ),
+        explorer::Compacted::Queue { positions } => {
+            format!("explorer counters: {positions} queued positions counted in {seconds:.1} s")
+        }
+        explorer::Compacted::Shards { before, after } => {
+            format!("explorer counters compacted: {before} rows into {after} in {seconds:.1} s")
+        }
     })
 }
 
@@ -273,7 +281,7 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
         DbCommand::Url => embedded(settings)?.connection_url(),
         DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, quiet)?,
         DbCommand::Explorer(ExplorerCommand::Disable) => switch_explorer(false, settings, quiet)?,
-        DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings)?,
+        DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings, quiet)?,
     };
     super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)

@@ -7,7 +7,7 @@
 //! What a game contributes is defined by the view `explorer_game_moves`
 //! of `sql/0004_explorer.sql` (its categories and the move of its last
 //! visit to each position); a delete and the recount group that view with
-//! [`GROUPED`], restricted to the games they are about. An import batch
+//! [`GROUPED`](crate::store::counts::GROUPED), restricted to the games they are about. An import batch
 //! (either mode) instead aggregates its games in memory with the
 //! categories of [`crate::chess::category`] ([`add_batch`]) and sends one
 //! row per counter: grouping the view over the moves just written cost
@@ -16,13 +16,24 @@
 //! recounts through the view, and the tests run it after incremental
 //! imports.
 //!
+//! A position's rows are complete (they count every game that reached
+//! it) unless it is queued in `explorer_pending`; a position without rows,
+//! or queued, is answered by grouping its games from the view
+//! (`sql/0012_explorer_shared_positions.sql` says why). On a single node,
+//! an incremental batch ([`Counting::Shared`]) adds its games to positions
+//! that have rows and to those it created and reached twice or more, and
+//! queues the others that two games may have reached; [`count_pending`]
+//! counts the queue with the import lock held exclusively. Rows reaching
+//! zero games stay, so that no batch sees a position's rows disappear
+//! between looking and adding.
+//!
 //! On a sharded layout ([`crate::store::shards`]) a batch adds rows of
 //! counts instead of updating one row per key (no `ON CONFLICT DO UPDATE`
 //! through a foreign table), one per key and shard, anchored on a game of
 //! that shard so that they commit with the games they count; readers sum
 //! a key's rows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio_postgres::{Client, GenericClient, Transaction, types::ToSql};
 
@@ -33,31 +44,23 @@ use crate::{
     },
     error::Error,
     ingest::dedup::{KeyMap, PositionKey},
-    store::shards::Shards,
+    store::{
+        counts::{KEY, grouped},
+        shards::Shards,
+    },
 };
 
-/// The key columns of a counter row, in primary-key order.
-const KEY: &str = "position_id, variant, speed, rating_group, month, move";
-
-/// The counters of the view's rows matching `{filter}`, grouped by key:
-/// `position_id, variant, speed, rating_group, month, move, games, white,
-/// draws, black, rated_games, rating_sum, last_played`. (Counts are cast
-/// to `integer`: a count past it is an error, never a clamp.)
-const GROUPED: &str = "
-SELECT position_id, variant, speed, rating_group, month, move,
-       count(*)::integer AS games, (count(*) FILTER (WHERE result = 1))::integer AS white,
-       (count(*) FILTER (WHERE result = 0))::integer AS draws,
-       (count(*) FILTER (WHERE result = -1))::integer AS black,
-       count(average)::integer AS rated_games, coalesce(sum(average), 0)::bigint AS rating_sum,
-       max(started_at) AS last_played
-FROM explorer_game_moves
-WHERE {filter}
-GROUP BY position_id, variant, speed, rating_group, month, move";
-
-/// [`GROUPED`] over the games matching `filter` (a condition on
-/// `game_id` or `position_id`, which reach the moves indexes).
-fn grouped(filter: &str) -> String {
-    GROUPED.replace("{filter}", filter)
+/// [`grouped`] restricted to the positions that two games or more
+/// reached: what a single node keeps rows for (the others are counted
+/// from the view when asked).
+fn shared_positions_only(filter: &str) -> String {
+    format!(
+        "SELECT {KEY}, games, white, draws, black, rated_games, rating_sum, last_played
+         FROM (SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games
+               FROM ({grouped}) g) s
+         WHERE position_games >= 2",
+        grouped = grouped(filter)
+    )
 }
 
 /// [`grouped`] per shard of the games counted, with the lowest of their
@@ -78,7 +81,7 @@ fn grouped_by_shard(filter: &str, shards: Shards) -> String {
         )
 }
 
-/// Adds the counts of `rows` (a select of [`GROUPED`]'s columns) to
+/// Adds the counts of `rows` (a select of [`GROUPED`](crate::store::counts::GROUPED)'s columns) to
 /// `explorer_moves`.
 fn add_sql(rows: &str) -> String {
     format!(
@@ -111,17 +114,73 @@ struct Counts {
     last_played: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// Counts the games of an incremental batch just inserted with their moves,
-/// in the caller's transaction: each `(games.id, game, position keys)`,
-/// with `ids` resolving the keys. The same counts as [`GROUPED`] over the
-/// view, built in memory and sent as one array per column.
+/// Which positions a batch writes counter rows for.
+#[derive(Debug, Clone, Copy)]
+pub enum Counting<'a> {
+    /// Every position, as rows added per shard (a sharded layout).
+    Sharded(Shards),
+    /// A batch (either mode) or `game put` on a single node: positions
+    /// with rows get the batch's games, and so do the positions it created
+    /// and reached twice or more; the others are queued in
+    /// `explorer_pending` if two games may have reached them (see
+    /// `positions_to_count`). A position it created and reached once needs
+    /// neither a row nor a look: any other game there comes from an import
+    /// that did not create it, which queues it.
+    Shared {
+        /// Positions created by the batch.
+        fresh: &'a Fresh,
+    },
+}
+
+/// Positions a batch created (in its first phase), which no row can count
+/// yet unless queued positions were counted or the counters filled since:
+/// `epoch` is `explorer_rows_epoch` read before they were created, and
+/// [`add_batch`] trusts `ids` only if it still reads the same.
+#[derive(Debug, Clone, Default)]
+pub struct Fresh {
+    /// `explorer_rows_epoch` before the positions were created.
+    pub epoch: i64,
+    /// The positions created.
+    pub ids: HashSet<i64>,
+}
+
+impl Fresh {
+    /// Reads `explorer_rows_epoch`: call before creating the positions.
+    pub async fn epoch(client: &impl GenericClient) -> Result<i64, Error> {
+        Ok(client
+            .query_one("SELECT last_value FROM explorer_rows_epoch", &[])
+            .await
+            .map_err(crate::store::db::db_err("reading explorer_rows_epoch"))?
+            .get(0))
+    }
+}
+
+/// Advances `explorer_rows_epoch`: call before giving existing positions
+/// rows (see [`Fresh`]).
+async fn advance_epoch(client: &impl GenericClient) -> Result<(), Error> {
+    client
+        .execute("SELECT nextval('explorer_rows_epoch')", &[])
+        .await
+        .map_err(crate::store::db::db_err("advancing explorer_rows_epoch"))?;
+    Ok(())
+}
+
+/// Counts the games of a batch just inserted with their moves, in the
+/// caller's transaction: each `(games.id, game, position keys)`, with `ids`
+/// resolving the keys, and `counting` saying which positions get rows. The
+/// same counts as [`GROUPED`](crate::store::counts::GROUPED) over the view, built in memory and sent as
+/// one array per column.
 pub async fn add_batch<'a>(
     tx: &Transaction<'_>,
     games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey])>,
     ids: &KeyMap<i64>,
-    shards: Option<Shards>,
-) -> Result<u64, Error> {
+    counting: Counting<'_>,
+) -> Result<(), Error> {
     let games: Vec<(i64, &GameRecord, &[PositionKey])> = games.collect();
+    let shards = match counting {
+        Counting::Sharded(shards) => Some(shards),
+        Counting::Shared { .. } => None,
+    };
     let anchors = match shards {
         None => HashMap::new(),
         Some(shards) => anchors(tx, &games, shards).await?,
@@ -129,6 +188,8 @@ pub async fn add_batch<'a>(
     // Keyed by anchor too: on shards a counter row counts the games of
     // one shard (0 on a single node, where one row per key is updated).
     let mut counters: HashMap<(i64, CounterKey), Counts> = HashMap::new();
+    // How many of the batch's games reached each position.
+    let mut reached: HashMap<i64, u32> = HashMap::new();
     let mut last_visit: HashMap<i64, i16> = HashMap::new();
     for (game_id, game, keys) in games {
         let anchor = match shards {
@@ -168,6 +229,7 @@ pub async fn add_batch<'a>(
             last_visit.insert(*position, ply.code.cast_signed());
         }
         for (&position, &code) in &last_visit {
+            *reached.entry(position).or_default() += 1;
             let counts = counters
                 .entry((
                     anchor,
@@ -188,8 +250,12 @@ pub async fn add_batch<'a>(
             counts.last_played = counts.last_played.max(meta.started_at);
         }
     }
+    if let Counting::Shared { fresh } = counting {
+        let counted = positions_to_count(tx, &reached, fresh).await?;
+        counters.retain(|(_, key), _| counted.contains(&key.0));
+    }
     if counters.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
     // Key order, so that concurrent importers lock rows in the same order.
     let mut rows: Vec<((i64, CounterKey), Counts)> = counters.into_iter().collect();
@@ -252,7 +318,174 @@ pub async fn add_batch<'a>(
         .await
         .map_err(crate::store::db::db_err(
             "adding the batch to the explorer counters",
-        ))
+        ))?;
+    Ok(())
+}
+
+/// [`Counting::Shared`]: of the positions the batch reached (each with how
+/// many of its games did), returns those to add the batch's games to: the
+/// ones with rows, and the fresh ones it reached twice or more (all their
+/// games are the batch's, unless another import reached them since, which
+/// then queued them: a position is claimed by queueing it here, and left
+/// queued if it was). It queues the others that two games may have reached
+/// (all but the fresh ones reached once), for [`count_pending`].
+async fn positions_to_count(
+    tx: &Transaction<'_>,
+    reached: &HashMap<i64, u32>,
+    fresh: &Fresh,
+) -> Result<HashSet<i64>, Error> {
+    let err = crate::store::db::db_err;
+    let none = HashSet::new();
+    let fresh = if Fresh::epoch(tx).await? == fresh.epoch {
+        &fresh.ids
+    } else {
+        &none
+    };
+    let mut known: Vec<i64> = reached
+        .keys()
+        .copied()
+        .filter(|position| !fresh.contains(position))
+        .collect();
+    known.sort_unstable();
+    let mut counted: HashSet<i64> = tx
+        .query(
+            "SELECT p FROM unnest($1::bigint[]) p
+             WHERE EXISTS (SELECT 1 FROM explorer_moves e WHERE e.position_id = p)",
+            &[&known],
+        )
+        .await
+        .map_err(err("looking up which positions have explorer counters"))?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let claims = |position: &i64, games: u32| fresh.contains(position) && games >= 2;
+    let mut queued: Vec<i64> = reached
+        .iter()
+        .filter(|&(position, &games)| {
+            !counted.contains(position) && (!fresh.contains(position) || claims(position, games))
+        })
+        .map(|(&position, _)| position)
+        .collect();
+    if queued.is_empty() {
+        return Ok(counted);
+    }
+    // Sorted: concurrent batches wait for each other's entries in one order.
+    queued.sort_unstable();
+    let claimed: Vec<i64> = tx
+        .query(
+            "INSERT INTO explorer_pending (position_id) SELECT unnest($1::bigint[])
+             ON CONFLICT DO NOTHING RETURNING position_id",
+            &[&queued],
+        )
+        .await
+        .map_err(err("queueing positions for the explorer counters"))?
+        .iter()
+        .map(|row| row.get(0))
+        .filter(|position| {
+            reached
+                .get(position)
+                .is_some_and(|&games| claims(position, games))
+        })
+        .collect();
+    if !claimed.is_empty() {
+        // Out of the queue again, in this transaction: an import that
+        // queues one meanwhile waits for it to commit, and then its games
+        // are recounted with the position's.
+        tx.execute(
+            "DELETE FROM explorer_pending WHERE position_id = ANY($1)",
+            &[&claimed],
+        )
+        .await
+        .map_err(err("claiming fresh positions for the explorer counters"))?;
+        counted.extend(claimed);
+    }
+    Ok(counted)
+}
+
+/// How many queued positions [`count_pending`] counts per transaction.
+const PENDING_CHUNK: i64 = 1_000;
+
+/// Counts the positions queued in `explorer_pending` (single node) from
+/// games + moves, a chunk per transaction: each one's rows are replaced
+/// by a recount, kept if two games or more reached it, and it leaves the
+/// queue. Call with the import lock held exclusively, so that no import
+/// adds games while a position is recounted. Returns the positions counted.
+pub async fn count_pending(client: &mut Client) -> Result<u64, Error> {
+    let err = crate::store::db::db_err;
+    let mut counted = 0u64;
+    advance_epoch(&*client).await?;
+    loop {
+        let tx = client
+            .transaction()
+            .await
+            .map_err(err("starting to count queued positions"))?;
+        let chunk: Vec<i64> = tx
+            .query(
+                "SELECT position_id FROM explorer_pending ORDER BY position_id LIMIT $1",
+                &[&PENDING_CHUNK],
+            )
+            .await
+            .map_err(err("reading explorer_pending"))?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if chunk.is_empty() {
+            return Ok(counted);
+        }
+        // A chunk's positions reach a few moves rows and games each, by
+        // their indexes; a small database's estimates would hash-join the
+        // whole games table per chunk instead.
+        tx.batch_execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+            .await
+            .map_err(err("setting up the count of queued positions"))?;
+        for (what, sql) in [
+            (
+                "removing the rows of queued positions",
+                "DELETE FROM explorer_moves WHERE position_id = ANY($1)".to_owned(),
+            ),
+            (
+                "counting queued positions",
+                format!(
+                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games,                      rating_sum, last_played) {}",
+                    shared_positions_only("position_id = ANY($1)")
+                ),
+            ),
+            (
+                "emptying explorer_pending",
+                "DELETE FROM explorer_pending WHERE position_id = ANY($1)".to_owned(),
+            ),
+        ] {
+            tx.execute(&sql, &[&chunk]).await.map_err(err(what))?;
+        }
+        tx.commit()
+            .await
+            .map_err(err("committing counted positions"))?;
+        counted += chunk.len() as u64;
+    }
+}
+
+/// [`count_pending`] at the end of an import run on a single node, if no
+/// other import runs (the import lock, held shared by the run on
+/// `control`, can be taken exclusively without waiting); else the queue
+/// waits for the next run alone or `pgnload db explorer compact`. Returns
+/// the positions counted, `None` if others were importing.
+pub async fn count_pending_if_alone(control: &mut Client) -> Result<Option<u64>, Error> {
+    let err = crate::store::db::db_err;
+    let lock = crate::ingest::bulk::LOCK;
+    let alone: bool = control
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
+        .await
+        .map_err(err("taking the import lock exclusively"))?
+        .get(0);
+    if !alone {
+        return Ok(None);
+    }
+    let counted = count_pending(control).await;
+    control
+        .execute("SELECT pg_advisory_unlock($1)", &[&lock])
+        .await
+        .map_err(err("releasing the exclusive import lock"))?;
+    counted.map(Some)
 }
 
 /// Each game's anchor on a sharded layout: the first game of the batch on
@@ -285,26 +518,29 @@ async fn anchors(
         .collect())
 }
 
-/// Moves the counters of duplicate positions onto the row each is merged
-/// into: `remap` is a table of `(old_id, keep_id)`. A bulk load's merge
-/// calls this in its transaction. (Within one game a position always has
-/// one id, so no game is counted twice by the merge.)
+/// Queues the positions a bulk load merged duplicates into, for
+/// [`count_pending`], and drops the rows of both: `remap` is a table of
+/// `(old_id, keep_id)`, whose games' rows already point at `keep_id`. Each
+/// duplicate was counted apart (with rows or without), so only a recount
+/// of the merged position is whole. Called in the merge's transaction.
 pub async fn merge_positions(
     tx: &Transaction<'_>,
     remap: &str,
 ) -> Result<(), tokio_postgres::Error> {
-    let moved = format!(
-        "SELECT r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move,
-                sum(e.games)::integer, sum(e.white)::integer, sum(e.draws)::integer,
-                sum(e.black)::integer, sum(e.rated_games)::integer, sum(e.rating_sum)::bigint,
-                max(e.last_played)
-         FROM explorer_moves e JOIN {remap} r ON e.position_id = r.old_id
-         GROUP BY r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move
-         ORDER BY r.keep_id, e.variant, e.speed, e.rating_group, e.month, e.move"
-    );
-    tx.execute(&add_sql(&moved), &[]).await?;
     tx.execute(
-        &format!("DELETE FROM explorer_moves e USING {remap} r WHERE e.position_id = r.old_id"),
+        &format!(
+            "INSERT INTO explorer_pending (position_id)
+             SELECT DISTINCT keep_id FROM {remap} ORDER BY keep_id
+             ON CONFLICT DO NOTHING"
+        ),
+        &[],
+    )
+    .await?;
+    tx.execute(
+        &format!(
+            "DELETE FROM explorer_moves e USING {remap} r
+             WHERE e.position_id = r.old_id OR e.position_id = r.keep_id"
+        ),
         &[],
     )
     .await?;
@@ -312,10 +548,11 @@ pub async fn merge_positions(
 }
 
 /// Takes the games `ids` (still in `games` and `moves`) out of the
-/// counters, before they are deleted in the same transaction: rows they
-/// alone made are removed, the others decremented, and the `last_played`
-/// of rows that one of them was the latest of recomputed from the other
-/// games of the position.
+/// counters, before they are deleted in the same transaction: their rows
+/// are decremented (a row left at zero games stays, with no
+/// `last_played`: see the module doc), and the `last_played` of rows that
+/// one of them was the latest of recomputed from the other games of the
+/// position. Positions without rows have nothing to take out.
 pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error> {
     let err = |what: &'static str| crate::store::db::db_err(what);
     tx.batch_execute("DROP TABLE IF EXISTS explorer_delta")
@@ -333,16 +570,11 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
     let on_key = "e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed
         AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move";
     tx.execute(
-        &format!("DELETE FROM explorer_moves e USING explorer_delta d WHERE {on_key} AND e.games <= d.games"),
-        &[],
-    )
-    .await
-    .map_err(err("removing explorer rows"))?;
-    tx.execute(
         &format!(
             "UPDATE explorer_moves e SET games = e.games - d.games, white = e.white - d.white,
                  draws = e.draws - d.draws, black = e.black - d.black,
-                 rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum
+                 rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum,
+                 last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END
              FROM explorer_delta d WHERE {on_key}"
         ),
         &[],
@@ -355,7 +587,7 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
         &format!(
             "UPDATE explorer_moves e SET last_played = o.last_played
              FROM explorer_delta d, ({others}) o
-             WHERE {on_key} AND e.last_played IS NOT DISTINCT FROM d.last_played
+             WHERE {on_key} AND e.games > 0 AND e.last_played IS NOT DISTINCT FROM d.last_played
                AND o.position_id = e.position_id AND o.variant = e.variant AND o.speed = e.speed
                AND o.rating_group = e.rating_group AND o.month = e.month AND o.move = e.move"
         ),
@@ -381,8 +613,10 @@ pub struct Difference {
 /// How many differences [`recount`] returns at most (it counts them all).
 pub const DIFFERENCES_SHOWN: i64 = 1000;
 
-/// Recounts every counter from `games` + `moves` and compares: the number
-/// of rows that differ, and the first [`DIFFERENCES_SHOWN`] of them.
+/// Recounts the counters from `games` + `moves` and compares, for every
+/// position not queued in `explorer_pending`: its rows, if it has any or
+/// two games reached it (it must have them then, see the module doc). Returns the number of rows that differ, and the first
+/// [`DIFFERENCES_SHOWN`] of them.
 pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference>), Error> {
     let counts = |alias: &str| {
         [
@@ -406,18 +640,32 @@ pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference
         )
     };
     // A sharded layout's counters are added rows: a key's rows summed.
+    // Rows left at zero games by a removal count nothing.
     let stored_rows = match crate::store::shards::layout(client).await? {
-        None => "explorer_moves".to_owned(),
+        None => "(SELECT * FROM explorer_moves WHERE games > 0
+                  AND position_id NOT IN (SELECT position_id FROM explorer_pending))"
+            .to_owned(),
         Some(_) => format!(
             "(SELECT {KEY}, sum(games)::integer AS games, sum(white)::integer AS white,
                      sum(draws)::integer AS draws, sum(black)::integer AS black,
                      sum(rated_games)::integer AS rated_games,
                      sum(rating_sum)::bigint AS rating_sum, max(last_played) AS last_played
-              FROM explorer_moves GROUP BY {KEY})"
+              FROM explorer_moves GROUP BY {KEY} HAVING sum(games) > 0)"
         ),
     };
+    // What must be stored: the recount of every position that has rows,
+    // and of every one two games reached that is not queued (module doc).
     let sql = format!(
-        "WITH r AS ({recount}), diff AS (
+        "WITH all_counts AS (
+             SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games
+             FROM ({recount}) g
+         ), r AS (
+             SELECT {KEY}, games, white, draws, black, rated_games, rating_sum, last_played
+             FROM all_counts
+             WHERE position_id NOT IN (SELECT position_id FROM explorer_pending)
+               AND (position_games >= 2
+                    OR position_id IN (SELECT position_id FROM explorer_moves))
+         ), diff AS (
              SELECT concat_ws(' ', {KEY}) AS key, {stored} AS stored, {expected} AS expected
              FROM {stored_rows} e FULL JOIN r USING ({KEY})
              WHERE ({e}) IS DISTINCT FROM ({r})
@@ -547,6 +795,7 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
         return Ok(Switched::Already);
     }
     // Disabled means empty (disable truncates in the flag's transaction).
+    advance_epoch(&tx).await?;
     let rows = match crate::store::shards::layout(&tx).await? {
         None => {
             tx.batch_execute("ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_pkey")
@@ -557,7 +806,7 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
                     &format!(
                         "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, \
                          rated_games, rating_sum, last_played) {}",
-                        grouped("true")
+                        shared_positions_only("true")
                     ),
                     &[],
                 )
@@ -596,19 +845,31 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
     Ok(Switched::Changed { rows })
 }
 
-/// What [`compact`] did: counter rows before and after.
+/// What [`compact`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compacted {
-    /// Rows before.
-    pub before: u64,
-    /// Rows after: one per key and shard.
-    pub after: u64,
+pub enum Compacted {
+    /// A single node: the queued positions counted.
+    Queue {
+        /// Positions taken from `explorer_pending`.
+        positions: u64,
+    },
+    /// A sharded layout: counter rows before and after.
+    Shards {
+        /// Rows before.
+        before: u64,
+        /// Rows after: one per key and shard.
+        after: u64,
+    },
 }
 
-/// Sharded layout: folds each shard's counter rows into one per key (a
+/// On a single node, counts the positions queued in `explorer_pending`
+/// ([`count_pending`]), with the import lock taken exclusively (`waiting`
+/// is called if imports hold it), so that `explore` reads their rows
+/// instead of grouping their games.
+///
+/// On a sharded layout, folds each shard's counter rows into one per key (a
 /// batch adds rows rather than updating them, see the module doc), so that
 /// `explore` sums few rows however many batches counted a position.
-/// `None` on a single node, which keeps one row per key already.
 ///
 /// Each shard is folded in one transaction of its own (`postgres_fdw`
 /// reads and writes a shard in one remote transaction, at one snapshot):
@@ -616,15 +877,15 @@ pub struct Compacted {
 /// anchored on the lowest of their anchors, which is on that shard. Rows
 /// an import adds meanwhile are not in the snapshot and stay as they are,
 /// so the counts stay exact while imports run.
-pub async fn compact(client: &mut Client) -> Result<Option<Compacted>, Error> {
+pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacted, Error> {
     let err = crate::store::db::db_err;
     let Some(shards) = crate::store::shards::layout(&*client).await? else {
-        return Ok(None);
+        lock_imports(client, waiting).await?;
+        return Ok(Compacted::Queue {
+            positions: count_pending(client).await?,
+        });
     };
-    let mut done = Compacted {
-        before: 0,
-        after: 0,
-    };
+    let (mut before_all, mut after_all) = (0u64, 0u64);
     for shard in 0..shards.count() {
         let table = format!("explorer_moves_shard_{shard}");
         let tx = client
@@ -655,10 +916,13 @@ pub async fn compact(client: &mut Client) -> Result<Option<Compacted>, Error> {
         tx.commit()
             .await
             .map_err(err(format!("committing the compaction of {table}")))?;
-        done.before += u64::try_from(before).expect("count(*) is never negative");
-        done.after += after;
+        before_all += u64::try_from(before).expect("count(*) is never negative");
+        after_all += after;
     }
-    Ok(Some(done))
+    Ok(Compacted::Shards {
+        before: before_all,
+        after: after_all,
+    })
 }
 
 /// Stops keeping the counters: with the import lock held exclusively,
@@ -684,7 +948,7 @@ pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched
         .map_err(err("counting the explorer counters"))?
         .get(0);
     tx.batch_execute(
-        "TRUNCATE explorer_moves;
+        "TRUNCATE explorer_moves, explorer_pending;
          UPDATE explorer_state SET enabled = false, changed_at = now();",
     )
     .await

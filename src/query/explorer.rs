@@ -19,7 +19,7 @@ use crate::{
     },
     error::Error,
     query::position::position_id,
-    store::db::db_err,
+    store::{counts::grouped, db::db_err},
 };
 
 /// Which games to count: empty lists mean every speed / rating group; a
@@ -285,14 +285,15 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         return Ok(answer);
     };
     let bound = BoundFilter::new(request);
+    let counts = counts_of(client, id).await?;
     let rows = client
         .query(
             &format!(
                 "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint,
                         sum(black)::bigint, sum(rated_games)::bigint, sum(rating_sum)::bigint
-                 FROM explorer_moves
+                 FROM {counts} c
                  WHERE position_id = $1 AND {CONDITIONS}
-                 GROUP BY move ORDER BY 2 DESC, move"
+                 GROUP BY move HAVING sum(games) > 0 ORDER BY 2 DESC, move"
             ),
             &bound.params(&id),
         )
@@ -341,6 +342,29 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         answer.top_games = top_games(client, id, request, plan).await?;
     }
     Ok(answer)
+}
+
+/// Where the counts of position `id` are read, as a `FROM` item for a
+/// query whose `$1` is `id`: its rows in `explorer_moves` if it has any
+/// and is not queued for a recount, else its games grouped as the import
+/// counts them (a position has no rows while one game reached it, and is
+/// queued until its rows are complete, see
+/// `sql/0012_explorer_shared_positions.sql`).
+async fn counts_of(client: &Client, id: i64) -> Result<String, Error> {
+    let counted: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = $1)
+                    AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = $1)",
+            &[&id],
+        )
+        .await
+        .map_err(db_err("looking up the position's explorer counters"))?
+        .get(0);
+    Ok(if counted {
+        "explorer_moves".to_owned()
+    } else {
+        format!("({})", grouped("position_id = $1"))
+    })
 }
 
 /// The id of `variant`'s start position (`None`: Chess960 has none, or no
@@ -460,12 +484,13 @@ pub async fn rated_by_group(
     request: &Request,
 ) -> Result<Vec<(i16, i64)>, Error> {
     let bound = BoundFilter::new(request);
+    let counts = counts_of(client, id).await?;
     let rows = client
         .query(
             &format!(
-                "SELECT rating_group, sum(games)::bigint FROM explorer_moves
+                "SELECT rating_group, sum(games)::bigint FROM {counts} c
                  WHERE position_id = $1 AND rating_group >= 0 AND {CONDITIONS}
-                 GROUP BY rating_group"
+                 GROUP BY rating_group HAVING sum(games) > 0"
             ),
             &bound.params(&id),
         )

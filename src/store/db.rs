@@ -89,6 +89,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_shards.sql",
         sql: include_str!("../../sql/0011_shards.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_explorer_shared_positions.sql",
+        sql: include_str!("../../sql/0012_explorer_shared_positions.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

@@ -585,10 +585,33 @@ impl Importer<'_> {
                 Err(error) => status = Err(error),
             }
         }
+        if status.is_ok() && self.run.explorer && self.run.shards.is_none() {
+            self.count_queued_positions().await;
+        }
         if let Ok(code) = status {
             self.record_run(code).await?;
         }
         status
+    }
+
+    /// Counts the positions this run's batches queued for the explorer
+    /// counters ([`explorer::count_pending`]) if no other import runs; else,
+    /// or if that fails, says how to count them later. The games are
+    /// imported either way: until then `explore` groups the games of those
+    /// positions, which is exact but slower.
+    async fn count_queued_positions(&mut self) {
+        let later =
+            "`pgnload db explorer compact` counts them (or the next import that runs alone)";
+        match explorer::count_pending_if_alone(&mut self.conns.control.client).await {
+            Ok(Some(_)) => {}
+            Ok(None) => self.run.reporter.notice(&Notice::Advice(&format!(
+                "other imports are running, so the positions this run queued for the explorer \
+                 counters stay queued: {later}"
+            ))),
+            Err(error) => self.run.reporter.notice(&Notice::Advice(&format!(
+                "counting the positions queued for the explorer counters failed ({error}): {later}"
+            ))),
+        }
     }
 
     /// Imports the inputs in order; the status says how the run ended.

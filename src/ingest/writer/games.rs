@@ -199,7 +199,13 @@ pub async fn write_games(
                     .iter()
                     .map(|(id, new, _)| (*id, new.game, new.keys)),
             );
-        explorer::add_batch(&tx, counted, position_ids, file.shards).await?;
+        let counting = match file.shards {
+            Some(shards) => explorer::Counting::Sharded(shards),
+            None => explorer::Counting::Shared {
+                fresh: &resolved.fresh,
+            },
+        };
+        explorer::add_batch(&tx, counted, position_ids, counting).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()

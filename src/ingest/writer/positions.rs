@@ -3,7 +3,7 @@
 //! in a transaction of their own. It must not write games or the
 //! checkpoint: those are phase two's, in one transaction together.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 use rayon::prelude::*;
@@ -20,6 +20,7 @@ use crate::{
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionCache, PositionKey},
+        explorer::Fresh,
         pipeline::Batch,
     },
 };
@@ -38,6 +39,8 @@ pub struct ResolvedBatch {
     pub(super) games: Vec<ResolvedGame>,
     /// The id of every position of those games.
     pub(super) position_ids: KeyMap<i64>,
+    /// The positions this batch created (on one node).
+    pub(super) fresh: Fresh,
     /// The position counts.
     pub(super) stats: BatchStats,
     /// Games of the batch whose identity was taken by a game with other
@@ -120,12 +123,22 @@ pub async fn resolve_positions(
         misses,
     } = collect_positions(games, cache, &mut stats);
     let mut pending: PendingIds = Vec::with_capacity(misses.len());
+    let mut fresh = Fresh::default();
     match ids {
         None => match file.shards {
             None => {
-                get_or_create_positions(&tx, &misses, &mut position_ids, &mut pending, &mut stats)
-                    .await
-                    .map_err(|e| at.err("get-or-create positions", e))?
+                if file.explorer {
+                    fresh.epoch = Fresh::epoch(&tx).await?;
+                }
+                fresh.ids = get_or_create_positions(
+                    &tx,
+                    &misses,
+                    &mut position_ids,
+                    &mut pending,
+                    &mut stats,
+                )
+                .await
+                .map_err(|e| at.err("get-or-create positions", e))?;
             }
             Some(shards) => sharded::get_or_create_positions(
                 &tx,
@@ -139,7 +152,10 @@ pub async fn resolve_positions(
             .map_err(|e| at.err("get-or-create positions on the shards", e))?,
         },
         Some(ids) => {
-            insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
+            if file.explorer {
+                fresh.epoch = Fresh::epoch(&tx).await?;
+            }
+            fresh.ids = insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
                 .await
                 .map_err(|e| at.err("copying new positions", e))?;
             stats.positions_new = misses.len() as u64;
@@ -151,6 +167,7 @@ pub async fn resolve_positions(
     let resolved = ResolvedBatch {
         games: resolved_games,
         position_ids,
+        fresh,
         stats,
         conflicts,
     };
@@ -210,15 +227,16 @@ pub(super) fn collect_positions<'a>(
 /// concurrent importers take row locks in the same order. New rows' ids
 /// come back from RETURNING; only the conflicting ones (rows that existed,
 /// or a concurrent importer just committed) need a second index probe.
+/// Returns the ids of the positions it created.
 pub(super) async fn get_or_create_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
     position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
     stats: &mut BatchStats,
-) -> Result<(), WriteError> {
+) -> Result<HashSet<i64>, WriteError> {
     if misses.is_empty() {
-        return Ok(());
+        return Ok(HashSet::new());
     }
     stage_positions(tx, misses).await?;
     let inserted = tx
@@ -233,6 +251,7 @@ pub(super) async fn get_or_create_positions<'a>(
         .await?;
     stats.positions_new = inserted.len() as u64;
     stats.positions_reused += misses.len() as u64 - stats.positions_new;
+    let created: HashSet<i64> = inserted.iter().map(|row| row.get(0)).collect();
     let by_text: HashMap<&str, PositionKey, RandomState> =
         misses.iter().map(|(row, key)| (row.fen, *key)).collect();
     learn_ids(inserted, &by_text, position_ids, pending);
@@ -250,7 +269,7 @@ pub(super) async fn get_or_create_positions<'a>(
             .await?;
         learn_ids(rows, &by_text, position_ids, pending);
     }
-    Ok(())
+    Ok(created)
 }
 
 /// `COPY`s the `misses` into `stage_positions` (emptied at commit), where
@@ -270,22 +289,24 @@ pub(super) async fn stage_positions(
 }
 
 /// Bulk mode: every miss is a new position with the next id, `COPY`ed
-/// straight into the (index-less) table.
+/// straight into the (index-less) table. Returns their ids.
 async fn insert_new_positions<'a>(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'a>, PositionKey)],
     ids: &mut IdSequence,
     position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
-) -> Result<(), WriteError> {
+) -> Result<HashSet<i64>, WriteError> {
     if misses.is_empty() {
-        return Ok(());
+        return Ok(HashSet::new());
     }
     let mut rows = Vec::with_capacity(misses.len());
+    let mut created = HashSet::with_capacity(misses.len());
     for (row, key) in misses {
         let id = ids.take();
         position_ids.insert(*key, id);
         pending.push((*key, id));
+        created.insert(id);
         rows.push(NewPosition { id, row });
     }
     ids.advance(tx).await?;
@@ -295,7 +316,7 @@ async fn insert_new_positions<'a>(
         &rows,
     )
     .await?;
-    Ok(())
+    Ok(created)
 }
 
 /// Records `(id, normalized_fen)` rows as resolved positions of the batch.

@@ -34,6 +34,8 @@ use crate::{
 pub struct PreparedGame<'a> {
     row: GameRow<'a>,
     position_ids: KeyMap<i64>,
+    /// The positions it created, in the caller's transaction.
+    fresh: explorer::Fresh,
     /// Positions this game added to `positions` (none were there before).
     pub positions_new: u64,
 }
@@ -71,7 +73,8 @@ pub async fn prepare_game<'a>(
         &mut stats,
     );
     let mut pending = PendingIds::new();
-    get_or_create_positions(tx, &misses, &mut position_ids, &mut pending, &mut stats)
+    let epoch = explorer::Fresh::epoch(tx).await?;
+    let created = get_or_create_positions(tx, &misses, &mut position_ids, &mut pending, &mut stats)
         .await
         .map_err(err("get-or-create the positions"))?;
     let new = NewGame {
@@ -96,6 +99,10 @@ pub async fn prepare_game<'a>(
     Ok(PreparedGame {
         row,
         position_ids,
+        fresh: explorer::Fresh {
+            epoch,
+            ids: created,
+        },
         positions_new: stats.positions_new,
     })
 }
@@ -214,7 +221,7 @@ impl PreparedGame<'_> {
                 std::iter::once((id, game, self.row.keys)),
                 &self.position_ids,
                 // `game put` is refused on a sharded layout (lock_for_one_game).
-                None,
+                explorer::Counting::Shared { fresh: &self.fresh },
             )
             .await?;
         }
