@@ -446,7 +446,8 @@ pub async fn count_pending(client: &mut Client) -> Result<u64, Error> {
             (
                 "counting queued positions",
                 format!(
-                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games,                      rating_sum, last_played) {}",
+                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
+                     rating_sum, last_played) {}",
                     shared_positions_only("position_id = ANY($1)")
                 ),
             ),
