@@ -502,6 +502,30 @@ fn export_then_import_gives_the_same_rows() {
              WHERE variant = 'crazyhouse'"
         )
     );
+    // A pipe that exists is written to, not replaced by a finished file
+    // renamed onto it (as `-o /dev/null` once was).
+    let fifo = dir.path().join("zh.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let (sent, piped) = std::sync::mpsc::channel();
+    let reading = fifo.clone();
+    std::thread::spawn(move || sent.send(std::fs::read(&reading).expect("read the fifo")));
+    original.quiet_ok(&[
+        "export",
+        "--variant",
+        "crazyhouse",
+        "-o",
+        &fifo.display().to_string(),
+    ]);
+    let piped = piped
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the export wrote into the fifo");
+    assert_eq!(piped, std::fs::read(&zh).expect("read zh.pgn"));
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(
+            &std::fs::metadata(&fifo).expect("stat the fifo").file_type()
+        ),
+        "the fifo is still a fifo"
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! in import order, streamed to a file or stdout in constant memory.
 //!
 //! A file is written under a `.partial` name and renamed when complete,
-//! so a file with the asked name is always a whole export.
+//! so a file with the asked name is always a whole export; a device or a
+//! pipe that already exists (`/dev/null`, a FIFO) is written to directly.
 //!
 //! `--format dcg` and `--format ocgdb` write the exchange formats of
 //! [`crate::export::dcg`] and [`crate::export::ocgdb`] instead, from the
@@ -22,6 +23,7 @@ use crate::{
     config::Settings,
     error::{Error, ExitStatus},
     export::{dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
+    ingest::source,
     progress::Progress,
     query::{
         filter::FilterArgs,
@@ -155,17 +157,29 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         return run_exchange(args, settings, quiet);
     }
     let target = (args.output != "-").then(|| PathBuf::from(&args.output));
-    let partial = target.as_ref().map(|path| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".partial");
-        PathBuf::from(name)
-    });
-    let sink: Box<dyn Write> = match &partial {
-        Some(path) => Box::new(fs::File::create(path).map_err(|source| Error::Open {
-            path: path.clone(),
-            source,
-        })?),
-        None => Box::new(io::stdout().lock()),
+    // A device or a pipe (`/dev/null`, a FIFO) is written to as it is:
+    // renaming a finished file onto it would replace it.
+    let partial = target
+        .as_ref()
+        .filter(|path| !source::is_stream(&path.to_string_lossy()))
+        .map(|path| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".partial");
+            PathBuf::from(name)
+        });
+    let open_err = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| Error::Open { path, source }
+    };
+    let sink: Box<dyn Write> = match (&partial, &target) {
+        (Some(path), _) => Box::new(fs::File::create(path).map_err(open_err(path))?),
+        (None, Some(device)) => Box::new(
+            fs::OpenOptions::new()
+                .write(true)
+                .open(device)
+                .map_err(open_err(device))?,
+        ),
+        (None, None) => Box::new(io::stdout().lock()),
     };
     let mut out = io::BufWriter::with_capacity(1 << 16, sink);
     let runtime = db::runtime()?;
@@ -212,11 +226,11 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     let summary = format!("exported {written} games");
     match (&partial, &target) {
         (Some(partial), Some(target)) => {
-            fs::rename(partial, target).map_err(|source| Error::Open {
-                path: target.clone(),
-                source,
-            })?;
+            fs::rename(partial, target).map_err(open_err(target))?;
             super::print(&format!("{summary} to {}\n", target.display()))?;
+        }
+        (None, Some(device)) => {
+            super::print(&format!("{summary} to {}\n", device.display()))?;
         }
         _ => eprintln!("pgnload: {summary}"),
     }
