@@ -7,7 +7,11 @@ use std::{collections::HashMap, fmt::Write as _};
 
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
-use tokio_postgres::{Client, CopyOutStream, Row, Transaction, types::Json};
+use tokio_postgres::{
+    Client, CopyOutStream, Row, Transaction,
+    binary_copy::BinaryCopyOutStream,
+    types::{Json, Type},
+};
 
 use crate::{
     chess::{
@@ -222,9 +226,10 @@ impl CopyOut for Transaction<'_> {
 }
 
 /// `games` with their moves, in ply order. The moves come in one binary
-/// `COPY` decoded here straight into [`StoredMove`]s: export reads every
-/// move of every game, and decoding each as a query row (a row object,
-/// its column ranges, a hash per move) was most of its client time.
+/// `COPY` read with tokio-postgres' typed [`BinaryCopyOutStream`]: export
+/// reads every move of every game, and decoding each as a query row (a
+/// row object with its column names, a hash per move) was most of its
+/// client time.
 async fn attach_moves<C: CopyOut>(
     client: &C,
     games: Vec<Fetched>,
@@ -256,18 +261,43 @@ async fn attach_moves<C: CopyOut>(
         .copy_out_of(&sql)
         .await
         .map_err(db_err("reading moves"))?;
+    // The types of the moves columns (sql/0001_schema.sql), in the order
+    // selected.
+    let rows = BinaryCopyOutStream::new(
+        stream,
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT2,
+        ],
+    );
+    let mut rows = std::pin::pin!(rows);
     let plies = |game: &StoredGame| usize::try_from(game.ply_count).unwrap_or(0);
-    let mut moves: HashMap<i64, Vec<StoredMove>> = games
-        .iter()
-        .map(|(game, _)| (game.id, Vec::with_capacity(plies(game))))
-        .collect();
-    // About 40 bytes a move in binary COPY.
-    let mut data = Vec::with_capacity(games.iter().map(|(game, _)| plies(game) * 40).sum());
-    let mut stream = std::pin::pin!(stream);
-    while let Some(chunk) = stream.try_next().await.map_err(db_err("reading moves"))? {
-        data.extend_from_slice(&chunk);
+    let mut moves = MovesByGame::new(
+        games
+            .iter()
+            .map(|(game, _)| (game.id, Vec::with_capacity(plies(game))))
+            .collect(),
+    );
+    // The error's context built only on an error, not per row.
+    let read_err = |cause| Error::Database {
+        context: "reading moves".to_owned(),
+        cause,
+    };
+    while let Some(row) = rows.try_next().await.map_err(read_err)? {
+        let m = StoredMove {
+            san: row.try_get::<&str>(1).map_err(read_err)?.to_owned(),
+            clock_ms: row.try_get(2).map_err(read_err)?,
+            eval_cp: row.try_get(3).map_err(read_err)?,
+            eval_mate: row.try_get(4).map_err(read_err)?,
+            nag: row.try_get(5).map_err(read_err)?,
+        };
+        moves.push(row.try_get(0).map_err(read_err)?, m)?;
     }
-    moves_from_copy(&data, &mut moves)?;
+    let mut moves = moves.finish();
     games
         .into_iter()
         .map(|(game, codes)| {
@@ -280,119 +310,53 @@ async fn attach_moves<C: CopyOut>(
         .collect()
 }
 
-/// The signature that opens PostgreSQL's binary `COPY` format.
-const COPY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
-
-/// Reads PostgreSQL's binary `COPY` format: big-endian integers,
-/// length-prefixed fields. Malformed data is an error, never a panic.
-struct CopyReader<'a> {
-    data: &'a [u8],
+/// Moves sorted into their games as the rows of a `COPY` ordered by game
+/// come: a list (sized for the game's plies: no regrowth per move) for
+/// every game asked for, and a row of another game is an error. Rows of
+/// one game come together, so a game costs two map lookups, not one per
+/// move.
+struct MovesByGame {
+    moves: HashMap<i64, Vec<StoredMove>>,
+    /// The game whose rows are being read, its list taken out of the map.
+    run: Option<(i64, Vec<StoredMove>)>,
 }
 
-impl<'a> CopyReader<'a> {
-    fn malformed(what: &str) -> Error {
-        Error::Internal(format!("reading moves: malformed COPY data: {what}"))
+impl MovesByGame {
+    fn new(moves: HashMap<i64, Vec<StoredMove>>) -> Self {
+        Self { moves, run: None }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        if self.data.len() < n {
-            return Err(Self::malformed("truncated"));
-        }
-        let (head, rest) = self.data.split_at(n);
-        self.data = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
-        let bytes = self.take(N)?;
-        bytes
-            .try_into()
-            .map_err(|_| Self::malformed("short integer"))
-    }
-
-    /// A field: `None` for NULL, else its bytes.
-    fn field(&mut self) -> Result<Option<&'a [u8]>, Error> {
-        match i32::from_be_bytes(self.array()?) {
-            -1 => Ok(None),
-            len => {
-                let len = usize::try_from(len).map_err(|_| Self::malformed("negative length"))?;
-                self.take(len).map(Some)
-            }
-        }
-    }
-
-    /// A field holding an integer of `N` bytes, or NULL.
-    fn int<const N: usize>(&mut self) -> Result<Option<[u8; N]>, Error> {
-        self.field()?
-            .map(|bytes| {
-                bytes
-                    .try_into()
-                    .map_err(|_| Self::malformed("integer of the wrong width"))
-            })
-            .transpose()
-    }
-}
-
-/// Adds the moves of a binary `COPY` of `game_id, san, clock_ms, eval_cp,
-/// eval_mate, nag` to `moves`, which holds a list (sized for the game's
-/// plies: no regrowth per move) for every game asked for; a row of another
-/// game is an error. Rows of one game come together, so a game costs two
-/// map lookups, not one per move.
-fn moves_from_copy(data: &[u8], moves: &mut HashMap<i64, Vec<StoredMove>>) -> Result<(), Error> {
-    let mut r = CopyReader { data };
-    if r.take(COPY_SIGNATURE.len())? != COPY_SIGNATURE {
-        return Err(CopyReader::malformed("no PGCOPY signature"));
-    }
-    let _flags = r.take(4)?;
-    let extension = u32::from_be_bytes(r.array()?);
-    r.take(usize::try_from(extension).map_err(|_| CopyReader::malformed("header"))?)?;
-    // The game whose rows are being read, its list taken out of the map.
-    let mut run: Option<(i64, Vec<StoredMove>)> = None;
-    loop {
-        match i16::from_be_bytes(r.array()?) {
-            -1 => break,
-            6 => {}
-            n => return Err(CopyReader::malformed(&format!("{n} columns, not 6"))),
-        }
-        let game_id = r
-            .int::<8>()?
-            .map(i64::from_be_bytes)
-            .ok_or_else(|| CopyReader::malformed("null game_id"))?;
-        let san = r
-            .field()?
-            .ok_or_else(|| CopyReader::malformed("null san"))?;
-        let san = std::str::from_utf8(san)
-            .map_err(|_| CopyReader::malformed("san is not UTF-8"))?
-            .to_owned();
-        let m = StoredMove {
-            san,
-            clock_ms: r.int::<4>()?.map(i32::from_be_bytes),
-            eval_cp: r.int::<4>()?.map(i32::from_be_bytes),
-            eval_mate: r.int::<4>()?.map(i32::from_be_bytes),
-            nag: r.int::<2>()?.map(i16::from_be_bytes),
-        };
-        match &mut run {
+    /// Adds `m`, the next move of game `game_id`.
+    fn push(&mut self, game_id: i64, m: StoredMove) -> Result<(), Error> {
+        match &mut self.run {
             Some((id, game_moves)) if *id == game_id => game_moves.push(m),
             _ => {
-                if let Some((id, game_moves)) = run.take() {
-                    moves.insert(id, game_moves);
+                if let Some((id, game_moves)) = self.run.take() {
+                    self.moves.insert(id, game_moves);
                 }
-                let mut game_moves =
-                    moves.get_mut(&game_id).map(std::mem::take).ok_or_else(|| {
-                        CopyReader::malformed(&format!("a row of game {game_id}, not asked for"))
+                let mut game_moves = self
+                    .moves
+                    .get_mut(&game_id)
+                    .map(std::mem::take)
+                    .ok_or_else(|| {
+                        Error::Internal(format!(
+                            "reading moves: a row of game {game_id}, not asked for"
+                        ))
                     })?;
                 game_moves.push(m);
-                run = Some((game_id, game_moves));
+                self.run = Some((game_id, game_moves));
             }
         }
+        Ok(())
     }
-    if !r.data.is_empty() {
-        return Err(CopyReader::malformed("data after the end"));
+
+    /// Every game's moves.
+    fn finish(mut self) -> HashMap<i64, Vec<StoredMove>> {
+        if let Some((id, game_moves)) = self.run {
+            self.moves.insert(id, game_moves);
+        }
+        self.moves
     }
-    if let Some((id, game_moves)) = run {
-        moves.insert(id, game_moves);
-    }
-    Ok(())
 }
 
 /// Adds to `moves` the plies that a capped game (`positions_max_ply`, see
@@ -592,101 +556,32 @@ mod tests {
         }
     }
 
-    /// A binary COPY of `rows` (game id, move) as PostgreSQL writes it.
-    fn copy_of(rows: &[(i64, StoredMove)]) -> Vec<u8> {
-        let mut out = COPY_SIGNATURE.to_vec();
-        out.extend(0u32.to_be_bytes());
-        out.extend(4u32.to_be_bytes());
-        out.extend([9, 9, 9, 9]); // a header extension, skipped
-        let field = |out: &mut Vec<u8>, bytes: Option<&[u8]>| match bytes {
-            Some(bytes) => {
-                out.extend(
-                    i32::try_from(bytes.len())
-                        .expect("a short field")
-                        .to_be_bytes(),
-                );
-                out.extend(bytes);
-            }
-            None => out.extend((-1i32).to_be_bytes()),
-        };
-        for (id, m) in rows {
-            out.extend(6i16.to_be_bytes());
-            field(&mut out, Some(&id.to_be_bytes()));
-            field(&mut out, Some(m.san.as_bytes()));
-            for value in [m.clock_ms, m.eval_cp, m.eval_mate] {
-                field(
-                    &mut out,
-                    value.map(i32::to_be_bytes).as_ref().map(|b| &b[..]),
-                );
-            }
-            field(
-                &mut out,
-                m.nag.map(i16::to_be_bytes).as_ref().map(|b| &b[..]),
-            );
-        }
-        out.extend((-1i16).to_be_bytes());
-        out
-    }
-
     #[test]
-    fn moves_are_decoded_from_binary_copy_by_game() {
-        let data = copy_of(&[
+    fn moves_are_sorted_into_the_games_asked_for() {
+        let asked = |ids: &[i64]| -> MovesByGame {
+            MovesByGame::new(ids.iter().map(|&id| (id, Vec::new())).collect())
+        };
+        let rows = [
             (7, m("e4", Some(60_000), Some(17), None, None)),
             (7, m("e5", None, None, Some(-3), Some(2))),
             (3, m("d4", None, None, None, None)),
-        ]);
-        let asked = |ids: &[i64]| -> HashMap<i64, Vec<StoredMove>> {
-            ids.iter().map(|&id| (id, Vec::new())).collect()
-        };
-        let mut moves = asked(&[3, 7, 9]);
-        moves_from_copy(&data, &mut moves).expect("well-formed COPY data");
+        ];
+        let mut by_game = asked(&[3, 7, 9]);
+        for (id, m) in rows.clone() {
+            by_game.push(id, m).expect("a game asked for");
+        }
+        let moves = by_game.finish();
         assert_eq!(moves.len(), 3);
         assert!(moves[&9].is_empty());
-        assert_eq!(
-            moves[&7],
-            [
-                m("e4", Some(60_000), Some(17), None, None),
-                m("e5", None, None, Some(-3), Some(2))
-            ]
-        );
-        assert_eq!(moves[&3], [m("d4", None, None, None, None)]);
-        let mut none = asked(&[1]);
-        moves_from_copy(&copy_of(&[]), &mut none).expect("no rows");
-        assert!(none[&1].is_empty());
+        assert_eq!(moves[&7], [rows[0].1.clone(), rows[1].1.clone()]);
+        assert_eq!(moves[&3], [rows[2].1.clone()]);
+        assert!(asked(&[1]).finish()[&1].is_empty());
         // A game not asked for: an error, not a silent extra game.
-        assert!(moves_from_copy(&data, &mut asked(&[3])).is_err());
-    }
-
-    #[test]
-    fn malformed_copy_data_is_an_error() {
-        let data = copy_of(&[(7, m("e4", Some(60_000), None, None, None))]);
-        let asked = || HashMap::from([(7, Vec::new()), (1, Vec::new())]);
-        // Cut anywhere: an error, never a panic.
-        for end in 0..data.len() {
-            assert!(
-                moves_from_copy(&data[..end], &mut asked()).is_err(),
-                "cut at {end}"
-            );
-        }
-        let mut trailing = data.clone();
-        trailing.push(0);
-        assert!(moves_from_copy(&trailing, &mut asked()).is_err());
-        let mut bad_sig = data.clone();
-        bad_sig[0] = b'X';
-        assert!(moves_from_copy(&bad_sig, &mut asked()).is_err());
-        let mut null_san = copy_of(&[]);
-        let end = null_san.len() - 2;
-        null_san.truncate(end);
-        null_san.extend(6i16.to_be_bytes());
-        null_san.extend(8i32.to_be_bytes());
-        null_san.extend(1i64.to_be_bytes());
-        null_san.extend((-1i32).to_be_bytes());
-        assert!(moves_from_copy(&null_san, &mut asked()).is_err());
-        let mut wide = data;
-        // The clock field's length (4 → 5) after the 19-byte header, the
-        // column count, game_id and "e4".
-        let at = 19 + 2 + 12 + 6;
-        wide[at..at + 4].copy_from_slice(&5i32.to_be_bytes());
-        assert!(moves_from_copy(&wide, &mut asked()).is_err());
+        let mut by_game = asked(&[3]);
+        let err = by_game
+            .push(7, rows[0].1.clone())
+            .expect_err("game 7 was not asked for");
+        assert!(matches!(err, Error::Internal(_)), "{err}");
+        assert!(err.to_string().contains("game 7"), "{err}");
     }
 }
