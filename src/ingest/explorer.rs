@@ -7,8 +7,8 @@
 //! What a game contributes is defined by the view `explorer_game_moves`
 //! of `sql/0004_explorer.sql` (its categories and the move of its last
 //! visit to each position); a delete and the recount group that view with
-//! [`GROUPED`](crate::store::counts::GROUPED), restricted to the games they are about. An import batch
-//! (either mode) instead aggregates its games in memory with the
+//! [`GROUPED`](crate::store::counts::GROUPED), restricted to the games
+//! they are about. An import batch (either mode) instead aggregates its games in memory with the
 //! categories of [`crate::chess::category`] ([`add_batch`]) and sends one
 //! row per counter: grouping the view over the moves just written cost
 //! half the import's time again (measured, 20k games), this costs a
@@ -20,7 +20,7 @@
 //! it) unless it is queued in `explorer_pending`; a position without rows,
 //! or queued, is answered by grouping its games from the view
 //! (`sql/0012_explorer_shared_positions.sql` says why). On a single node,
-//! an incremental batch ([`Counting::Shared`]) adds its games to positions
+//! a batch of either mode ([`Counting::Shared`]) adds its games to positions
 //! that have rows and to those it created and reached twice or more, and
 //! queues the others that two games may have reached; [`count_pending`]
 //! counts the queue with the import lock held exclusively. Rows reaching
@@ -63,6 +63,15 @@ fn shared_positions_only(filter: &str) -> String {
     )
 }
 
+/// Inserts `rows` (a select of [`KEY`] and the counts, as [`grouped`]
+/// gives) into `explorer_moves`, a single node's.
+fn insert_sql(rows: &str) -> String {
+    format!(
+        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
+         rating_sum, last_played) {rows}"
+    )
+}
+
 /// [`grouped`] per shard of the games counted, with the lowest of their
 /// ids as each row's `anchor_game_id` (a sharded layout's counters live
 /// on the shard of the games they count).
@@ -81,12 +90,11 @@ fn grouped_by_shard(filter: &str, shards: Shards) -> String {
         )
 }
 
-/// Adds the counts of `rows` (a select of [`GROUPED`](crate::store::counts::GROUPED)'s columns) to
-/// `explorer_moves`.
+/// Adds the counts of `rows` (a select of
+/// [`GROUPED`](crate::store::counts::GROUPED)'s columns) to `explorer_moves`.
 fn add_sql(rows: &str) -> String {
     format!(
-        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, rating_sum, last_played)
-         SELECT * FROM ({rows}) d
+        "{insert}
          ON CONFLICT ({KEY}) DO UPDATE SET
              games = explorer_moves.games + excluded.games,
              white = explorer_moves.white + excluded.white,
@@ -94,7 +102,8 @@ fn add_sql(rows: &str) -> String {
              black = explorer_moves.black + excluded.black,
              rated_games = explorer_moves.rated_games + excluded.rated_games,
              rating_sum = explorer_moves.rating_sum + excluded.rating_sum,
-             last_played = greatest(explorer_moves.last_played, excluded.last_played)"
+             last_played = greatest(explorer_moves.last_played, excluded.last_played)",
+        insert = insert_sql(&format!("SELECT * FROM ({rows}) d"))
     )
 }
 
@@ -145,10 +154,15 @@ pub struct Fresh {
 }
 
 impl Fresh {
-    /// Reads `explorer_rows_epoch`: call before creating the positions.
+    /// Reads `explorer_rows_epoch`: call before creating the positions. A
+    /// sequence never advanced shows `last_value` 1 as after its first
+    /// `nextval`, so that state reads as 0.
     pub async fn epoch(client: &impl GenericClient) -> Result<i64, Error> {
         Ok(client
-            .query_one("SELECT last_value FROM explorer_rows_epoch", &[])
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM explorer_rows_epoch",
+                &[],
+            )
             .await
             .map_err(crate::store::db::db_err("reading explorer_rows_epoch"))?
             .get(0))
@@ -168,8 +182,8 @@ async fn advance_epoch(client: &impl GenericClient) -> Result<(), Error> {
 /// Counts the games of a batch just inserted with their moves, in the
 /// caller's transaction: each `(games.id, game, position keys)`, with `ids`
 /// resolving the keys, and `counting` saying which positions get rows. The
-/// same counts as [`GROUPED`](crate::store::counts::GROUPED) over the view, built in memory and sent as
-/// one array per column.
+/// same counts as [`GROUPED`](crate::store::counts::GROUPED) over the view,
+/// built in memory and sent as one array per column.
 pub async fn add_batch<'a>(
     tx: &Transaction<'_>,
     games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey])>,
@@ -445,11 +459,7 @@ pub async fn count_pending(client: &mut Client) -> Result<u64, Error> {
             ),
             (
                 "counting queued positions",
-                format!(
-                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
-                     rating_sum, last_played) {}",
-                    shared_positions_only("position_id = ANY($1)")
-                ),
+                insert_sql(&shared_positions_only("position_id = ANY($1)")),
             ),
             (
                 "emptying explorer_pending",
@@ -471,21 +481,19 @@ pub async fn count_pending(client: &mut Client) -> Result<u64, Error> {
 /// waits for the next run alone or `pgnload db explorer compact`. Returns
 /// the positions counted, `None` if others were importing.
 pub async fn count_pending_if_alone(control: &mut Client) -> Result<Option<u64>, Error> {
-    let err = crate::store::db::db_err;
-    let lock = crate::ingest::bulk::LOCK;
-    let alone: bool = control
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
-        .await
-        .map_err(err("taking the import lock exclusively"))?
-        .get(0);
-    if !alone {
+    if !try_lock_imports(control).await? {
         return Ok(None);
     }
     let counted = count_pending(control).await;
     control
-        .execute("SELECT pg_advisory_unlock($1)", &[&lock])
+        .execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[&crate::ingest::bulk::LOCK],
+        )
         .await
-        .map_err(err("releasing the exclusive import lock"))?;
+        .map_err(crate::store::db::db_err(
+            "releasing the exclusive import lock",
+        ))?;
     counted.map(Some)
 }
 
@@ -616,7 +624,8 @@ pub const DIFFERENCES_SHOWN: i64 = 1000;
 
 /// Recounts the counters from `games` + `moves` and compares, for every
 /// position not queued in `explorer_pending`: its rows, if it has any or
-/// two games reached it (it must have them then, see the module doc). Returns the number of rows that differ, and the first
+/// two games reached it (it must have them then, see the module doc).
+/// Returns the number of rows that differ, and the first
 /// [`DIFFERENCES_SHOWN`] of them.
 pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference>), Error> {
     let counts = |alias: &str| {
@@ -750,21 +759,28 @@ pub enum Switched {
 /// it: no import runs while the counters are switched, so each import sees
 /// one state for its whole run.
 async fn lock_imports(client: &Client, waiting: &dyn Fn()) -> Result<(), Error> {
-    let lock = crate::ingest::bulk::LOCK;
-    let err = crate::store::db::db_err;
-    let free: bool = client
-        .query_one("SELECT pg_try_advisory_lock($1)", &[&lock])
-        .await
-        .map_err(err("taking the import lock"))?
-        .get(0);
-    if !free {
+    if !try_lock_imports(client).await? {
         waiting();
         client
-            .execute("SELECT pg_advisory_lock($1)", &[&lock])
+            .execute("SELECT pg_advisory_lock($1)", &[&crate::ingest::bulk::LOCK])
             .await
-            .map_err(err("waiting for the import lock"))?;
+            .map_err(crate::store::db::db_err("waiting for the import lock"))?;
     }
     Ok(())
+}
+
+/// Takes the import lock exclusively for this session if nobody else
+/// holds it (a lock this session holds already does not count): whether
+/// it was taken.
+async fn try_lock_imports(client: &Client) -> Result<bool, Error> {
+    Ok(client
+        .query_one(
+            "SELECT pg_try_advisory_lock($1)",
+            &[&crate::ingest::bulk::LOCK],
+        )
+        .await
+        .map_err(crate::store::db::db_err("taking the import lock"))?
+        .get(0))
 }
 
 /// Starts keeping the counters: with the import lock held exclusively
@@ -803,14 +819,7 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
                 .await
                 .map_err(err("dropping the explorer counters' key"))?;
             let rows = tx
-                .execute(
-                    &format!(
-                        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, \
-                         rated_games, rating_sum, last_played) {}",
-                        shared_positions_only("true")
-                    ),
-                    &[],
-                )
+                .execute(&insert_sql(&shared_positions_only("true")), &[])
                 .await
                 .map_err(err("counting the games into the explorer counters"))?;
             tx.batch_execute(&format!(
