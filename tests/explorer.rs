@@ -16,6 +16,7 @@ use pgnload::{
         },
         position::position_id,
     },
+    store::counts::TOP_GAMES,
 };
 use serde_json::Value;
 
@@ -207,6 +208,35 @@ fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
     assert_eq!(after, expected, "white, draws, black of the start position");
     let (code, output) = verify_explorer(&db, dir.path());
     assert_eq!(code, Some(0), "after the delete: {output}");
+
+    // The best-rated game a row lists among others: the row's list must
+    // be recomputed without it (verify compares the lists too).
+    let listing = "FROM explorer_moves WHERE cardinality(top_game_ids) >= 2";
+    let best = db.psql(&format!("SELECT min(top_game_ids[1]) {listing}"));
+    let rows_listing = db.psql(&format!(
+        "SELECT count(*) {listing} AND top_game_ids[1] = {best}"
+    ));
+    assert_ne!(
+        rows_listing, "0",
+        "the test needs a row listing other games"
+    );
+    let best_ref = db.psql(&format!(
+        "SELECT source || ':' || external_id FROM games WHERE id = {best}"
+    ));
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["game", "delete", &best_ref]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT count(*) FROM explorer_moves WHERE {best} = ANY(top_game_ids)"
+        )),
+        "0"
+    );
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "after deleting a listed game: {output}");
 
     // Deleted already, by id now; and names that are no game.
     for (name, message) in [
@@ -448,8 +478,9 @@ fn top_games_are_the_best_rated_reaching_the_position() {
 
 /// The top games of `request` found each way `explore` can find them: by
 /// a scan of the position's games, by a walk down the ratings within the
-/// bounds the counters give, and by an unbounded walk.
-fn top_games_each_way(db: &TestDb, request: &Request) -> [Vec<String>; 3] {
+/// bounds the counters give, by an unbounded walk, and from the best games
+/// the counter rows list if no more than they keep are asked for.
+fn top_games_each_way(db: &TestDb, request: &Request) -> Vec<(TopGamesPlan, Vec<String>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -473,21 +504,25 @@ fn top_games_each_way(db: &TestDb, request: &Request) -> [Vec<String>; 3] {
             low: None,
             high: None,
         };
+        let mut plans = vec![TopGamesPlan::Scan, bounded, unbounded];
+        if request.top_games <= TOP_GAMES {
+            plans.push(TopGamesPlan::Stored);
+        }
         let mut found = Vec::new();
-        for plan in [TopGamesPlan::Scan, bounded, unbounded] {
+        for plan in plans {
             let games = top_games(&client, id, request, plan)
                 .await
                 .expect("top games");
-            found.push(games.into_iter().map(|g| g.id).collect::<Vec<_>>());
+            found.push((plan, games.into_iter().map(|g| g.id).collect::<Vec<_>>()));
         }
         drop(client);
         driver.await.expect("driver").expect("connection");
-        [found[0].clone(), found[1].clone(), found[2].clone()]
+        found
     })
 }
 
 #[test]
-fn top_games_are_the_same_whether_scanned_or_walked_by_rating() {
+fn top_games_are_the_same_whether_scanned_walked_by_rating_or_listed_by_the_rows() {
     let dir = scratch_dir("pgnload-explorer-walk-");
     let files = corpus(dir.path());
     let db = fresh_db("explorer_walk");
@@ -522,11 +557,18 @@ fn top_games_are_the_same_whether_scanned_or_walked_by_rating() {
             moves: 0,
             top_games: limit,
         };
-        let [scanned, walked, unbounded] = top_games_each_way(&db, &request);
+        let found = top_games_each_way(&db, &request);
         let context = format!("{play:?} {filter:?} top {limit}");
+        let scanned = &found[0].1;
         assert!(!scanned.is_empty(), "{context}");
-        assert_eq!(walked, scanned, "{context}");
-        assert_eq!(unbounded, scanned, "{context}");
+        assert_eq!(
+            found.len(),
+            3 + usize::from(limit <= TOP_GAMES),
+            "{context}"
+        );
+        for (plan, games) in &found[1..] {
+            assert_eq!(games, scanned, "{context} {plan:?}");
+        }
         if filter == Filter::default() {
             // An independent recount: rated games with a moves row at the position.
             let position =
@@ -814,4 +856,87 @@ fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
     files.push(more);
     check(&files, "alone");
     assert_eq!(db.psql(single_game_positions_with_rows), "0");
+}
+
+/// Migration 13 on a database whose counter rows were written before it
+/// (no lists of best games): their positions are queued, so `explore`
+/// answers them from the games meanwhile, and `db explorer compact` writes
+/// them again with lists, equal to a recount.
+#[test]
+fn rows_older_than_their_best_games_lists_are_queued_and_compact_lists_them() {
+    let dir = scratch_dir("pgnload-explorer-upgrade-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_upgrade");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &files[..2]), &[0]);
+    let request = Request {
+        variant: GameVariant::Standard,
+        fen: None,
+        play: vec!["e2e4".to_owned()],
+        filter: Filter::default(),
+        moves: 0,
+        top_games: TOP_GAMES,
+    };
+    let expected = top_games_each_way(&db, &request);
+    assert_eq!(
+        expected.last().map(|found| found.0),
+        Some(TopGamesPlan::Stored)
+    );
+    // The schema as version 12 left it, with rows it wrote.
+    let with_rows = "SELECT count(DISTINCT position_id) FROM explorer_moves";
+    let positions = db.psql(with_rows);
+    assert_ne!(positions, "0");
+    db.psql(
+        "ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_top_games_check,
+             DROP COLUMN top_game_ratings, DROP COLUMN top_game_ids;
+         DROP FUNCTION explorer_top_games;
+         DELETE FROM pgnload_migrations WHERE version = 13",
+    );
+    db.quiet_ok(&["db", "migrate"]);
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), positions);
+    assert_eq!(
+        db.psql("SELECT count(*) FROM explorer_moves WHERE top_game_ids IS NOT NULL"),
+        "0"
+    );
+    // Queued: answered from the games, the same games.
+    let queued = top_games_each_way(&db, &request);
+    let scanned = &expected[0].1;
+    for (plan, games) in queued
+        .iter()
+        .filter(|found| found.0 != TopGamesPlan::Stored)
+    {
+        assert_eq!(games, scanned, "{plan:?}");
+    }
+    let explored = explore_top_game_ids(&db);
+    assert_eq!(&explored, scanned);
+
+    db.quiet_ok(&["db", "explorer", "compact"]);
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM explorer_moves WHERE rated_games > 0 AND top_game_ids IS NULL"
+        ),
+        "0"
+    );
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(&top_games_each_way(&db, &request), &expected);
+    assert_eq!(&explore_top_game_ids(&db), scanned);
+}
+
+/// The ids of `explore --play e2e4 --json`'s top games (four).
+fn explore_top_game_ids(db: &TestDb) -> Vec<String> {
+    let out = run({
+        let mut c = db.pgnload();
+        c.args(["explore", "--play", "e2e4", "--json", "--top-games", "4"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("json");
+    answer["topGames"]
+        .as_array()
+        .expect("topGames")
+        .iter()
+        .map(|game| game["id"].as_str().expect("an id").to_owned())
+        .collect()
 }

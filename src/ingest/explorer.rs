@@ -7,8 +7,7 @@
 //! What a game contributes is defined by the view `explorer_game_moves`
 //! of `sql/0004_explorer.sql` (its categories and the move of its last
 //! visit to each position); a delete and the recount group that view with
-//! [`GROUPED`](crate::store::counts::GROUPED), restricted to the games
-//! they are about. An import batch (either mode) instead aggregates its games in memory with the
+//! [`grouped`], restricted to the games they are about. An import batch (either mode) instead aggregates its games in memory with the
 //! categories of [`crate::chess::category`] ([`add_batch`]) and sends one
 //! row per counter: grouping the view over the moves just written cost
 //! half the import's time again (measured, 20k games), this costs a
@@ -26,6 +25,11 @@
 //! counts the queue with the import lock held exclusively. Rows reaching
 //! zero games stay, so that no batch sees a position's rows disappear
 //! between looking and adding.
+//!
+//! Each row also lists its best-rated games (`sql/0013_explorer_top_games.sql`),
+//! kept wherever its counts are: merged by a batch's upsert, recounted
+//! with the counts, recomputed by a removal of a game it lists, folded
+//! with the rows of a key on shards.
 //!
 //! On a sharded layout ([`crate::store::shards`]) a batch adds rows of
 //! counts instead of updating one row per key (no `ON CONFLICT DO UPDATE`
@@ -45,7 +49,7 @@ use crate::{
     error::Error,
     ingest::dedup::{KeyMap, PositionKey},
     store::{
-        counts::{KEY, grouped},
+        counts::{COUNTS, KEY, TOP_GAMES, grouped},
         shards::Shards,
     },
 };
@@ -55,7 +59,7 @@ use crate::{
 /// from the view when asked).
 fn shared_positions_only(filter: &str) -> String {
     format!(
-        "SELECT {KEY}, games, white, draws, black, rated_games, rating_sum, last_played
+        "SELECT {KEY}, {COUNTS}
          FROM (SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games
                FROM ({grouped}) g) s
          WHERE position_games >= 2",
@@ -63,13 +67,10 @@ fn shared_positions_only(filter: &str) -> String {
     )
 }
 
-/// Inserts `rows` (a select of [`KEY`] and the counts, as [`grouped`]
+/// Inserts `rows` (a select of [`KEY`] and [`COUNTS`], as [`grouped`]
 /// gives) into `explorer_moves`, a single node's.
 fn insert_sql(rows: &str) -> String {
-    format!(
-        "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
-         rating_sum, last_played) {rows}"
-    )
+    format!("INSERT INTO explorer_moves ({KEY}, {COUNTS}) {rows}")
 }
 
 /// [`grouped`] per shard of the games counted, with the lowest of their
@@ -78,8 +79,8 @@ fn insert_sql(rows: &str) -> String {
 fn grouped_by_shard(filter: &str, shards: Shards) -> String {
     grouped(filter)
         .replace(
-            "max(started_at) AS last_played",
-            "max(started_at) AS last_played, min(game_id) AS anchor_game_id",
+            "\nFROM explorer_game_moves",
+            ", min(game_id) AS anchor_game_id\nFROM explorer_game_moves",
         )
         .replace(
             "GROUP BY position_id",
@@ -90,8 +91,36 @@ fn grouped_by_shard(filter: &str, shards: Shards) -> String {
         )
 }
 
-/// Adds the counts of `rows` (a select of
-/// [`GROUPED`](crate::store::counts::GROUPED)'s columns) to `explorer_moves`.
+/// The rows of a sharded layout's counters (`rows`, a `FROM` item with
+/// their columns) folded into one per key: [`KEY`], [`COUNTS`] (summed;
+/// the best-rated games, the best [`TOP_GAMES`] of the rows' lists
+/// together) and, if `anchored`, the lowest of their `anchor_game_id`s.
+fn folded(rows: &str, anchored: bool) -> String {
+    let anchor = if anchored { ", s.anchor_game_id" } else { "" };
+    let min_anchor = if anchored {
+        ", min(anchor_game_id) AS anchor_game_id"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT {KEY}, s.games, s.white, s.draws, s.black, s.rated_games, s.rating_sum,
+                s.last_played, t.top_game_ratings, t.top_game_ids{anchor}
+         FROM (SELECT {KEY}, sum(games)::integer AS games, sum(white)::integer AS white,
+                      sum(draws)::integer AS draws, sum(black)::integer AS black,
+                      sum(rated_games)::integer AS rated_games,
+                      sum(rating_sum)::bigint AS rating_sum,
+                      max(last_played) AS last_played{min_anchor}
+               FROM {rows} GROUP BY {KEY}) s
+         LEFT JOIN (SELECT {KEY},
+                           (array_agg(r ORDER BY r DESC, g))[1:{TOP_GAMES}] AS top_game_ratings,
+                           (array_agg(g ORDER BY r DESC, g))[1:{TOP_GAMES}] AS top_game_ids
+                    FROM {rows} f, unnest(f.top_game_ratings, f.top_game_ids) AS t(r, g)
+                    GROUP BY {KEY}) t USING ({KEY})"
+    )
+}
+
+/// Adds the counts of `rows` (a select of [`KEY`] and [`COUNTS`]) to
+/// `explorer_moves`, the best-rated games of both merged.
 fn add_sql(rows: &str) -> String {
     format!(
         "{insert}
@@ -102,7 +131,10 @@ fn add_sql(rows: &str) -> String {
              black = explorer_moves.black + excluded.black,
              rated_games = explorer_moves.rated_games + excluded.rated_games,
              rating_sum = explorer_moves.rating_sum + excluded.rating_sum,
-             last_played = greatest(explorer_moves.last_played, excluded.last_played)",
+             last_played = greatest(explorer_moves.last_played, excluded.last_played),
+             (top_game_ratings, top_game_ids) = (SELECT * FROM explorer_top_games(
+                 explorer_moves.top_game_ratings || excluded.top_game_ratings,
+                 explorer_moves.top_game_ids || excluded.top_game_ids, {TOP_GAMES}))",
         insert = insert_sql(&format!("SELECT * FROM ({rows}) d"))
     )
 }
@@ -121,6 +153,40 @@ struct Counts {
     rated_games: i32,
     rating_sum: i64,
     last_played: Option<chrono::DateTime<chrono::Utc>>,
+    top: TopGames,
+}
+
+/// The best-rated games of a counter row being built, as
+/// `explorer_top_games` keeps them (`sql/0013_explorer_top_games.sql`):
+/// at most [`TOP_GAMES`] `(white + black rating, game id)`, best first
+/// (higher ratings first, then lower ids).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct TopGames {
+    /// The first `len` are kept, in order.
+    games: [(i64, i64); TOP_GAMES as usize],
+    len: usize,
+}
+
+impl TopGames {
+    /// Keeps the game if it is among the best so far.
+    fn offer(&mut self, ratings: i64, id: i64) {
+        let order = |(ratings, id): (i64, i64)| (std::cmp::Reverse(ratings), id);
+        let at = self
+            .kept()
+            .partition_point(|&kept| order(kept) < order((ratings, id)));
+        if at == self.games.len() {
+            return;
+        }
+        let len = (self.len + 1).min(self.games.len());
+        self.games.copy_within(at..len - 1, at + 1);
+        self.games[at] = (ratings, id);
+        self.len = len;
+    }
+
+    /// The games kept, best first.
+    fn kept(&self) -> &[(i64, i64)] {
+        &self.games[..self.len]
+    }
 }
 
 /// Which positions a batch writes counter rows for.
@@ -182,8 +248,9 @@ async fn advance_epoch(client: &impl GenericClient) -> Result<(), Error> {
 /// Counts the games of a batch just inserted with their moves, in the
 /// caller's transaction: each `(games.id, game, position keys)`, with `ids`
 /// resolving the keys, and `counting` saying which positions get rows. The
-/// same counts as [`GROUPED`](crate::store::counts::GROUPED) over the view,
-/// built in memory and sent as one array per column.
+/// same counts as [`grouped`] over the view, built in memory and sent as
+/// one array per column (the best-rated games as [`TOP_GAMES`] columns,
+/// padded with NULL).
 pub async fn add_batch<'a>(
     tx: &Transaction<'_>,
     games: impl Iterator<Item = (i64, &'a GameRecord, &'a [PositionKey])>,
@@ -217,10 +284,12 @@ pub async fn add_batch<'a>(
         };
         let meta = &game.meta;
         let speed = Speed::from_clock(meta.clock).code();
-        let average = match (meta.white.elo, meta.black.elo) {
-            (Some(white), Some(black)) => Some((i64::from(white) + i64::from(black)).div_euclid(2)),
+        // Both ratings added: what orders the best-rated games.
+        let ratings = match (meta.white.elo, meta.black.elo) {
+            (Some(white), Some(black)) => Some(i64::from(white) + i64::from(black)),
             _ => None,
         };
+        let average = ratings.map(|ratings| ratings.div_euclid(2));
         let rating_group = RatingGroup::of_game(meta.white.elo, meta.black.elo)
             .map_or(-1, RatingGroup::lower_bound);
         let month = meta
@@ -257,9 +326,10 @@ pub async fn add_batch<'a>(
                 Some(-1) => counts.black += 1,
                 _ => {}
             }
-            if let Some(average) = average {
+            if let (Some(average), Some(ratings)) = (average, ratings) {
                 counts.rated_games += 1;
                 counts.rating_sum += average;
+                counts.top.offer(ratings, game_id);
             }
             counts.last_played = counts.last_played.max(meta.started_at);
         }
@@ -279,15 +349,12 @@ pub async fn add_batch<'a>(
             rows.iter().map($f).collect::<Vec<_>>()
         };
     }
-    let values = "SELECT * FROM unnest($1::bigint[], $2::text[]::game_variant[], $3::smallint[],
-             $4::smallint[], $5::integer[], $6::smallint[], $7::integer[], $8::integer[],
-             $9::integer[], $10::integer[], $11::integer[], $12::bigint[], $13::timestamptz[]";
     let sql = match shards {
-        None => add_sql(&format!("{values})")),
+        None => add_sql(&batch_values(false)),
         // Rows added, never updated: no row of another importer to wait for.
         Some(_) => format!(
-            "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
-             rating_sum, last_played, anchor_game_id) {values}, $14::bigint[])"
+            "INSERT INTO explorer_moves ({KEY}, {COUNTS}, anchor_game_id) {}",
+            batch_values(true)
         ),
     };
     let (positions, variants, speeds, rating_groups, months, moves) = (
@@ -309,6 +376,13 @@ pub async fn add_batch<'a>(
         column!(|(_, c)| c.rating_sum),
         column!(|(_, c)| c.last_played),
     );
+    let top: Vec<Vec<Option<i64>>> = (0..TOP_GAMES as usize)
+        .map(|i| column!(|(_, c)| c.top.kept().get(i).map(|game| game.0)))
+        .chain(
+            (0..TOP_GAMES as usize)
+                .map(|i| column!(|(_, c)| c.top.kept().get(i).map(|game| game.1))),
+        )
+        .collect();
     let anchor_ids = column!(|((anchor, _), _)| *anchor);
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &positions,
@@ -325,6 +399,7 @@ pub async fn add_batch<'a>(
         &rating_sum,
         &last_played,
     ];
+    params.extend(top.iter().map(|column| column as &(dyn ToSql + Sync)));
     if shards.is_some() {
         params.push(&anchor_ids);
     }
@@ -334,6 +409,37 @@ pub async fn add_batch<'a>(
             "adding the batch to the explorer counters",
         ))?;
     Ok(())
+}
+
+/// The rows [`add_batch`] sends, as a select of [`KEY`] and [`COUNTS`]
+/// (and `anchor_game_id` if `anchored`): one array parameter per column,
+/// the best-rated games as [`TOP_GAMES`] ratings then as many ids, one
+/// array each, NULL past a row's last game.
+fn batch_values(anchored: bool) -> String {
+    let top = TOP_GAMES as usize;
+    let list = |prefix: &str| {
+        (1..=top)
+            .map(|i| format!("{prefix}{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let params: Vec<String> = (14..14 + 2 * top + usize::from(anchored))
+        .map(|n| format!("${n}::bigint[]"))
+        .collect();
+    format!(
+        "SELECT {KEY}, games, white, draws, black, rated_games, rating_sum, last_played,
+                nullif(array_remove(ARRAY[{ratings}], NULL), '{{}}') AS top_game_ratings,
+                nullif(array_remove(ARRAY[{ids}], NULL), '{{}}') AS top_game_ids{anchor}
+         FROM unnest($1::bigint[], $2::text[]::game_variant[], $3::smallint[], $4::smallint[],
+                     $5::integer[], $6::smallint[], $7::integer[], $8::integer[], $9::integer[],
+                     $10::integer[], $11::integer[], $12::bigint[], $13::timestamptz[], {params})
+              AS u({KEY}, games, white, draws, black, rated_games, rating_sum, last_played,
+                   {ratings}, {ids}{anchor})",
+        ratings = list("r"),
+        ids = list("g"),
+        anchor = if anchored { ", anchor_game_id" } else { "" },
+        params = params.join(", "),
+    )
 }
 
 /// [`Counting::Shared`]: of the positions the batch reached (each with how
@@ -559,9 +665,10 @@ pub async fn merge_positions(
 /// Takes the games `ids` (still in `games` and `moves`) out of the
 /// counters, before they are deleted in the same transaction: their rows
 /// are decremented (a row left at zero games stays, with no
-/// `last_played`: see the module doc), and the `last_played` of rows that
-/// one of them was the latest of recomputed from the other games of the
-/// position. Positions without rows have nothing to take out.
+/// `last_played` nor best games: see the module doc), and the
+/// `last_played` of rows that one of them was the latest of, and the best
+/// games of rows that listed one of them, recomputed from the other games
+/// of the position. Positions without rows have nothing to take out.
 pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error> {
     let err = |what: &'static str| crate::store::db::db_err(what);
     tx.batch_execute("DROP TABLE IF EXISTS explorer_delta")
@@ -583,7 +690,10 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
             "UPDATE explorer_moves e SET games = e.games - d.games, white = e.white - d.white,
                  draws = e.draws - d.draws, black = e.black - d.black,
                  rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum,
-                 last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END
+                 last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END,
+                 top_game_ratings = CASE WHEN e.games = d.games THEN NULL
+                                         ELSE e.top_game_ratings END,
+                 top_game_ids = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ids END
              FROM explorer_delta d WHERE {on_key}"
         ),
         &[],
@@ -594,16 +704,18 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
         grouped("position_id IN (SELECT position_id FROM explorer_delta) AND game_id <> ALL($1)");
     tx.execute(
         &format!(
-            "UPDATE explorer_moves e SET last_played = o.last_played
+            "UPDATE explorer_moves e SET last_played = o.last_played,
+                 top_game_ratings = o.top_game_ratings, top_game_ids = o.top_game_ids
              FROM explorer_delta d, ({others}) o
-             WHERE {on_key} AND e.games > 0 AND e.last_played IS NOT DISTINCT FROM d.last_played
+             WHERE {on_key} AND e.games > 0
+               AND (e.last_played IS NOT DISTINCT FROM d.last_played OR e.top_game_ids && $1)
                AND o.position_id = e.position_id AND o.variant = e.variant AND o.speed = e.speed
                AND o.rating_group = e.rating_group AND o.month = e.month AND o.move = e.move"
         ),
         &[&ids],
     )
     .await
-    .map_err(err("recomputing explorer last_played"))?;
+    .map_err(err("recomputing explorer last_played and best games"))?;
     Ok(())
 }
 
@@ -613,7 +725,8 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
 pub struct Difference {
     /// The key, as `position_id variant speed rating_group month move`.
     pub key: String,
-    /// The stored counts (`games white draws black rated_games rating_sum last_played`).
+    /// The stored counts (`games white draws black rated_games rating_sum
+    /// last_played top_game_ratings top_game_ids`).
     pub stored: Option<String>,
     /// What the recount says.
     pub expected: Option<String>,
@@ -629,24 +742,20 @@ pub const DIFFERENCES_SHOWN: i64 = 1000;
 /// [`DIFFERENCES_SHOWN`] of them.
 pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference>), Error> {
     let counts = |alias: &str| {
-        [
-            "games",
-            "white",
-            "draws",
-            "black",
-            "rated_games",
-            "rating_sum",
-            "last_played",
-        ]
-        .map(|column| format!("{alias}.{column}"))
-        .join(", ")
+        COUNTS
+            .split(", ")
+            .map(|column| format!("{alias}.{column}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let text = |alias: &str| {
         format!(
             "CASE WHEN {alias}.games IS NOT NULL THEN concat_ws(' ', {alias}.games, {alias}.white,
                  {alias}.draws, {alias}.black, {alias}.rated_games, {alias}.rating_sum,
                  coalesce(to_char({alias}.last_played AT TIME ZONE 'UTC',
-                                  'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-')) END"
+                                  'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-'),
+                 coalesce(array_to_string({alias}.top_game_ratings, ','), '-'),
+                 coalesce(array_to_string({alias}.top_game_ids, ','), '-')) END"
         )
     };
     // A sharded layout's counters are added rows: a key's rows summed.
@@ -656,11 +765,8 @@ pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference
                   AND position_id NOT IN (SELECT position_id FROM explorer_pending))"
             .to_owned(),
         Some(_) => format!(
-            "(SELECT {KEY}, sum(games)::integer AS games, sum(white)::integer AS white,
-                     sum(draws)::integer AS draws, sum(black)::integer AS black,
-                     sum(rated_games)::integer AS rated_games,
-                     sum(rating_sum)::bigint AS rating_sum, max(last_played) AS last_played
-              FROM explorer_moves GROUP BY {KEY} HAVING sum(games) > 0)"
+            "(SELECT * FROM ({}) f WHERE games > 0)",
+            folded("explorer_moves", false)
         ),
     };
     // What must be stored: the recount of every position that has rows,
@@ -670,7 +776,7 @@ pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference
              SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games
              FROM ({recount}) g
          ), r AS (
-             SELECT {KEY}, games, white, draws, black, rated_games, rating_sum, last_played
+             SELECT {KEY}, {COUNTS}
              FROM all_counts
              WHERE position_id NOT IN (SELECT position_id FROM explorer_pending)
                AND (position_games >= 2
@@ -834,8 +940,7 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
         Some(shards) => tx
             .execute(
                 &format!(
-                    "INSERT INTO explorer_moves ({KEY}, games, white, draws, black, rated_games, \
-                     rating_sum, last_played, anchor_game_id) {}",
+                    "INSERT INTO explorer_moves ({KEY}, {COUNTS}, anchor_game_id) {}",
                     grouped_by_shard("true", shards)
                 ),
                 &[],
@@ -911,13 +1016,8 @@ pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacte
             .execute(
                 &format!(
                     "WITH d AS (DELETE FROM {table} RETURNING *)
-                     INSERT INTO {table} ({KEY}, games, white, draws, black, rated_games,
-                                          rating_sum, last_played, anchor_game_id)
-                     SELECT {KEY}, sum(games)::integer, sum(white)::integer,
-                            sum(draws)::integer, sum(black)::integer,
-                            sum(rated_games)::integer, sum(rating_sum)::bigint,
-                            max(last_played), min(anchor_game_id)
-                     FROM d GROUP BY {KEY}"
+                     INSERT INTO {table} ({KEY}, {COUNTS}, anchor_game_id) {folded}",
+                    folded = folded("d", true)
                 ),
                 &[],
             )
@@ -969,4 +1069,46 @@ pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched
     Ok(Switched::Changed {
         rows: u64::try_from(rows).expect("count(*) is never negative"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_keeps_its_best_rated_games_highest_ratings_then_lowest_ids_first() {
+        let mut top = TopGames::default();
+        assert!(top.kept().is_empty());
+        for (ratings, id) in [
+            (3000, 9),
+            (3100, 4),
+            (3000, 2),
+            (2900, 1),
+            (3000, 5),
+            (4000, 7),
+        ] {
+            top.offer(ratings, id);
+        }
+        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 2), (3000, 5)]);
+        // Worse than the last kept: not kept; better: the last one drops.
+        top.offer(3000, 6);
+        assert_eq!(top.kept().last(), Some(&(3000, 5)));
+        top.offer(3000, 1);
+        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 1), (3000, 2)]);
+        // Any ratings, negative included (the Elo tags are not bounded).
+        let mut low = TopGames::default();
+        low.offer(-5, 3);
+        low.offer(i64::from(i32::MIN) * 2, 1);
+        assert_eq!(low.kept(), [(-5, 3), (i64::from(i32::MIN) * 2, 1)]);
+    }
+
+    #[test]
+    fn a_batch_sends_one_array_per_column_and_its_best_games_padded() {
+        let sql = batch_values(true);
+        let last = 13 + 2 * TOP_GAMES as usize + 1;
+        assert!(sql.contains(&format!("${last}::bigint[]")), "{sql}");
+        assert!(!sql.contains(&format!("${}::", last + 1)), "{sql}");
+        assert!(sql.contains("anchor_game_id"), "{sql}");
+        assert!(!batch_values(false).contains("anchor_game_id"));
+    }
 }

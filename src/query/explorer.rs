@@ -19,7 +19,10 @@ use crate::{
     },
     error::Error,
     query::position::position_id,
-    store::{counts::grouped, db::db_err},
+    store::{
+        counts::{TOP_GAMES, grouped},
+        db::db_err,
+    },
 };
 
 /// Which games to count: empty lists mean every speed / rating group; a
@@ -285,7 +288,8 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         return Ok(answer);
     };
     let bound = BoundFilter::new(request);
-    let counts = counts_of(client, id).await?;
+    let counted = has_rows(client, id).await?;
+    let counts = counts_from(counted);
     let rows = client
         .query(
             &format!(
@@ -328,7 +332,10 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         });
     }
     if request.top_games > 0 && rated > 0 {
-        let plan = if rated <= i64::from(request.top_games) {
+        let plan = if counted && request.top_games <= TOP_GAMES {
+            // The rows list their best games: a few rows, a few games.
+            TopGamesPlan::Stored
+        } else if rated <= i64::from(request.top_games) {
             // Every rated game there is listed: nothing reads fewer.
             TopGamesPlan::Scan
         } else {
@@ -344,14 +351,12 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
     Ok(answer)
 }
 
-/// Where the counts of position `id` are read, as a `FROM` item for a
-/// query whose `$1` is `id`: its rows in `explorer_moves` if it has any
-/// and is not queued for a recount, else its games grouped as the import
-/// counts them (a position has no rows while one game reached it, and is
-/// queued until its rows are complete, see
-/// `sql/0012_explorer_shared_positions.sql`).
-async fn counts_of(client: &Client, id: i64) -> Result<String, Error> {
-    let counted: bool = client
+/// Whether position `id` is answered from its rows in `explorer_moves`:
+/// it has rows and is not queued for a recount (a position has no rows
+/// while one game reached it, and is queued until its rows are complete,
+/// see `sql/0012_explorer_shared_positions.sql`).
+async fn has_rows(client: &Client, id: i64) -> Result<bool, Error> {
+    Ok(client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = $1)
                     AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = $1)",
@@ -359,12 +364,18 @@ async fn counts_of(client: &Client, id: i64) -> Result<String, Error> {
         )
         .await
         .map_err(db_err("looking up the position's explorer counters"))?
-        .get(0);
-    Ok(if counted {
+        .get(0))
+}
+
+/// Where the counts of a position are read, as a `FROM` item for a query
+/// whose `$1` is its id: its rows if [`has_rows`] says so, else its games
+/// grouped as the import counts them.
+fn counts_from(has_rows: bool) -> String {
+    if has_rows {
         "explorer_moves".to_owned()
     } else {
         format!("({})", grouped("position_id = $1"))
-    })
+    }
 }
 
 /// The id of `variant`'s start position (`None`: Chess960 has none, or no
@@ -422,10 +433,15 @@ pub fn choose_plan(
     }
 }
 
-/// How the top games of a position are found. Both give the same games;
+/// How the top games of a position are found. All give the same games;
 /// they differ in what they read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopGamesPlan {
+    /// The best games listed by the position's counter rows that the
+    /// filter selects (`sql/0013_explorer_top_games.sql`): the answer is
+    /// among them when the position [has rows](has_rows) and at most
+    /// [`TOP_GAMES`] are asked for. Reads those rows and the games chosen.
+    Stored,
     /// Every counted game at the position, from its moves rows, sorted:
     /// cost grows with the games at the position (fine when it is rare).
     Scan,
@@ -484,7 +500,7 @@ pub async fn rated_by_group(
     request: &Request,
 ) -> Result<Vec<(i16, i64)>, Error> {
     let bound = BoundFilter::new(request);
-    let counts = counts_of(client, id).await?;
+    let counts = counts_from(has_rows(client, id).await?);
     let rows = client
         .query(
             &format!(
@@ -513,6 +529,12 @@ pub async fn top_games(
     let mut params = bound.params(&id);
     params.push(&limit);
     let candidates = match &plan {
+        TopGamesPlan::Stored => format!(
+            "SELECT best.game_id, best.rating_sum FROM explorer_moves c,
+                    unnest(c.top_game_ratings, c.top_game_ids) AS best(rating_sum, game_id)
+             WHERE c.position_id = $1 AND {CONDITIONS}
+             ORDER BY best.rating_sum DESC, best.game_id LIMIT $7"
+        ),
         TopGamesPlan::Scan => format!(
             "SELECT game_id, rating_sum FROM explorer_game_moves
              WHERE position_id = $1 AND rating_sum IS NOT NULL AND {CONDITIONS}

@@ -94,6 +94,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_explorer_shared_positions.sql",
         sql: include_str!("../../sql/0012_explorer_shared_positions.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_explorer_top_games.sql",
+        sql: include_str!("../../sql/0013_explorer_top_games.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
