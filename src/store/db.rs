@@ -94,6 +94,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_explorer_shared_positions.sql",
         sql: include_str!("../../sql/0012_explorer_shared_positions.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_moves_position_game.sql",
+        sql: include_str!("../../sql/0014_moves_position_game.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
