@@ -21,6 +21,23 @@
 -- deduplicated).
 --
 -- A bulk load drops and rebuilds it like every index of moves
--- (src/ingest/bulk.rs lists them from the catalog).
-DROP INDEX moves_position_id_idx;
-CREATE INDEX moves_position_game_idx ON moves (position_id, game_id);
+-- (src/ingest/bulk.rs lists them from the catalog). A bulk load open while
+-- this runs has dropped the old index and recorded how to recreate it
+-- (import_bulk_objects): that record is changed instead, so that the
+-- load's finish builds the new index.
+
+DO $$
+BEGIN
+    IF to_regclass('moves_position_id_idx') IS NOT NULL THEN
+        DROP INDEX moves_position_id_idx;
+        CREATE INDEX moves_position_game_idx ON moves (position_id, game_id);
+    END IF;
+END
+$$;
+
+UPDATE import_bulk_objects
+SET object_name = 'moves_position_game_idx',
+    drop_sql = replace(drop_sql, 'moves_position_id_idx', 'moves_position_game_idx'),
+    create_sql = 'CREATE INDEX moves_position_game_idx ON public.moves USING btree (position_id, game_id)'
+WHERE object_name = 'moves_position_id_idx'
+  AND load_id IN (SELECT id FROM import_bulk_loads WHERE state <> 'done');
