@@ -1,4 +1,4 @@
-//! The storage migrations (0006 and later): an existing database, with
+//! The storage migrations (0006, 0007, 0014): an existing database, with
 //! rows or with a bulk load left open, ends up with the same index kinds
 //! and options as a fresh one, and with the same rows.
 
@@ -26,26 +26,33 @@ fn index_kinds(db: &TestDb) -> String {
     )
 }
 
-/// Puts the objects the storage migrations (0006, 0007) change back as
-/// 0003 left them, and forgets those two migrations: a database from before
-/// them. Later migrations stay recorded, as they are not undone here.
+/// Puts the objects the storage migrations (0006, 0007, 0014) change back
+/// as 0001 and 0003 left them, and forgets those migrations: a database
+/// from before them. Other migrations stay recorded, as they are not undone
+/// here.
 const BEFORE_STORAGE: &str = "
+DROP INDEX moves_position_game_idx;
+CREATE INDEX moves_position_id_idx ON moves (position_id);
 DROP INDEX positions_piece_placement_idx;
 CREATE INDEX positions_piece_placement_idx ON positions (piece_placement);
 ALTER INDEX positions_pkey RESET (fillfactor);
 ALTER INDEX games_pkey RESET (fillfactor);
 ALTER INDEX moves_pkey RESET (fillfactor);
-DELETE FROM pgnload_migrations WHERE version IN (6, 7)";
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14)";
 
 /// The statements an open bulk load recorded before the storage migrations
-/// (0006, 0007), which are forgotten again.
+/// (0006, 0007, 0014), which are forgotten again.
 const RECORDED_BEFORE_STORAGE: &str = "
+UPDATE import_bulk_objects
+SET object_name = 'moves_position_id_idx', drop_sql = 'DROP INDEX moves_position_id_idx',
+    create_sql = 'CREATE INDEX moves_position_id_idx ON public.moves USING btree (position_id)'
+WHERE object_name = 'moves_position_game_idx';
 UPDATE import_bulk_objects
 SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions USING btree (piece_placement)'
 WHERE object_name = 'positions_piece_placement_idx';
 UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
 WHERE object_name IN ('positions_pkey', 'moves_pkey');
-DELETE FROM pgnload_migrations WHERE version IN (6, 7)";
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14)";
 
 fn migrate(db: &TestDb) -> Output {
     run({
@@ -121,6 +128,7 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
     assert_ok(&import(&db, &["-q", "--mode", "auto"], &files), &[0]);
     assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
     for kind in [
+        "moves_position_game_idx btree -",
         "positions_piece_placement_idx hash -",
         "positions_pkey btree fillfactor=100",
         "moves_pkey btree fillfactor=100",

@@ -555,14 +555,14 @@ pub async fn top_games(
             }
             // The probe is a subquery (not EXISTS, which the planner may
             // turn into a join driven by the position's moves rows, the
-            // very read the walk avoids) on the game's moves by its key
-            // (`+ 0`: not by moves_position_id_idx, whose estimate for a
-            // frequent position can be 60x short, measured at 1M games).
+            // very read the walk avoids): one lookup of moves
+            // (position_id, game_id), from the index alone
+            // (sql/0014_moves_position_game.sql).
             format!(
                 "SELECT game_id, rating_sum FROM explorer_games e
                  WHERE rating_sum IS NOT NULL{bounds} AND {CONDITIONS}
                    AND (SELECT 1 FROM moves m
-                        WHERE m.game_id = e.game_id AND m.position_id + 0 = $1 LIMIT 1) IS NOT NULL
+                        WHERE m.position_id = $1 AND m.game_id = e.game_id LIMIT 1) IS NOT NULL
                  ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
             )
         }

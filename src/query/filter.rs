@@ -135,10 +135,11 @@ pub struct Reached {
     /// `positions.id`.
     pub id: i64,
     /// Reached by so many games that walking the games in the order asked
-    /// and checking each (through the moves' primary key) reaches the
-    /// limit sooner than collecting every game that reached it: the start
-    /// position and the common openings. Otherwise the games are found
-    /// from the position (`moves.position_id`, `games.final_position_id`).
+    /// and checking each (one lookup of `moves (position_id, game_id)`)
+    /// reaches the limit sooner than collecting every game that reached
+    /// it: the start position and the common openings. Otherwise the games
+    /// are found from the position (the same index, read for the position
+    /// alone, and `games.final_position_id`).
     pub walk: bool,
 }
 

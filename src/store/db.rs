@@ -99,6 +99,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_explorer_top_games.sql",
         sql: include_str!("../../sql/0013_explorer_top_games.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_moves_position_game.sql",
+        sql: include_str!("../../sql/0014_moves_position_game.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
