@@ -457,7 +457,9 @@ pub async fn for_each_batch(
     // The outer LIMIT too: without it, a cursor (planned for its first
     // rows) walked every game newest first asking each whether it was
     // chosen (3.5 s for the frequent positions at 1M games).
-    let chosen = match filter.limit {
+    // What follows `WHERE` in the cursor: the filter and the order, or
+    // with a limit the chosen ids.
+    let selection = match filter.limit {
         None => format!("{} ORDER BY {order_by}", w.clause),
         Some(limit) => format!(
             "g.id IN (SELECT g.id FROM games g WHERE {} ORDER BY {order_by} LIMIT {limit})
@@ -473,7 +475,7 @@ pub async fn for_each_batch(
         .await
         .map_err(db_err("starting a read transaction"))?;
     tx.execute(
-        &format!("DECLARE pgnload_games NO SCROLL CURSOR FOR {SELECT} WHERE {chosen}"),
+        &format!("DECLARE pgnload_games NO SCROLL CURSOR FOR {SELECT} WHERE {selection}"),
         &w.values(),
     )
     .await
