@@ -773,17 +773,14 @@ fn a_database_without_counters_refuses_explore_and_verify_and_an_unfinished_bulk
 /// own. `explore` equals the Python recount at every step, and `verify
 /// --explorer` (which requires rows for every position two games reached
 /// that is not queued) is clean.
-#[test]
-fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
-    let dir = scratch_dir("pgnload-explorer-shared-");
-    let mut files = corpus(dir.path());
-    let db = fresh_db("explorer_shared");
-    enable_explorer(db.pgnload());
-    let mut holder = std::process::Command::new("psql")
+/// A psql session holding the import lock shared, as another import
+/// would: no import is alone, so none counts its queue at its end.
+fn hold_import_lock(db: &TestDb) -> std::process::Child {
+    let holder = std::process::Command::new("psql")
         .env("PGAPPNAME", "pgnload-test-lock-holder")
         .args([&db.url, "-XAtq", "-c"])
         // The import lock's key (src/ingest/bulk.rs LOCK): were it another,
-        // every importer would be alone and the queue count below 0.
+        // every importer would be alone and the queues counted.
         .arg(format!(
             "SELECT pg_advisory_lock_shared({}); SELECT pg_sleep(600)",
             0x7067_6e6c_6275_6c6b_i64
@@ -794,6 +791,25 @@ fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
     while db.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") == "0" {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    holder
+}
+
+/// Ends [`hold_import_lock`]'s session.
+fn release_import_lock(db: &TestDb, mut holder: std::process::Child) {
+    db.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE application_name = 'pgnload-test-lock-holder'",
+    );
+    holder.wait().expect("reap the lock holder");
+}
+
+#[test]
+fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
+    let dir = scratch_dir("pgnload-explorer-shared-");
+    let mut files = corpus(dir.path());
+    let db = fresh_db("explorer_shared");
+    enable_explorer(db.pgnload());
+    let holder = hold_import_lock(&db);
     let importers: Vec<_> = [&files[0..1], &files[1..2], &files[2..]]
         .into_iter()
         .map(|part| {
@@ -820,11 +836,7 @@ fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
         assert_explore_matches_python(&db, files, None, &["--play", "d2d4,d7d5,c2c4,e7e6"]);
     };
     check(&files, "queued");
-    db.psql(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE application_name = 'pgnload-test-lock-holder'",
-    );
-    holder.wait().expect("reap the lock holder");
+    release_import_lock(&db, holder);
 
     let said = db.quiet_ok(&["db", "explorer", "compact"]);
     assert!(
@@ -858,6 +870,155 @@ fn only_shared_positions_get_rows_and_concurrent_importers_queue_the_rest() {
     assert_eq!(db.psql(single_game_positions_with_rows), "0");
 }
 
+/// A run gives the positions its batches share their rows itself: a
+/// position that one game of an earlier batch of the run reached is
+/// counted, when a later batch reaches it, from what the run remembers of
+/// that game, instead of queued for a recount; with no memory
+/// (`--cache-positions 0`) it is queued. Both are exact. No import is
+/// alone here, so nothing queued is counted.
+#[test]
+fn a_run_counts_the_positions_its_earlier_batches_reached_once_without_queueing_them() {
+    let dir = scratch_dir("pgnload-explorer-memory-");
+    let files = vec![data("lichess-2025-05-sample.pgn")];
+    let mut queued = Vec::new();
+    for cache in ["12000000", "0"] {
+        let db = fresh_db("explorer_memory");
+        enable_explorer(db.pgnload());
+        let holder = hold_import_lock(&db);
+        assert_ok(
+            &import(
+                &db,
+                &[
+                    "-q",
+                    "--mode",
+                    "incremental",
+                    "--batch-games",
+                    "20",
+                    "--cache-positions",
+                    cache,
+                ],
+                &files,
+            ),
+            &[0],
+        );
+        let (code, output) = verify_explorer(&db, dir.path());
+        assert_eq!(code, Some(0), "--cache-positions {cache}: {output}");
+        for play in ["e2e4", "e2e4,c7c5", "d2d4,d7d5,c2c4"] {
+            assert_explore_matches_python(&db, &files, None, &["--play", play]);
+        }
+        queued.push(
+            db.psql("SELECT count(*) FROM explorer_pending")
+                .parse::<u64>()
+                .expect("a count"),
+        );
+        release_import_lock(&db, holder);
+    }
+    // Remembered, only the positions some game ended in are queued when
+    // reached again (a final position has no move to count).
+    let (remembered, forgotten) = (queued[0], queued[1]);
+    assert!(
+        forgotten > 100 && remembered * 10 < forgotten,
+        "queued with the run's memory {remembered}, without {forgotten}"
+    );
+}
+
+/// A game the run imported, deleted while the run goes on: the positions
+/// it alone reached are in the run's memory with it, and a later batch of
+/// the run that reaches one must not count it. `game delete` queues them,
+/// so that they are recounted (here at the end of the run, alone).
+#[test]
+fn deleting_a_game_the_running_import_remembers_keeps_the_counters_exact() {
+    use std::io::Write;
+    let dir = scratch_dir("pgnload-explorer-delete-running-");
+    let db = fresh_db("explorer_delete_running");
+    enable_explorer(db.pgnload());
+    let fifo = dir.path().join("games.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let games: Vec<String> = sample
+        .split("\n[Event ")
+        .enumerate()
+        .map(|(i, game)| {
+            let game = if i == 0 {
+                game.to_owned()
+            } else {
+                format!("[Event {game}")
+            };
+            format!("{}\n\n", game.trim_end())
+        })
+        .collect();
+    // Two games that share a line no game of the sample plays; the first
+    // alone reaches it in its batch. (The importer reads its input in
+    // blocks: a hundred games more make it read the first batch.)
+    let line = |white: &str, end: &str, result: &str| {
+        format!(
+            "[Event \"Casual\"]\n[White \"{white}\"]\n[Black \"Memory\"]\n[Result \"{result}\"]\n\n\
+             1. a3 h6 2. h3 a6 3. Ra2 Rh7 4. {end} {result}\n\n"
+        )
+    };
+    let mut importer = db.pgnload();
+    importer
+        .args([
+            "-q",
+            "import",
+            "--mode",
+            "incremental",
+            "--batch-games",
+            "5",
+        ])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let importer = importer.spawn().expect("start the importer");
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the FIFO for writing");
+    let first: String = std::iter::once(line("Deleted", "d4 d5", "1/2-1/2"))
+        .chain(games[..100].iter().cloned())
+        .collect();
+    writer
+        .write_all(first.as_bytes())
+        .expect("write the first games");
+    writer.flush().expect("flush");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deleted = loop {
+        let id = db.psql("SELECT g.id FROM games g JOIN players p ON p.id = g.white_player_id WHERE p.username = 'Deleted'");
+        if !id.is_empty() {
+            break id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first batch was not committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    db.quiet_ok(&["game", "delete", &deleted]);
+    let rest: String = std::iter::once(line("Kept", "e4 e5", "1-0"))
+        .chain(games[100..].iter().cloned())
+        .collect();
+    writer
+        .write_all(rest.as_bytes())
+        .expect("write the other games");
+    drop(writer);
+    let out = importer.wait_with_output().expect("wait for the importer");
+    assert_ok(&out, &[0]);
+    assert_eq!(
+        db.psql("SELECT count(*) FROM games"),
+        (games.len() + 1).to_string(),
+        "every game but the deleted one"
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
+    let answer = explore_json(&db, &["--play", "a2a3,h7h6"]);
+    assert_eq!(
+        summary(&answer).0,
+        vec![1, 0, 0],
+        "only the kept game reaches 1. a3 h6: {answer}"
+    );
+}
+
 /// Migration 13 on a database whose counter rows were written before it
 /// (no lists of best games): their positions are queued, so `explore`
 /// answers them from the games meanwhile, and `db explorer compact` writes
@@ -889,7 +1050,7 @@ fn rows_older_than_their_best_games_lists_are_queued_and_compact_lists_them() {
     db.psql(
         "ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_top_games_check,
              DROP COLUMN top_game_ratings, DROP COLUMN top_game_ids;
-         DROP FUNCTION explorer_top_games;
+         DROP FUNCTION IF EXISTS explorer_top_games;
          DELETE FROM pgnload_migrations WHERE version = 13",
     );
     db.quiet_ok(&["db", "migrate"]);

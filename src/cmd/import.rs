@@ -37,7 +37,8 @@ pub struct ImportArgs {
     /// Source label for games without a Lichess id [default: pgn].
     #[arg(long, env = "PGNLOAD_SOURCE")]
     pub source: Option<String>,
-    /// Positions kept in the in-memory dedup cache.
+    /// Positions kept in the in-memory dedup cache (with the explorer
+    /// counters on, a third as many are remembered for them too).
     #[arg(long, env = "PGNLOAD_CACHE_POSITIONS")]
     pub cache_positions: Option<usize>,
     /// Games per batch (one transaction and one checkpoint each).

@@ -104,6 +104,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_moves_position_game.sql",
         sql: include_str!("../../sql/0014_moves_position_game.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_explorer_inline_top_games.sql",
+        sql: include_str!("../../sql/0015_explorer_inline_top_games.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

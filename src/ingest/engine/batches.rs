@@ -198,6 +198,7 @@ impl Importer<'_> {
         let (target, reporter) = (&self.run.target, self.run.reporter);
         let (mut position_seq, mut game_seq) = self.load.write_mode.sequences();
         let cache = &mut self.cache;
+        let memory = &mut self.memory;
         let positions_db = &mut self.conns.positions_db;
         let db = &mut self.conns.db;
         let resolve = async {
@@ -221,7 +222,15 @@ impl Importer<'_> {
             let (batch, resolved) = ready?;
             Some(
                 retry_on(db, target, retry_seconds, false, reporter, async |client| {
-                    write_games(client, batch, file, resolved, game_seq.as_deref_mut()).await
+                    write_games(
+                        client,
+                        batch,
+                        file,
+                        resolved,
+                        game_seq.as_deref_mut(),
+                        memory,
+                    )
+                    .await
                 })
                 .await,
             )
@@ -231,6 +240,7 @@ impl Importer<'_> {
 
     /// Accounts for a batch whose games committed.
     fn after_commit(&mut self, batch: &Batch, written: WrittenBatch) -> Result<(), Error> {
+        self.memory.learn(written.learnt);
         let shown_before = self.tally.totals.games.conflicts;
         for (ordinal, conflict) in (shown_before..).zip(&written.conflicts) {
             self.warn_conflict(batch, conflict, ordinal);

@@ -346,11 +346,13 @@ impl Importer<'_> {
     }
 
     /// Forgets what a lost connection may have made untrue: position ids
-    /// learnt from commits a server crash can have undone. In a bulk load
+    /// and the explorer's lone visits learnt from commits a server crash
+    /// can have undone. In a bulk load
     /// the forgotten positions come again as new rows, so the load is
     /// marked to merge duplicates at its finish.
     async fn forget_unverified(&mut self) -> Result<(), Error> {
         self.cache = PositionCache::new(self.run.settings.cache_positions);
+        self.memory.clear();
         if let BulkState::Open(load) = self.load.bulk {
             self.conns.control
                 .client

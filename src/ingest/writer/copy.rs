@@ -2,7 +2,8 @@
 //!
 //! Apart from the phases because it is the one place that knows the wire
 //! format (`PGCOPY` header, tuple framing, `postgres-types` encoding) and
-//! the column order of every table the writer copies into. It must not
+//! the column order of every table the writer copies into (but
+//! `explorer_moves`, whose columns the explorer module names). It must not
 //! decide what is written: the phases build the rows.
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -18,7 +19,7 @@ use crate::{chess::replay::GameRecord, ingest::dedup::PositionKey};
 /// A failed write step: the database refused, or a row could not be
 /// encoded for COPY (a value out of range for its column type).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum WriteError {
+pub(crate) enum WriteError {
     #[error(transparent)]
     Database(#[from] tokio_postgres::Error),
     #[error("encoding a row for COPY: {0}")]
@@ -27,7 +28,7 @@ pub(super) enum WriteError {
 
 /// A row of a binary COPY: its column types and values, encoded by
 /// `postgres-types`.
-pub(super) trait CopyRow<const N: usize> {
+pub(crate) trait CopyRow<const N: usize> {
     const TYPES: [Type; N];
     fn fields(&self) -> [&(dyn ToSql + Sync); N];
 }
@@ -48,7 +49,7 @@ pub(super) const CHUNKS_AHEAD: usize = 8;
 /// and awaits the connection every 4 KiB, so the writer thread, which
 /// serves both write phases, became the bottleneck of a bulk load (half of
 /// its CPU).
-pub(super) async fn copy_rows<const N: usize, R: CopyRow<N> + Sync>(
+pub(crate) async fn copy_rows<const N: usize, R: CopyRow<N> + Sync>(
     tx: &Transaction<'_>,
     statement: &str,
     rows: &[R],

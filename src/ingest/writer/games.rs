@@ -24,7 +24,10 @@ use crate::{
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionKey},
-        explorer,
+        explorer::{
+            self,
+            memory::{Learnt, RunMemory},
+        },
         pipeline::{Batch, Outcome, RejectedGame},
     },
 };
@@ -48,14 +51,18 @@ pub(super) struct NewGame<'a> {
 /// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
 /// rejects, and the input's checkpoint, in one transaction, so that the
 /// database never holds games a checkpoint does not cover, or the reverse.
-/// `ids` hands out game ids in bulk mode (`None`: incremental). On error
-/// nothing of this phase was committed.
+/// `ids` hands out game ids in bulk mode (`None`: incremental); `memory`
+/// is what the run knows of its positions' explorer counters, which the
+/// batch reads (what it learnt comes back in the [`WrittenBatch`], for the
+/// caller to remember now that it committed). On error nothing of this
+/// phase was committed.
 pub async fn write_games(
     client: &mut Client,
     batch: &Batch,
     file: &FileContext,
     resolved: &ResolvedBatch,
     ids: Option<&mut IdSequence>,
+    memory: &mut RunMemory,
 ) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
     let (games_through, end_offset) = batch_bounds(batch, file)?;
@@ -187,6 +194,7 @@ pub async fn write_games(
     }
     // The explorer counters of the games inserted, if the database keeps
     // them (both modes: the counters keep their key during a bulk load).
+    let mut learnt = Learnt::default();
     if file.explorer {
         let counted = game_rows
             .iter()
@@ -203,9 +211,10 @@ pub async fn write_games(
             Some(shards) => explorer::Counting::Sharded(shards),
             None => explorer::Counting::Shared {
                 fresh: &resolved.fresh,
+                memory: Some(memory),
             },
         };
-        explorer::add_batch(&tx, counted, position_ids, counting).await?;
+        learnt = explorer::add_batch(&tx, counted, position_ids, counting).await?;
     }
     let reject_rows: Vec<RejectRow<'_>> = rejected
         .iter()
@@ -239,7 +248,11 @@ pub async fn write_games(
         .await
         .map_err(|e| at.err("updating the checkpoint", e))??;
     tx.commit().await.map_err(|e| at.err("committing", e))?;
-    Ok(WrittenBatch { stats, conflicts })
+    Ok(WrittenBatch {
+        stats,
+        conflicts,
+        learnt,
+    })
 }
 
 /// The games [`resolve_positions`](super::resolve_positions) kept, looked up again by identity
@@ -422,6 +435,8 @@ pub struct WrittenBatch {
     /// Its games not imported because their identity was taken by a game
     /// with other moves (recorded in `import_conflicts`).
     pub conflicts: Vec<Conflict>,
+    /// What the run's [`RunMemory`] learns from it.
+    pub learnt: Learnt,
 }
 
 /// Records the batch's conflicts in `import_conflicts`, once per game (a

@@ -47,7 +47,7 @@ mod positions;
 mod sharded;
 mod single;
 
-use self::copy::WriteError;
+pub(crate) use self::copy::{CopyRow, WriteError, copy_rows};
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
@@ -84,6 +84,12 @@ CREATE TEMP TABLE IF NOT EXISTS stage_games (
     import_file_id bigint, game_number bigint, byte_offset bigint, positions_max_ply integer
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_moves (LIKE moves) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_explorer (
+    position_id bigint, variant game_variant, speed smallint, rating_group smallint,
+    month integer, move smallint, games integer, white integer, draws integer, black integer,
+    rated_games integer, rating_sum bigint, last_played timestamptz,
+    top_game_ratings bigint[], top_game_ids bigint[], anchor_game_id bigint
+) ON COMMIT DELETE ROWS;
 ";
 
 /// Which input file the batch belongs to.
@@ -231,7 +237,7 @@ impl BatchContext<'_> {
 
 /// The error a write step `what` failed with: the database's, or a row
 /// that could not be encoded (a bug: the rows are built to fit).
-fn write_err(what: String, error: impl Into<WriteError>) -> Error {
+pub(crate) fn write_err(what: String, error: impl Into<WriteError>) -> Error {
     match error.into() {
         WriteError::Database(e) => crate::store::db::db_err(what)(e),
         WriteError::Encode(e) => Error::Internal(format!("{what}: encoding a row for COPY: {e}")),

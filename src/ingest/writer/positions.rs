@@ -3,9 +3,9 @@
 //! in a transaction of their own. It must not write games or the
 //! checkpoint: those are phase two's, in one transaction together.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use foldhash::fast::RandomState;
+use foldhash::{HashSet, HashSetExt, fast::RandomState};
 use rayon::prelude::*;
 use tokio_postgres::{Client, Transaction};
 

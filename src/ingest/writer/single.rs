@@ -221,7 +221,10 @@ impl PreparedGame<'_> {
                 std::iter::once((id, game, self.row.keys)),
                 &self.position_ids,
                 // `game put` is refused on a sharded layout (lock_for_one_game).
-                explorer::Counting::Shared { fresh: &self.fresh },
+                explorer::Counting::Shared {
+                    fresh: &self.fresh,
+                    memory: None,
+                },
             )
             .await?;
         }
