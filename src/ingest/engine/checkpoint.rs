@@ -345,11 +345,11 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// Forgets what a lost connection may have made untrue: position ids
-    /// and the explorer's lone visits learnt from commits a server crash
-    /// can have undone. In a bulk load
-    /// the forgotten positions come again as new rows, so the load is
-    /// marked to merge duplicates at its finish.
+    /// Forgets what a lost connection may have made untrue: position ids,
+    /// and what the explorer's memory learnt, from commits a server crash
+    /// can have undone. In a bulk load the forgotten positions come again
+    /// as new rows, so the load is marked to merge duplicates at its
+    /// finish.
     async fn forget_unverified(&mut self) -> Result<(), Error> {
         self.cache = PositionCache::new(self.run.settings.cache_positions);
         self.memory.clear();
