@@ -75,7 +75,16 @@ pub(crate) async fn retry_on<T>(
         } else {
             match op(&mut db.client).await {
                 Ok(value) => return Ok(value),
-                Err(error) => error,
+                Err(error) => {
+                    // A failed COMMIT can leave the session in an aborted
+                    // transaction block (postgres_fdw failing to close a
+                    // cursor on a restarted shard: the next BEGIN got
+                    // 25P02); ROLLBACK ends it, and only warns outside a
+                    // block. Its own failure is the connection's, which
+                    // the next step sees.
+                    let _ = db.client.batch_execute("ROLLBACK").await;
+                    error
+                }
             }
         };
         let closed = db.client.is_closed();
