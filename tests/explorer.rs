@@ -1101,3 +1101,99 @@ fn explore_top_game_ids(db: &TestDb) -> Vec<String> {
         .map(|game| game["id"].as_str().expect("an id").to_owned())
         .collect()
 }
+
+/// A bulk load holds its counter rows in memory across batches
+/// (`src/ingest/explorer/held.rs`), its games recorded in
+/// `explorer_deferred` meanwhile. Killed with rows held, it leaves games
+/// no row counts: `explore` and `verify --explorer` refuse until the
+/// load finishes, and the rerun's finish counts the positions of those
+/// games, so that the counters equal a clean load's.
+#[test]
+fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() {
+    use std::io::Write;
+    let dir = scratch_dir("pgnload-explorer-held-");
+    let sample = data("lichess-2025-05-sample.pgn");
+    let clean = fresh_db("explorer_held_clean");
+    enable_explorer(clean.pgnload());
+    assert_ok(
+        &import(
+            &clean,
+            &["-q", "--mode", "bulk"],
+            std::slice::from_ref(&sample),
+        ),
+        &[0],
+    );
+
+    let db = fresh_db("explorer_held");
+    enable_explorer(db.pgnload());
+    let fifo = dir.path().join("games.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let mut importer = db.pgnload();
+    importer
+        .args(["-q", "import", "--mode", "bulk", "--batch-games", "5"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut importer = importer.spawn().expect("start the importer");
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the FIFO for writing");
+    // Half the sample, the FIFO left open: the load waits for more with
+    // the rows of its committed batches held.
+    let text = std::fs::read_to_string(&sample).expect("sample");
+    let half = text
+        .match_indices("\n[Event ")
+        .nth(200)
+        .expect("400 games")
+        .0;
+    writer
+        .write_all(&text.as_bytes()[..half])
+        .expect("write half the games");
+    writer.flush().expect("flush");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while db.psql("SELECT count(*) FROM explorer_deferred") == "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no batch of the load committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    importer.kill().expect("kill the importer");
+    importer.wait().expect("reap the importer");
+    drop(writer);
+    let uncounted = db.psql("SELECT count(*) FROM games");
+    assert_ne!(uncounted, "0");
+    assert_eq!(
+        db.psql("SELECT sum(last_game_id - first_game_id + 1) FROM explorer_deferred"),
+        uncounted,
+        "every committed game is recorded as not counted"
+    );
+    for args in [
+        &["explore"][..],
+        &["verify", "--explorer", "--report", "x.tsv"],
+    ] {
+        let (code, stdout, stderr) = pgnload_on(&db, args);
+        assert_eq!(code, Some(2), "{args:?}: {stdout}{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "a bulk load has not counted {uncounted} of its games into the explorer counters"
+            )),
+            "{args:?}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{args:?}: no answer that looks real");
+    }
+
+    // The rerun continues the load (the games committed are present) and
+    // finishes it.
+    assert_ok(&import(&db, &["-q"], &[sample]), &[0]);
+    assert_eq!(
+        db.psql("SELECT count(*) FROM games"),
+        clean.psql("SELECT count(*) FROM games")
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_deferred"), "0");
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(counters_by_fen(&db), counters_by_fen(&clean));
+}

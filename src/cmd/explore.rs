@@ -101,7 +101,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
     let answer = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        explorer::require_enabled(&database.client).await?;
+        explorer::require_usable(&database.client).await?;
         explore(&database.client, &request).await
     })?;
     let text = if args.json {
@@ -203,7 +203,7 @@ pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
             .start()
             .await
             .map_err(db_err("starting the explorer recount"))?;
-        explorer::require_enabled(&tx).await?;
+        explorer::require_usable(&tx).await?;
         let found = explorer::recount(&tx).await?;
         tx.commit()
             .await

@@ -21,7 +21,9 @@
 //! 4. finishes ([`finish`]): merges duplicate positions if any can exist
 //!    (the table was not empty, a run resumed the load, or the map had to
 //!    evict), rebuilds the recorded objects on two connections at once,
-//!    validates the foreign keys as they are added, and analyzes the tables.
+//!    validates the foreign keys as they are added, analyzes the tables,
+//!    and queues for the explorer counters the positions of games whose
+//!    held counter rows a run lost ([`explorer::queue_deferred`]).
 //!
 //! Tables stay logged throughout: an unlogged table is emptied by a server
 //! crash, which would break "crash, rerun, same database". A crash of the
@@ -626,6 +628,11 @@ pub async fn finish(
         return Ok(None);
     }
     report.rebuild_s = rebuild_started.elapsed().as_secs_f64();
+    if explorer {
+        // Games whose held counter rows a run lost: counted at the end of
+        // the run with the other queued positions.
+        explorer::queue_deferred(client).await?;
+    }
     client
         .execute(
             "UPDATE import_bulk_loads SET state = 'done', finished_at = now(), updated_at = now(),

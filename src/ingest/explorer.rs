@@ -30,7 +30,14 @@
 //! exclusively), so they need no claim: a game of another import there
 //! queues the position, which then stays queued whatever rows it has.
 //! Rows reaching zero games stay, so that no batch sees a position's rows
-//! disappear between looking and adding.
+//! disappear between looking and adding. First rows go by `COPY` straight
+//! into the table (nothing to add to), the others by an upsert
+//! ([`write_rows`]).
+//!
+//! A bulk load holds its rows in memory across batches ([`held`]) and
+//! writes them when it holds too many or its run ends, its games recorded
+//! in `explorer_deferred` meanwhile; the load's finish queues the
+//! positions of any games whose held rows a run lost ([`queue_deferred`]).
 //!
 //! Each row also lists its best-rated games (`sql/0013_explorer_top_games.sql`),
 //! kept wherever its counts are: merged by a batch's upsert, recounted
@@ -46,6 +53,7 @@
 use foldhash::{HashMap, HashMapExt, HashSet};
 use rayon::prelude::*;
 
+pub mod held;
 pub mod memory;
 
 use tokio_postgres::{
@@ -61,7 +69,7 @@ use crate::{
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionKey},
-        writer::{CopyRow, copy_rows, write_err},
+        writer::{CopyRow, WriteError, copy_rows, write_err},
     },
     store::{
         counts::{COUNTS, KEY, TOP_GAMES, grouped},
@@ -69,7 +77,10 @@ use crate::{
     },
 };
 
-use self::memory::{Learnt, LoneVisit, RunMemory};
+use self::{
+    held::{BatchRows, Held, HeldRows},
+    memory::{Learnt, LoneVisit, RunMemory},
+};
 
 /// [`grouped`] restricted to the positions that two games or more
 /// reached: what a single node keeps rows for (the others are counted
@@ -278,6 +289,20 @@ impl Counts {
         }
         self.last_played = self.last_played.max(game.started_at);
     }
+
+    /// Adds `other`'s games, as if each had been [`Self::add`]ed here.
+    fn merge(&mut self, other: &Counts) {
+        self.games += other.games;
+        self.white += other.white;
+        self.draws += other.draws;
+        self.black += other.black;
+        self.rated_games += other.rated_games;
+        self.rating_sum += other.rating_sum;
+        self.last_played = self.last_played.max(other.last_played);
+        for &(ratings, id) in other.top.kept() {
+            self.top.offer(ratings, id);
+        }
+    }
 }
 
 /// The best-rated games of a counter row being built, as
@@ -345,6 +370,9 @@ pub enum Counting<'a> {
         /// What the run knows of its positions' counters (`None`: `game
         /// put`, which has no run).
         memory: Option<&'a mut RunMemory>,
+        /// A bulk load: the rows are held in `memory` ([`held`]) rather
+        /// than written, until it holds too many.
+        hold: bool,
     },
 }
 
@@ -497,7 +525,14 @@ pub async fn add_batch<'a>(
         .concat();
     let mut learnt = Learnt::default();
     let mut taken = Vec::new();
-    if let Counting::Shared { fresh, memory } = counting {
+    let mut first = HashSet::default();
+    let mut held = None;
+    if let Counting::Shared {
+        fresh,
+        mut memory,
+        hold,
+    } = counting
+    {
         visits.par_sort_unstable_by_key(|visit| visit.position);
         let reached: Vec<(i64, Reached)> = visits
             .chunk_by(|a, b| a.position == b.position)
@@ -510,10 +545,11 @@ pub async fn add_batch<'a>(
                 (first.position, reached)
             })
             .collect();
-        let plan = plan_positions(tx, &reached, fresh, memory).await?;
+        let plan = plan_positions(tx, &reached, fresh, memory.as_deref_mut()).await?;
         visits.retain(|visit| plan.counted.contains(&visit.position));
         taken = plan.taken;
         learnt = plan.learnt;
+        first = plan.first;
         let categories: HashMap<i64, GameCounts> = counted
             .iter()
             .map(|&(id, _, counts)| (id, counts))
@@ -525,6 +561,7 @@ pub async fn add_batch<'a>(
             .into_iter()
             .filter_map(|id| Some((id, *categories.get(&id)?)))
             .collect();
+        held = memory.filter(|_| hold).map(|memory| &*memory);
     }
     // Every visit counted, the run's remembered ones too, by key.
     let mut keyed: Vec<((CounterKey, i64), i64, &GameCounts)> = visits
@@ -556,54 +593,186 @@ pub async fn add_batch<'a>(
             (visits[0].0, counts)
         })
         .collect();
-    if rows.is_empty() {
-        return Ok(learnt);
+    if let Some(memory) = held {
+        if memory.holds_more() {
+            let ids: Vec<i64> = counted.iter().map(|&(id, _, _)| id).collect();
+            learnt.held = Held::Add(BatchRows {
+                rows: rows
+                    .into_iter()
+                    .map(|((key, _), counts)| (key, counts))
+                    .collect(),
+                first: first.into_iter().collect(),
+                deferred: defer_games(tx, ids).await?,
+            });
+            return Ok(learnt);
+        }
+        // Too many held: written now with the batch's, in its transaction.
+        write_held(tx, memory.held_rows()).await?;
+        learnt.held = Held::Written;
     }
     let staged: Vec<StagedRow<'_>> = rows
         .iter()
-        .map(|((key, anchor), counts)| {
-            let (top_game_ratings, top_game_ids) = counts.top.arrays();
-            StagedRow {
-                key,
-                counts,
-                top_game_ratings,
-                top_game_ids,
-                anchor: shards.map(|_| *anchor),
-            }
-        })
+        .map(|((key, anchor), counts)| StagedRow::new(key, counts, shards.map(|_| *anchor)))
         .collect();
-    copy_rows(tx, COPY_STAGE, &staged)
+    write_rows(tx, staged, &first)
         .await
-        .map_err(|e| write_err("staging the batch's explorer counters".into(), e))?;
-    // Key order, so that concurrent importers lock rows in the same order.
-    let staged = format!("SELECT {KEY}, {COUNTS} FROM stage_explorer ORDER BY {KEY}");
-    let sql = match shards {
-        None => add_sql(&staged),
-        // Rows added, never updated: no row of another importer to wait for.
-        Some(_) => format!(
-            "INSERT INTO explorer_moves ({KEY}, {COUNTS}, anchor_game_id)
-             SELECT {KEY}, {COUNTS}, anchor_game_id FROM stage_explorer"
-        ),
-    };
-    tx.execute(&sql, &[])
-        .await
-        .map_err(crate::store::db::db_err(
-            "adding the batch to the explorer counters",
-        ))?;
+        .map_err(|e| write_err("adding the batch to the explorer counters".into(), e))?;
     Ok(learnt)
 }
 
+/// Writes counter rows in key order (`rows`: a sharded layout's if they
+/// have anchors). On a single node, the rows of `first` positions go by
+/// `COPY` straight into `explorer_moves`: those positions have no row
+/// yet, and nobody else gives them any (module doc), and new positions'
+/// keys come last in the key's index, where PostgreSQL appends without
+/// searching. The others are staged by `COPY` and added with one
+/// `INSERT … SELECT … ON CONFLICT` (one of every counter row: [`add_sql`]);
+/// on a sharded layout all are staged and added as rows
+/// of their own.
+async fn write_rows(
+    tx: &Transaction<'_>,
+    rows: Vec<StagedRow<'_>>,
+    first: &HashSet<i64>,
+) -> Result<(), WriteError> {
+    let sharded = rows.first().is_some_and(|row| row.anchor.is_some());
+    let (new, added): (Vec<StagedRow<'_>>, Vec<StagedRow<'_>>) = rows
+        .into_iter()
+        .partition(|row| !sharded && first.contains(&row.key.0));
+    if !new.is_empty() {
+        copy_rows::<15, _>(tx, &copy_new_rows(), &new).await?;
+    }
+    if added.is_empty() {
+        return Ok(());
+    }
+    // Rows staged earlier in the transaction (the held ones) were added.
+    tx.execute("DELETE FROM stage_explorer", &[]).await?;
+    copy_rows::<16, _>(tx, COPY_STAGE, &added).await?;
+    // Key order, so that concurrent importers lock rows in the same order.
+    let staged = format!("SELECT {KEY}, {COUNTS} FROM stage_explorer ORDER BY {KEY}");
+    let sql = if sharded {
+        // Rows added, never updated: no row of another importer to wait for.
+        format!(
+            "INSERT INTO explorer_moves ({KEY}, {COUNTS}, anchor_game_id)
+             SELECT {KEY}, {COUNTS}, anchor_game_id FROM stage_explorer"
+        )
+    } else {
+        add_sql(&staged)
+    };
+    tx.execute(&sql, &[]).await?;
+    Ok(())
+}
+
+/// Records the games `ids` of a batch whose rows are held, as runs of
+/// consecutive ids in `explorer_deferred` (a bulk load's ids come in
+/// runs); returns the records' ids.
+async fn defer_games(tx: &Transaction<'_>, mut ids: Vec<i64>) -> Result<Vec<i64>, Error> {
+    ids.sort_unstable();
+    let runs: Vec<&[i64]> = ids.chunk_by(|a, b| a + 1 == *b).collect();
+    let firsts: Vec<i64> = runs.iter().map(|run| run[0]).collect();
+    let lasts: Vec<i64> = runs.iter().map(|run| run[run.len() - 1]).collect();
+    Ok(tx
+        .query(
+            "INSERT INTO explorer_deferred (first_game_id, last_game_id)
+             SELECT * FROM unnest($1::bigint[], $2::bigint[]) RETURNING id",
+            &[&firsts, &lasts],
+        )
+        .await
+        .map_err(crate::store::db::db_err(
+            "recording the games whose explorer counters are held",
+        ))?
+        .iter()
+        .map(|row| row.get(0))
+        .collect())
+}
+
+/// Writes `held` into `explorer_moves` and deletes the records of its
+/// games from `explorer_deferred`, in the caller's transaction.
+async fn write_held(tx: &Transaction<'_>, held: &HeldRows) -> Result<(), Error> {
+    let mut staged: Vec<StagedRow<'_>> = held
+        .rows
+        .iter()
+        .map(|(key, counts)| StagedRow::new(key, counts, None))
+        .collect();
+    staged.par_sort_unstable_by(|a, b| a.key.cmp(b.key));
+    write_rows(tx, staged, &held.first)
+        .await
+        .map_err(|e| write_err("writing the held explorer counters".into(), e))?;
+    tx.execute(
+        "DELETE FROM explorer_deferred WHERE id = ANY($1)",
+        &[&held.deferred],
+    )
+    .await
+    .map_err(crate::store::db::db_err(
+        "deleting the records of games now counted",
+    ))?;
+    Ok(())
+}
+
+/// Writes the rows `memory` holds ([`held`]) in a transaction of their
+/// own: at the end of a bulk load's run. The caller tells `memory` once
+/// it committed ([`RunMemory::held_written`]).
+pub async fn flush(client: &mut Client, memory: &RunMemory) -> Result<(), Error> {
+    let err = crate::store::db::db_err;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("starting to write the held explorer counters"))?;
+    write_held(&tx, memory.held_rows()).await?;
+    tx.commit()
+        .await
+        .map_err(err("committing the held explorer counters"))
+}
+
+/// Queues for [`count_pending`] the positions of the games whose rows
+/// were held by a run that ended before writing them (a crash, a lost
+/// connection), and forgets their records, in one transaction: at the
+/// finish of a bulk load, once `moves` has its indexes again. Returns the
+/// games' records queued.
+pub async fn queue_deferred(client: &mut Client) -> Result<u64, Error> {
+    let err = crate::store::db::db_err;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(err("starting to queue the positions of uncounted games"))?;
+    tx.execute(
+        "INSERT INTO explorer_pending (position_id)
+         SELECT DISTINCT m.position_id
+         FROM explorer_deferred d JOIN moves m
+           ON m.game_id BETWEEN d.first_game_id AND d.last_game_id
+         ORDER BY 1
+         ON CONFLICT DO NOTHING",
+        &[],
+    )
+    .await
+    .map_err(err("queueing the positions of uncounted games"))?;
+    let records = tx
+        .execute("DELETE FROM explorer_deferred", &[])
+        .await
+        .map_err(err("emptying explorer_deferred"))?;
+    tx.commit()
+        .await
+        .map_err(err("committing the queued positions of uncounted games"))?;
+    Ok(records)
+}
+
 /// The `COPY` of [`StagedRow`]s into the connection's `stage_explorer`
-/// (`crate::ingest::writer::prepare_connection` creates it).
+/// (`crate::ingest::writer::prepare_connection` creates it), anchors
+/// included: `copy_rows::<16, _>`.
 const COPY_STAGE: &str = "COPY stage_explorer (position_id, variant, speed, rating_group, month, \
                           move, games, white, draws, black, rated_games, rating_sum, last_played, \
                           top_game_ratings, top_game_ids, anchor_game_id) FROM STDIN (FORMAT binary)";
 
-/// A counter row of a batch, as [`add_batch`] stages it: [`KEY`], then
-/// [`COUNTS`], then the anchor on a sharded layout. (Staged by `COPY`,
-/// then added by one `INSERT … SELECT`, for both layouts: as cheap as
-/// sending each column as an array to `unnest` was, 8.2 s against 8.1 for
-/// 50,000 games, with one row format instead of two.)
+/// The `COPY` of [`StagedRow`]s without anchors straight into a single
+/// node's `explorer_moves`: `copy_rows::<15, _>`.
+fn copy_new_rows() -> String {
+    format!("COPY explorer_moves ({KEY}, {COUNTS}) FROM STDIN (FORMAT binary)")
+}
+
+/// A counter row as [`write_rows`] copies it: [`KEY`], then [`COUNTS`]
+/// (15 columns), then the anchor on a sharded layout (16). (Staged by
+/// `COPY`, then added by one `INSERT … SELECT`, for both layouts: as cheap
+/// as sending each column as an array to `unnest` was, 8.2 s against 8.1
+/// for 50,000 games, with one row format instead of two.)
 struct StagedRow<'a> {
     key: &'a CounterKey,
     counts: &'a Counts,
@@ -612,27 +781,48 @@ struct StagedRow<'a> {
     anchor: Option<i64>,
 }
 
-impl CopyRow<16> for StagedRow<'_> {
-    const TYPES: [Type; 16] = [
-        Type::INT8,
-        // The enum `game_variant`: its binary form is its label's text.
-        Type::TEXT,
-        Type::INT2,
-        Type::INT2,
-        Type::INT4,
-        Type::INT2,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT8,
-        Type::TIMESTAMPTZ,
-        Type::INT8_ARRAY,
-        Type::INT8_ARRAY,
-        Type::INT8,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 16] {
+impl<'a> StagedRow<'a> {
+    fn new(key: &'a CounterKey, counts: &'a Counts, anchor: Option<i64>) -> Self {
+        let (top_game_ratings, top_game_ids) = counts.top.arrays();
+        Self {
+            key,
+            counts,
+            top_game_ratings,
+            top_game_ids,
+            anchor,
+        }
+    }
+}
+
+/// The column types of a counter row as copied, [`KEY`] then [`COUNTS`],
+/// then `$anchor` if given.
+macro_rules! counter_row_types {
+    ($($anchor:expr)?) => {
+        [
+            Type::INT8,
+            // The enum `game_variant`: its binary form is its label's text.
+            Type::TEXT,
+            Type::INT2,
+            Type::INT2,
+            Type::INT4,
+            Type::INT2,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT8,
+            Type::TIMESTAMPTZ,
+            Type::INT8_ARRAY,
+            Type::INT8_ARRAY,
+            $($anchor)?
+        ]
+    };
+}
+
+impl CopyRow<15> for StagedRow<'_> {
+    const TYPES: [Type; 15] = counter_row_types!();
+    fn fields(&self) -> [&(dyn ToSql + Sync); 15] {
         let (key, counts) = (self.key, self.counts);
         [
             &key.0,
@@ -650,8 +840,15 @@ impl CopyRow<16> for StagedRow<'_> {
             &counts.last_played,
             &self.top_game_ratings,
             &self.top_game_ids,
-            &self.anchor,
         ]
+    }
+}
+
+impl CopyRow<16> for StagedRow<'_> {
+    const TYPES: [Type; 16] = counter_row_types!(Type::INT8);
+    fn fields(&self) -> [&(dyn ToSql + Sync); 16] {
+        let counters = <Self as CopyRow<15>>::fields(self);
+        std::array::from_fn(|at| counters.get(at).copied().unwrap_or(&self.anchor))
     }
 }
 
@@ -661,6 +858,8 @@ struct Plan {
     /// The positions whose rows count the batch's games: those with rows,
     /// and those getting their first rows here.
     counted: HashSet<i64>,
+    /// Of `counted`, those getting their first rows here.
+    first: HashSet<i64>,
     /// The lone visits of the run to positions getting their first rows,
     /// taken out of the memory: counted with the batch's games.
     taken: Vec<(LoneVisit, GameCounts)>,
@@ -702,6 +901,7 @@ async fn plan_positions(
         if trusted && fresh.ids.contains(&position) {
             if reached.games >= 2 {
                 plan.counted.insert(position);
+                plan.first.insert(position);
             } else if memory.is_some() {
                 let (game, code) = reached.first;
                 plan.learnt.visits.push(LoneVisit {
@@ -720,6 +920,7 @@ async fn plan_positions(
             .and_then(|memory| memory.take(position))
         {
             plan.counted.insert(position);
+            plan.first.insert(position);
             plan.taken.push(taken);
         } else {
             unknown.push(position);
@@ -907,6 +1108,8 @@ pub async fn merge_positions(
 /// of the position. Positions without rows have nothing to take out, but
 /// are queued: an import running may remember one of these games as the
 /// only one there ([`memory`]) and give the position rows that count it.
+/// Games a bulk load has not counted yet ([`held`]) are taken out of no
+/// row.
 pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error> {
     let err = |what: &'static str| crate::store::db::db_err(what);
     tx.execute(
@@ -922,6 +1125,19 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
     .map_err(err(
         "queueing the positions without rows of the games to remove",
     ))?;
+    // Games of a bulk load whose rows it holds or lost are in no row.
+    let counted: Vec<i64> = tx
+        .query(
+            "SELECT id FROM unnest($1::bigint[]) AS id
+             WHERE NOT EXISTS (SELECT 1 FROM explorer_deferred d
+                               WHERE id BETWEEN d.first_game_id AND d.last_game_id)",
+            &[&ids],
+        )
+        .await
+        .map_err(err("looking up which games to remove the counters count"))?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     tx.batch_execute("DROP TABLE IF EXISTS explorer_delta")
         .await
         .map_err(err("dropping a leftover explorer_delta"))?;
@@ -930,7 +1146,7 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
             "CREATE TEMP TABLE explorer_delta ON COMMIT DROP AS {}",
             grouped("game_id = ANY($1)")
         ),
-        &[&ids],
+        &[&counted],
     )
     .await
     .map_err(err("counting the games to remove from the explorer"))?;
@@ -1085,17 +1301,35 @@ pub async fn enabled(client: &impl GenericClient, lock: bool) -> Result<bool, Er
 }
 
 /// A configuration error unless the counters are kept: a database without
-/// them would answer every question with nothing, which looks real.
-pub async fn require_enabled(client: &impl GenericClient) -> Result<(), Error> {
-    if enabled(client, false).await? {
-        Ok(())
-    } else {
-        Err(Error::Config(
+/// them would answer every question with nothing, which looks real. A
+/// conflict while a bulk load holds or lost the rows of some games (their
+/// records in `explorer_deferred`, see [`held`]): the counters lack them
+/// until the load finishes.
+pub async fn require_usable(client: &impl GenericClient) -> Result<(), Error> {
+    if !enabled(client, false).await? {
+        return Err(Error::Config(
             "this database keeps no explorer counters; run `pgnload db explorer enable` \
              (it counts the games already imported, and imports keep them from then on)"
                 .to_owned(),
-        ))
+        ));
     }
+    let uncounted: i64 = client
+        .query_one(
+            "SELECT coalesce(sum(last_game_id - first_game_id + 1), 0)::bigint
+             FROM explorer_deferred",
+            &[],
+        )
+        .await
+        .map_err(crate::store::db::db_err("reading explorer_deferred"))?
+        .get(0);
+    if uncounted > 0 {
+        return Err(Error::Conflict(format!(
+            "a bulk load has not counted {uncounted} of its games into the explorer counters \
+             yet (it does at its finish): wait for it to end, or if it stopped, run `pgnload \
+             import` again to finish it"
+        )));
+    }
+    Ok(())
 }
 
 /// What [`enable`] or [`disable`] did.
@@ -1309,7 +1543,7 @@ pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched
         .map_err(err("counting the explorer counters"))?
         .get(0);
     tx.batch_execute(
-        "TRUNCATE explorer_moves, explorer_pending;
+        "TRUNCATE explorer_moves, explorer_pending, explorer_deferred;
          UPDATE explorer_state SET enabled = false, changed_at = now();",
     )
     .await

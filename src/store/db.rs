@@ -109,6 +109,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0015_explorer_inline_top_games.sql",
         sql: include_str!("../../sql/0015_explorer_inline_top_games.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_explorer_deferred.sql",
+        sql: include_str!("../../sql/0016_explorer_deferred.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

@@ -64,6 +64,13 @@ use crate::{
 /// second games of a position come from within a run.
 const CACHED_PER_REMEMBERED: usize = 3;
 
+/// How many positions the dedup map may hold per counter row a bulk load
+/// holds ([`explorer::held`]): a twelfth of `cache_positions` (1 million
+/// by default, ~200 bytes each with the hash map's share: ~200 MiB at
+/// most, plus one batch's), the rows of about 90,000 games (measured:
+/// 554,000 rows per 50,000 generated games).
+const CACHED_PER_HELD_ROW: usize = 12;
+
 /// What an import needs beyond the settings: the command line's inputs
 /// and how to treat them.
 #[derive(Debug, Clone, Copy)]
@@ -295,7 +302,10 @@ pub async fn import(
         conns,
         load,
         cache: PositionCache::new(settings.cache_positions),
-        memory: RunMemory::new(settings.cache_positions / CACHED_PER_REMEMBERED),
+        memory: RunMemory::new(
+            settings.cache_positions / CACHED_PER_REMEMBERED,
+            settings.cache_positions / CACHED_PER_HELD_ROW,
+        ),
         stale: false,
         tally: Tally {
             totals: Totals::default(),
@@ -582,6 +592,12 @@ impl Importer<'_> {
         &mut self,
         mut status: Result<ExitStatus, Error>,
     ) -> Result<ExitStatus, Error> {
+        if status.is_ok()
+            && !self.memory.held_rows().is_empty()
+            && let Err(error) = self.write_held_rows().await
+        {
+            status = Err(error);
+        }
         if let (
             Ok(
                 ExitStatus::Clean
@@ -605,6 +621,29 @@ impl Importer<'_> {
             self.record_run(code).await?;
         }
         status
+    }
+
+    /// Writes the explorer counter rows the bulk load holds
+    /// ([`explorer::held`]). A lost connection forgets them instead (a
+    /// server crash may have undone batches they count): the records of
+    /// their games make the load's finish queue their positions.
+    async fn write_held_rows(&mut self) -> Result<(), Error> {
+        let memory = &self.memory;
+        let written = retry_on(
+            &mut self.conns.db,
+            &self.run.target,
+            self.run.settings.retry_seconds,
+            false,
+            self.run.reporter,
+            async |client| explorer::flush(client, memory).await,
+        )
+        .await;
+        match written {
+            Ok(()) => self.memory.held_written(),
+            Err(_) if self.conns.db.client.is_closed() => self.memory.clear(),
+            Err(error) => return Err(error),
+        }
+        Ok(())
     }
 
     /// Counts the positions this run's batches queued for the explorer

@@ -34,7 +34,10 @@ use std::collections::VecDeque;
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
-use super::GameCounts;
+use super::{
+    GameCounts,
+    held::{Held, HeldRows},
+};
 
 /// A position one game has reached: that game and the move of its last
 /// visit there (`moves.move_code`, as the counters key it).
@@ -58,8 +61,12 @@ pub struct Learnt {
     /// The category and result of each game of `visits`.
     pub games: Vec<(i64, GameCounts)>,
     /// Positions that have rows now: the ones it gave their first rows,
-    /// and the ones it found with rows.
+    /// and the ones it found with rows (or, in a bulk load, gave held
+    /// rows).
     pub with_rows: Vec<i64>,
+    /// Its counter rows, if they are held, or whether it wrote the held
+    /// rows.
+    pub held: Held,
 }
 
 /// What a run remembers of its positions' counters (module doc).
@@ -82,15 +89,22 @@ pub struct RunMemory {
     held: usize,
     /// Positions known to have rows.
     with_rows: HashSet<i64>,
+    /// A bulk load's counter rows not yet written ([`super::held`]).
+    rows: HeldRows,
+    /// How many rows are held at most before a batch writes them.
+    rows_capacity: usize,
 }
 
 impl RunMemory {
     /// Remembers nothing yet, and at most `capacity` visits and positions
     /// with rows (0: nothing, every position is looked up and queued as
-    /// without it).
-    pub fn new(capacity: usize) -> Self {
+    /// without it), and holds about `rows_capacity` counter rows of a bulk
+    /// load (0: each batch writes its own).
+    pub fn new(capacity: usize, rows_capacity: usize) -> Self {
         Self {
             capacity,
+            rows: HeldRows::default(),
+            rows_capacity,
             epoch: 0,
             visits: HashMap::new(),
             games: HashMap::new(),
@@ -101,9 +115,26 @@ impl RunMemory {
     }
 
     /// Forgets everything (a lost connection: what was learnt from
-    /// commits is no longer trusted).
+    /// commits is no longer trusted), held rows included: the records of
+    /// their games stay in `explorer_deferred` for the load's finish.
     pub fn clear(&mut self) {
-        *self = Self::new(self.capacity);
+        *self = Self::new(self.capacity, self.rows_capacity);
+    }
+
+    /// The bulk load's counter rows not yet written.
+    pub fn held_rows(&self) -> &HeldRows {
+        &self.rows
+    }
+
+    /// Whether a batch of a bulk load adds its rows to the held ones
+    /// rather than writing them all.
+    pub fn holds_more(&self) -> bool {
+        self.rows.len() < self.rows_capacity
+    }
+
+    /// The held rows were written ([`super::flush`] committed).
+    pub fn held_written(&mut self) {
+        self.rows = HeldRows::default();
     }
 
     /// Forgets everything unless the entries were made under `epoch`
@@ -140,10 +171,15 @@ impl RunMemory {
     /// visits past the capacity. A batch made under another epoch than the
     /// entries held replaces them.
     pub fn learn(&mut self, batch: Learnt) {
+        self.keep_if_epoch(batch.epoch);
+        match batch.held {
+            Held::Unheld => {}
+            Held::Add(rows) => self.rows.add(rows),
+            Held::Written => self.held_written(),
+        }
         if self.capacity == 0 {
             return;
         }
-        self.keep_if_epoch(batch.epoch);
         if self.with_rows.len() + batch.with_rows.len() > self.capacity {
             self.with_rows.clear();
         }
@@ -200,12 +236,13 @@ mod tests {
                 .collect(),
             games: vec![(game, counts(i32::try_from(game).expect("small")))],
             with_rows: vec![-game],
+            held: Held::Unheld,
         }
     }
 
     #[test]
     fn a_position_is_taken_once_with_its_game() {
-        let mut lone = RunMemory::new(10);
+        let mut lone = RunMemory::new(10, 0);
         lone.learn(batch(3, 1, &[100, 101]));
         lone.keep_if_epoch(3);
         let (visit, game) = lone.take(100).expect("remembered");
@@ -229,7 +266,7 @@ mod tests {
 
     #[test]
     fn another_epoch_forgets_everything() {
-        let mut lone = RunMemory::new(10);
+        let mut lone = RunMemory::new(10, 0);
         lone.learn(batch(3, 1, &[100]));
         lone.keep_if_epoch(4);
         assert_eq!(lone.take(100), None);
@@ -242,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_oldest_batches_are_forgotten_past_the_capacity_taken_visits_counted() {
-        let mut lone = RunMemory::new(4);
+        let mut lone = RunMemory::new(4, 0);
         lone.learn(batch(1, 1, &[10, 11]));
         lone.learn(batch(1, 2, &[20, 21]));
         assert!(lone.take(10).is_some());
@@ -262,7 +299,7 @@ mod tests {
             lone.with_rows.is_empty(),
             "positions with rows forgotten past the capacity"
         );
-        let mut none = RunMemory::new(0);
+        let mut none = RunMemory::new(0, 0);
         none.learn(batch(1, 5, &[50]));
         assert!(none.visits.is_empty());
     }

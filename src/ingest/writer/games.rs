@@ -65,6 +65,8 @@ pub async fn write_games(
     memory: &mut RunMemory,
 ) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
+    // A bulk load holds its explorer counters' rows across batches.
+    let bulk = ids.is_some();
     let (games_through, end_offset) = batch_bounds(batch, file)?;
     let mut stats = BatchStats {
         read: batch.outcomes.len() as u64 + batch.filtered,
@@ -193,7 +195,8 @@ pub async fn write_games(
         };
     }
     // The explorer counters of the games inserted, if the database keeps
-    // them (both modes: the counters keep their key during a bulk load).
+    // them (both modes: the counters keep their key during a bulk load,
+    // which holds the rows in memory and records the games instead).
     let mut learnt = Learnt::default();
     if file.explorer {
         let counted = game_rows
@@ -212,6 +215,7 @@ pub async fn write_games(
             None => explorer::Counting::Shared {
                 fresh: &resolved.fresh,
                 memory: Some(memory),
+                hold: bulk,
             },
         };
         learnt = explorer::add_batch(&tx, counted, position_ids, counting).await?;

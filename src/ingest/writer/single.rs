@@ -224,6 +224,7 @@ impl PreparedGame<'_> {
                 explorer::Counting::Shared {
                     fresh: &self.fresh,
                     memory: None,
+                    hold: false,
                 },
             )
             .await?;
