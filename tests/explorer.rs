@@ -1186,7 +1186,16 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
 
     // The rerun continues the load (the games committed are present) and
     // finishes it.
-    assert_ok(&import(&db, &["-q"], &[sample]), &[0]);
+    let rerun = import(&db, &[], &[sample]);
+    assert_ok(&rerun, &[0]);
+    let said = String::from_utf8_lossy(&rerun.stderr);
+    assert!(
+        said.contains(&format!(
+            "the positions of {uncounted} games a stopped run did not count in the explorer \
+             counters are queued for a recount"
+        )),
+        "{said}"
+    );
     assert_eq!(
         db.psql("SELECT count(*) FROM games"),
         clean.psql("SELECT count(*) FROM games")

@@ -631,7 +631,13 @@ pub async fn finish(
     if explorer {
         // Games whose held counter rows a run lost: counted at the end of
         // the run with the other queued positions.
-        explorer::queue_deferred(client).await?;
+        let games = explorer::queue_deferred(client).await?;
+        if games > 0 {
+            say(&format!(
+                "the positions of {games} games a stopped run did not count in the explorer \
+                 counters are queued for a recount"
+            ));
+        }
     }
     client
         .execute(

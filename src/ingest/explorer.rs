@@ -726,8 +726,8 @@ pub async fn flush(client: &mut Client, memory: &RunMemory) -> Result<(), Error>
 /// Queues for [`count_pending`] the positions of the games whose rows
 /// were held by a run that ended before writing them (a crash, a lost
 /// connection), and forgets their records, in one transaction: at the
-/// finish of a bulk load, once `moves` has its indexes again. Returns the
-/// games' records queued.
+/// finish of a bulk load, once `moves` has its indexes again. Returns how
+/// many games were recorded.
 pub async fn queue_deferred(client: &mut Client) -> Result<u64, Error> {
     let err = crate::store::db::db_err;
     let tx = client
@@ -745,14 +745,23 @@ pub async fn queue_deferred(client: &mut Client) -> Result<u64, Error> {
     )
     .await
     .map_err(err("queueing the positions of uncounted games"))?;
-    let records = tx
-        .execute("DELETE FROM explorer_deferred", &[])
+    let games: i64 = tx
+        .query_one(
+            "WITH d AS (DELETE FROM explorer_deferred RETURNING *)
+             SELECT coalesce(sum(last_game_id - first_game_id + 1), 0)::bigint FROM d",
+            &[],
+        )
         .await
-        .map_err(err("emptying explorer_deferred"))?;
+        .map_err(err("emptying explorer_deferred"))?
+        .get(0);
     tx.commit()
         .await
         .map_err(err("committing the queued positions of uncounted games"))?;
-    Ok(records)
+    u64::try_from(games).map_err(|_| {
+        Error::Internal(format!(
+            "explorer_deferred recorded {games} games (its check keeps every run non-empty)"
+        ))
+    })
 }
 
 /// The `COPY` of [`StagedRow`]s into the connection's `stage_explorer`
