@@ -1191,8 +1191,8 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
     let said = String::from_utf8_lossy(&rerun.stderr);
     assert!(
         said.contains(&format!(
-            "the positions of {uncounted} games a stopped run did not count in the explorer \
-             counters are queued for a recount"
+            "the positions of {uncounted} games whose explorer counter rows were lost (a \
+             stopped run, a lost connection) are queued for a recount"
         )),
         "{said}"
     );

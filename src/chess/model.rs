@@ -96,9 +96,13 @@ impl GameResult {
 
 /// Which rules a game is played under. Chess960 is standard chess with
 /// Chess960 castling; "From Position" games are standard games with a FEN.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Declared in the order of the `game_variant` database enum, so that
+/// `Ord` sorts as PostgreSQL does; standard, as a game without a `Variant`
+/// tag is, by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum GameVariant {
     /// Standard chess.
+    #[default]
     Standard,
     /// Chess960 / Fischer Random.
     Chess960,

@@ -44,15 +44,16 @@ use std::{
     time::Instant,
 };
 
+use futures_util::{StreamExt, stream::FuturesUnordered};
 use tokio_postgres::Client;
 
 use crate::{
     config::LoadMode,
     error::Error,
     ingest::{
-        explorer,
+        explorer::{self, held::HeldRows},
         report::{Notice, Reporter},
-        writer::{IdSequence, WriteMode},
+        writer::{self, IdSequence, WriteMode},
     },
     store::db::{self, Target, db_err},
 };
@@ -536,14 +537,21 @@ const REBUILD_CONNECTIONS: usize = 2;
 /// Finishes the bulk load: merge duplicates if any can exist, rebuild what
 /// was dropped, analyze, mark it done. `evicted` says whether this run's
 /// position map dropped entries; `explorer` whether the database keeps the
-/// explorer counters (as the run read it). Returns `None` if interrupted
-/// (the load stays open; a rerun finishes it).
+/// explorer counters (as the run read it), and `held` the counter rows the
+/// run holds, written here ([`explorer::flush_once`]): by the first
+/// rebuild connection out of work while the others build their last
+/// indexes (a core is idle then, and the rows touch no table rebuilt), or
+/// first if duplicate positions are to be merged, which merges their rows
+/// too. Returns `None` if interrupted (the load stays open; a rerun
+/// finishes it).
+#[allow(clippy::too_many_arguments)]
 pub async fn finish(
     target: &Target,
     client: &mut Client,
     load_id: i64,
     evicted: bool,
     explorer: bool,
+    held: &mut Option<HeldRows>,
     interrupts: &Arc<AtomicUsize>,
     reporter: &dyn Reporter,
 ) -> Result<Option<FinishReport>, Error> {
@@ -562,6 +570,7 @@ pub async fn finish(
     end_orphaned_rebuilds(client).await?;
     let mut report = FinishReport::default();
     if needs_dedup {
+        explorer::flush_once(client, held).await?;
         say("merging duplicate positions");
         report.duplicates_merged = merge_duplicates(client, load_id, explorer).await?;
         report.dedup_s = started.elapsed().as_secs_f64();
@@ -571,6 +580,7 @@ pub async fn finish(
         ));
     }
     if interrupts.load(Ordering::SeqCst) > 0 {
+        explorer::flush_once(client, held).await?;
         return Ok(None);
     }
     let mut work: VecDeque<(String, String)> = VecDeque::new();
@@ -621,21 +631,33 @@ pub async fn finish(
             &say,
         ));
     }
-    for result in futures_util::future::join_all(workers).await {
-        result?;
+    // Every worker is waited for, the first failure reported.
+    let mut failure = None;
+    let mut workers: FuturesUnordered<_> = workers.into_iter().collect();
+    while let Some(done) = workers.next().await {
+        let ended = match done {
+            Ok(connection) => flush_and_close(connection, held).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = ended {
+            failure.get_or_insert(error);
+        }
+    }
+    if let Some(error) = failure {
+        return Err(error);
     }
     if interrupts.load(Ordering::SeqCst) > 0 {
         return Ok(None);
     }
     report.rebuild_s = rebuild_started.elapsed().as_secs_f64();
     if explorer {
-        // Games whose held counter rows a run lost: counted at the end of
+        // Games whose held counter rows were lost: counted at the end of
         // the run with the other queued positions.
         let games = explorer::queue_deferred(client).await?;
         if games > 0 {
             say(&format!(
-                "the positions of {games} games a stopped run did not count in the explorer \
-                 counters are queued for a recount"
+                "the positions of {games} games whose explorer counter rows were lost (a stopped \
+                 run, a lost connection) are queued for a recount"
             ));
         }
     }
@@ -655,14 +677,28 @@ pub async fn finish(
     Ok(Some(report))
 }
 
+/// Writes the held counter rows, if not yet written, on a rebuild
+/// connection out of work (the others build their last indexes
+/// meanwhile), then closes it.
+async fn flush_and_close(
+    mut connection: db::Database,
+    held: &mut Option<HeldRows>,
+) -> Result<(), Error> {
+    if held.is_some() {
+        writer::prepare_connection(&connection.client).await?;
+        explorer::flush_once(&mut connection.client, held).await?;
+    }
+    connection.close()
+}
+
 /// Takes statements off the shared queue until it is empty (or an
-/// interrupt came), each in its own transaction.
+/// interrupt came), each in its own transaction; returns its connection.
 async fn rebuild_worker(
     connection: db::Database,
     work: Arc<Mutex<VecDeque<(String, String)>>>,
     interrupts: Arc<AtomicUsize>,
     say: &(dyn Fn(&str) + Sync),
-) -> Result<(), Error> {
+) -> Result<db::Database, Error> {
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
             break;
@@ -685,5 +721,5 @@ async fn rebuild_worker(
             say(&format!("{name} in {seconds:.1} s"));
         }
     }
-    connection.close()
+    Ok(connection)
 }

@@ -64,6 +64,7 @@ use tokio_postgres::{
 use crate::{
     chess::{
         category::{Month, RatingGroup, Speed},
+        model::GameVariant,
         replay::GameRecord,
     },
     error::Error,
@@ -201,16 +202,18 @@ fn merged_top(column: &str, pick: &str) -> String {
     )
 }
 
-/// The key of a counter row: position, variant label, speed, rating
-/// group, month, move (as [`KEY`]).
-type CounterKey = (i64, &'static str, i16, i16, i32, i16);
+/// The key of a counter row: position, variant, speed, rating group,
+/// month, move (as [`KEY`]). (The variant as the enum, not its label: a
+/// key is hashed and compared for every counter of a batch and every row
+/// held.)
+type CounterKey = (i64, GameVariant, i16, i16, i32, i16);
 
 /// What one game adds to each counter row that counts it, but the
 /// position and the move: its categories, result and ratings (and what a
 /// remembered lone visit keeps of its game, see [`memory`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GameCounts {
-    variant: &'static str,
+    variant: GameVariant,
     speed: i16,
     rating_group: i16,
     month: i32,
@@ -228,7 +231,7 @@ impl GameCounts {
     fn of(game: &GameRecord) -> Self {
         let meta = &game.meta;
         Self {
-            variant: game.variant.as_db_label(),
+            variant: game.variant,
             speed: Speed::from_clock(meta.clock).code(),
             rating_group: RatingGroup::of_game(meta.white.elo, meta.black.elo)
                 .map_or(-1, RatingGroup::lower_bound),
@@ -688,13 +691,13 @@ async fn defer_games(tx: &Transaction<'_>, mut ids: Vec<i64>) -> Result<Vec<i64>
 /// Writes `held` into `explorer_moves` and deletes the records of its
 /// games from `explorer_deferred`, in the caller's transaction.
 async fn write_held(tx: &Transaction<'_>, held: &HeldRows) -> Result<(), Error> {
-    let mut staged: Vec<StagedRow<'_>> = held
-        .rows
+    let rows = held.added();
+    let staged: Vec<StagedRow<'_>> = rows
         .iter()
         .map(|(key, counts)| StagedRow::new(key, counts, None))
         .collect();
-    staged.par_sort_unstable_by(|a, b| a.key.cmp(b.key));
-    write_rows(tx, staged, &held.first)
+    let first: HashSet<i64> = held.first.iter().copied().collect();
+    write_rows(tx, staged, &first)
         .await
         .map_err(|e| write_err("writing the held explorer counters".into(), e))?;
     tx.execute(
@@ -708,19 +711,39 @@ async fn write_held(tx: &Transaction<'_>, held: &HeldRows) -> Result<(), Error> 
     Ok(())
 }
 
-/// Writes the rows `memory` holds ([`held`]) in a transaction of their
-/// own: at the end of a bulk load's run. The caller tells `memory` once
-/// it committed ([`RunMemory::held_written`]).
-pub async fn flush(client: &mut Client, memory: &RunMemory) -> Result<(), Error> {
+/// Writes the rows a bulk load holds ([`held`]) in a transaction of their
+/// own: at the end of its run. The caller forgets them once it committed
+/// ([`RunMemory::held_written`]).
+pub async fn flush(client: &mut Client, held: &HeldRows) -> Result<(), Error> {
     let err = crate::store::db::db_err;
     let tx = client
         .transaction()
         .await
         .map_err(err("starting to write the held explorer counters"))?;
-    write_held(&tx, memory.held_rows()).await?;
+    write_held(&tx, held).await?;
     tx.commit()
         .await
         .map_err(err("committing the held explorer counters"))
+}
+
+/// [`flush`]es `held` unless an earlier call did (`None`): at a bulk
+/// load's finish, which may be attempted again after a failure. Written,
+/// they become `None`; so do they if the connection was lost, unwritten (a
+/// server crash may have undone batches they count): the records of their
+/// games make the finish queue their positions ([`queue_deferred`]). Any
+/// other failure leaves them for the next attempt: a server that answered
+/// did not commit them.
+pub async fn flush_once(client: &mut Client, held: &mut Option<HeldRows>) -> Result<(), Error> {
+    let Some(rows) = held.as_ref() else {
+        return Ok(());
+    };
+    match flush(client, rows).await {
+        Ok(()) => {}
+        Err(_) if client.is_closed() => {}
+        Err(error) => return Err(error),
+    }
+    *held = None;
+    Ok(())
 }
 
 /// Queues for [`count_pending`] the positions of the games whose rows
@@ -784,6 +807,8 @@ fn copy_new_rows() -> String {
 /// for 50,000 games, with one row format instead of two.)
 struct StagedRow<'a> {
     key: &'a CounterKey,
+    /// The key's variant as its label: the binary form of the enum.
+    variant: &'static str,
     counts: &'a Counts,
     top_game_ratings: Option<Vec<i64>>,
     top_game_ids: Option<Vec<i64>>,
@@ -795,6 +820,7 @@ impl<'a> StagedRow<'a> {
         let (top_game_ratings, top_game_ids) = counts.top.arrays();
         Self {
             key,
+            variant: key.1.as_db_label(),
             counts,
             top_game_ratings,
             top_game_ids,
@@ -835,7 +861,7 @@ impl CopyRow<15> for StagedRow<'_> {
         let (key, counts) = (self.key, self.counts);
         [
             &key.0,
-            &key.1,
+            &self.variant,
             &key.2,
             &key.3,
             &key.4,

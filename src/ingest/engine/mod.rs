@@ -66,9 +66,9 @@ const CACHED_PER_REMEMBERED: usize = 3;
 
 /// How many positions the dedup map may hold per counter row a bulk load
 /// holds ([`explorer::held`]): a twelfth of `cache_positions` (1 million
-/// by default, ~200 bytes each with the hash map's share: ~200 MiB at
-/// most, plus one batch's), the rows of about 90,000 games (measured:
-/// 554,000 rows per 50,000 generated games).
+/// rows by default, ~230 bytes each: ~230 MiB at most, plus one batch's),
+/// the rows of about 56,000 games (measured: 894,000 rows, a key counted
+/// once per batch that has it, per 50,000 generated games).
 const CACHED_PER_HELD_ROW: usize = 12;
 
 /// What an import needs beyond the settings: the command line's inputs
@@ -541,10 +541,13 @@ impl Importer<'_> {
         }
     }
 
-    /// Finishes the bulk load, retrying (on a new connection if needed)
-    /// after transient failures: every step is idempotent.
+    /// Finishes the bulk load, the explorer counter rows the run holds
+    /// written with it, retrying (on a new connection if needed) after
+    /// transient failures: every step is idempotent, and the rows are
+    /// written once ([`explorer::flush_once`]).
     async fn finish_bulk(&mut self, load: i64) -> Result<Option<FinishReport>, Error> {
         let evicted = self.cache.evicted() > 0;
+        let mut held = Some(self.memory.take_held_rows()).filter(|rows| !rows.is_empty());
         let (target, interrupts, reporter, explorer) = (
             &self.run.target,
             &self.run.interrupts,
@@ -559,7 +562,7 @@ impl Importer<'_> {
             reporter,
             async |client| {
                 bulk::finish(
-                    target, client, load, evicted, explorer, interrupts, reporter,
+                    target, client, load, evicted, explorer, &mut held, interrupts, reporter,
                 )
                 .await
             },
@@ -587,27 +590,33 @@ impl Importer<'_> {
     /// run was interrupted (the user asked to stop now, and a rerun
     /// finishes it; stopped for too many rejects, the load is finished so
     /// that the database is not left without indexes while the rejects are
-    /// fixed), then records how the run ended.
+    /// fixed), then records how the run ended. The explorer counter rows
+    /// the load holds are written by its finish (beside its index
+    /// rebuilds), or here if it does not finish.
     async fn end_run(
         &mut self,
         mut status: Result<ExitStatus, Error>,
     ) -> Result<ExitStatus, Error> {
+        let finishing = match (&status, self.load.bulk) {
+            (
+                Ok(
+                    ExitStatus::Clean
+                    | ExitStatus::CompletedWithRejects
+                    | ExitStatus::Failed
+                    | ExitStatus::TooManyRejects,
+                ),
+                BulkState::Open(load),
+            ) => Some(load),
+            _ => None,
+        };
         if status.is_ok()
+            && finishing.is_none()
             && !self.memory.held_rows().is_empty()
             && let Err(error) = self.write_held_rows().await
         {
             status = Err(error);
         }
-        if let (
-            Ok(
-                ExitStatus::Clean
-                | ExitStatus::CompletedWithRejects
-                | ExitStatus::Failed
-                | ExitStatus::TooManyRejects,
-            ),
-            BulkState::Open(load),
-        ) = (&status, self.load.bulk)
-        {
+        if let Some(load) = finishing {
             match self.finish_bulk(load).await {
                 Ok(Some(report)) => self.load.bulk = BulkState::Finished(load, report),
                 Ok(None) => status = Ok(ExitStatus::Interrupted),
@@ -635,7 +644,7 @@ impl Importer<'_> {
             self.run.settings.retry_seconds,
             false,
             self.run.reporter,
-            async |client| explorer::flush(client, memory).await,
+            async |client| explorer::flush(client, memory.held_rows()).await,
         )
         .await;
         match written {

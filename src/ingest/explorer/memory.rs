@@ -126,6 +126,13 @@ impl RunMemory {
         &self.rows
     }
 
+    /// Takes the bulk load's counter rows not yet written out, for the
+    /// load's finish to write ([`super::flush_once`]): they are no longer
+    /// the run's to write, whatever becomes of them.
+    pub fn take_held_rows(&mut self) -> HeldRows {
+        std::mem::take(&mut self.rows)
+    }
+
     /// Whether a batch of a bulk load adds its rows to the held ones
     /// rather than writing them all.
     pub fn holds_more(&self) -> bool {
