@@ -1206,3 +1206,102 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(counters_by_fen(&db), counters_by_fen(&clean));
 }
+
+/// A bulk load's finish writes the held counter rows beside its index
+/// rebuilds. When the finish fails after they were written (here its
+/// session is terminated as it marks the load done, which the finish
+/// retries on a new connection), the retried finish must not write them
+/// again: the counters equal a clean load's.
+#[test]
+fn a_bulk_finish_retried_after_writing_the_held_rows_writes_them_once() {
+    let dir = scratch_dir("pgnload-explorer-flush-once-");
+    let sample = data("lichess-2025-05-sample.pgn");
+    let clean = fresh_db("explorer_flush_once_clean");
+    enable_explorer(clean.pgnload());
+    assert_ok(
+        &import(
+            &clean,
+            &["-q", "--mode", "bulk"],
+            std::slice::from_ref(&sample),
+        ),
+        &[0],
+    );
+
+    let db = fresh_db("explorer_flush_once");
+    enable_explorer(db.pgnload());
+    // Marking the load done waits until the test releases advisory lock
+    // 4242.
+    db.psql(
+        "CREATE FUNCTION hold_done() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.state = 'done' THEN
+                 PERFORM pg_advisory_lock(4242);
+                 PERFORM pg_advisory_unlock(4242);
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER hold_done BEFORE UPDATE ON import_bulk_loads
+             FOR EACH ROW EXECUTE FUNCTION hold_done();",
+    );
+    let mut holder = std::process::Command::new("psql")
+        .args(["-X", "-q", &db.url, "-c"])
+        .arg("SELECT pg_advisory_lock(4242); SELECT pg_sleep(120);")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn psql");
+    // The lock's holder in this database (advisory locks are per database).
+    let holder_pid = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 \
+                      AND granted AND database = (SELECT oid FROM pg_database \
+                                                  WHERE datname = current_database())";
+    let wait_for = |what: &str, sql: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while db.psql(sql) != "t" {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for(
+        "the lock was not taken",
+        &format!("SELECT EXISTS ({holder_pid})"),
+    );
+    let importer = db
+        .pgnload()
+        .args(["import", "--mode", "bulk", "--batch-games", "50"])
+        .arg(&sample)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the importer");
+
+    // The held rows written (their games' records gone) and the finish
+    // waiting to mark the load done; then its session is terminated.
+    let waiting = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                   AND application_name = 'pgnload' AND wait_event = 'advisory'";
+    wait_for(
+        "the finish did not wait with the held rows written",
+        &format!(
+            "SELECT NOT EXISTS (SELECT FROM explorer_deferred)
+                 AND EXISTS (SELECT FROM explorer_moves) AND EXISTS ({waiting})"
+        ),
+    );
+    db.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM ({waiting}) w"
+    ));
+    // Released by ending its session (the server would not notice a
+    // killed psql before its sleep ends).
+    db.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM ({holder_pid}) h"
+    ));
+    holder.wait().expect("reap psql");
+
+    let out = importer.wait_with_output().expect("importer");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("retrying"), "the finish was retried: {said}");
+    assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
+    assert_eq!(db.psql("SELECT count(*) FROM explorer_deferred"), "0");
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(counters_by_fen(&db), counters_by_fen(&clean));
+}
