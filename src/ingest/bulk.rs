@@ -540,10 +540,11 @@ const REBUILD_CONNECTIONS: usize = 2;
 /// explorer counters (as the run read it), and `held` the counter rows the
 /// run holds, written here ([`explorer::flush_once`]): by the first
 /// rebuild connection out of work while the others build their last
-/// indexes (a core is idle then, and the rows touch no table rebuilt), or
-/// first if duplicate positions are to be merged, which merges their rows
-/// too. Returns `None` if interrupted (the load stays open; a rerun
-/// finishes it).
+/// indexes (the rows touch no table rebuilt; the rebuilds keep both cores
+/// of the benchmark machine busy, so this hides less of the write than
+/// hoped), or first if duplicate positions are to be merged, which merges
+/// their rows too. Returns `None` if interrupted (the load stays open; a
+/// rerun finishes it).
 #[allow(clippy::too_many_arguments)]
 pub async fn finish(
     target: &Target,

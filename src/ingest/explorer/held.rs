@@ -53,8 +53,8 @@ pub enum Held {
 /// each batch's as it came, added up by key only when written
 /// ([`Self::added`]). Why: adding each batch's rows into one map by key
 /// took the writer, which every batch waits for, 0.4 s per 50,000 games
-/// (measured with `perf`); sorted together at the end, they take a
-/// fraction of that, beside the index rebuilds.
+/// (measured with `perf`); sorted together at the end, about 0.1 s,
+/// beside the index rebuilds.
 #[derive(Debug, Default)]
 pub struct HeldRows {
     /// Each batch's rows, in key order.
