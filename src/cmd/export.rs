@@ -103,8 +103,10 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         };
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
+        let mut helper = db::connect(&settings.target()).await?;
         let selected = games::for_each(
             &mut database.client,
+            Some(&mut helper.client),
             &filter,
             Order::Imported,
             true,
@@ -128,6 +130,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         )
         .await?;
         progress.finish();
+        helper.close()?;
         database.close()?;
         Ok::<_, Error>((selected, writer))
     })?;
@@ -189,8 +192,10 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         let filter = args.filter.resolve(&database.client).await?;
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
+        let mut helper = db::connect(&settings.target()).await?;
         let written = games::for_each_batch(
             &mut database.client,
+            Some(&mut helper.client),
             &filter,
             Order::Imported,
             true,
@@ -218,6 +223,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         )
         .await?;
         progress.finish();
+        helper.close()?;
         database.close()?;
         Ok::<_, Error>(written)
     })?;

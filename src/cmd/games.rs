@@ -97,6 +97,7 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
         let mut text = String::new();
         games::for_each(
             &mut database.client,
+            None,
             &filter,
             Order::Newest,
             args.format == Format::Pgn,

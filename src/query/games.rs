@@ -3,10 +3,14 @@
 //! server-side cursor so that memory stays bounded by the batch, whatever
 //! the number of games.
 
-use std::{collections::HashMap, fmt::Write as _};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt::Write as _,
+};
 
 use chrono::{DateTime, Utc};
-use futures_util::TryStreamExt;
+use compact_str::CompactString;
+use futures_util::{TryStreamExt, future::try_join_all};
 use tokio_postgres::{
     Client, CopyOutStream, Row, Transaction,
     binary_copy::BinaryCopyOutStream,
@@ -164,8 +168,10 @@ impl StoredGame {
 /// One `moves` row, as the PGN writer needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMove {
-    /// SAN with its check suffix.
-    pub san: String,
+    /// SAN with its check suffix. A [`CompactString`]: a SAN (at most 7
+    /// bytes) is kept inline, so export does not allocate (and free, on
+    /// another thread) a string for each of its tens of millions of moves.
+    pub san: CompactString,
     /// Clock after the move.
     pub clock_ms: Option<i32>,
     /// Evaluation in centipawns.
@@ -225,11 +231,18 @@ impl CopyOut for Transaction<'_> {
     }
 }
 
-/// `games` with their moves, in ply order. The moves come in one binary
-/// `COPY` read with tokio-postgres' typed [`BinaryCopyOutStream`]: export
-/// reads every move of every game, and decoding each as a query row (a
-/// row object with its column names, a hash per move) was most of its
-/// client time.
+/// `games` with their moves, in ply order. The moves come as one row per
+/// game (its SANs joined by spaces, its plies, clocks, evaluations and
+/// NAGs as arrays) in one binary `COPY` read with tokio-postgres' typed
+/// [`BinaryCopyOutStream`]: export reads every move of every game, and
+/// with a row per move (70 a game), decoding them on the one thread that
+/// reads was export's slowest stage.
+///
+/// The arrays take their order from the sorted subquery they aggregate,
+/// an order PostgreSQL keeps but does not promise: so the plies come
+/// along, and [`moves_of_game`] sorts by them a game that came otherwise.
+/// (An aggregate's own `ORDER BY` sorts every game again: four times the
+/// server's time on PostgreSQL 15.)
 async fn attach_moves<C: CopyOut>(
     client: &C,
     games: Vec<Fetched>,
@@ -252,52 +265,63 @@ async fn attach_moves<C: CopyOut>(
             (low.min(game.id), high.max(game.id))
         });
     let sql = format!(
-        "COPY (SELECT game_id, san, clock_ms, eval_cp, eval_mate, nag FROM moves
-               WHERE game_id = ANY('{{{ids}}}'::bigint[]) AND game_id BETWEEN {low} AND {high}
-               ORDER BY game_id, ply)
+        "COPY (SELECT game_id, string_agg(san, ' '), array_agg(ply), array_agg(clock_ms),
+                      array_agg(eval_cp), array_agg(eval_mate), array_agg(nag)
+               FROM (SELECT game_id, ply, san, clock_ms, eval_cp, eval_mate, nag FROM moves
+                     WHERE game_id = ANY('{{{ids}}}'::bigint[]) AND game_id BETWEEN {low} AND {high}
+                     ORDER BY game_id, ply) m
+               GROUP BY game_id)
          TO STDOUT (FORMAT binary)"
     );
     let stream = client
         .copy_out_of(&sql)
         .await
         .map_err(db_err("reading moves"))?;
-    // The types of the moves columns (sql/0001_schema.sql), in the order
-    // selected.
+    // The types of the columns selected (`moves` in sql/0001_schema.sql).
     let rows = BinaryCopyOutStream::new(
         stream,
         &[
             Type::INT8,
             Type::TEXT,
-            Type::INT4,
-            Type::INT4,
-            Type::INT4,
-            Type::INT2,
+            Type::INT4_ARRAY,
+            Type::INT4_ARRAY,
+            Type::INT4_ARRAY,
+            Type::INT4_ARRAY,
+            Type::INT2_ARRAY,
         ],
     );
     let mut rows = std::pin::pin!(rows);
-    let plies = |game: &StoredGame| usize::try_from(game.ply_count).unwrap_or(0);
-    let mut moves = MovesByGame::new(
-        games
-            .iter()
-            .map(|(game, _)| (game.id, Vec::with_capacity(plies(game))))
-            .collect(),
-    );
+    let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::with_capacity(games.len());
     // The error's context built only on an error, not per row.
     let read_err = |cause| Error::Database {
         context: "reading moves".to_owned(),
         cause,
     };
     while let Some(row) = rows.try_next().await.map_err(read_err)? {
-        let m = StoredMove {
-            san: row.try_get::<&str>(1).map_err(read_err)?.to_owned(),
-            clock_ms: row.try_get(2).map_err(read_err)?,
-            eval_cp: row.try_get(3).map_err(read_err)?,
-            eval_mate: row.try_get(4).map_err(read_err)?,
-            nag: row.try_get(5).map_err(read_err)?,
+        let game_id: i64 = row.try_get(0).map_err(read_err)?;
+        let columns = MoveColumns {
+            sans: row.try_get(1).map_err(read_err)?,
+            plies: row.try_get(2).map_err(read_err)?,
+            clocks: row.try_get(3).map_err(read_err)?,
+            eval_cps: row.try_get(4).map_err(read_err)?,
+            eval_mates: row.try_get(5).map_err(read_err)?,
+            nags: row.try_get(6).map_err(read_err)?,
         };
-        moves.push(row.try_get(0).map_err(read_err)?, m)?;
+        if moves
+            .insert(game_id, moves_of_game(game_id, columns)?)
+            .is_some()
+        {
+            return Err(Error::Internal(format!(
+                "reading moves: game {game_id} came twice"
+            )));
+        }
     }
-    let mut moves = moves.finish();
+    let asked: HashSet<i64> = games.iter().map(|(game, _)| game.id).collect();
+    if let Some(other) = moves.keys().find(|id| !asked.contains(id)) {
+        return Err(Error::Internal(format!(
+            "reading moves: a row of game {other}, not asked for"
+        )));
+    }
     games
         .into_iter()
         .map(|(game, codes)| {
@@ -310,53 +334,67 @@ async fn attach_moves<C: CopyOut>(
         .collect()
 }
 
-/// Moves sorted into their games as the rows of a `COPY` ordered by game
-/// come: a list (sized for the game's plies: no regrowth per move) for
-/// every game asked for, and a row of another game is an error. Rows of
-/// one game come together, so a game costs two map lookups, not one per
-/// move.
-struct MovesByGame {
-    moves: HashMap<i64, Vec<StoredMove>>,
-    /// The game whose rows are being read, its list taken out of the map.
-    run: Option<(i64, Vec<StoredMove>)>,
+/// One game's `moves` columns as [`attach_moves`] reads them: the SANs
+/// joined by spaces, and each other column as an array, all in one order.
+#[derive(Debug, Clone, Default)]
+struct MoveColumns<'a> {
+    sans: &'a str,
+    plies: Vec<i32>,
+    clocks: Vec<Option<i32>>,
+    eval_cps: Vec<Option<i32>>,
+    eval_mates: Vec<Option<i32>>,
+    nags: Vec<Option<i16>>,
 }
 
-impl MovesByGame {
-    fn new(moves: HashMap<i64, Vec<StoredMove>>) -> Self {
-        Self { moves, run: None }
+/// The moves of game `game_id` from its columns, in ply order. Columns of
+/// different lengths (a SAN with a space, say) are an error: they would
+/// pair one move's SAN with another's clock.
+fn moves_of_game(game_id: i64, columns: MoveColumns<'_>) -> Result<Vec<StoredMove>, Error> {
+    let MoveColumns {
+        sans,
+        plies,
+        clocks,
+        eval_cps,
+        eval_mates,
+        nags,
+    } = columns;
+    let n = plies.len();
+    let sans: Vec<&str> = sans.split(' ').collect();
+    if [
+        sans.len(),
+        clocks.len(),
+        eval_cps.len(),
+        eval_mates.len(),
+        nags.len(),
+    ]
+    .iter()
+    .any(|&len| len != n)
+    {
+        return Err(Error::Internal(format!(
+            "reading moves: game {game_id}'s columns do not pair up ({n} plies, {} SANs)",
+            sans.len()
+        )));
     }
-
-    /// Adds `m`, the next move of game `game_id`.
-    fn push(&mut self, game_id: i64, m: StoredMove) -> Result<(), Error> {
-        match &mut self.run {
-            Some((id, game_moves)) if *id == game_id => game_moves.push(m),
-            _ => {
-                if let Some((id, game_moves)) = self.run.take() {
-                    self.moves.insert(id, game_moves);
-                }
-                let mut game_moves = self
-                    .moves
-                    .get_mut(&game_id)
-                    .map(std::mem::take)
-                    .ok_or_else(|| {
-                        Error::Internal(format!(
-                            "reading moves: a row of game {game_id}, not asked for"
-                        ))
-                    })?;
-                game_moves.push(m);
-                self.run = Some((game_id, game_moves));
-            }
-        }
-        Ok(())
+    let mut moves: Vec<(i32, StoredMove)> = plies
+        .into_iter()
+        .zip(sans)
+        .zip(clocks.into_iter().zip(eval_cps))
+        .zip(eval_mates.into_iter().zip(nags))
+        .map(|(((ply, san), (clock_ms, eval_cp)), (eval_mate, nag))| {
+            let m = StoredMove {
+                san: CompactString::from(san),
+                clock_ms,
+                eval_cp,
+                eval_mate,
+                nag,
+            };
+            (ply, m)
+        })
+        .collect();
+    if !moves.is_sorted_by_key(|(ply, _)| *ply) {
+        moves.sort_by_key(|(ply, _)| *ply);
     }
-
-    /// Every game's moves.
-    fn finish(mut self) -> HashMap<i64, Vec<StoredMove>> {
-        if let Some((id, game_moves)) = self.run {
-            self.moves.insert(id, game_moves);
-        }
-        self.moves
-    }
+    Ok(moves.into_iter().map(|(_, m)| m).collect())
 }
 
 /// Adds to `moves` the plies that a capped game (`positions_max_ply`, see
@@ -376,7 +414,7 @@ fn complete_capped(
             ))
         })?;
     moves.extend(rest.into_iter().map(|san| StoredMove {
-        san,
+        san: san.into(),
         clock_ms: None,
         eval_cp: None,
         eval_mate: None,
@@ -417,15 +455,17 @@ pub type GameWithMoves = (StoredGame, Vec<StoredMove>);
 /// moves when `with_moves` (else with none). Reads through a cursor in
 /// one read-only repeatable-read transaction, so games and moves come
 /// from one snapshot and at most a few batches are held at a time.
-/// Returns the number of games.
+/// `helper`, a second connection, reads half the moves (see
+/// [`for_each_batch`]). Returns the number of games.
 pub async fn for_each(
     client: &mut Client,
+    helper: Option<&mut Client>,
     filter: &GameFilter,
     order: Order,
     with_moves: bool,
     mut each: impl FnMut(&StoredGame, &[StoredMove]) -> Result<(), Error>,
 ) -> Result<u64, Error> {
-    for_each_batch(client, filter, order, with_moves, |batch| {
+    for_each_batch(client, helper, filter, order, with_moves, |batch| {
         batch.iter().try_for_each(|(game, moves)| each(game, moves))
     })
     .await
@@ -435,11 +475,17 @@ pub async fn for_each(
 /// callers that work on several games at once (export formats a batch in
 /// parallel). The next batch is read by another thread while `each` works
 /// on the current one, so the server's and the caller's work overlap:
-/// export was the sum of the two before. At most four batches are held
-/// (one read, one queued, one in `each`, and the games of the next one),
-/// whatever the number of games.
+/// export was the sum of the two before.
+///
+/// With `helper`, the moves of every other batch are read through it, in
+/// a transaction on the same snapshot (`pg_export_snapshot`, as pg_dump's
+/// parallel jobs do): one server process reading the moves was export's
+/// slowest stage, busy all the time while the client waited on it. At
+/// most three rounds of batches are held (one read, one queued, one in
+/// `each`, a batch per connection each), whatever the number of games.
 pub async fn for_each_batch(
     client: &mut Client,
+    helper: Option<&mut Client>,
     filter: &GameFilter,
     order: Order,
     with_moves: bool,
@@ -467,48 +513,87 @@ pub async fn for_each_batch(
             w.clause
         ),
     };
-    let tx = client
-        .build_transaction()
-        .read_only(true)
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .start()
-        .await
-        .map_err(db_err("starting a read transaction"))?;
+    let tx = read_transaction(client).await?;
+    let helper = match helper.filter(|_| with_moves) {
+        Some(helper) => {
+            let snapshot: String = tx
+                .query_one("SELECT pg_export_snapshot()", &[])
+                .await
+                .map_err(db_err("exporting the read snapshot"))?
+                .get(0);
+            let helper = read_transaction(helper).await?;
+            // The server's own name for it (hex digits and dashes), checked
+            // all the same since SET takes no parameter.
+            if !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                return Err(Error::Internal(format!(
+                    "pg_export_snapshot() named its snapshot {snapshot:?}"
+                )));
+            }
+            helper
+                .batch_execute(&format!("SET TRANSACTION SNAPSHOT '{snapshot}'"))
+                .await
+                .map_err(db_err(
+                    "reading the export's snapshot on a second connection",
+                ))?;
+            Some(helper)
+        }
+        None => None,
+    };
     tx.execute(
         &format!("DECLARE pgnload_games NO SCROLL CURSOR FOR {SELECT} WHERE {selection}"),
         &w.values(),
     )
     .await
     .map_err(db_err("opening the games cursor"))?;
+    // The connections that read moves, a batch each per round.
+    let readers: Vec<&Transaction<'_>> = std::iter::once(&tx).chain(helper.as_ref()).collect();
+    let round = BATCH * readers.len() as i64;
     // The reader runs the queries on its own thread (the runtime's worker
     // drives the connection); this thread stays with `each`, which need
     // not be Send (export's output may be stdout's lock).
     let handle = tokio::runtime::Handle::current();
-    let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<GameWithMoves>>(1);
-    let read = (&handle, &tx);
+    let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<GameWithMoves>>(readers.len());
+    let read = (&handle, &tx, &readers);
     let done = std::thread::scope(|scope| {
         // `move`: the reader owns the sender, so the channel closes when
         // it stops, which ends the loop below.
         let reader = scope.spawn(move || {
-            let (handle, tx) = read;
+            let (handle, tx, readers) = read;
             handle.block_on(async {
-                let mut games = next_games(tx).await?;
+                let mut games = next_games(tx, round).await?;
                 while !games.is_empty() {
-                    // The next games are asked for with this batch's
+                    let mut parts = Vec::with_capacity(readers.len());
+                    while games.len() > BATCH as usize {
+                        let rest = games.split_off(BATCH as usize);
+                        parts.push(games);
+                        games = rest;
+                    }
+                    parts.push(games);
+                    // The next games are asked for with this round's
                     // moves: the server has its next query at hand
                     // instead of waiting a round trip for it.
-                    let (batch, next) = if with_moves {
-                        tokio::try_join!(attach_moves(tx, games), next_games(tx))?
-                    } else {
-                        let batch = games
+                    let (batches, next) = if with_moves {
+                        let moves = parts
                             .into_iter()
-                            .map(|(game, _)| (game, Vec::new()))
+                            .zip(readers.iter())
+                            .map(|(part, reader)| attach_moves(*reader, part));
+                        tokio::try_join!(try_join_all(moves), next_games(tx, round))?
+                    } else {
+                        let batches = parts
+                            .into_iter()
+                            .map(|part| {
+                                part.into_iter()
+                                    .map(|(game, _)| (game, Vec::new()))
+                                    .collect()
+                            })
                             .collect();
-                        (batch, next_games(tx).await?)
+                        (batches, next_games(tx, round).await?)
                     };
-                    if sender.send(batch).is_err() {
-                        // `each` failed and stopped listening.
-                        break;
+                    for batch in batches {
+                        if sender.send(batch).is_err() {
+                            // `each` failed and stopped listening.
+                            return Ok(());
+                        }
                     }
                     games = next;
                 }
@@ -531,17 +616,36 @@ pub async fn for_each_batch(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         outcome.and(read).map(|()| done)
     })?;
+    drop(readers);
+    if let Some(helper) = helper {
+        helper
+            .commit()
+            .await
+            .map_err(db_err("ending the second read transaction"))?;
+    }
     tx.commit()
         .await
         .map_err(db_err("ending the read transaction"))?;
     Ok(done)
 }
 
-/// The next batch of the `pgnload_games` cursor, without moves yet; empty
-/// at the end.
-async fn next_games(tx: &Transaction<'_>) -> Result<Vec<Fetched>, Error> {
+/// Starts a read-only repeatable-read transaction: one snapshot for all
+/// that [`for_each_batch`] reads.
+async fn read_transaction(client: &mut Client) -> Result<Transaction<'_>, Error> {
+    client
+        .build_transaction()
+        .read_only(true)
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .map_err(db_err("starting a read transaction"))
+}
+
+/// The next `count` games of the `pgnload_games` cursor, without moves
+/// yet; empty at the end.
+async fn next_games(tx: &Transaction<'_>, count: i64) -> Result<Vec<Fetched>, Error> {
     let rows = tx
-        .query(&format!("FETCH {BATCH} FROM pgnload_games"), &[])
+        .query(&format!("FETCH {count} FROM pgnload_games"), &[])
         .await
         .map_err(db_err("reading games"))?;
     rows.iter().map(StoredGame::from_row).collect()
@@ -559,7 +663,7 @@ mod tests {
         nag: Option<i16>,
     ) -> StoredMove {
         StoredMove {
-            san: san.to_owned(),
+            san: san.into(),
             clock_ms,
             eval_cp,
             eval_mate,
@@ -568,30 +672,40 @@ mod tests {
     }
 
     #[test]
-    fn moves_are_sorted_into_the_games_asked_for() {
-        let asked = |ids: &[i64]| -> MovesByGame {
-            MovesByGame::new(ids.iter().map(|&id| (id, Vec::new())).collect())
+    fn a_games_columns_become_its_moves_in_ply_order() {
+        let columns = MoveColumns {
+            sans: "e4 e5 Nf3",
+            plies: vec![1, 2, 3],
+            clocks: vec![Some(60_000), None, Some(59_000)],
+            eval_cps: vec![Some(17), None, None],
+            eval_mates: vec![None, Some(-3), None],
+            nags: vec![None, Some(2), None],
         };
-        let rows = [
-            (7, m("e4", Some(60_000), Some(17), None, None)),
-            (7, m("e5", None, None, Some(-3), Some(2))),
-            (3, m("d4", None, None, None, None)),
+        let expected = [
+            m("e4", Some(60_000), Some(17), None, None),
+            m("e5", None, None, Some(-3), Some(2)),
+            m("Nf3", Some(59_000), None, None, None),
         ];
-        let mut by_game = asked(&[3, 7, 9]);
-        for (id, m) in rows.clone() {
-            by_game.push(id, m).expect("a game asked for");
-        }
-        let moves = by_game.finish();
-        assert_eq!(moves.len(), 3);
-        assert!(moves[&9].is_empty());
-        assert_eq!(moves[&7], [rows[0].1.clone(), rows[1].1.clone()]);
-        assert_eq!(moves[&3], [rows[2].1.clone()]);
-        assert!(asked(&[1]).finish()[&1].is_empty());
-        // A game not asked for: an error, not a silent extra game.
-        let mut by_game = asked(&[3]);
-        let err = by_game
-            .push(7, rows[0].1.clone())
-            .expect_err("game 7 was not asked for");
+        assert_eq!(moves_of_game(7, columns.clone()).expect("paired"), expected);
+        // Aggregated in another order: sorted by ply, each column with its move.
+        let shuffled = MoveColumns {
+            sans: "Nf3 e4 e5",
+            plies: vec![3, 1, 2],
+            clocks: vec![Some(59_000), Some(60_000), None],
+            eval_cps: vec![None, Some(17), None],
+            eval_mates: vec![None, None, Some(-3)],
+            nags: vec![None, None, Some(2)],
+        };
+        assert_eq!(moves_of_game(7, shuffled).expect("paired"), expected);
+        // A SAN with a space would shift every later SAN: an error.
+        let err = moves_of_game(
+            7,
+            MoveColumns {
+                sans: "e4 e5 Nf 3",
+                ..columns
+            },
+        )
+        .expect_err("four SANs for three plies");
         assert!(matches!(err, Error::Internal(_)), "{err}");
         assert!(err.to_string().contains("game 7"), "{err}");
     }
