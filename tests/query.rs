@@ -465,8 +465,13 @@ fn export_then_import_gives_the_same_rows() {
     assert!(games.parse::<u32>().expect("count") > 1500, "{games} games");
     // In the same order: export writes in import order, and the copy
     // numbers its games as it reads them.
-    let in_order = "SELECT md5(string_agg(source || ':' || external_id, ',' ORDER BY id)) FROM games";
-    assert_eq!(original.psql(in_order), copy.psql(in_order), "games reordered");
+    let in_order =
+        "SELECT md5(string_agg(source || ':' || external_id, ',' ORDER BY id)) FROM games";
+    assert_eq!(
+        original.psql(in_order),
+        copy.psql(in_order),
+        "games reordered"
+    );
     for variant in [
         "chess960",
         "crazyhouse",
