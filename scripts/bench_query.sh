@@ -120,7 +120,8 @@ db_url() { sed "s#/[^/?]*\(?\|\$\)#/$1\1#" <<<"$url"; }
 import_seconds() { # URL MODE
     local start end
     start=$(now_ns)
-    "$pgnload" --database-url "$1" import --quiet --mode "$2" "$out/cost.pgn" >/dev/null 2>>"$out/imports.log"
+    "$pgnload" --database-url "$1" import --quiet --mode "$2" "$out/cost.pgn" >/dev/null 2>>"$out/imports.log" ||
+        die "the import of $out/cost.pgn failed: $(tail -3 "$out/imports.log")"
     end=$(now_ns)
     awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
 }
@@ -154,7 +155,8 @@ else
         die "gen_corpus failed: $(tail -5 "$out/gen.log")"
     log "importing $games games (bulk), then building the explorer counters"
     start=$(now_ns)
-    "$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null 2>>"$out/imports.log"
+    "$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null 2>>"$out/imports.log" ||
+        die "the import of $out/corpus.pgn failed: $(tail -3 "$out/imports.log")"
     end=$(now_ns)
     record import_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
     start=$(now_ns)
