@@ -1102,6 +1102,19 @@ fn explore_top_game_ids(db: &TestDb) -> Vec<String> {
         .collect()
 }
 
+/// A fresh database with the explorer counters, into which `sample` was
+/// bulk loaded without incident: the counters an interrupted load must
+/// end up equal to.
+fn clean_bulk_load(label: &str, sample: &Path) -> TestDb {
+    let clean = fresh_db(label);
+    enable_explorer(clean.pgnload());
+    assert_ok(
+        &import(&clean, &["-q", "--mode", "bulk"], &[sample.to_path_buf()]),
+        &[0],
+    );
+    clean
+}
+
 /// A bulk load holds its counter rows in memory across batches
 /// (`src/ingest/explorer/held.rs`), its games recorded in
 /// `explorer_deferred` meanwhile. Killed with rows held, it leaves games
@@ -1113,16 +1126,7 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
     use std::io::Write;
     let dir = scratch_dir("pgnload-explorer-held-");
     let sample = data("lichess-2025-05-sample.pgn");
-    let clean = fresh_db("explorer_held_clean");
-    enable_explorer(clean.pgnload());
-    assert_ok(
-        &import(
-            &clean,
-            &["-q", "--mode", "bulk"],
-            std::slice::from_ref(&sample),
-        ),
-        &[0],
-    );
+    let clean = clean_bulk_load("explorer_held_clean", &sample);
 
     let db = fresh_db("explorer_held");
     enable_explorer(db.pgnload());
@@ -1216,16 +1220,7 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
 fn a_bulk_finish_retried_after_writing_the_held_rows_writes_them_once() {
     let dir = scratch_dir("pgnload-explorer-flush-once-");
     let sample = data("lichess-2025-05-sample.pgn");
-    let clean = fresh_db("explorer_flush_once_clean");
-    enable_explorer(clean.pgnload());
-    assert_ok(
-        &import(
-            &clean,
-            &["-q", "--mode", "bulk"],
-            std::slice::from_ref(&sample),
-        ),
-        &[0],
-    );
+    let clean = clean_bulk_load("explorer_flush_once_clean", &sample);
 
     let db = fresh_db("explorer_flush_once");
     enable_explorer(db.pgnload());
