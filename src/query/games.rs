@@ -336,7 +336,7 @@ async fn attach_moves<C: CopyOut>(
 
 /// One game's `moves` columns as [`attach_moves`] reads them: the SANs
 /// joined by spaces, and each other column as an array, all in one order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct MoveColumns<'a> {
     sans: &'a str,
     plies: Vec<i32>,
