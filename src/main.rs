@@ -7,9 +7,18 @@ use clap::Parser;
 use pgnload::{
     cli::Cli,
     error::{ErrorKind, ExitStatus},
+    store,
 };
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|first| first == store::child::GUARD_ARG)
+    {
+        // pgnload starting one of its child tools (see store::child).
+        return ExitCode::from(store::child::run_guard(args));
+    }
     let cli = Cli::parse();
     match pgnload::run(cli) {
         Ok(status) => ExitCode::from(status.code()),

@@ -421,3 +421,88 @@ fn a_restored_older_schema_is_migrated() {
         MIGRATIONS.len().to_string()
     );
 }
+
+/// A `kill -9` of pgnload during a backup leaves nothing running and no
+/// secret behind (issue 26, item 11): the tool dies with pgnload (the
+/// parent-death signal of its guard), and the password it was given was
+/// never in a file that could outlive the run. The stand-in `pg_dump` checks
+/// the password reached it, records its pid, and waits.
+#[test]
+fn a_killed_backup_leaves_no_tool_running_and_no_password_file() {
+    use nix::{
+        sys::signal::{Signal, kill},
+        unistd::Pid,
+    };
+
+    let scratch = scratch_dir("pgnload-backup-");
+    let tmp = scratch.path().join("tmp");
+    fs::create_dir(&tmp).expect("private TMPDIR");
+    let secret = "hunter2-killed-backup";
+    let real = pgnload::store::embedded::PgBinaries::locate().expect("PostgreSQL programs");
+    let pid_file = scratch.path().join("tool.pid");
+    let seen_file = scratch.path().join("password.seen");
+    let bin = stand_in(
+        scratch.path(),
+        &format!(
+            "if [ \"$1\" = --version ]; then exec '{}' --version; fi\n\
+             grep -q '{secret}' \"$PGPASSFILE\" && echo yes > '{}'\n\
+             echo $$ > '{}.tmp' && mv '{}.tmp' '{}'\n\
+             exec sleep 300\n",
+            real.tool("pg_dump").display(),
+            seen_file.display(),
+            pid_file.display(),
+            pid_file.display(),
+            pid_file.display(),
+        ),
+    );
+    let db = fresh_db("bk_kill9");
+    let mut child = db
+        .pgnload()
+        .env("DATABASE_URL", format!("{}&password={secret}", db.url))
+        .env("PG_BIN", &bin)
+        .env("TMPDIR", &tmp)
+        .args(["db", "backup"])
+        .arg(scratch.path().join("killed.dump"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn pgnload");
+    // Not a timing: the loops wait for an event; the bounds keep a broken
+    // build from hanging the suite.
+    let mut polls = 0;
+    while !pid_file.exists() {
+        polls += 1;
+        assert!(polls < 6000, "pg_dump's stand-in never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let tool: i32 = fs::read_to_string(&pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert_eq!(
+        fs::read_to_string(&seen_file).ok().as_deref(),
+        Some("yes\n"),
+        "the tool did not get the password through PGPASSFILE"
+    );
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+        Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+    child.wait().expect("reap pgnload");
+    let alive = || kill(Pid::from_raw(tool), None).is_ok();
+    let mut polls = 0;
+    while alive() && polls < 1000 {
+        polls += 1;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if alive() {
+        let _ = kill(Pid::from_raw(tool), Signal::SIGKILL);
+        panic!("pg_dump outlived the killed pgnload");
+    }
+    let left: Vec<_> = fs::read_dir(&tmp)
+        .expect("TMPDIR")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}

@@ -17,9 +17,9 @@ use std::{
     ffi::{OsStr, OsString},
     fmt::Write as _,
     fs,
-    io::{self, Read, Write as _},
+    io::{self, Read},
     num::NonZeroUsize,
-    os::unix::{ffi::OsStrExt, fs::OpenOptionsExt},
+    os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
     sync::{
@@ -39,6 +39,7 @@ use tokio_postgres::config::{Host, SslMode};
 use crate::{
     error::{Error, ErrorKind, ExitStatus as PgnloadExit},
     store::{
+        child::{SecretFile, guarded},
         db::{self, Target, redact_url},
         embedded::{EmbeddedCluster, PgBinaries},
         shards,
@@ -666,11 +667,12 @@ fn locate_tool(
 
 /// How the tools reach the database pgnload uses: a libpq connection
 /// string with every parameter pgnload's own connection has except the
-/// password, which goes into a private password file (libpq's
-/// `PGPASSFILE`), removed when the link is dropped.
+/// password, which goes into a password file (libpq's `PGPASSFILE`) held
+/// in memory only ([`SecretFile`]): it never exists on a disk, so a killed
+/// pgnload leaves none behind.
 struct Link {
     conninfo: String,
-    passfile: Option<PathBuf>,
+    passfile: Option<SecretFile>,
 }
 
 impl Link {
@@ -693,29 +695,22 @@ impl Link {
 
     /// `tool --dbname=… --no-password`, with none of the caller's `PG*`
     /// variables (pgnload's own connection ignores them, so the tool must
-    /// too: a `PGHOST` would send it elsewhere) except the password file.
+    /// too: a `PGHOST` would send it elsewhere) except the password file;
+    /// started [`guarded`], so that it dies with pgnload.
     fn command(&self, tool: &Path) -> Command {
-        let mut cmd = Command::new(tool);
+        let mut cmd = guarded(tool);
         for (key, _) in std::env::vars_os() {
             if key.as_encoded_bytes().starts_with(b"PG") {
                 cmd.env_remove(key);
             }
         }
         if let Some(passfile) = &self.passfile {
-            cmd.env("PGPASSFILE", passfile);
+            cmd.env("PGPASSFILE", passfile.path());
         }
         cmd.arg(format!("--dbname={}", self.conninfo))
             .arg("--no-password")
             .stdin(Stdio::null());
         cmd
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        if let Some(passfile) = &self.passfile {
-            let _ = fs::remove_file(passfile);
-        }
     }
 }
 
@@ -782,11 +777,11 @@ fn conninfo(config: &tokio_postgres::Config) -> String {
     out
 }
 
-/// Writes `*:*:*:*:password` to a new mode-0600 file in the temporary
-/// directory (`:` and `\` escaped as libpq reads them) and returns its
-/// path. A line break cannot be written in that format, so a password
-/// holding one is refused rather than cut.
-fn write_passfile(password: &[u8]) -> Result<PathBuf, BackupError> {
+/// The password file of `password`: `*:*:*:*:password` (`:` and `\`
+/// escaped as libpq reads them) in a [`SecretFile`]. A line break cannot
+/// be written in that format, so a password holding one is refused rather
+/// than cut.
+fn write_passfile(password: &[u8]) -> Result<SecretFile, BackupError> {
     if password.iter().any(|&b| b == b'\n' || b == b'\r') {
         return Err(BackupError::Options(
             "the connection string's password holds a line break, which pg_dump's password \
@@ -802,27 +797,11 @@ fn write_passfile(password: &[u8]) -> Result<PathBuf, BackupError> {
         line.push(b);
     }
     line.push(b'\n');
-    let path = std::env::temp_dir().join(format!(
-        "pgnload-passfile-{}-{:x}",
-        std::process::id(),
-        xxhash_rust::xxh3::xxh3_64(format!("{:?}", Instant::now()).as_bytes())
-    ));
-    let io = |source| BackupError::Io {
-        context: "writing the password file",
-        path: path.clone(),
+    SecretFile::new("pgnload-passfile", &line).map_err(|source| BackupError::Io {
+        context: "writing the password file in memory",
+        path: PathBuf::from("memfd:pgnload-passfile"),
         source,
-    };
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io)?;
-    if let Err(e) = file.write_all(&line) {
-        let _ = fs::remove_file(&path);
-        return Err(io(e));
-    }
-    Ok(path)
+    })
 }
 
 /// Ctrl-C and SIGTERM while pgnload backs up or restores. The first one
@@ -1029,11 +1008,12 @@ mod tests {
         assert_eq!(major_of_num(90_624), 906);
     }
 
-    /// The password never reaches the command line: the connection string
-    /// given to the tool has every other parameter, and the password sits
-    /// in a 0600 file that is gone once the link is dropped.
+    /// The password never reaches the command line nor a disk: the
+    /// connection string given to the tool has every other parameter, and
+    /// the password sits in a 0600 memory file named by `/dev/fd/N`. The
+    /// tool runs behind the guard that ties its life to pgnload's.
     #[test]
-    fn the_password_goes_to_a_private_file_not_the_command_line() {
+    fn the_password_goes_to_a_private_memory_file_not_the_command_line() {
         use std::os::unix::fs::PermissionsExt;
         let target = Target::Url(
             "postgres://alice:s3:cr\\et@db.example:6543/chess?application_name=x'y".into(),
@@ -1045,12 +1025,15 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert!(args.iter().all(|a| !a.contains("s3")), "{args:?}");
+        assert_eq!(args[0], crate::store::child::GUARD_ARG);
+        assert_eq!(args[2], "/bin/true");
         assert_eq!(
-            args[0],
+            args[3],
             "--dbname=host='db.example' port='6543' user='alice' dbname='chess' \
              application_name='x\\'y' sslmode='prefer'"
         );
-        let passfile = link.passfile.clone().expect("a password file");
+        let passfile = link.passfile.as_ref().expect("a password file").path();
+        assert!(passfile.starts_with("/dev/fd"), "{}", passfile.display());
         let env: Vec<_> = cmd.get_envs().collect();
         assert!(
             env.iter()
@@ -1063,8 +1046,6 @@ mod tests {
             fs::read_to_string(&passfile).expect("readable"),
             "*:*:*:*:s3\\:cr\\\\et\n"
         );
-        drop(link);
-        assert!(!passfile.exists(), "the password file outlived the link");
     }
 
     #[test]

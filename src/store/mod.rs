@@ -8,6 +8,7 @@
 //! print anything but the server's own diagnostics.
 
 pub mod backup;
+pub mod child;
 pub mod counts;
 pub mod db;
 pub mod embedded;
