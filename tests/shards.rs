@@ -511,3 +511,58 @@ fn a_claim_left_by_an_abandoned_input_is_taken_over() {
     assert_eq!(natural_dump(&db), single_node_dump(&[sample]));
     assert_sharded_and_sound(&cluster, &db);
 }
+
+/// No password of a shard reaches the coordinator's server log (issue 26,
+/// item 12), even with every statement logged and with the setup failing at
+/// the step that creates the shards' servers and user mappings.
+#[test]
+fn shard_passwords_never_reach_the_coordinators_log() {
+    const SECRET: &str = "hunter2-shard-secret";
+    let cluster = ShardCluster::start("secret-log", 2);
+    let coordinator = TestDb::existing(cluster.coordinator_url.clone());
+    coordinator.psql("ALTER DATABASE pgnload SET log_statement = 'all'");
+    let with_password: Vec<String> = cluster
+        .shard_urls
+        .iter()
+        .map(|url| url.replacen("postgres@", &format!("postgres:{SECRET}@"), 1))
+        .collect();
+    assert_ne!(with_password, cluster.shard_urls, "unexpected URL form");
+    let shards = with_password.join(",");
+    // First a failing setup: a server of the name the setup gives the
+    // second shard exists already.
+    coordinator.psql(
+        "CREATE EXTENSION IF NOT EXISTS postgres_fdw; \
+         CREATE SERVER pgnload_shard_1 FOREIGN DATA WRAPPER postgres_fdw",
+    );
+    let failed = coordinator.quiet(&["db", "migrate", "--shards", &shards]);
+    assert_ok(&failed, &[2]);
+    coordinator.psql("DROP SERVER pgnload_shard_1");
+    let built = coordinator.quiet(&["db", "migrate", "--shards", &shards]);
+    assert_ok(&built, &[0]);
+    assert_ok(
+        &import(
+            &coordinator,
+            &["-q"],
+            &[data("kasparov-deep-blue-1997.pgn")],
+        ),
+        &[0],
+    );
+    for out in [&failed, &built] {
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!said.contains(SECRET), "printed: {said}");
+    }
+    let log = std::fs::read_to_string(cluster.dir.join("coordinator.log")).expect("server log");
+    assert!(
+        log.contains("CREATE SERVER"),
+        "statements are not being logged, so the test proves nothing:\n{log}"
+    );
+    let leaks: Vec<&str> = log.lines().filter(|l| l.contains(SECRET)).collect();
+    assert!(
+        leaks.is_empty(),
+        "the password in the server log: {leaks:#?}"
+    );
+}

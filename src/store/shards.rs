@@ -429,6 +429,71 @@ async fn prepare_shard(
     Ok(schema)
 }
 
+/// Creates the coordinator's user mapping for `server`, with the shard's
+/// user and password, so that no server log, statistics view or error
+/// message ever holds the password: a statement's text is what the server
+/// logs (`log_statement`, and the `STATEMENT:` line of an error) and
+/// `pg_stat_statements` keeps verbatim for DDL, so the password travels only
+/// as a bind parameter of a temporary function that builds the DDL inside
+/// the server. Its errors are raised again without their context (which
+/// would quote the built statement), and a superuser's session also turns
+/// statement and parameter logging off for the call.
+async fn create_user_mapping(
+    tx: &tokio_postgres::Transaction<'_>,
+    server: &str,
+    address: &ShardAddress,
+) -> Result<(), Error> {
+    const FUNCTION: &str = "
+        CREATE OR REPLACE FUNCTION pg_temp.pgnload_user_mapping(server text, usr text, pw text)
+        RETURNS void LANGUAGE plpgsql AS $f$
+        BEGIN
+            EXECUTE format('CREATE USER MAPPING FOR CURRENT_USER SERVER %I', server)
+                || coalesce(' OPTIONS (' || nullif(concat_ws(', ',
+                       'user ' || quote_literal(usr),
+                       'password ' || quote_literal(pw)), '') || ')', '');
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION USING ERRCODE = SQLSTATE, MESSAGE = SQLERRM;
+        END
+        $f$";
+    // The settings are superuser-only; `TO DEFAULT` gives back the
+    // session's own values for the rest of the transaction.
+    const QUIET: &str = "
+        DO $q$ BEGIN
+            IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                SET LOCAL log_statement = 'none';
+                SET LOCAL log_min_duration_statement = -1;
+                SET LOCAL log_min_error_statement = 'panic';
+                SET LOCAL log_parameter_max_length = 0;
+                SET LOCAL log_parameter_max_length_on_error = 0;
+            END IF;
+        END $q$";
+    const LOUD_AGAIN: &str = "
+        DO $q$ BEGIN
+            IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                SET LOCAL log_statement TO DEFAULT;
+                SET LOCAL log_min_duration_statement TO DEFAULT;
+                SET LOCAL log_min_error_statement TO DEFAULT;
+                SET LOCAL log_parameter_max_length TO DEFAULT;
+                SET LOCAL log_parameter_max_length_on_error TO DEFAULT;
+            END IF;
+        END $q$";
+    let context = || format!("creating the user mapping of {server} ({})", address.shown);
+    tx.batch_execute(QUIET).await.map_err(db_err(context()))?;
+    tx.batch_execute(FUNCTION)
+        .await
+        .map_err(db_err(context()))?;
+    tx.execute(
+        "SELECT pg_temp.pgnload_user_mapping($1, $2, $3)",
+        &[&server, &address.user, &address.password],
+    )
+    .await
+    .map_err(db_err(context()))?;
+    tx.batch_execute(LOUD_AGAIN)
+        .await
+        .map_err(db_err(context()))?;
+    Ok(())
+}
+
 /// Rebuilds the coordinator's partitioned tables over the shards, in one
 /// transaction: the foreign servers and user mappings, each table as a
 /// hash-partitioned table of the same columns, defaults and checks
@@ -459,25 +524,14 @@ async fn build_coordinator(
     for (shard, address) in addresses.iter().enumerate() {
         let server = server_name(shard);
         let port = address.port.to_string();
-        // format() quotes every value: a host or password is data here.
+        // format() quotes every value: a host is data here. The password
+        // is not in this text: see create_user_mapping.
         let ddl: String = tx
             .query_one(
                 "SELECT format('CREATE SERVER %I FOREIGN DATA WRAPPER postgres_fdw
                          OPTIONS (host %L, port %L, dbname %L, batch_size ''1000'',
-                                  fetch_size ''10000'', async_capable ''true'')', $1::text, $2::text, $3::text, $4::text)
-                        || '; ' ||
-                        format('CREATE USER MAPPING FOR CURRENT_USER SERVER %I', $1::text)
-                        || coalesce(' OPTIONS (' || nullif(concat_ws(', ',
-                               'user ' || quote_literal($5::text),
-                               'password ' || quote_literal($6::text)), '') || ')', '')",
-                &[
-                    &server,
-                    &address.host,
-                    &port,
-                    &address.dbname,
-                    &address.user,
-                    &address.password,
-                ],
+                                  fetch_size ''10000'', async_capable ''true'')', $1::text, $2::text, $3::text, $4::text)",
+                &[&server, &address.host, &port, &address.dbname],
             )
             .await
             .map_err(db_err("writing the servers' DDL"))?
@@ -486,6 +540,7 @@ async fn build_coordinator(
             "creating server {server} ({})",
             address.shown
         )))?;
+        create_user_mapping(&tx, &server, address).await?;
     }
     tx.batch_execute(&format!("{GAME_KEYS_DDL}; {EXPLORER_DELTAS_DDL}"))
         .await
