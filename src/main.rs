@@ -1,7 +1,7 @@
 //! The `pgnload` binary: parse the command line, run, map the outcome to an
 //! exit code. Everything else lives in the library.
 
-use std::process::ExitCode;
+use std::{io::Write, process::ExitCode};
 
 use clap::Parser;
 use pgnload::{
@@ -25,7 +25,13 @@ fn main() -> ExitCode {
                 }
                 _ => "",
             };
-            eprintln!("pgnload: error: {}{advice}", pgnload::error::report(&err));
+            // Not `eprintln!`, which panics (exit 101) when stderr is
+            // full or gone: the exit code must still say "failed".
+            let _ = writeln!(
+                std::io::stderr(),
+                "pgnload: error: {}{advice}",
+                pgnload::error::report(&err)
+            );
             ExitCode::from(ExitStatus::Failed.code())
         }
     }
