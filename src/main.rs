@@ -17,6 +17,16 @@ fn main() -> ExitCode {
         Err(pgnload::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }
+        // A signal ended a wait for the database: interrupted, as the
+        // exit codes say (3), not failed.
+        Err(err @ pgnload::Error::Interrupted { .. }) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "pgnload: {}; rerun to resume",
+                pgnload::error::report(&err)
+            );
+            ExitCode::from(ExitStatus::Interrupted.code())
+        }
         Err(err) => {
             let advice = match err.kind() {
                 ErrorKind::Bug => " (a bug in pgnload: please report it with the command line)",

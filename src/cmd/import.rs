@@ -63,7 +63,8 @@ pub struct ImportArgs {
     /// bulk: drop indexes, dedup in memory, rebuild at the end (backfills);
     /// incremental: keep indexes (nightly imports, concurrent importers);
     /// auto: bulk when the database holds fewer positions than the inputs
-    /// should bring and no other import runs [default: auto].
+    /// should bring and no other import runs, but never on a
+    /// --database-url database that already holds games [default: auto].
     #[arg(long, value_enum, env = "PGNLOAD_MODE")]
     pub mode: Option<LoadMode>,
     /// Only rated games: Event starting "Rated" (Lichess) is rated, "Casual"
