@@ -458,7 +458,9 @@ fn positions_cap(file: &ImportSection, cli: &ScopeOverrides) -> Result<Option<u3
 #[serde(rename_all = "lowercase")]
 pub enum LoadMode {
     /// Bulk when the database holds fewer positions than the inputs are
-    /// expected to bring and no other import is running; else incremental.
+    /// expected to bring and no other import is running, but never on a
+    /// database given by URL that already holds games (other users rely
+    /// on its indexes); else incremental.
     Auto,
     /// Drop indexes, dedup in memory, rebuild at the end; takes the
     /// database for itself.

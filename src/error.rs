@@ -204,6 +204,16 @@ pub enum Error {
     /// is not legal there, a game that does not exist): the user's to fix.
     #[error("{0}")]
     Request(String),
+    /// A signal (Ctrl-C, SIGTERM) ended the wait before a retry of
+    /// `last`, a transient failure (a server that is down): the first
+    /// signal ends such a wait at once, since no batch is in flight to
+    /// finish. Exit code 3; a rerun resumes.
+    #[error("interrupted while waiting to retry")]
+    Interrupted {
+        /// The failure the run was waiting to retry.
+        #[source]
+        last: Box<Error>,
+    },
     /// A database operation failed. The server's own message (with its
     /// SQLSTATE, detail and hint) is part of the text, once: the driver's
     /// error is kept as `cause`, not as a `source` that a printer would
@@ -239,6 +249,8 @@ pub enum ErrorKind {
     Conflict,
     /// Something that cannot happen did: a bug in pgnload.
     Bug,
+    /// The user stopped the run (Ctrl-C, SIGTERM).
+    Interrupted,
 }
 
 impl Error {
@@ -258,6 +270,7 @@ impl Error {
             Error::Backup(e) => e.kind(),
             Error::Internal(_) => ErrorKind::Bug,
             Error::Conflict(_) => ErrorKind::Conflict,
+            Error::Interrupted { .. } => ErrorKind::Interrupted,
             Error::Disconnected { .. } => ErrorKind::Database { transient: true },
             Error::Database { cause, .. } => ErrorKind::Database {
                 transient: postgres_error_is_transient(cause),

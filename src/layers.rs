@@ -217,19 +217,55 @@ fn the_import_prints_nothing_itself() {
         }
         let text = std::fs::read_to_string(file)
             .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            if ["eprintln!", "println!", "eprint!", "print!"]
-                .iter()
-                .any(|m| code.contains(m))
-            {
-                printing.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
-            }
-        }
+        printing.extend(lines_using(
+            file,
+            &text,
+            &["stderr_line!", PRINT_MACROS[0], PRINT_MACROS[1]],
+        ));
     }
     assert!(
         printing.is_empty(),
         "the import must tell its Reporter, not print:\n{}",
+        printing.join("\n")
+    );
+}
+
+/// The standard library's print macros, which panic (exit code 101) when
+/// their stream cannot be written: a full disk, or a reader gone (`| head`).
+const PRINT_MACROS: [&str; 2] = ["print!", "println!"];
+
+/// The lines of `file` (its `text`) whose code, outside comments, names
+/// one of `macros` (`print!` also finds `eprint!`, `println!` also
+/// `eprintln!`).
+fn lines_using(file: &Path, text: &str, macros: &[&str]) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or_default();
+            macros.iter().any(|m| code.contains(m))
+        })
+        .map(|(n, line)| format!("{}:{}: {}", file.display(), n + 1, line.trim()))
+        .collect()
+}
+
+/// No command panics because its output cannot be written: stderr goes
+/// through `stderr_line!`, which drops what it cannot write, and stdout
+/// through `cmd::print` (or a writer whose errors are returned), never
+/// through the standard print macros.
+#[test]
+fn nothing_prints_with_a_macro_that_panics_on_a_failed_write() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut printing = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("layers.rs")) {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        printing.extend(lines_using(file, &text, &PRINT_MACROS));
+    }
+    assert!(
+        printing.is_empty(),
+        "print with stderr_line! or cmd::print:\n{}",
         printing.join("\n")
     );
 }

@@ -40,6 +40,19 @@
 //! wraps them in loops over bounded channels, and `ingest::engine` drives
 //! the batches into the writer.
 
+/// `eprintln!` that cannot panic. The standard macro panics when stderr
+/// cannot be written (a full disk, `2>/dev/full`; a reader gone,
+/// `2>&1 | head -1`, since Rust ignores `SIGPIPE`), and a panic is exit
+/// code 101, which no script expects. A message that cannot be written is
+/// lost; the command goes on and exits with the code that says how it
+/// ended. Every message to stderr goes through here (`layers.rs` checks).
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod chess;
 pub mod cli;
 pub(crate) mod cmd;

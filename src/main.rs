@@ -1,7 +1,7 @@
 //! The `pgnload` binary: parse the command line, run, map the outcome to an
 //! exit code. Everything else lives in the library.
 
-use std::process::ExitCode;
+use std::{io::Write, process::ExitCode};
 
 use clap::Parser;
 use pgnload::{
@@ -26,6 +26,16 @@ fn main() -> ExitCode {
         Err(pgnload::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }
+        // A signal ended a wait for the database: interrupted, as the
+        // exit codes say (3), not failed.
+        Err(err @ pgnload::Error::Interrupted { .. }) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "pgnload: {}; rerun to resume",
+                pgnload::error::report(&err)
+            );
+            ExitCode::from(ExitStatus::Interrupted.code())
+        }
         Err(err) => {
             let advice = match err.kind() {
                 ErrorKind::Bug => " (a bug in pgnload: please report it with the command line)",
@@ -34,7 +44,13 @@ fn main() -> ExitCode {
                 }
                 _ => "",
             };
-            eprintln!("pgnload: error: {}{advice}", pgnload::error::report(&err));
+            // Not `eprintln!`, which panics (exit 101) when stderr is
+            // full or gone: the exit code must still say "failed".
+            let _ = writeln!(
+                std::io::stderr(),
+                "pgnload: error: {}{advice}",
+                pgnload::error::report(&err)
+            );
             ExitCode::from(ExitStatus::Failed.code())
         }
     }

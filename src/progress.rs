@@ -152,7 +152,7 @@ impl Progress {
                     let share = self.len.filter(|&l| l > 0).map_or(String::new(), |l| {
                         format!(" {:.1}%", 100.0 * now.bytes as f64 / l as f64)
                     });
-                    eprintln!("pgnload: {}{share}: {message}", self.label);
+                    stderr_line!("pgnload: {}{share}: {message}", self.label);
                 }
             }
         }
@@ -194,14 +194,17 @@ impl Progress {
                 if last.elapsed() >= LOG_EVERY {
                     *last = Instant::now();
                     if self.checks {
-                        eprintln!(
+                        stderr_line!(
                             "pgnload verify: {} {} checked ({rate:.0}/s), {mismatches} mismatches",
-                            self.done, self.label
+                            self.done,
+                            self.label
                         );
                     } else {
-                        eprintln!(
+                        stderr_line!(
                             "pgnload {}: {} {} ({rate:.0}/s)",
-                            self.command, self.done, self.label
+                            self.command,
+                            self.done,
+                            self.label
                         );
                     }
                 }

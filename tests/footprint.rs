@@ -201,10 +201,10 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
     enable_explorer(full.pgnload());
     import(&full, &[]);
     let cap = CAP.to_string();
-    // Both load modes backfill: auto picks bulk after --games-only (the
-    // positions table is nearly empty).
+    // Both load modes backfill. (Auto would import incrementally: the
+    // database, given by URL, holds games.)
     for (label, scope, mode) in [
-        ("games_only", vec!["--games-only"], "auto"),
+        ("games_only", vec!["--games-only"], "bulk"),
         (
             "capped",
             vec!["--positions-max-ply", cap.as_str()],
@@ -238,7 +238,7 @@ fn a_backfill_after_games_only_or_a_cap_gives_the_rows_of_a_full_import() {
             )),
             "{label}: {stderr}"
         );
-        let shown = if mode == "auto" {
+        let shown = if mode == "bulk" {
             "mode:      bulk"
         } else {
             "mode:      incremental"

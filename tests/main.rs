@@ -22,6 +22,7 @@ mod query;
 mod reliability;
 mod resume;
 mod robustness;
+mod runs;
 mod scope;
 mod secrets;
 mod shard_cluster;

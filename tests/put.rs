@@ -314,8 +314,9 @@ fn put_refuses_bad_input_with_a_message_and_changes_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(
-            "conflict: a bulk load is running or unfinished, or the explorer counters are being \
-             enabled or disabled: put games once that has finished"
+            "stopped unfinished: positions and moves have no indexes and its games are counted \
+             only at its finish. Finish it with `pgnload import` (--mode auto or bulk), then put \
+             games"
         ),
         "{out:?}"
     );

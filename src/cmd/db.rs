@@ -126,7 +126,7 @@ fn done(what: &str, path: &std::path::Path, outcome: &Outcome) -> String {
 fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>, Error> {
     match result {
         Err(Error::Backup(stopped @ BackupError::Interrupted { .. })) => {
-            eprintln!("pgnload: {stopped}");
+            stderr_line!("pgnload: {stopped}");
             Ok(None)
         }
         other => other.map(Some),
@@ -138,7 +138,7 @@ fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
     let started = Instant::now();
     let waiting = || {
         if !quiet {
-            eprintln!("pgnload: waiting for running imports to finish");
+            stderr_line!("pgnload: waiting for running imports to finish");
         }
     };
     let compacted = db::runtime()?.block_on(async {
@@ -165,7 +165,7 @@ fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<Str
     let started = Instant::now();
     let waiting = || {
         if !quiet {
-            eprintln!("pgnload: waiting for running imports to finish");
+            stderr_line!("pgnload: waiting for running imports to finish");
         }
     };
     let runtime = db::runtime()?;
@@ -198,7 +198,7 @@ fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<Str
 pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
     let progress = |line: &str| {
         if !quiet {
-            eprintln!("pgnload: {line}");
+            stderr_line!("pgnload: {line}");
         }
     };
     let message = match command {

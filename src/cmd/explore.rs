@@ -227,27 +227,31 @@ pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
             source,
         })?;
     if total == 0 {
-        println!("explorer counters match a recount from games and moves: no mismatches");
-        println!("report: {}", report.display());
+        super::print_outcome(&format!(
+            "explorer counters match a recount from games and moves: no mismatches\n\
+             report: {}\n",
+            report.display()
+        ))?;
         return Ok(ExitStatus::Clean);
     }
-    println!(
+    let mut text = format!(
         "{total} explorer counter rows differ from a recount from games and moves \
          (key: position_id variant speed rating_group month move; \
-         counts: games white draws black rated_games rating_sum last_played)"
+         counts: games white draws black rated_games rating_sum last_played)\n"
     );
     for difference in differences.iter().take(20) {
-        println!(
-            "  {}: stored {}, recount {}",
+        text.push_str(&format!(
+            "  {}: stored {}, recount {}\n",
             difference.key,
             difference.stored.as_deref().unwrap_or("none"),
             difference.expected.as_deref().unwrap_or("none")
-        );
+        ));
     }
-    println!(
-        "report: {} (the first {} rows)",
+    text.push_str(&format!(
+        "report: {} (the first {} rows)\n",
         report.display(),
         differences.len()
-    );
+    ));
+    super::print_outcome(&text)?;
     Ok(ExitStatus::CompletedWithRejects)
 }

@@ -238,7 +238,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         (None, Some(device)) => {
             super::print(&format!("{summary} to {}\n", device.display()))?;
         }
-        _ => eprintln!("pgnload: {summary}"),
+        _ => stderr_line!("pgnload: {summary}"),
     }
     Ok(ExitStatus::Clean)
 }

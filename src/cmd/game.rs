@@ -84,12 +84,20 @@ fn show(args: &ShowArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     })
 }
 
+/// Says why a put or delete waits for the import lock.
+fn say_waiting() {
+    stderr_line!(
+        "pgnload: waiting for the import lock (`db explorer enable|disable|compact`, or an \
+         import counting the positions it queued for the explorer counters)"
+    );
+}
+
 fn delete(game: &GameRef, settings: &Settings) -> Result<ExitStatus, Error> {
     let runtime = db::runtime()?;
     let deleted = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        delete_game(&mut database.client, game).await
+        delete_game(&mut database.client, game, &say_waiting).await
     })?;
     super::print(&format!(
         "deleted game {} ({}:{}) and its {} moves\n",
@@ -106,7 +114,14 @@ fn put(args: &PutArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     let put = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let put = put_game(&mut database.client, &game, source, args.replace.as_ref()).await?;
+        let put = put_game(
+            &mut database.client,
+            &game,
+            source,
+            args.replace.as_ref(),
+            &say_waiting,
+        )
+        .await?;
         database.close()?;
         Ok::<_, Error>(put)
     })?;

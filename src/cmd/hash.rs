@@ -67,7 +67,7 @@ pub fn run(args: &HashArgs) -> Result<ExitStatus, Error> {
             Ok(line) => writeln!(out, "{line}").map_err(Error::Output),
             Err(reason) => {
                 failures += 1;
-                eprintln!("ERROR\t{}\t{reason}", raw.trim());
+                stderr_line!("ERROR\t{}\t{reason}", raw.trim());
                 Ok(())
             }
         }

@@ -63,7 +63,8 @@ pub struct ImportArgs {
     /// bulk: drop indexes, dedup in memory, rebuild at the end (backfills);
     /// incremental: keep indexes (nightly imports, concurrent importers);
     /// auto: bulk when the database holds fewer positions than the inputs
-    /// should bring and no other import runs [default: auto].
+    /// should bring and no other import runs, but never on a
+    /// --database-url database that already holds games [default: auto].
     #[arg(long, value_enum, env = "PGNLOAD_MODE")]
     pub mode: Option<LoadMode>,
     /// Only rated games: Event starting "Rated" (Lichess) is rated, "Casual"
@@ -183,7 +184,7 @@ impl Reporter for Printer {
 
     fn notice(&self, notice: &Notice<'_>) {
         if !(self.quiet && matches!(notice, Notice::BulkLoad(_))) {
-            eprintln!("pgnload: {notice}");
+            stderr_line!("pgnload: {notice}");
         }
     }
 
@@ -198,49 +199,60 @@ fn print_summary(summary: &Summary) {
     let g = t.games;
     let secs = summary.elapsed.as_secs_f64().max(1e-9);
     let positions = g.positions_new + g.positions_reused;
-    eprintln!("pgnload: import summary ({})", summary.target);
-    eprintln!(
+    stderr_line!("pgnload: import summary ({})", summary.target);
+    stderr_line!(
         "  inputs:    {} imported, {} skipped, {} interrupted, {} failed",
-        t.files_done, t.files_skipped, t.files_interrupted, t.files_failed
+        t.files_done,
+        t.files_skipped,
+        t.files_interrupted,
+        t.files_failed
     );
-    eprintln!(
+    stderr_line!(
         "  games:     {} read = {} imported + {} already present + {} rejected + {} filtered",
-        g.read, g.imported, g.present, g.rejected, g.filtered
+        g.read,
+        g.imported,
+        g.present,
+        g.rejected,
+        g.filtered
     );
     if g.conflicts > 0 {
-        eprintln!(
+        stderr_line!(
             "  conflicts: {} of the present games hold an id already taken by other moves (import_conflicts)",
             g.conflicts
         );
     }
     if g.backfilled > 0 {
-        eprintln!(
+        stderr_line!(
             "  backfill:  {} of the present games got their positions and moves past their cap",
             g.backfilled
         );
     }
-    eprintln!(
+    stderr_line!(
         "  positions: {} new, {} reused; {:.1}% resolved in memory",
         g.positions_new,
         g.positions_reused,
         100.0 * g.memory_hit_rate()
     );
-    eprintln!("  moves:     {}", g.moves);
+    stderr_line!("  moves:     {}", g.moves);
     match summary.bulk {
         BulkOutcome::NothingToLoad => {
-            eprintln!("  mode:      bulk, but nothing to import: no load begun, indexes untouched")
+            stderr_line!(
+                "  mode:      bulk, but nothing to import: no load begun, indexes untouched"
+            )
         }
-        BulkOutcome::Incremental => eprintln!("  mode:      incremental"),
-        BulkOutcome::Finished { load, report: r } => eprintln!(
+        BulkOutcome::Incremental => stderr_line!("  mode:      incremental"),
+        BulkOutcome::Finished { load, report: r } => stderr_line!(
             "  mode:      bulk (load #{load}); {} duplicate positions merged in {:.1} s; \
                  indexes rebuilt and tables analyzed in {:.1} s",
-            r.duplicates_merged, r.dedup_s, r.rebuild_s
+            r.duplicates_merged,
+            r.dedup_s,
+            r.rebuild_s
         ),
-        BulkOutcome::Unfinished { load } => eprintln!(
+        BulkOutcome::Unfinished { load } => stderr_line!(
             "  mode:      bulk (load #{load}), unfinished: the indexes are rebuilt when a rerun completes"
         ),
     }
-    eprintln!(
+    stderr_line!(
         "  elapsed:   {secs:.2} s; {:.0} games/s, {:.0} positions/s, {:.0} moves/s",
         g.read as f64 / secs,
         positions as f64 / secs,

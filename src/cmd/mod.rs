@@ -33,6 +33,18 @@ pub fn print(text: &str) -> Result<(), crate::Error> {
         .map_err(crate::Error::Output)
 }
 
+/// [`print`] for the summary of a command whose exit status says more
+/// than its text (`verify`'s mismatches, an interrupted check): a reader
+/// that went away (`| head`) is no error, so the status still says how
+/// the command ended (through [`print`], `main` would make it 0); any
+/// other failure to write (a full disk) is.
+pub fn print_outcome(text: &str) -> Result<(), crate::Error> {
+    match print(text) {
+        Err(crate::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
+    }
+}
+
 /// Ctrl-C and SIGTERM for a command that stops cleanly: the first adds one
 /// to `interrupts` and prints `first` (the command stops at its next safe
 /// point and exits with code 3); a second prints `second` and exits with
@@ -64,9 +76,9 @@ pub fn watch_signals(
                 _ = term.recv() => {}
             }
             if interrupts.fetch_add(1, Ordering::SeqCst) == 0 {
-                eprintln!("pgnload: {first}");
+                stderr_line!("pgnload: {first}");
             } else {
-                eprintln!("pgnload: {second}");
+                stderr_line!("pgnload: {second}");
                 std::process::exit(i32::from(crate::error::ExitStatus::Interrupted.code()));
             }
         }

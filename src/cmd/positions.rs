@@ -48,14 +48,14 @@ pub fn run(args: &PositionsArgs, config: PipelineConfig) -> Result<ExitStatus, E
                         Outcome::Game(game) => write_game(&mut out, game).map_err(Error::Output)?,
                         Outcome::Rejected(r) => {
                             rejected += 1;
-                            eprintln!("REJECT\t{}", r.rejection);
+                            stderr_line!("REJECT\t{}", r.rejection);
                         }
                     }
                 }
             }
             Event::Failed { error, .. } => {
                 failed += 1;
-                eprintln!("error: {error}");
+                stderr_line!("error: {error}");
             }
             Event::Opened { .. } | Event::Finished { .. } => {}
         }

@@ -190,34 +190,39 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
         complete,
     } = outcome?;
     let elapsed = started.elapsed().as_secs_f64();
+    let mut text = String::new();
     if !complete {
-        println!("verify interrupted: partial result, not every row was checked");
+        text.push_str("verify interrupted: partial result, not every row was checked\n");
     }
-    println!(
-        "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)",
+    text.push_str(&format!(
+        "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)\n",
         progress.done(),
         progress.done() as f64 / elapsed.max(1e-9)
-    );
+    ));
     for line in extra {
-        println!("{line}");
+        text.push_str(&format!("{line}\n"));
     }
     if counts.total() == 0 {
-        println!("no mismatches{}", if complete { "" } else { " so far" });
+        text.push_str(&format!(
+            "no mismatches{}\n",
+            if complete { "" } else { " so far" }
+        ));
     } else {
-        println!(
-            "{} mismatches{}:",
+        text.push_str(&format!(
+            "{} mismatches{}:\n",
             counts.total(),
             if complete { "" } else { " so far" }
-        );
+        ));
         for (kind, n) in counts.nonzero() {
-            println!("  {:<18} {n}", kind.label());
+            text.push_str(&format!("  {:<18} {n}\n", kind.label()));
         }
     }
-    println!(
-        "report: {}{}",
+    text.push_str(&format!(
+        "report: {}{}\n",
         path.display(),
         if complete { "" } else { " (partial)" }
-    );
+    ));
+    super::print_outcome(&text)?;
     Ok(if !complete {
         ExitStatus::Interrupted
     } else if counts.total() > 0 {

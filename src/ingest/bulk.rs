@@ -45,7 +45,7 @@ use std::{
 };
 
 use futures_util::{StreamExt, stream::FuturesUnordered};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 
 use crate::{
     config::LoadMode,
@@ -61,6 +61,41 @@ use crate::{
 /// Advisory lock key: held exclusively by a bulk load, shared by
 /// incremental imports ("pgnload bulk").
 pub const LOCK: i64 = 0x7067_6e6c_6275_6c6b;
+
+/// Advisory lock key held (shared, for the session) by every run that
+/// holds or awaits [`LOCK`] exclusively for a bulk load ("pgnlbrun"):
+/// it tells a bulk load from the other exclusive holders (`db explorer`,
+/// an import counting queued positions), which a single-game change waits
+/// for while it refuses to wait for a bulk load (see
+/// [`run_waiting_or_starting`]). Nobody takes it exclusively, so taking it
+/// never waits.
+pub const RUN: i64 = 0x7067_6e6c_6272_756e;
+
+/// Marks this session as a bulk load's ([`RUN`]).
+async fn mark_bulk_run(control: &Client) -> Result<(), Error> {
+    control
+        .execute("SELECT pg_advisory_lock_shared($1)", &[&RUN])
+        .await
+        .map_err(db_err("marking the session a bulk load's"))?;
+    Ok(())
+}
+
+/// Whether a bulk load's run holds or awaits the import lock ([`RUN`] is
+/// held), read from `pg_locks` (as `status` reads the inputs' locks):
+/// taking the marker would make that run wait.
+pub async fn run_waiting_or_starting(client: &impl GenericClient) -> Result<bool, Error> {
+    Ok(client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks
+                 WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND ((classid::bigint << 32) | objid::bigint) = $1)",
+            &[&RUN],
+        )
+        .await
+        .map_err(db_err("reading pg_locks"))?
+        .get(0))
+}
 
 /// The mode a run got, with the lock that goes with it held on the
 /// control connection. (What the user asked for is a
@@ -86,11 +121,15 @@ impl Chosen {
             Chosen::Bulk { .. } => "SELECT pg_try_advisory_lock($1)",
             Chosen::Incremental => "SELECT pg_try_advisory_lock_shared($1)",
         };
-        Ok(control
+        let taken = control
             .query_one(sql, &[&LOCK])
             .await
             .map_err(db_err("re-taking the import lock"))?
-            .get(0))
+            .get(0);
+        if taken && let Chosen::Bulk { .. } = self {
+            mark_bulk_run(control).await?;
+        }
+        Ok(taken)
     }
 }
 
@@ -100,11 +139,14 @@ impl Chosen {
 /// refuses to write into a database whose bulk load stopped unfinished
 /// (its tables have no indexes); `--mode bulk` waits for running imports.
 /// `--mode auto` continues an unfinished bulk load (the tables have no
-/// indexes until it finishes), else picks by the database's size.
+/// indexes until it finishes), else picks by the database's size, but
+/// never bulk on a `shared` database (one given by URL, see
+/// [`auto_may_bulk_load`]) that already holds games.
 pub async fn choose(
     control: &Client,
     requested: LoadMode,
     incoming_positions: u64,
+    shared: bool,
     no_wait: bool,
     reporter: &dyn Reporter,
 ) -> Result<Option<Chosen>, Error> {
@@ -128,11 +170,13 @@ pub async fn choose(
             LoadMode::Incremental => false,
             LoadMode::Auto => {
                 open.is_some()
-                    || position_count(control, incoming_positions).await? <= incoming_positions
+                    || (auto_may_bulk_load(control, shared).await?
+                        && position_count(control, incoming_positions).await? <= incoming_positions)
             }
         };
         if want_bulk {
             if try_lock("SELECT pg_try_advisory_lock($1)").await? {
+                mark_bulk_run(control).await?;
                 return Ok(Some(Chosen::Bulk {
                     resuming: unfinished(control).await?.is_some(),
                 }));
@@ -141,6 +185,9 @@ pub async fn choose(
                 if no_wait {
                     return Ok(None);
                 }
+                // Before the wait: a single-game change meanwhile is
+                // refused, not queued behind the load.
+                mark_bulk_run(control).await?;
                 reporter.notice(&Notice::WaitingForImports);
                 lock("SELECT pg_advisory_lock($1)").await?;
                 return Ok(Some(Chosen::Bulk {
@@ -173,6 +220,27 @@ pub async fn choose(
     }
 }
 
+/// Whether `--mode auto` may begin a bulk load here: always on the
+/// embedded cluster, which is pgnload's alone; on a `shared` database (any
+/// `--database-url`, a server pgnload does not own) only while it holds no
+/// game. A bulk load drops the indexes of `positions`, `moves` and
+/// `games` until it finishes, and other users' queries on a server that
+/// already holds games rely on them; so there the default stays
+/// incremental and a bulk load is only begun when asked for (`--mode
+/// bulk`). An empty database has nobody to slow down: the first backfill
+/// of a new server still gets one.
+async fn auto_may_bulk_load(control: &Client, shared: bool) -> Result<bool, Error> {
+    if !shared {
+        return Ok(true);
+    }
+    let holds_games: bool = control
+        .query_one("SELECT EXISTS (SELECT 1 FROM games)", &[])
+        .await
+        .map_err(db_err("looking for games"))?
+        .get(0);
+    Ok(!holds_games)
+}
+
 /// Positions in the table, counted up to `limit + 1` at most (an exact
 /// count of a billion rows would take minutes; the planner's estimate is
 /// used when the table was analyzed).
@@ -201,7 +269,7 @@ async fn position_count(client: &Client, limit: u64) -> Result<u64, Error> {
 }
 
 /// The unfinished bulk load, if any.
-pub async fn unfinished(client: &Client) -> Result<Option<i64>, Error> {
+pub async fn unfinished(client: &impl GenericClient) -> Result<Option<i64>, Error> {
     Ok(client
         .query_opt(
             "SELECT id FROM import_bulk_loads WHERE state <> 'done'",

@@ -26,14 +26,19 @@ pub struct Deleted {
 
 /// Deletes the game `game` with its moves and takes it out of the explorer
 /// counters (if the database keeps them), all in one transaction. A game that does not exist is an
-/// [`Error::Request`]. Refused (a conflict) while a bulk load is open: its
-/// games are counted only at its finish.
-pub async fn delete_game(client: &mut Client, game: &GameRef) -> Result<Deleted, Error> {
+/// [`Error::Request`]. Refused (a conflict) because of a bulk load, whose
+/// games are counted only at its finish; waits (calling `waiting` first)
+/// for the other holders of the import lock ([`lock_for_one_game`]).
+pub async fn delete_game(
+    client: &mut Client,
+    game: &GameRef,
+    waiting: &dyn Fn(),
+) -> Result<Deleted, Error> {
     let tx = client
         .transaction()
         .await
         .map_err(db_err("starting the delete"))?;
-    lock_for_one_game(&tx, "delete games").await?;
+    lock_for_one_game(&tx, "delete games", waiting).await?;
     let found = locate(&tx, game)
         .await?
         .ok_or_else(|| Error::Request(format!("no game {game} in the database")))?;
@@ -92,12 +97,26 @@ pub(crate) async fn locate(tx: &Transaction<'_>, game: &GameRef) -> Result<Optio
     }))
 }
 
+/// How often a single-game change that waits for the import lock tries
+/// it again.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Takes the incremental side of the import lock for `tx`, so that a bulk
-/// load cannot begin or finish meanwhile, and refuses (a conflict) while
-/// one is open or the explorer counters are being switched: a bulk load's
-/// games are counted only at its finish. `what` is what the caller does,
-/// for the message ("delete games").
-pub(crate) async fn lock_for_one_game(tx: &Transaction<'_>, what: &str) -> Result<(), Error> {
+/// load cannot begin or finish meanwhile. Refused (a conflict naming it)
+/// only because of a bulk load: one running or about to begin (it holds
+/// or awaits the lock, [`bulk::RUN`] says so), or one stopped unfinished
+/// (its tables have no indexes, and its games are counted only at its
+/// finish). Other holders of the exclusive side end soon and are waited
+/// for, `waiting` called once first: `db explorer enable|disable|compact`,
+/// and an import counting the positions it queued for the explorer
+/// counters at its end. Incremental imports hold the shared side, so they
+/// never stop a single-game change. `what` is what the caller does, for
+/// the message ("delete games").
+pub(crate) async fn lock_for_one_game(
+    tx: &Transaction<'_>,
+    what: &str,
+    waiting: &dyn Fn(),
+) -> Result<(), Error> {
     crate::store::shards::refuse_if_sharded(
         tx,
         &format!("`{what}`"),
@@ -105,28 +124,48 @@ pub(crate) async fn lock_for_one_game(tx: &Transaction<'_>, what: &str) -> Resul
          cannot change in one atomic commit; change single games on a single node",
     )
     .await?;
-    let locked: bool = tx
-        .query_one(
-            "SELECT pg_try_advisory_xact_lock_shared($1)",
-            &[&bulk::LOCK],
-        )
-        .await
-        .map_err(db_err("taking the import lock"))?
-        .get(0);
-    let open = tx
-        .query_opt(
-            "SELECT id FROM import_bulk_loads WHERE state <> 'done'",
-            &[],
-        )
-        .await
-        .map_err(db_err("reading import_bulk_loads"))?;
-    if !locked || open.is_some() {
-        return Err(Error::Conflict(format!(
-            "a bulk load is running or unfinished, or the explorer counters are being enabled or \
-             disabled: {what} once that has finished"
-        )));
+    let mut told = false;
+    loop {
+        // Polled, not waited for in the lock's queue: a bulk load that
+        // begins meanwhile must be refused, not waited for until it ends.
+        let locked: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock_shared($1)",
+                &[&bulk::LOCK],
+            )
+            .await
+            .map_err(db_err("taking the import lock"))?
+            .get(0);
+        let open = bulk::unfinished(tx).await?;
+        match (locked, open) {
+            (true, None) => return Ok(()),
+            (true, Some(load)) => {
+                return Err(Error::Conflict(format!(
+                    "bulk load #{load} stopped unfinished: positions and moves have no indexes \
+                     and its games are counted only at its finish. Finish it with `pgnload \
+                     import` (--mode auto or bulk), then {what}"
+                )));
+            }
+            (false, Some(load)) => {
+                return Err(Error::Conflict(format!(
+                    "bulk load #{load} is running and holds the database: {what} once it has \
+                     finished"
+                )));
+            }
+            (false, None) if bulk::run_waiting_or_starting(tx).await? => {
+                return Err(Error::Conflict(format!(
+                    "a bulk load (`import --mode bulk`) is starting or waiting for the running \
+                     imports to end, and will hold the database: {what} once it has finished"
+                )));
+            }
+            (false, None) => {
+                if !std::mem::replace(&mut told, true) {
+                    waiting();
+                }
+                tokio::time::sleep(LOCK_POLL).await;
+            }
+        }
     }
-    Ok(())
 }
 
 /// Takes the game `id` (locked by the caller) out, in `tx`: out of the

@@ -95,12 +95,15 @@ pub struct Put {
 /// replaces that game, or, with `replace`, the game `replace` names (then
 /// no other game may hold its identity: a conflict). A game stored exactly
 /// as it is changes nothing ([`PutOutcome::Unchanged`]). Refused (a
-/// conflict) while a bulk load is open, as a delete is.
+/// conflict) because of a bulk load, and waits for the import lock
+/// otherwise (`waiting` is called first), as a delete does
+/// ([`lock_for_one_game`]).
 pub async fn put_game(
     client: &mut Client,
     game: &GameRecord,
     source: &str,
     replace: Option<&GameRef>,
+    waiting: &dyn Fn(),
 ) -> Result<Put, Error> {
     prepare_connection(client).await?;
     let source = game.source(source);
@@ -115,7 +118,7 @@ pub async fn put_game(
         .transaction()
         .await
         .map_err(db_err("starting the put"))?;
-    lock_for_one_game(&tx, "put games").await?;
+    lock_for_one_game(&tx, "put games", waiting).await?;
     // FOR SHARE, as a delete: the counters stay on or off until the commit.
     let explorer = explorer::enabled(&tx, true).await?;
     let holder = holder_of(&tx, source, &external_id).await?;

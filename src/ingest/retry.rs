@@ -7,7 +7,13 @@
 //! text, and must not retry what a retry cannot fix (a conflict, bad input,
 //! a bug): those end the step at once.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use crate::{
     error::Error,
@@ -18,42 +24,72 @@ use crate::{
     store::db::{self, Database, Target},
 };
 
+/// How often a wait looks at the interrupt counter: a signal ends it within
+/// this time.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
 /// Bounded retrying of transient database errors: exponential backoff
-/// until `retry_seconds` have passed since the first failure.
+/// until `retry_seconds` have passed since the first failure, ended at
+/// once by the run's first interrupt.
 pub(crate) struct Retry {
     deadline: Instant,
     attempt: u32,
+    /// The run's interrupt counter (Ctrl-C, SIGTERM).
+    interrupts: Arc<AtomicUsize>,
 }
 
 impl Retry {
-    pub(crate) fn new(seconds: u64) -> Retry {
+    /// Retries for `seconds` from now, unless `interrupts` becomes non-zero.
+    pub(crate) fn new(seconds: u64, interrupts: &Arc<AtomicUsize>) -> Retry {
         Retry {
             deadline: Instant::now() + Duration::from_secs(seconds),
             attempt: 0,
+            interrupts: Arc::clone(interrupts),
         }
     }
 
-    /// Waits before the next attempt; `false` when `error` is not worth
-    /// retrying or time is up.
+    /// Waits before the next attempt (`Ok`), or gives `error` back when it
+    /// is not worth retrying or time is up. A signal before or during the
+    /// wait ends it at once with [`Error::Interrupted`]: the first Ctrl-C
+    /// or SIGTERM must stop a run that waits for a server that is down
+    /// (a service stop, cron's `timeout`), and a failed step has no batch
+    /// in flight to finish.
     pub(crate) async fn wait(
         &mut self,
-        error: &Error,
+        error: Error,
         closed: bool,
         reporter: &dyn Reporter,
-    ) -> bool {
-        if !(closed || error.is_transient()) || Instant::now() >= self.deadline {
-            return false;
+    ) -> Result<(), Error> {
+        if matches!(error, Error::Interrupted { .. })
+            || !(closed || error.is_transient())
+            || Instant::now() >= self.deadline
+        {
+            return Err(error);
         }
         let delay = db::backoff(self.attempt);
         self.attempt += 1;
-        reporter.notice(&Notice::Retrying { error, delay });
-        tokio::time::sleep(delay).await;
-        true
+        reporter.notice(&Notice::Retrying {
+            error: &error,
+            delay,
+        });
+        let until = Instant::now() + delay;
+        loop {
+            if self.interrupts.load(Ordering::SeqCst) > 0 {
+                return Err(Error::Interrupted {
+                    last: Box::new(error),
+                });
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            tokio::time::sleep(left.min(INTERRUPT_POLL)).await;
+        }
     }
 }
 
 /// Runs `op` on a data connection until it succeeds, retrying transient
-/// failures with backoff for `retry_seconds`. With `reconnect`, a dropped
+/// failures as `retry` allows. With `reconnect`, a dropped
 /// connection is replaced and `op` runs again (for steps that re-read all
 /// they need, such as the bulk finish); without it, a dropped connection
 /// ends the retrying: the caller must re-read its state first (see
@@ -61,12 +97,11 @@ impl Retry {
 pub(crate) async fn retry_on<T>(
     db: &mut Database,
     target: &Target,
-    retry_seconds: u64,
+    mut retry: Retry,
     reconnect_dropped: bool,
     reporter: &dyn Reporter,
     mut op: impl AsyncFnMut(&mut tokio_postgres::Client) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let mut retry = Retry::new(retry_seconds);
     loop {
         let error = if db.client.is_closed() {
             Error::Disconnected {
@@ -88,9 +123,10 @@ pub(crate) async fn retry_on<T>(
             }
         };
         let closed = db.client.is_closed();
-        if (closed && !reconnect_dropped) || !retry.wait(&error, closed, reporter).await {
+        if closed && !reconnect_dropped {
             return Err(error);
         }
+        retry.wait(error, closed, reporter).await?;
         if db.client.is_closed() {
             reconnect(db, target, true, reporter).await;
         }

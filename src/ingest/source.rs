@@ -320,7 +320,7 @@ impl Stream {
             }
             if !self.told && started.elapsed() >= Self::NOTICE_AFTER {
                 self.told = true;
-                eprintln!(
+                stderr_line!(
                     "pgnload: {}: waiting for data (a named pipe waits for a writer)",
                     self.name
                 );

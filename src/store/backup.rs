@@ -839,10 +839,10 @@ impl Interrupts {
                     _ = term.recv() => {}
                 }
                 if watcher.count.fetch_add(1, Ordering::SeqCst) == 0 {
-                    eprintln!("pgnload: interrupted: stopping (again to exit at once)");
+                    stderr_line!("pgnload: interrupted: stopping (again to exit at once)");
                     watcher.stop_child();
                 } else {
-                    eprintln!("pgnload: interrupted again: exiting now");
+                    stderr_line!("pgnload: interrupted again: exiting now");
                     std::process::exit(i32::from(PgnloadExit::Interrupted.code()));
                 }
             }
@@ -928,7 +928,7 @@ impl Interrupts {
         }
         if status.success() {
             if !stderr.trim().is_empty() {
-                eprintln!("pgnload: {tool} said:\n{}", stderr.trim_end());
+                stderr_line!("pgnload: {tool} said:\n{}", stderr.trim_end());
             }
             return Ok(());
         }

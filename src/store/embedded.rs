@@ -1001,7 +1001,7 @@ impl EmbeddedCluster {
         }
         match std::os::unix::fs::symlink(&self.data_dir, pointer) {
             Ok(()) => {
-                eprintln!(
+                stderr_line!(
                     "pgnload: user {SERVICE_USER}, which runs the server, cannot reach {}, so \
                      the cluster lives in {} and {} links to it",
                     pointer.display(),
@@ -1368,7 +1368,7 @@ impl SessionGuard {
 impl Drop for SessionGuard {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            eprintln!("pgnload: warning: stopping the embedded PostgreSQL server: {e}");
+            stderr_line!("pgnload: warning: stopping the embedded PostgreSQL server: {e}");
         }
     }
 }
@@ -1494,7 +1494,7 @@ fn lock_announced(file: &File, path: &Path, mode: LockMode, what: &str) -> Resul
             Err(TryLockError::Error(e)) => return Err(io_err("locking", path)(e)),
         }
     }
-    eprintln!(
+    stderr_line!(
         "pgnload: waiting for {what} ({}), held by another process",
         path.display()
     );

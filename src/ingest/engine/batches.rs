@@ -54,11 +54,6 @@ impl Importer<'_> {
             skip_bytes: checkpoint.skip_bytes,
             skip_games: checkpoint.skip_games,
         };
-        if let BulkState::Pending = self.load.bulk {
-            let BulkLoad { id, mode } = bulk::begin(&mut self.conns.db.client).await?;
-            self.load.write_mode = mode;
-            self.load.bulk = BulkState::Open(id);
-        }
         let pipeline = Pipeline::start_interruptible(
             vec![spec],
             self.run.settings.pipeline,
@@ -82,6 +77,15 @@ impl Importer<'_> {
             };
             if next.is_none() && ready.is_none() {
                 break Ok(upstream_end.unwrap_or(InputEnd::Done));
+            }
+            // A pending bulk load begins (dropping the indexes) with the
+            // first batch read, so once the input opened and yielded games:
+            // a run whose inputs all fail to open (a file that is no
+            // database, a corrupt stream) leaves the indexes alone.
+            if next.is_some()
+                && let Err(error) = self.begin_pending_bulk_load().await
+            {
+                break Err(error);
             }
             let (resolved, written) = self
                 .step(next.as_ref(), ready.as_ref().map(|(b, r)| (b, r)), &file)
@@ -116,6 +120,16 @@ impl Importer<'_> {
         pipeline.stop();
         drop(pipeline);
         end
+    }
+
+    /// Begins the bulk load this run chose, if it has not begun yet.
+    async fn begin_pending_bulk_load(&mut self) -> Result<(), Error> {
+        if let BulkState::Pending = self.load.bulk {
+            let BulkLoad { id, mode } = bulk::begin(&mut self.conns.db.client).await?;
+            self.load.write_mode = mode;
+            self.load.bulk = BulkState::Open(id);
+        }
+        Ok(())
     }
 
     /// The pipeline's next batch, or how the input ended upstream (the
@@ -194,7 +208,7 @@ impl Importer<'_> {
         Option<Result<(ResolvedBatch, PendingIds), Error>>,
         Option<Result<WrittenBatch, Error>>,
     ) {
-        let retry_seconds = self.run.settings.retry_seconds;
+        let (positions_retry, games_retry) = (self.run.retry(), self.run.retry());
         let (target, reporter) = (&self.run.target, self.run.reporter);
         let (mut position_seq, mut game_seq) = self.load.write_mode.sequences();
         let cache = &mut self.cache;
@@ -207,7 +221,7 @@ impl Importer<'_> {
                 retry_on(
                     positions_db,
                     target,
-                    retry_seconds,
+                    positions_retry,
                     false,
                     reporter,
                     async |client| {
@@ -221,7 +235,7 @@ impl Importer<'_> {
         let write = async {
             let (batch, resolved) = ready?;
             Some(
-                retry_on(db, target, retry_seconds, false, reporter, async |client| {
+                retry_on(db, target, games_retry, false, reporter, async |client| {
                     write_games(
                         client,
                         batch,
@@ -284,7 +298,11 @@ impl Importer<'_> {
     /// and the input starts again from the checkpoint the database holds;
     /// anything else fails the input.
     fn lost_or_failed(&self, error: Error) -> Result<InputEnd, Error> {
-        if self.conns.db.client.is_closed() || self.conns.positions_db.client.is_closed() {
+        if let Error::Interrupted { .. } = error {
+            // A signal ended a retry's wait: the input stops where its
+            // checkpoint stands, as after any interrupt.
+            Ok(InputEnd::Interrupted)
+        } else if self.conns.db.client.is_closed() || self.conns.positions_db.client.is_closed() {
             Err(error)
         } else {
             Ok(InputEnd::Failed(error))

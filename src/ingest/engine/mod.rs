@@ -138,6 +138,14 @@ struct RunContext<'a> {
     shards: Option<Shards>,
 }
 
+impl RunContext<'_> {
+    /// The retry policy of one step: `retry_seconds` from now, ended by
+    /// the run's first interrupt.
+    fn retry(&self) -> Retry {
+        Retry::new(self.settings.retry_seconds, &self.interrupts)
+    }
+}
+
 /// The run's database sessions: two data connections, so that PostgreSQL
 /// works on both phases of the write at once, and one for bookkeeping and
 /// the locks, which live as long as its session.
@@ -205,8 +213,9 @@ enum BulkState {
     /// Incremental mode: no bulk load.
     None,
     /// Bulk mode was chosen but no load begun yet: it begins (dropping the
-    /// indexes) with the first input that has games to read, so that a run
-    /// whose inputs were all imported already leaves the indexes alone.
+    /// indexes) with the first batch an input yields, so that a run whose
+    /// inputs were all imported already, or all fail to open, leaves the
+    /// indexes alone.
     Pending,
     /// Bulk load `import_bulk_loads.id` is open: begun or continued.
     Open(i64),
@@ -265,7 +274,7 @@ pub async fn import(
         resumed,
         explorer,
         shards,
-    } = start_retrying(&target, settings, job, reporter).await?;
+    } = start_retrying(&target, settings, job, &interrupts, reporter).await?;
     if let Target::Url(_) = &target {
         for advice in crate::store::tuning::advice(&conns.control.client).await? {
             reporter.notice(&Notice::Advice(&advice));
@@ -325,17 +334,14 @@ async fn start_retrying(
     target: &Target,
     settings: &Settings,
     job: &ImportJob<'_>,
+    interrupts: &Arc<AtomicUsize>,
     reporter: &dyn Reporter,
 ) -> Result<Start, Error> {
-    let mut retry = Retry::new(settings.retry_seconds);
+    let mut retry = Retry::new(settings.retry_seconds, interrupts);
     loop {
         match start(target, settings, job, reporter).await {
             Ok(start) => return Ok(start),
-            Err(error) => {
-                if !retry.wait(&error, false, reporter).await {
-                    return Err(error);
-                }
-            }
+            Err(error) => retry.wait(error, false, reporter).await?,
         }
     }
 }
@@ -401,7 +407,16 @@ async fn start(
         (Some(_), _) => LoadMode::Incremental,
     };
     let incoming = estimated_positions(job.inputs);
-    let chosen = bulk::choose(&control.client, mode, incoming, job.no_wait, reporter).await?;
+    let shared = matches!(target, Target::Url(_));
+    let chosen = bulk::choose(
+        &control.client,
+        mode,
+        incoming,
+        shared,
+        job.no_wait,
+        reporter,
+    )
+    .await?;
     let resumed = match chosen {
         Some(Chosen::Bulk { resuming: true }) => Some(bulk::begin(&mut db.client).await?),
         _ => None,
@@ -467,7 +482,7 @@ impl Importer<'_> {
         &mut self,
         mut op: impl AsyncFnMut(&mut Self) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let mut retry = Retry::new(self.run.settings.retry_seconds);
+        let mut retry = self.run.retry();
         // Set when the control connection was replaced: the lock is taken
         // again before `op`, as part of the attempt, so that the new
         // session dropping too is retried like any other failure.
@@ -495,9 +510,7 @@ impl Importer<'_> {
             ]
             .iter()
             .any(|db| db.client.is_closed());
-            if !retry.wait(&error, closed, self.run.reporter).await {
-                return Err(error);
-            }
+            retry.wait(error, closed, self.run.reporter).await?;
             for data in [&mut self.conns.db, &mut self.conns.positions_db] {
                 if data.client.is_closed() {
                     reconnect(data, &self.run.target, true, self.run.reporter).await;
@@ -557,7 +570,7 @@ impl Importer<'_> {
         retry_on(
             &mut self.conns.db,
             target,
-            self.run.settings.retry_seconds,
+            self.run.retry(),
             true,
             reporter,
             async |client| {
@@ -641,7 +654,7 @@ impl Importer<'_> {
         let written = retry_on(
             &mut self.conns.db,
             &self.run.target,
-            self.run.settings.retry_seconds,
+            self.run.retry(),
             false,
             self.run.reporter,
             async |client| explorer::flush(client, memory.held_rows()).await,
