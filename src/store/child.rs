@@ -71,15 +71,15 @@ pub fn run_guard(mut args: impl Iterator<Item = OsString>) -> u8 {
         .next()
         .and_then(|pid| pid.to_str().and_then(|p| p.parse::<i32>().ok()));
     let Some(parent) = parent else {
-        eprintln!("pgnload: {GUARD_ARG} is internal to pgnload and takes PARENT_PID TOOL ARGS…");
+        stderr_line!("pgnload: {GUARD_ARG} is internal to pgnload and takes PARENT_PID TOOL ARGS…");
         return 127;
     };
     let Some(tool) = args.next() else {
-        eprintln!("pgnload: {GUARD_ARG}: no program to run");
+        stderr_line!("pgnload: {GUARD_ARG}: no program to run");
         return 127;
     };
     if let Err(e) = prctl::set_pdeathsig(Signal::SIGTERM) {
-        eprintln!("pgnload: could not ask for a parent-death signal: {e}");
+        stderr_line!("pgnload: could not ask for a parent-death signal: {e}");
         return 127;
     }
     if getppid() != Pid::from_raw(parent) {
@@ -87,7 +87,7 @@ pub fn run_guard(mut args: impl Iterator<Item = OsString>) -> u8 {
         return 127;
     }
     let error = Command::new(&tool).args(args).exec();
-    eprintln!(
+    stderr_line!(
         "pgnload: could not run {}: {error}",
         Path::new(&tool).display()
     );
