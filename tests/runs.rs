@@ -406,6 +406,76 @@ fn the_first_signal_ends_a_wait_for_a_server_that_is_down() {
     );
 }
 
+/// Item 16 mid-run: the server stops under an import (by URL, so pgnload
+/// cannot restart it); the import waits to retry, and the first SIGTERM
+/// ends that wait at once with exit code 3, where it used to wait out
+/// `retry_seconds`.
+#[test]
+fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
+    let dir = scratch_dir("pgnload-runs-stopped-");
+    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
+        .expect("cluster");
+    cluster.start_persistent().expect("start the cluster");
+    let db = TestDb::existing(cluster.connection_url());
+    let config = dir.path().join("pgnload.toml");
+    std::fs::write(&config, "[import]\nretry_seconds = 600\n").expect("write");
+    let fifo = dir.path().join("games.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let games = games_of(&sample);
+    let (mut child, lines) = spawn_reading_stderr({
+        let mut c = db.pgnload();
+        c.arg("--config")
+            .arg(&config)
+            .args(["import", "--mode", "incremental", "--batch-games", "5"])
+            .arg(&fifo);
+        c
+    });
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the FIFO for writing");
+    writer
+        .write_all(games[..50].concat().as_bytes())
+        .expect("write games");
+    wait_until("the importer committed no batch", || {
+        db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "1"
+    });
+    cluster.stop().expect("stop the server");
+    // Fewer bytes than a pipe holds: written at once, whatever the
+    // importer does.
+    writer
+        .write_all(games[50..70].concat().as_bytes())
+        .expect("write games");
+    let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
+    assert_eq!(exited, None, "{seen:?}");
+    kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
+        Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still retrying 20 s after SIGTERM: {seen:?}");
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    drop(writer);
+    let rest: Vec<String> = lines.iter().collect();
+    assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("interrupted while waiting to retry")),
+        "{rest:?}"
+    );
+}
+
 /// A pipe whose reader is gone: every write to it fails with EPIPE.
 fn closed_pipe() -> Stdio {
     let (read, write) = nix::unistd::pipe().expect("pipe");
