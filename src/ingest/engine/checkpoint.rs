@@ -249,9 +249,13 @@ impl Importer<'_> {
 
     /// Marks the input running from its checkpoint (`(games_done,
     /// bytes_done)`) under `scope`; returns its counters as committed. A
-    /// restart reads the input again from its first game, so the rejects
-    /// recorded for it are recorded again (and only once), and it may
-    /// change the scope the input is recorded with.
+    /// restart reads the input again from its first game, so its record
+    /// starts again from nothing, in the same statement: the rejects
+    /// recorded for it are recorded again (and only once), and its counters
+    /// count the games read again (and only once), so that `games_done =
+    /// imported + present + rejected + filtered` holds after any sequence
+    /// of restarts and kills. It may change the scope the input is
+    /// recorded with.
     async fn mark_running(
         &self,
         file_id: i64,
@@ -267,7 +271,11 @@ impl Importer<'_> {
                 "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
                  UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
                      games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL,
-                     scope = $6
+                     scope = $6,
+                     games_imported = CASE WHEN $5 THEN 0 ELSE games_imported END,
+                     games_present = CASE WHEN $5 THEN 0 ELSE games_present END,
+                     games_rejected = CASE WHEN $5 THEN 0 ELSE games_rejected END,
+                     games_filtered = CASE WHEN $5 THEN 0 ELSE games_filtered END
                  WHERE id = $1
                  RETURNING games_imported, games_present, games_rejected, games_filtered",
                 &[&file_id, &path, &games_done, &bytes_done, &restart, &scope],
