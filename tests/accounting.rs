@@ -4,7 +4,7 @@
 //! 13, 18 and 19).
 
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Output, Stdio},
     thread,
     time::Duration,
@@ -15,7 +15,7 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::common::{TestDb, data, fresh_db, run, scratch_dir};
+use crate::common::{TestDb, data, fresh_db, migrated_db, run, scratch_dir};
 
 /// A game every run rejects (an illegal king move).
 const BAD: &str = "[Event \"illegal\"]\n\n1. e4 e5 2. Ke3 *\n\n";
@@ -169,4 +169,160 @@ fn restarts_and_kills_leave_every_record_adding_up() {
         ),
         "done|440|0|438|2"
     );
+}
+
+/// Item 13: a run stopped by a signal counts the input it stopped in as
+/// interrupted and the one after it as not started (the summary said "1
+/// imported, 0 skipped, 1 interrupted, 0 failed" for 3 inputs).
+#[test]
+fn an_interrupted_run_counts_every_input_once() {
+    let dir = scratch_dir("pgnload-acct-inputs-");
+    let fifo = dir.path().join("games.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let db = migrated_db("acct_inputs_signal");
+    let first = data("molinari-bordais-1979.pgn");
+    let last = data("kasparov-deep-blue-1997.pgn");
+    let mut child = import_cmd(&db, &[], &[&first, &fifo, &last])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    // The FIFO, which has no writer, is registered and waited for.
+    while db.psql("SELECT count(*) FROM import_files WHERE fingerprint LIKE 'stream:%'") != "1" {
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the import ended before reading the FIFO"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_code(&out, 3, "interrupted while waiting for the FIFO");
+    assert!(
+        stderr(&out).contains("1 imported, 0 skipped, 1 interrupted, 0 failed, 1 not started"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Item 13: a failure that stops the run counts the input it happened in
+/// as failed and the ones after it as not started (the summary said "1
+/// imported, 0 skipped, 0 interrupted, 0 failed" for 3 inputs).
+#[test]
+fn a_run_stopped_by_a_failure_counts_every_input_once() {
+    let dir = scratch_dir("pgnload-acct-inputs-");
+    let db = migrated_db("acct_inputs_failure");
+    // The database refuses to register the second input: a failure of the
+    // bookkeeping connection, which stops the run.
+    db.psql(
+        "CREATE FUNCTION refuse_second() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.path LIKE '%/second.pgn' THEN
+                 RAISE EXCEPTION 'the test refuses this input';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_second BEFORE INSERT ON import_files
+             FOR EACH ROW EXECUTE FUNCTION refuse_second()",
+    );
+    let files: Vec<PathBuf> = ["first.pgn", "second.pgn", "third.pgn"]
+        .iter()
+        .zip([
+            "molinari-bordais-1979.pgn",
+            "kasparov-deep-blue-1997.pgn",
+            "uci-moves.pgn",
+        ])
+        .map(|(name, source)| {
+            let path = dir.path().join(name);
+            std::fs::copy(data(source), &path).expect("copy");
+            path
+        })
+        .collect();
+    let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let config = dir.path().join("pgnload.toml");
+    std::fs::write(&config, "[import]\nretry_seconds = 0\n").expect("write config");
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("--config").arg(&config);
+        c.args(["-q", "import"]).args(&files);
+        c
+    });
+    assert_code(&out, 2, "a run stopped by a failure");
+    let text = stderr(&out);
+    assert!(text.contains("the test refuses this input"), "{text}");
+    assert!(
+        text.contains("1 imported, 0 skipped, 0 interrupted, 1 failed, 1 not started"),
+        "{text}"
+    );
+}
+
+/// Item 18: `--max-rejects N` stops the run at the reject past N, inside
+/// a batch (133 rejects went in with `--max-rejects 10`, checked per batch
+/// of 2,000), and the rerun that finishes the input exits 1 for the rejects
+/// the first run stored (it exited 0).
+#[test]
+fn max_rejects_is_exact_and_earlier_rejects_stay_in_the_exit_code() {
+    let dir = scratch_dir("pgnload-acct-maxrej-");
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let file = dir.path().join("rejects-first.pgn");
+    std::fs::write(&file, format!("{}{sample}", BAD.repeat(15))).expect("write");
+
+    // One batch holds every game: the cut is inside it.
+    let db = fresh_db("acct_maxrej");
+    let stopped = import(&db, &["--max-rejects", "10"], &[&file]);
+    assert_code(&stopped, 4, "--max-rejects 10");
+    assert_eq!(
+        db.psql(
+            "SELECT state, games_done, games_rejected, (SELECT count(*) FROM import_rejects)
+             FROM import_files"
+        ),
+        "interrupted|11|11|11"
+    );
+    assert!(
+        stderr(&stopped).contains("11 read = 0 imported + 0 already present + 11 rejected"),
+        "{}",
+        stderr(&stopped)
+    );
+    // The rerun rejects the other 4 itself, then finishes.
+    let rerun = import(&db, &["--max-rejects", "10"], &[&file]);
+    assert_code(&rerun, 1, "the rerun");
+    assert!(
+        stderr(&rerun).contains("442 read = 438 imported + 0 already present + 4 rejected"),
+        "{}",
+        stderr(&rerun)
+    );
+    assert_records_add_up(&db, "after the rerun");
+
+    // Batches of 3, the first still in flight when the second is cut.
+    let db = fresh_db("acct_maxrej_batches");
+    let stopped = import(&db, &["--max-rejects", "4", "--batch-games", "3"], &[&file]);
+    assert_code(&stopped, 4, "--max-rejects 4 in batches of 3");
+    assert_eq!(
+        db.psql("SELECT games_done, (SELECT count(*) FROM import_rejects) FROM import_files"),
+        "5|5"
+    );
+
+    // A rerun that reads no reject of its own still exits 1, and says why.
+    let file = dir.path().join("eleven-rejects-first.pgn");
+    std::fs::write(&file, format!("{}{sample}", BAD.repeat(11))).expect("write");
+    let db = fresh_db("acct_maxrej_rerun");
+    assert_code(
+        &import(&db, &["--max-rejects", "10"], &[&file]),
+        4,
+        "--max-rejects 10 with 11 rejects first",
+    );
+    let rerun = import(&db, &[], &[&file]);
+    assert_code(&rerun, 1, "a rerun finishing an input with stored rejects");
+    let text = stderr(&rerun);
+    assert!(
+        text.contains("438 read = 438 imported + 0 already present + 0 rejected"),
+        "{text}"
+    );
+    assert!(
+        text.contains("11 of its games were rejected by earlier runs"),
+        "{text}"
+    );
+    // Finished, it is skipped: that run's code said it all.
+    assert_code(&import(&db, &[], &[&file]), 0, "the input imported already");
 }

@@ -128,6 +128,30 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Keeps the games up to and including the `n`-th rejected one
+    /// (1-based), drops the ones after it, and moves the batch's end there:
+    /// the part of the batch a run that stops at that reject commits (see
+    /// `--max-rejects`), so that a rerun resumes just after it. Leaves the
+    /// batch whole, and returns `false`, when it holds fewer rejects. Must
+    /// come before [`Batch::apply_scope`], which counts what it drops.
+    pub fn cut_after_reject(&mut self, n: u64) -> bool {
+        let mut seen = 0;
+        let cut = self.outcomes.iter().position(|outcome| {
+            seen += u64::from(matches!(outcome, Outcome::Rejected(_)));
+            seen == n
+        });
+        let Some(last) = cut else {
+            return false;
+        };
+        if let Outcome::Rejected(reject) = &self.outcomes[last] {
+            let pos = &reject.rejection.pos;
+            self.end_offset = pos.byte_offset + reject.total_len;
+            self.games_through = pos.game_number;
+        }
+        self.outcomes.truncate(last + 1);
+        true
+    }
+
     /// Removes the replayed games `scope` leaves out, counting them in
     /// `filtered`. Rejected games stay: a broken game is a reject whatever
     /// its tags, so its bytes are kept to be fixed.

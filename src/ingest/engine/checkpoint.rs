@@ -29,6 +29,15 @@ pub(super) struct InputAttempt {
     totals_before: BatchStats,
 }
 
+impl InputAttempt {
+    /// Games of the input rejected before this run began (none after a
+    /// `--restart`, which starts its record again). A counter below zero,
+    /// which no statement writes, counts as none.
+    pub(super) fn rejected_before(&self) -> u64 {
+        self.committed_before.rejected.try_into().unwrap_or(0)
+    }
+}
+
 /// Where an input's import starts, as its `import_files` row says.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Checkpoint {
@@ -155,7 +164,12 @@ impl Importer<'_> {
         let committed = self
             .mark_running(file_id, path, (games_done, bytes_done), restart, &scope)
             .await?;
-        if !retrying {
+        if retrying {
+            // The run's counts become what the database holds for the
+            // input (a batch committed though its acknowledgement was lost
+            // is counted), so that `--max-rejects` goes on from the truth.
+            self.account_input(committed)?;
+        } else {
             self.tally.attempt = Some(InputAttempt {
                 file_id,
                 committed_before: committed,
