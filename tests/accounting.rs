@@ -15,7 +15,7 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::common::{TestDb, data, fresh_db, migrated_db, run, scratch_dir};
+use crate::common::{Lcg, TestDb, data, data_pgns, fresh_db, migrated_db, run, scratch_dir};
 
 /// A game every run rejects (an illegal king move).
 const BAD: &str = "[Event \"illegal\"]\n\n1. e4 e5 2. Ke3 *\n\n";
@@ -325,4 +325,100 @@ fn max_rejects_is_exact_and_earlier_rejects_stay_in_the_exit_code() {
     );
     // Finished, it is skipped: that run's code said it all.
     assert_code(&import(&db, &[], &[&file]), 0, "the input imported already");
+}
+
+/// Random bytes, seeded.
+fn random_bytes(len: usize) -> Vec<u8> {
+    let mut rng = Lcg(26_019);
+    (0..len)
+        .map(|_| u8::try_from(rng.below(256)).expect("below 256"))
+        .collect()
+}
+
+/// Item 19: a file that is not PGN (random bytes, a text file) fails as
+/// "not a PGN file" (exit 2) with nothing stored, its record failed, and is
+/// imported once it is replaced by a PGN file (it was recorded as done with
+/// thousands of "rejected games", exit 1).
+#[test]
+fn a_file_that_is_not_pgn_fails_and_is_imported_once_replaced() {
+    let dir = scratch_dir("pgnload-acct-notpgn-");
+    let text = "pgnload notes\n\nThis file is plain text: a README, a log, a list of things \
+                to do. It holds no tag pair and no move; it is read as games whose movetext \
+                is garbage.\n\n- one item\n- another item\n";
+    let inputs = [
+        ("random.pgn", random_bytes(300_000)),
+        ("notes.pgn", text.repeat(50).into_bytes()),
+    ];
+    let real = std::fs::read(data("kasparov-deep-blue-1997.pgn")).expect("test data");
+    for (name, bytes) in inputs {
+        let db = migrated_db("acct_notpgn");
+        let file = dir.path().join(name);
+        std::fs::write(&file, &bytes).expect("write");
+        let out = import(&db, &[], &[&file]);
+        assert_code(&out, 2, name);
+        assert!(stderr(&out).contains("not a PGN file"), "{}", stderr(&out));
+        assert_eq!(
+            db.psql(
+                "SELECT state, games_done, games_rejected, (SELECT count(*) FROM import_rejects),
+                        last_error LIKE '%not a PGN file%'
+                 FROM import_files"
+            ),
+            "failed|0|0|0|t",
+            "{name}"
+        );
+        let status = status_json(&db);
+        assert_eq!(status[0]["state"], "failed", "{name}: {status:?}");
+        // Run again unchanged, it fails again (a failed input is retried).
+        assert_code(&import(&db, &[], &[&file]), 2, name);
+
+        std::fs::write(&file, &real).expect("replace");
+        let replaced = import(&db, &[], &[&file]);
+        assert_code(&replaced, 0, &format!("{name} replaced by a PGN file"));
+        assert!(
+            stderr(&replaced).contains("6 read = 6 imported"),
+            "{}",
+            stderr(&replaced)
+        );
+        assert_eq!(db.psql("SELECT count(*) FROM games"), "6");
+        assert_records_add_up(&db, name);
+    }
+}
+
+/// Item 19: what is PGN stays PGN: every file of `tests/data`, an empty
+/// file (a clean import of nothing), a file of comments only, a file of
+/// bad games only, movetext without tags.
+#[test]
+fn edge_cases_of_pgn_are_not_refused_as_not_pgn() {
+    let dir = scratch_dir("pgnload-acct-edges-");
+    let db = fresh_db("acct_edges");
+    let files = data_pgns();
+    let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let out = import(&db, &[], &files);
+    assert!(!stderr(&out).contains("not a PGN file"), "{}", stderr(&out));
+    assert_code(&out, 0, "tests/data");
+
+    let cases: [(&str, &str, i32); 5] = [
+        ("empty.pgn", "", 0),
+        ("blank.pgn", "\u{feff}\n\n  \n", 0),
+        (
+            "comments.pgn",
+            "{ a file of comments only }\n\n{ and another }\n",
+            1,
+        ),
+        ("bad-games.pgn", &BAD.repeat(3), 1),
+        ("movetext.pgn", "1. e4 e5 2. Nf3 Nc6 1-0\n\n1. d4 @@ *\n", 1),
+    ];
+    for (name, text, code) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).expect("write");
+        let db = fresh_db("acct_edge");
+        let out = import(&db, &[], &[&file]);
+        assert!(
+            !stderr(&out).contains("not a PGN file"),
+            "{name}: {}",
+            stderr(&out)
+        );
+        assert_code(&out, code, name);
+        assert_eq!(db.psql("SELECT state FROM import_files"), "done", "{name}");
+    }
 }

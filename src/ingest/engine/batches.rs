@@ -77,10 +77,17 @@ impl Importer<'_> {
         if self.past_max_rejects(rejects_handed) {
             upstream_end = Some(InputEnd::TooManyRejects);
         }
+        // An input read from its start is checked to be PGN on its first
+        // batch, before anything of it is written.
+        let mut first = checkpoint.skip_bytes == 0 && checkpoint.skip_games == 0;
         let end = loop {
             let next = match upstream_end {
                 Some(_) => None,
                 None => match self.next_batch(&pipeline, name, &mut consumed) {
+                    Ok(batch) if std::mem::take(&mut first) && !batch.reads_as_pgn() => {
+                        upstream_end = Some(InputEnd::Failed(not_pgn(name, &batch)));
+                        None
+                    }
                     Ok(mut batch) => {
                         if self.cut_at_max_rejects(&mut batch, &mut rejects_handed) {
                             upstream_end = Some(InputEnd::TooManyRejects);
@@ -327,5 +334,20 @@ impl Importer<'_> {
         } else {
             Ok(InputEnd::Failed(error))
         }
+    }
+}
+
+/// The failure of an input that is not PGN (see [`Batch::reads_as_pgn`]):
+/// it fails whole, with nothing of it written, so that its record says
+/// `failed` and a rerun reads it again once it is replaced.
+fn not_pgn(name: &str, batch: &Batch) -> Error {
+    Error::Input {
+        file: name.to_owned(),
+        message: format!(
+            "not a PGN file: none of its first {} games reads as PGN (no tag pair, no move \
+             number, nothing that parses); nothing imported. Replace it with a PGN file, or \
+             leave it out",
+            batch.outcomes.len()
+        ),
     }
 }

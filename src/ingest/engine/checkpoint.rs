@@ -187,6 +187,9 @@ impl Importer<'_> {
     /// A file not seen before at `path` whose import there was interrupted
     /// under another fingerprint has changed since: refused (resuming would
     /// mix two files), or with `--restart` the old checkpoint is retired.
+    /// An import there that committed nothing (a file that was not PGN,
+    /// a kill before the first batch) has nothing to mix: the new file is
+    /// imported.
     async fn refuse_changed(
         &self,
         name: &str,
@@ -197,7 +200,7 @@ impl Importer<'_> {
         let Some(old) = client
             .query_opt(
                 "SELECT fingerprint FROM import_files
-                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done' AND bytes_done > 0
                  ORDER BY updated_at DESC LIMIT 1",
                 &[&path, &fingerprint],
             )
