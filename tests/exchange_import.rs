@@ -416,8 +416,8 @@ fn a_killed_ocgdb_import_reruns_to_the_database_of_a_clean_one() {
 
 #[test]
 fn an_import_stopped_part_way_resumes_by_game_number() {
-    // Deterministic: --max-rejects stops the first run after the batch
-    // holding the 3rd reject (games 31..33 made illegal); the rerun resumes
+    // Deterministic: --max-rejects stops the first run at the 3rd reject
+    // (games 31..33 made illegal), inside its batch; the rerun resumes
     // from its checkpoint and ends with what one clean run gives.
     let dir = scratch_dir("xin-resume");
     let (_source, ocgdb, _base) = exported(dir.path());
@@ -444,13 +444,14 @@ fn an_import_stopped_part_way_resumes_by_game_number() {
     );
     assert_eq!(
         db.psql("SELECT state || ' ' || games_done FROM import_files"),
-        "interrupted 40"
+        "interrupted 33"
     );
-    // The rejects were the first run's: the rerun is clean.
+    // The rejects were the first run's: the rerun that finishes the input
+    // still exits 1 for them.
     let rerun = args(&db, &[]);
     assert_eq!(
         rerun.status.code(),
-        Some(0),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&rerun.stderr)
     );

@@ -3,6 +3,7 @@
 //! Tests that need python-chess fail (not skip) when it is missing: `.ci/run`
 //! installs it, and a parity test that silently skips proves nothing.
 
+mod accounting;
 mod backup;
 mod bulk;
 mod common;

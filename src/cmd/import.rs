@@ -44,7 +44,9 @@ pub struct ImportArgs {
     /// Games per batch (one transaction and one checkpoint each).
     #[arg(long, env = "PGNLOAD_BATCH_GAMES")]
     pub batch_games: Option<NonZeroUsize>,
-    /// Stop cleanly (exit code 4) once more games than this were rejected.
+    /// Stop cleanly (exit code 4) at the reject that makes more than this
+    /// many in the run: the games up to it are committed, not one after,
+    /// and a rerun resumes just after it (0: no limit).
     #[arg(long, env = "PGNLOAD_MAX_REJECTS")]
     pub max_rejects: Option<u64>,
     /// Also append rejected games, verbatim, to this PGN file (each preceded
@@ -200,8 +202,13 @@ fn print_summary(summary: &Summary) {
     let secs = summary.elapsed.as_secs_f64().max(1e-9);
     let positions = g.positions_new + g.positions_reused;
     stderr_line!("pgnload: import summary ({})", summary.target);
+    let not_started = if t.files_not_started > 0 {
+        format!(", {} not started", t.files_not_started)
+    } else {
+        String::new()
+    };
     stderr_line!(
-        "  inputs:    {} imported, {} skipped, {} interrupted, {} failed",
+        "  inputs:    {} imported, {} skipped, {} interrupted, {} failed{not_started}",
         t.files_done,
         t.files_skipped,
         t.files_interrupted,
@@ -215,6 +222,12 @@ fn print_summary(summary: &Summary) {
         g.rejected,
         g.filtered
     );
+    if t.rejected_before > 0 {
+        stderr_line!(
+            "  rejects:   {} more in the inputs this run finished, rejected by earlier runs (import_rejects)",
+            t.rejected_before
+        );
+    }
     if g.conflicts > 0 {
         stderr_line!(
             "  conflicts: {} of the present games hold an id already taken by other moves (import_conflicts)",

@@ -71,6 +71,14 @@ pub enum Notice<'a> {
     },
     /// More games than `--max-rejects` were rejected: the run stops.
     TooManyRejects(u64),
+    /// An input finished whose earlier runs rejected games: this run
+    /// exits 1 for them.
+    RejectedBefore {
+        /// The input as given.
+        input: &'a str,
+        /// Games its earlier runs rejected.
+        games: u64,
+    },
     /// An input failed; the others go on.
     InputFailed {
         /// The input as given.
@@ -129,6 +137,11 @@ impl fmt::Display for Notice<'_> {
                 f,
                 "more than {max} games rejected; stopping (rerun to continue)"
             ),
+            Notice::RejectedBefore { input, games } => write!(
+                f,
+                "{input}: {games} of its games were rejected by earlier runs \
+                 (kept in import_rejects; `pgnload status` counts them)"
+            ),
             Notice::InputFailed { input, error } => {
                 let text = crate::error::report(*error);
                 if text.contains(input) {
@@ -181,6 +194,15 @@ pub struct Totals {
     pub files_failed: u64,
     /// Inputs stopped by a signal or `--max-rejects`; a rerun resumes them.
     pub files_interrupted: u64,
+    /// Inputs never begun: the run stopped (a signal, `--max-rejects`, a
+    /// failure that ends the run) before them. With the four counts above
+    /// they make up every input given, each counted once.
+    pub files_not_started: u64,
+    /// Games that earlier runs rejected in the inputs this run finished
+    /// (kept in `import_rejects`, not counted in `games`): the run that
+    /// finishes an input exits 1 if any of its games were rejected, by
+    /// whichever run, so that a script checking exit codes sees them.
+    pub rejected_before: u64,
 }
 
 /// What a run did, handed to the front end to show.
@@ -249,7 +271,7 @@ mod tests {
         };
         let held = conflict(Some(42), Some("/d/b.pgn"), Some(2), Some(0));
         let same_input = conflict(None, None, Some(5), None);
-        let cases: [(Notice<'_>, String); 17] = [
+        let cases: [(Notice<'_>, String); 18] = [
             (
                 Notice::Advice("raise work_mem"),
                 "advice: raise work_mem".into(),
@@ -297,6 +319,15 @@ mod tests {
             (
                 Notice::TooManyRejects(5),
                 "more than 5 games rejected; stopping (rerun to continue)".into(),
+            ),
+            (
+                Notice::RejectedBefore {
+                    input: "a.pgn",
+                    games: 3,
+                },
+                "a.pgn: 3 of its games were rejected by earlier runs (kept in import_rejects; \
+                 `pgnload status` counts them)"
+                    .into(),
             ),
             (
                 Notice::InputFailed {

@@ -64,11 +64,32 @@ impl Importer<'_> {
         // its positions committed and waits for its games to be written.
         let mut ready: Option<(Batch, ResolvedBatch)> = None;
         let mut upstream_end = None;
+        // The run's rejects, committed or in a batch on its way to the
+        // database: what `--max-rejects` is checked against before a batch
+        // is written, so that the run commits one reject past the limit,
+        // never more.
+        let mut rejects_handed = self.tally.totals.games.rejected;
+        if self.past_max_rejects(rejects_handed) {
+            upstream_end = Some(InputEnd::TooManyRejects);
+        }
+        // An input read from its start is checked to be PGN on its first
+        // batch, before anything of it is written.
+        let mut first = checkpoint.skip_bytes == 0 && checkpoint.skip_games == 0;
         let end = loop {
             let next = match upstream_end {
                 Some(_) => None,
                 None => match self.next_batch(&pipeline, name, &mut consumed) {
-                    Ok(batch) => Some(batch),
+                    Ok(batch) if std::mem::take(&mut first) && !batch.reads_as_pgn() => {
+                        upstream_end = Some(InputEnd::Failed(not_pgn(name, &batch)));
+                        None
+                    }
+                    Ok(mut batch) => {
+                        if self.cut_at_max_rejects(&mut batch, &mut rejects_handed) {
+                            upstream_end = Some(InputEnd::TooManyRejects);
+                        }
+                        batch.apply_scope(&self.run.settings.scope);
+                        Some(batch)
+                    }
                     Err(end) => {
                         upstream_end = Some(end);
                         None
@@ -149,10 +170,7 @@ impl Importer<'_> {
                     self.run.reporter.input_opened(name, len);
                     *consumed = Some(c);
                 }
-                Ok(Event::Batch(mut batch)) => {
-                    batch.apply_scope(&self.run.settings.scope);
-                    return Ok(batch);
-                }
+                Ok(Event::Batch(batch)) => return Ok(batch),
                 Ok(Event::Finished { .. }) => return Err(InputEnd::Done),
                 // The pipeline's threads are gone without saying how the
                 // input ended: a bug, not the end of the input.
@@ -172,6 +190,34 @@ impl Importer<'_> {
         }
     }
 
+    /// Whether `rejects` (the run's) are more than `--max-rejects` allows.
+    fn past_max_rejects(&self, rejects: u64) -> bool {
+        let max = self.run.settings.max_rejects;
+        max > 0 && rejects > max
+    }
+
+    /// Cuts `batch` at the reject that takes the run past `--max-rejects`
+    /// (`handed`: the run's rejects before it, counted on), and says
+    /// whether it did: the input then stops after that batch. Checked per
+    /// game rather than per committed batch, the limit is exact: a run
+    /// stops with `max_rejects + 1` rejects committed.
+    fn cut_at_max_rejects(&self, batch: &mut Batch, handed: &mut u64) -> bool {
+        let max = self.run.settings.max_rejects;
+        let rejects = batch
+            .outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome, Outcome::Rejected(_)))
+            .count() as u64;
+        if max == 0 || *handed + rejects <= max {
+            *handed += rejects;
+            return false;
+        }
+        // `handed <= max` here: a run past the limit reads no batch.
+        let allowed = max + 1 - *handed;
+        *handed = max + 1;
+        batch.cut_after_reject(allowed)
+    }
+
     /// After a batch committed: reports progress (`consumed`: the input's
     /// bytes read, when it opened) and says whether the input stops here
     /// (too many rejects, an interrupt).
@@ -183,8 +229,7 @@ impl Importer<'_> {
             memory_hit_rate: games.memory_hit_rate(),
             bytes: consumed.map_or(batch.end_offset, |c| c.load(Ordering::Relaxed)),
         });
-        let max = self.run.settings.max_rejects;
-        if max > 0 && games.rejected > max {
+        if self.past_max_rejects(games.rejected) {
             Some(InputEnd::TooManyRejects)
         } else if self.interrupted() {
             Some(InputEnd::Interrupted)
@@ -307,5 +352,20 @@ impl Importer<'_> {
         } else {
             Ok(InputEnd::Failed(error))
         }
+    }
+}
+
+/// The failure of an input that is not PGN (see [`Batch::reads_as_pgn`]):
+/// it fails whole, with nothing of it written, so that its record says
+/// `failed` and a rerun reads it again once it is replaced.
+fn not_pgn(name: &str, batch: &Batch) -> Error {
+    Error::Input {
+        file: name.to_owned(),
+        message: format!(
+            "not a PGN file: none of its first {} games reads as PGN (no tag pair, no move \
+             number, nothing that parses); nothing imported. Replace it with a PGN file, or \
+             leave it out",
+            batch.outcomes.len()
+        ),
     }
 }

@@ -29,6 +29,15 @@ pub(super) struct InputAttempt {
     totals_before: BatchStats,
 }
 
+impl InputAttempt {
+    /// Games of the input rejected before this run began (none after a
+    /// `--restart`, which starts its record again). A counter below zero,
+    /// which no statement writes, counts as none.
+    pub(super) fn rejected_before(&self) -> u64 {
+        self.committed_before.rejected.try_into().unwrap_or(0)
+    }
+}
+
 /// Where an input's import starts, as its `import_files` row says.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Checkpoint {
@@ -155,7 +164,12 @@ impl Importer<'_> {
         let committed = self
             .mark_running(file_id, path, (games_done, bytes_done), restart, &scope)
             .await?;
-        if !retrying {
+        if retrying {
+            // The run's counts become what the database holds for the
+            // input (a batch committed though its acknowledgement was lost
+            // is counted), so that `--max-rejects` goes on from the truth.
+            self.account_input(committed)?;
+        } else {
             self.tally.attempt = Some(InputAttempt {
                 file_id,
                 committed_before: committed,
@@ -173,6 +187,9 @@ impl Importer<'_> {
     /// A file not seen before at `path` whose import there was interrupted
     /// under another fingerprint has changed since: refused (resuming would
     /// mix two files), or with `--restart` the old checkpoint is retired.
+    /// An import there that committed nothing (a file that was not PGN,
+    /// a kill before the first batch) has nothing to mix: the new file is
+    /// imported.
     async fn refuse_changed(
         &self,
         name: &str,
@@ -183,7 +200,7 @@ impl Importer<'_> {
         let Some(old) = client
             .query_opt(
                 "SELECT fingerprint FROM import_files
-                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done'
+                 WHERE path = $1 AND fingerprint <> $2 AND state <> 'done' AND bytes_done > 0
                  ORDER BY updated_at DESC LIMIT 1",
                 &[&path, &fingerprint],
             )
@@ -249,9 +266,13 @@ impl Importer<'_> {
 
     /// Marks the input running from its checkpoint (`(games_done,
     /// bytes_done)`) under `scope`; returns its counters as committed. A
-    /// restart reads the input again from its first game, so the rejects
-    /// recorded for it are recorded again (and only once), and it may
-    /// change the scope the input is recorded with.
+    /// restart reads the input again from its first game, so its record
+    /// starts again from nothing, in the same statement: the rejects
+    /// recorded for it are recorded again (and only once), and its counters
+    /// count the games read again (and only once), so that `games_done =
+    /// imported + present + rejected + filtered` holds after any sequence
+    /// of restarts and kills. It may change the scope the input is
+    /// recorded with.
     async fn mark_running(
         &self,
         file_id: i64,
@@ -267,7 +288,11 @@ impl Importer<'_> {
                 "WITH forgotten AS (DELETE FROM import_rejects WHERE file_id = $1 AND $5)
                  UPDATE import_files SET state = 'running', last_error = NULL, path = $2,
                      games_done = $3, bytes_done = $4, updated_at = now(), finished_at = NULL,
-                     scope = $6
+                     scope = $6,
+                     games_imported = CASE WHEN $5 THEN 0 ELSE games_imported END,
+                     games_present = CASE WHEN $5 THEN 0 ELSE games_present END,
+                     games_rejected = CASE WHEN $5 THEN 0 ELSE games_rejected END,
+                     games_filtered = CASE WHEN $5 THEN 0 ELSE games_filtered END
                  WHERE id = $1
                  RETURNING games_imported, games_present, games_rejected, games_filtered",
                 &[&file_id, &path, &games_done, &bytes_done, &restart, &scope],

@@ -699,8 +699,20 @@ impl Importer<'_> {
                 status = ExitStatus::Interrupted;
                 break;
             }
-            match self.import_input_retrying(index, name).await? {
-                InputEnd::Done => self.tally.totals.files_done += 1,
+            let end = match self.import_input_retrying(index, name).await {
+                Ok(end) => end,
+                // The failure that stops the run is this input's.
+                Err(error) => {
+                    self.tally.totals.files_failed += 1;
+                    self.count_not_started();
+                    return Err(error);
+                }
+            };
+            match end {
+                InputEnd::Done => {
+                    self.tally.totals.files_done += 1;
+                    self.count_rejected_before(name);
+                }
                 InputEnd::AlreadyImported => {
                     self.tally.totals.files_skipped += 1;
                     self.run.reporter.notice(&Notice::AlreadyImported(name));
@@ -731,15 +743,42 @@ impl Importer<'_> {
                 }
             }
         }
+        self.count_not_started();
+        let totals = &self.tally.totals;
         if status == ExitStatus::Clean {
-            if self.tally.totals.files_failed > 0 {
+            if totals.files_failed > 0 {
                 status = ExitStatus::Failed;
-            } else if self.tally.totals.games.rejected > 0 || self.tally.totals.games.conflicts > 0
+            } else if totals.games.rejected > 0
+                || totals.games.conflicts > 0
+                || totals.rejected_before > 0
             {
                 status = ExitStatus::CompletedWithRejects;
             }
         }
         Ok(status)
+    }
+
+    /// Counts the inputs the run never began: those its other counts leave
+    /// out, so that every input given is counted once.
+    fn count_not_started(&mut self) {
+        let t = &mut self.tally.totals;
+        let counted = t.files_done + t.files_skipped + t.files_interrupted + t.files_failed;
+        t.files_not_started = (self.run.job.inputs.len() as u64).saturating_sub(counted);
+    }
+
+    /// After input `name` finished: counts (and says) the games its earlier
+    /// runs rejected, which this run's status must not hide.
+    fn count_rejected_before(&mut self, name: &str) {
+        let games = self
+            .tally
+            .attempt
+            .map_or(0, |attempt| attempt.rejected_before());
+        if games > 0 {
+            self.tally.totals.rejected_before += games;
+            self.run
+                .reporter
+                .notice(&Notice::RejectedBefore { input: name, games });
+        }
     }
 
     /// Records how the run ended in `import_runs`.
