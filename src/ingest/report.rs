@@ -69,6 +69,17 @@ pub enum Notice<'a> {
         /// Decompressed bytes before the checkpoint.
         bytes: i64,
     },
+    /// An input whose import was interrupted (or failed) only grew since:
+    /// its first `from` bytes are the ones imported from, so it resumes
+    /// from its checkpoint under its new fingerprint (a download finished).
+    Grown {
+        /// The input as given.
+        input: &'a str,
+        /// Its size when its import began, in bytes.
+        from: u64,
+        /// Its size now.
+        to: u64,
+    },
     /// More games than `--max-rejects` were rejected: the run stops.
     TooManyRejects(u64),
     /// An input failed; the others go on.
@@ -124,6 +135,11 @@ impl fmt::Display for Notice<'_> {
             } => write!(
                 f,
                 "{input}: resuming after game #{games} (byte {bytes} of the decompressed stream)"
+            ),
+            Notice::Grown { input, from, to } => write!(
+                f,
+                "{input}: grew from {from} to {to} bytes since its interrupted import, its first \
+                 {from} bytes unchanged; continuing that import"
             ),
             Notice::TooManyRejects(max) => write!(
                 f,
@@ -249,7 +265,7 @@ mod tests {
         };
         let held = conflict(Some(42), Some("/d/b.pgn"), Some(2), Some(0));
         let same_input = conflict(None, None, Some(5), None);
-        let cases: [(Notice<'_>, String); 17] = [
+        let cases: [(Notice<'_>, String); 18] = [
             (
                 Notice::Advice("raise work_mem"),
                 "advice: raise work_mem".into(),
@@ -293,6 +309,16 @@ mod tests {
                     bytes: 999,
                 },
                 "a.pgn: resuming after game #10 (byte 999 of the decompressed stream)".into(),
+            ),
+            (
+                Notice::Grown {
+                    input: "a.pgn",
+                    from: 10,
+                    to: 25,
+                },
+                "a.pgn: grew from 10 to 25 bytes since its interrupted import, its first 10 bytes \
+                 unchanged; continuing that import"
+                    .into(),
             ),
             (
                 Notice::TooManyRejects(5),
