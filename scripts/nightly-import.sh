@@ -77,12 +77,13 @@ esac
 
 # The binary, found without relying on cron's PATH.
 script_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+cargo_bin="${CARGO_HOME:-${HOME:-/nonexistent}/.cargo}/bin/pgnload"
 if [ -n "${PGNLOAD_BIN:-}" ]; then
     bin="$PGNLOAD_BIN"
 elif command -v pgnload >/dev/null 2>&1; then
     bin="$(command -v pgnload)"
-elif [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/pgnload" ]; then
-    bin="${CARGO_HOME:-$HOME/.cargo}/bin/pgnload"
+elif [ -x "$cargo_bin" ]; then
+    bin="$cargo_bin"
 elif [ -x "$script_dir/../target/release/pgnload" ]; then
     bin="$script_dir/../target/release/pgnload"
 else
