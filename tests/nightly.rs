@@ -358,6 +358,9 @@ fn a_zst_imported_while_downloading_continues_once_complete_as_a_clean_import() 
         (1..1_300).contains(&read),
         "{read} games read before the cut"
     );
+    // Only whole games were read: none cut short, none rejected.
+    assert_eq!(db.psql("SELECT count(*) FROM games"), read.to_string());
+    assert_eq!(db.psql("SELECT count(*) FROM import_rejects"), "0");
     // The download finishes: the import continues where it stopped.
     std::fs::write(&dump, &full).expect("write");
     let rest = import(&db);
