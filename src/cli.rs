@@ -49,7 +49,7 @@ pub struct GlobalArgs {
     /// or the core count, if larger).
     #[arg(long, global = true, env = "PGNLOAD_THREADS")]
     pub threads: Option<usize>,
-    /// No progress output, only the summary and errors.
+    /// No progress output nor advice, only the summary, warnings and errors.
     #[arg(long, short, global = true, env = "PGNLOAD_QUIET")]
     pub quiet: bool,
 }

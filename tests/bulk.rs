@@ -394,9 +394,10 @@ fn settings_that_cost_throughput_are_advised_on_never_changed() {
         "ALTER DATABASE {dbname} SET maintenance_work_mem = '64MB';
          ALTER DATABASE {dbname} SET wal_compression = off"
     ));
+    // Without -q: advice is what -q silences.
     let out = import(
         &db,
-        &["-q"],
+        &[],
         &[crate::common::data("lichess-2025-05-sample.pgn")],
     );
     assert_ok(&out, &[0]);

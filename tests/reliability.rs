@@ -474,7 +474,8 @@ fn the_nightly_script_reads_only_new_or_changed_files() {
         c.arg(crate::common::repo().join("scripts/nightly-import.sh"))
             .arg(dir.path())
             .env("DATABASE_URL", &db.url)
-            .env("PGNLOAD_BIN", env!("CARGO_BIN_EXE_pgnload"));
+            .env("PGNLOAD_BIN", env!("CARGO_BIN_EXE_pgnload"))
+            .env("PGNLOAD_SETTLE_SECONDS", "0");
         run(c)
     };
     let first = nightly();

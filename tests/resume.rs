@@ -477,10 +477,11 @@ fn a_changed_file_is_not_resumed_without_restart() {
         c
     });
     assert_eq!(first.status.code(), Some(0));
-    // Pretend the first import was interrupted half-way, then change the file.
+    // Pretend the first import was interrupted half-way, then change the
+    // file inside that part (a file that only grew is resumed instead).
     db.psql("UPDATE import_files SET state = 'interrupted', games_done = 100, bytes_done = 1000");
-    let mut changed = sample.clone();
-    changed.extend_from_slice(GOOD.as_bytes());
+    let mut changed = GOOD.as_bytes().to_vec();
+    changed.extend_from_slice(&sample);
     std::fs::write(&file, &changed).expect("write");
     let refused = run({
         let mut c = db.pgnload();
@@ -490,7 +491,7 @@ fn a_changed_file_is_not_resumed_without_restart() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("changed since its interrupted import"),
+        stderr.contains("changed inside the part its interrupted import read"),
         "{stderr}"
     );
     assert!(stderr.contains("--restart"), "{stderr}");

@@ -28,7 +28,8 @@ pub enum DbCommand {
     Stop,
     /// Say whether the embedded cluster is initialized and running.
     Status,
-    /// Print a connection URL for psql (`psql "$(pgnload db url)"`).
+    /// Print a connection URL for psql (`psql "$(pgnload db url)"`); warns
+    /// when the cluster is stopped or missing.
     Url,
     /// Back the database up with pg_dump: one file, or a directory (parallel jobs).
     Backup(BackupArgs),
@@ -133,6 +134,37 @@ fn unless_interrupted(result: Result<Outcome, Error>) -> Result<Option<Outcome>,
     }
 }
 
+/// Removes the cluster a failed `db restore` created in `dir`, which did
+/// not exist before it (and the directory it lives in, if running as root
+/// placed it elsewhere and `dir` links to it). Says what it did, or why it
+/// could not.
+fn remove_new_cluster(dir: &std::path::Path) {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return; // the restore failed before creating it
+    }
+    let removed = (|| -> Result<(), String> {
+        let cluster = EmbeddedCluster::new(dir).map_err(|e| e.to_string())?;
+        cluster.stop().map_err(|e| e.to_string())?;
+        let real = cluster.data_dir();
+        let io = |e: std::io::Error| format!("removing {}: {e}", real.display());
+        std::fs::remove_dir_all(real).map_err(io)?;
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(dir).map_err(io)?;
+        }
+        Ok(())
+    })();
+    match removed {
+        Ok(()) => stderr_line!(
+            "pgnload: removed the new cluster in {} (the restore did not complete)",
+            dir.display()
+        ),
+        Err(e) => stderr_line!(
+            "pgnload: warning: could not remove the cluster this restore created in {}: {e}",
+            dir.display()
+        ),
+    }
+}
+
 /// Runs `pgnload db explorer compact`; returns the summary line.
 fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
     let started = Instant::now();
@@ -216,8 +248,20 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
             }
         }
         DbCommand::Restore(args) => {
-            let result = backup::restore(&settings.target(), &args.path, args.jobs, &progress);
-            match unless_interrupted(result)? {
+            let target = settings.target();
+            // Restoring into a data directory that does not exist yet
+            // creates a cluster there: one that received no backup is no
+            // one's, and must not be left for the next command to find.
+            let new_dir = match &target {
+                Target::Embedded(dir) if std::fs::symlink_metadata(dir).is_err() => Some(dir),
+                _ => None,
+            };
+            let result =
+                unless_interrupted(backup::restore(&target, &args.path, args.jobs, &progress));
+            if let (Some(dir), Ok(None) | Err(_)) = (new_dir, &result) {
+                remove_new_cluster(dir);
+            }
+            match result? {
                 Some(outcome) => done("restored", &args.path, &outcome),
                 None => return Ok(ExitStatus::Interrupted),
             }
@@ -278,7 +322,24 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
                 ),
             }
         }
-        DbCommand::Url => embedded(settings)?.connection_url(),
+        DbCommand::Url => {
+            let cluster = embedded(settings)?;
+            let dir = cluster.data_dir().display();
+            // The URL is printed anyway (scripts build it before a start),
+            // but a psql on it would fail without saying why.
+            match cluster.status()? {
+                ClusterStatus::Running { .. } => {}
+                ClusterStatus::Stopped => stderr_line!(
+                    "pgnload: warning: the embedded cluster in {dir} is not running; \
+                     `pgnload db start` starts it"
+                ),
+                ClusterStatus::NotInitialized => stderr_line!(
+                    "pgnload: warning: there is no embedded cluster in {dir} (is --data-dir \
+                     right?); the first import or `pgnload db start` creates one"
+                ),
+            }
+            cluster.connection_url()
+        }
         DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, quiet)?,
         DbCommand::Explorer(ExplorerCommand::Disable) => switch_explorer(false, settings, quiet)?,
         DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings, quiet)?,

@@ -159,7 +159,7 @@ struct Printer {
     /// Locked for each update only (the engine reports from both write
     /// phases, which run on one task).
     progress: Mutex<Progress>,
-    /// `--quiet`: no progress, no bulk-finish steps; messages that need
+    /// `--quiet`: no progress, no bulk-finish steps, no advice; messages that need
     /// attention (retries, skipped or failed inputs) are still shown.
     quiet: bool,
 }
@@ -185,7 +185,7 @@ impl Reporter for Printer {
     }
 
     fn notice(&self, notice: &Notice<'_>) {
-        if !(self.quiet && matches!(notice, Notice::BulkLoad(_))) {
+        if !(self.quiet && matches!(notice, Notice::BulkLoad(_) | Notice::Advice(_))) {
             stderr_line!("pgnload: {notice}");
         }
     }

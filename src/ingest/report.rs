@@ -69,6 +69,17 @@ pub enum Notice<'a> {
         /// Decompressed bytes before the checkpoint.
         bytes: i64,
     },
+    /// An input whose import was interrupted (or failed) only grew since:
+    /// its first `from` bytes are the ones imported from, so it resumes
+    /// from its checkpoint under its new fingerprint (a download finished).
+    Grown {
+        /// The input as given.
+        input: &'a str,
+        /// Its size when its import began, in bytes.
+        from: u64,
+        /// Its size now.
+        to: u64,
+    },
     /// More games than `--max-rejects` were rejected: the run stops.
     TooManyRejects(u64),
     /// An input finished whose earlier runs rejected games: this run
@@ -132,6 +143,11 @@ impl fmt::Display for Notice<'_> {
             } => write!(
                 f,
                 "{input}: resuming after game #{games} (byte {bytes} of the decompressed stream)"
+            ),
+            Notice::Grown { input, from, to } => write!(
+                f,
+                "{input}: grew from {from} to {to} bytes since its interrupted import, its first \
+                 {from} bytes unchanged; continuing that import"
             ),
             Notice::TooManyRejects(max) => write!(
                 f,
@@ -315,6 +331,16 @@ mod tests {
                     bytes: 999,
                 },
                 "a.pgn: resuming after game #10 (byte 999 of the decompressed stream)".into(),
+            ),
+            (
+                Notice::Grown {
+                    input: "a.pgn",
+                    from: 10,
+                    to: 25,
+                },
+                "a.pgn: grew from 10 to 25 bytes since its interrupted import, its first 10 bytes \
+                 unchanged; continuing that import"
+                    .into(),
             ),
             (
                 Notice::TooManyRejects(5),

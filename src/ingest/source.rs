@@ -510,14 +510,47 @@ pub fn sniff_file(path: &Path) -> Option<Compression> {
 /// Fingerprints written by pgnload before this one (`SIZE:DIGEST` of the
 /// first and last MiB only) never equal one of these (`xxh3-128:…`).
 pub fn fingerprint(path: &Path, interrupts: &AtomicUsize) -> Result<(String, u64), Error> {
-    hash_file(path, interrupts).map_err(|source| Error::Open {
+    hash_file(path, None, interrupts).map_err(|source| Error::Open {
         path: path.to_path_buf(),
         source,
     })
 }
 
-fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)> {
-    let mut file = File::open(path)?;
+/// The size `old` (an earlier [`fingerprint`] of the file at `path`) was
+/// taken at, if the file begins with those very bytes and is longer now:
+/// it only grew since (a download or an append finished after an import of
+/// its first part). `None` for an `old` not of this kind, a file not longer
+/// than it, or one whose first bytes changed. Reads the first `old`-size
+/// bytes once; fails as [`fingerprint`] does.
+pub fn grown_from(path: &Path, old: &str, interrupts: &AtomicUsize) -> Result<Option<u64>, Error> {
+    let Some(old_size) = old
+        .strip_prefix("xxh3-128:")
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(size, _)| size.parse::<u64>().ok())
+    else {
+        return Ok(None);
+    };
+    let grown = || -> io::Result<Option<u64>> {
+        if std::fs::metadata(path)?.len() <= old_size {
+            return Ok(None);
+        }
+        let (prefix, _) = hash_file(path, Some(old_size), interrupts)?;
+        Ok((prefix == old).then_some(old_size))
+    };
+    grown().map_err(|source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The fingerprint of the file's first `limit` bytes (all of them when
+/// `None`); fails if the file holds fewer, or changed size while read whole.
+fn hash_file(
+    path: &Path,
+    limit: Option<u64>,
+    interrupts: &AtomicUsize,
+) -> io::Result<(String, u64)> {
+    let file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(
@@ -525,6 +558,7 @@ fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)>
             "not a regular file",
         ));
     }
+    let mut file = file.take(limit.unwrap_or(u64::MAX));
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -541,10 +575,10 @@ fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)>
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    if size != meta.len() {
+    let expected = limit.unwrap_or(meta.len());
+    if size != expected {
         return Err(io::Error::other(format!(
-            "changed while being fingerprinted ({} bytes when opened, {size} read)",
-            meta.len()
+            "changed while being fingerprinted ({expected} bytes expected, {size} read)"
         )));
     }
     Ok((format!("xxh3-128:{size}:{:032x}", hasher.digest128()), size))
@@ -575,6 +609,23 @@ mod fingerprint_tests {
         changed[big.len() / 2] ^= 1;
         std::fs::write(&a, &changed).expect("write");
         assert_ne!(before, fp(&a));
+    }
+
+    #[test]
+    fn a_file_that_only_grew_is_told_from_a_changed_one() {
+        let never = AtomicUsize::new(0);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let a = dir.path().join("a.pgn");
+        std::fs::write(&a, b"1. e4 *\n").expect("write");
+        let old = fingerprint(&a, &never).expect("fingerprint").0;
+        assert_eq!(grown_from(&a, &old, &never).expect("same file"), None);
+        std::fs::write(&a, b"1. e4 *\n1. d4 *\n").expect("write");
+        assert_eq!(grown_from(&a, &old, &never).expect("grown"), Some(8));
+        std::fs::write(&a, b"1. c4 *\n1. d4 *\n").expect("write");
+        assert_eq!(grown_from(&a, &old, &never).expect("changed"), None);
+        std::fs::write(&a, b"1. e4").expect("write");
+        assert_eq!(grown_from(&a, &old, &never).expect("shorter"), None);
+        assert_eq!(grown_from(&a, "1234:abcd", &never).expect("old kind"), None);
     }
 
     #[test]

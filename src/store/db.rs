@@ -134,11 +134,14 @@ pub enum Target {
 }
 
 impl Target {
-    /// `--database-url`, else `DATABASE_URL`, else the embedded cluster in `data_dir`.
+    /// `--database-url`, else `DATABASE_URL`, else the embedded cluster in
+    /// `data_dir`, made absolute: every message then names the directory
+    /// meant (a relative default resolves against the working directory,
+    /// cron's is the home directory).
     pub fn choose(url: Option<String>, data_dir: PathBuf) -> Target {
         match url.filter(|u| !u.trim().is_empty()) {
             Some(url) => Target::Url(url),
-            None => Target::Embedded(data_dir),
+            None => Target::Embedded(std::path::absolute(&data_dir).unwrap_or(data_dir)),
         }
     }
 

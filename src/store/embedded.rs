@@ -1066,6 +1066,12 @@ impl EmbeddedCluster {
             }
             fs::remove_dir_all(&init).map_err(io_err("removing the leftover", &init))?;
         }
+        // A new, empty cluster where one was expected (a relative data
+        // directory under cron's working directory) must not go unnoticed.
+        stderr_line!(
+            "pgnload: creating a new PostgreSQL cluster in {} (there is none yet)",
+            self.data_dir.display()
+        );
         fs::create_dir(&init).map_err(io_err("creating", &init))?;
         let handle = open_dir_no_follow(&init)?;
         hand_over(&handle, &init, acct)?;

@@ -12,7 +12,12 @@ use std::path::Path;
 use super::{BulkState, Importer, InputEnd, sniff_compression};
 use crate::{
     error::Error,
-    ingest::{dedup::PositionCache, report::Notice, source, writer::BatchStats},
+    ingest::{
+        dedup::PositionCache,
+        report::Notice,
+        source::{self, Compression},
+        writer::BatchStats,
+    },
     store::db::db_err,
 };
 
@@ -50,6 +55,17 @@ pub(super) struct Checkpoint {
     pub(super) skip_bytes: u64,
     /// Games already read.
     pub(super) skip_games: u64,
+}
+
+/// What became of an earlier, unfinished import of a file at the same path
+/// under another fingerprint.
+enum Predecessor {
+    /// There is none (or `--restart` retired it).
+    None,
+    /// The file only grew since: its row now carries the new fingerprint.
+    Adopted,
+    /// The file changed inside the part imported: the input ends so.
+    Refused(InputEnd),
 }
 
 /// An input's game counters, as `import_files` holds them.
@@ -94,18 +110,14 @@ impl Importer<'_> {
         let retrying = self.tally.attempt.is_some();
         let restart = self.run.job.restart && !retrying;
         let scope = self.run.settings.scope.identity();
-        let row = self
-            .conns
-            .control
-            .client
-            .query_opt(
-                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected,
-                     games_filtered, scope
-                 FROM import_files WHERE fingerprint = $1",
-                &[&fingerprint],
-            )
-            .await
-            .map_err(db_err("reading the input's checkpoint"))?;
+        let mut row = self.checkpoint_row(fingerprint).await?;
+        if row.is_none() && !source::is_stream(name) {
+            match self.changed_since(name, path, fingerprint, size).await? {
+                Predecessor::None => {}
+                Predecessor::Adopted => row = self.checkpoint_row(fingerprint).await?,
+                Predecessor::Refused(end) => return Ok(Err(end)),
+            }
+        }
         let (file_id, games_done, bytes_done) = match row {
             Some(row) => {
                 let state: String = row.get(1);
@@ -137,19 +149,12 @@ impl Importer<'_> {
                 }
                 (row.get::<_, i64>(0), games, bytes)
             }
-            None => {
-                if !source::is_stream(name)
-                    && let Some(end) = self.refuse_changed(name, path, fingerprint).await?
-                {
-                    return Ok(Err(end));
-                }
-                (
-                    self.register_input(name, path, fingerprint, size, &scope)
-                        .await?,
-                    0,
-                    0,
-                )
-            }
+            None => (
+                self.register_input(name, path, fingerprint, size, &scope)
+                    .await?,
+                0,
+                0,
+            ),
         };
         let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
         {
@@ -184,22 +189,45 @@ impl Importer<'_> {
         }))
     }
 
-    /// A file not seen before at `path` whose import there was interrupted
-    /// under another fingerprint has changed since: refused (resuming would
-    /// mix two files), or with `--restart` the old checkpoint is retired.
-    /// An import there that committed nothing (a file that was not PGN,
-    /// a kill before the first batch) has nothing to mix: the new file is
-    /// imported.
-    async fn refuse_changed(
+    /// The input's row in `import_files`, by fingerprint: `(id, state,
+    /// games_done, bytes_done, the four counters, scope)`.
+    async fn checkpoint_row(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Option<tokio_postgres::Row>, Error> {
+        self.conns
+            .control
+            .client
+            .query_opt(
+                "SELECT id, state, games_done, bytes_done, games_imported, games_present, games_rejected,
+                     games_filtered, scope
+                 FROM import_files WHERE fingerprint = $1",
+                &[&fingerprint],
+            )
+            .await
+            .map_err(db_err("reading the input's checkpoint"))
+    }
+
+    /// A file not seen before at `path`, whose import there was interrupted
+    /// (or failed) under another fingerprint. If the file only grew since
+    /// (its first bytes are those the import read: a download finished),
+    /// that import continues: its row adopts the new fingerprint and size.
+    /// Otherwise it changed inside the part imported: refused (resuming
+    /// would mix two files), or with `--restart` the old checkpoint is
+    /// retired. An import there that committed nothing (a file that was
+    /// not PGN, a kill before the first batch) has nothing to mix: the new
+    /// file is imported.
+    async fn changed_since(
         &self,
         name: &str,
         path: &str,
         fingerprint: &str,
-    ) -> Result<Option<InputEnd>, Error> {
+        size: Option<u64>,
+    ) -> Result<Predecessor, Error> {
         let client = &self.conns.control.client;
         let Some(old) = client
             .query_opt(
-                "SELECT fingerprint FROM import_files
+                "SELECT id, fingerprint FROM import_files
                  WHERE path = $1 AND fingerprint <> $2 AND state <> 'done' AND bytes_done > 0
                  ORDER BY updated_at DESC LIMIT 1",
                 &[&path, &fingerprint],
@@ -207,28 +235,88 @@ impl Importer<'_> {
             .await
             .map_err(db_err("checking for a changed input"))?
         else {
-            return Ok(None);
+            return Ok(Predecessor::None);
         };
-        let old: String = old.get(0);
-        if !self.run.job.restart {
-            return Ok(Some(InputEnd::Failed(Error::Input {
-                file: name.to_owned(),
-                message: format!(
-                    "changed since its interrupted import (fingerprint {old} then, {fingerprint} now); \
-                     refusing to resume. Pass --restart to import it from the start \
-                     (games already imported are recognized and skipped)"
-                ),
-            })));
+        let (old_id, old): (i64, String) = (old.get(0), old.get(1));
+        if self.run.job.restart {
+            client
+                .execute(
+                    "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
+                     WHERE id = $1",
+                    &[&old_id],
+                )
+                .await
+                .map_err(db_err("retiring the old checkpoint"))?;
+            return Ok(Predecessor::None);
         }
-        client
+        let refused = |message: String| {
+            Ok(Predecessor::Refused(InputEnd::Failed(Error::Input {
+                file: name.to_owned(),
+                message,
+            })))
+        };
+        // Exchange inputs resume by game number, and their files are
+        // rewritten in place rather than appended to: never "grown".
+        let stored = matches!(
+            sniff_compression(Path::new(name)),
+            Compression::Sqlite | Compression::Dcg
+        );
+        let grown = if stored {
+            Ok(None)
+        } else {
+            source::grown_from(Path::new(name), &old, &self.run.interrupts)
+        };
+        let from = match grown {
+            Ok(Some(from)) => from,
+            Ok(None) => {
+                return refused(format!(
+                    "changed inside the part its interrupted import read (fingerprint {old} then, \
+                     {fingerprint} now; not a file that only grew); refusing to resume. Pass \
+                     --restart to import it from the start (games already imported are \
+                     recognized and skipped)"
+                ));
+            }
+            Err(e) if source::is_cancelled(&e) => {
+                return Ok(Predecessor::Refused(InputEnd::Interrupted));
+            }
+            Err(e) => return Ok(Predecessor::Refused(InputEnd::Failed(e))),
+        };
+        // The old import may still be running in another pgnload (it holds
+        // the old fingerprint's lock): its row is not ours to take.
+        let old_key = super::lock_key(&old);
+        let free: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&old_key])
+            .await
+            .map_err(db_err("locking the input's earlier import"))?
+            .get(0);
+        if !free {
+            return refused(format!(
+                "grew since another pgnload began importing it (fingerprint {old}), and that \
+                 import is still running; rerun once it ends"
+            ));
+        }
+        let size_bytes = size.map(|size| {
+            i64::try_from(size)
+                .expect("a file size comes from st_size, a non-negative 64-bit off_t")
+        });
+        let adopted = client
             .execute(
-                "UPDATE import_files SET state = 'failed', last_error = 'superseded: the file changed', updated_at = now()
-                 WHERE path = $1 AND fingerprint = $2",
-                &[&path, &old],
+                "UPDATE import_files SET fingerprint = $2, size_bytes = $3, updated_at = now()
+                 WHERE id = $1",
+                &[&old_id, &fingerprint, &size_bytes],
             )
             .await
-            .map_err(db_err("retiring the old checkpoint"))?;
-        Ok(None)
+            .map_err(db_err("recording the grown input"));
+        let _ = client
+            .execute("SELECT pg_advisory_unlock($1)", &[&old_key])
+            .await;
+        adopted?;
+        self.run.reporter.notice(&Notice::Grown {
+            input: name,
+            from,
+            to: size.unwrap_or(from),
+        });
+        Ok(Predecessor::Adopted)
     }
 
     /// Registers an input seen for the first time; returns its
