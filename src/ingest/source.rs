@@ -272,6 +272,12 @@ pub fn open_input_interruptible(
 #[error("interrupted while waiting for data")]
 struct Cancelled;
 
+/// The error of a read given up because the run was interrupted: one for
+/// which [`is_cancelled`] holds (the exchange readers stop SQLite with it).
+pub fn cancelled() -> io::Error {
+    io::Error::other(Cancelled)
+}
+
 /// Whether `error` means the run was interrupted while an input was being
 /// fingerprinted, waited for or read, rather than that the input is broken.
 pub fn is_cancelled(error: &Error) -> bool {
@@ -313,7 +319,7 @@ impl Stream {
         let started = Instant::now();
         loop {
             if self.interrupts.load(Ordering::SeqCst) > 0 {
-                return Err(io::Error::other(Cancelled));
+                return Err(cancelled());
             }
             if poll_readable(self.file.as_fd())? {
                 return Ok(());
@@ -510,13 +516,20 @@ pub fn sniff_file(path: &Path) -> Option<Compression> {
 /// Fingerprints written by pgnload before this one (`SIZE:DIGEST` of the
 /// first and last MiB only) never equal one of these (`xxh3-128:…`).
 pub fn fingerprint(path: &Path, interrupts: &AtomicUsize) -> Result<(String, u64), Error> {
-    hash_file(path, interrupts).map_err(|source| Error::Open {
-        path: path.to_path_buf(),
-        source,
-    })
+    digest_file(path, interrupts)
+        .map(|(size, digest)| (format!("xxh3-128:{size}:{digest:032x}"), size))
+        .map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
-fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)> {
+/// The size and xxh3-128 digest of all of `path`'s bytes, read once: what
+/// [`fingerprint`] identifies a file by, and what the exchange inputs
+/// combine over every file they are read from. Fails with an error for
+/// which [`is_cancelled`] holds once `interrupts` is non-zero, and when the
+/// file changes size while it is read.
+pub fn digest_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(u64, u128)> {
     let mut file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -530,7 +543,7 @@ fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)>
     let mut size = 0u64;
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
-            return Err(io::Error::other(Cancelled));
+            return Err(cancelled());
         }
         let n = match file.read(&mut buf) {
             Ok(0) => break,
@@ -547,7 +560,7 @@ fn hash_file(path: &Path, interrupts: &AtomicUsize) -> io::Result<(String, u64)>
             meta.len()
         )));
     }
-    Ok((format!("xxh3-128:{size}:{:032x}", hasher.digest128()), size))
+    Ok((size, hasher.digest128()))
 }
 
 #[cfg(test)]
