@@ -27,7 +27,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::{
     error::Error,
-    export::{PlainMove, date_parts, pgn::move_comment, plain_moves},
+    export::{COMMENT_COST, PlainMove, date_parts, pgn::move_comment, plain_moves},
     query::games::{StoredGame, StoredMove},
 };
 
@@ -176,8 +176,15 @@ pub struct AnnotatedMove {
 /// A `.dcg` game record's body (after its length), read back: the start
 /// position (`None`: the standard one) and the moves. Pure, for the
 /// import. A marker the format does not define, a move code that is no
-/// move or a length running past the body is an error naming the byte.
-pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
+/// move or a length running past the body is an error naming the byte;
+/// so are more than `max_plies` moves, and comments costing more than
+/// `max_bytes` to hold (the body plus [`COMMENT_COST`] per comment), so
+/// that what a record becomes stays bounded whatever it holds.
+pub fn parse_game(
+    body: &[u8],
+    max_plies: u32,
+    max_bytes: u64,
+) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
     let cut = |at: usize| format!("the record ends inside the item at byte {at}");
     // A length-prefixed item at `at`: its bytes, and where the next starts.
     let item = |at: usize| -> Result<(&[u8], usize), String> {
@@ -207,9 +214,13 @@ pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), 
         None => return Err("the record is empty".into()),
     };
     let mut moves: Vec<AnnotatedMove> = Vec::new();
+    let mut cost = body.len() as u64;
     while let Some(&first) = body.get(at) {
         match first {
             NULL_MOVE => {
+                if moves.len() >= max_plies as usize {
+                    return Err(format!("more than {max_plies} moves (max_plies)"));
+                }
                 moves.push(AnnotatedMove {
                     plain: PlainMove::Null,
                     nags: Vec::new(),
@@ -224,10 +235,20 @@ pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), 
             }
             COMMENT => {
                 let (text, next) = item(at + 1)?;
+                cost += COMMENT_COST;
+                if cost > max_bytes {
+                    return Err(format!(
+                        "its comments take more than the limit of {max_bytes} bytes to hold \
+                         (max_game_bytes; each comment counts {COMMENT_COST} bytes more)"
+                    ));
+                }
                 last_move(&mut moves, at)?.comments.push(text.to_vec());
                 at = next;
             }
             _ => {
+                if moves.len() >= max_plies as usize {
+                    return Err(format!("more than {max_plies} moves (max_plies)"));
+                }
                 let second = *body.get(at + 1).ok_or_else(|| cut(at))?;
                 let code = u16::from_be_bytes([first, second]);
                 let bits =
@@ -742,16 +763,25 @@ mod tests {
         .expect("a short game encodes");
         let (len, header) = read_length(&out).expect("a length");
         assert_eq!(len as usize + header, out.len());
-        let (fen, moves) = parse_game(&out[header..]).expect("reads back");
+        let (fen, moves) = parse_game(&out[header..], 3, 1 << 20).expect("reads back");
         assert_eq!(fen.as_deref(), Some(&b"8/8/8/8/8/8/8/K6k w - - 0 1"[..]));
         let plain: Vec<PlainMove> = moves.iter().map(|m| m.plain).collect();
         assert_eq!(plain, [E2E4, PlainMove::Null, PROMOTE]);
         assert_eq!(moves[0].nags, [1]);
         assert_eq!(moves[0].comments, [b"[%clk 0:03:00]".to_vec()]);
         // Cut inside the comment, and a code that is no move.
-        assert!(parse_game(&out[header..out.len() - 6]).is_err());
-        assert!(parse_game(&[0x00, 0x03, 0x0c]).is_err());
-        assert!(parse_game(&[0x02]).is_err());
+        assert!(parse_game(&out[header..out.len() - 6], 3, 1 << 20).is_err());
+        assert!(parse_game(&[0x00, 0x03, 0x0c], 3, 1 << 20).is_err());
+        assert!(parse_game(&[0x02], 3, 1 << 20).is_err());
+        // More moves than max_plies; comments costing more than the cap.
+        let err = parse_game(&out[header..], 2, 1 << 20).expect_err("three moves");
+        assert_eq!(err, "more than 2 moves (max_plies)");
+        let mut comments = vec![0x00, 0x03, 0x1c];
+        for _ in 0..100 {
+            comments.extend([COMMENT, 0]);
+        }
+        assert!(parse_game(&comments, 3, 100 * COMMENT_COST).is_err());
+        assert!(parse_game(&comments, 3, 300 * COMMENT_COST).is_ok());
     }
 
     #[test]

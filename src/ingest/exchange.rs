@@ -28,7 +28,9 @@
 //! `max_plies`, is a reject, never copied) and hands the rendered games
 //! over in parcels of about a MiB, two ahead; a dcg base is read entry by
 //! entry from the index, each record by its offset, at most
-//! `max_game_bytes` long. Reading stops at the run's first interrupt, even
+//! `max_game_bytes` long, and decoded into at most `max_plies` moves and
+//! comments costing at most `max_game_bytes` ([`COMMENT_COST`] each more
+//! than their text). Reading stops at the run's first interrupt, even
 //! inside a SQLite query that would never end.
 //!
 //! Identity: an input is every file it is read from ([`fingerprint`]), and
@@ -57,7 +59,7 @@ use crate::{
     chess::reader::{GameChunk, GameSplitter, ParseLimits},
     error::{Error, SourcePos},
     export::{
-        PlainMove,
+        COMMENT_COST, PlainMove,
         dcg::{self, AnnotatedMove},
         ocgdb,
     },
@@ -571,11 +573,6 @@ const PARCEL_BYTES: usize = 1 << 20;
 const PARCEL_GAMES: usize = 256;
 /// Parcels waiting between the reading thread and the pipeline.
 const PARCELS_AHEAD: usize = 2;
-/// What holding one comment costs beyond its text (its slot, its
-/// allocation), counted against the per-game cap: three million one-byte
-/// comments must not cost hundreds of MB before the game is found too
-/// large.
-const COMMENT_COST: u64 = 64;
 /// SQLite virtual machine steps between two looks at the run's interrupt
 /// counter: a query that never ends (a `Games` view recursing forever)
 /// stops at the first signal.
@@ -1251,7 +1248,7 @@ impl DcgBase {
                 Err(reason) => return undecodable(record, format!("{what}: {reason}")),
             }
         }
-        let (fen, moves) = match dcg::parse_game(&record) {
+        let (fen, moves) = match dcg::parse_game(&record, limits.max_plies, limits.max_game_bytes) {
             Ok(parsed) => parsed,
             Err(reason) => {
                 return undecodable(record, format!("record at byte {offset}: {reason}"));
@@ -1447,6 +1444,23 @@ mod tests {
         );
         assert!(games.next_chunk().expect("reads").is_none());
         assert_eq!(games.games_read(), 1);
+        // Interrupted: opening past a game, then reading, stop at once.
+        let interrupted = Arc::new(AtomicUsize::new(1));
+        let err = StoredGames::open(name, Compression::Dcg, 1, limits, Arc::clone(&interrupted))
+            .err()
+            .expect("interrupted");
+        assert!(source::is_cancelled(&err), "{err}");
+        let mut stopped =
+            StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default()).expect("opens");
+        if let Format::Dcg(base) = &mut stopped.reader {
+            base.interrupts = interrupted;
+        }
+        let cause = stopped.next_chunk().expect_err("interrupted");
+        let err = Error::Open {
+            path: dci.clone(),
+            source: cause,
+        };
+        assert!(source::is_cancelled(&err), "{err}");
         let mut resumed =
             StoredGames::open(name, Compression::Dcg, 1, limits, Arc::default()).expect("opens");
         assert!(resumed.next_chunk().expect("reads").is_none());
