@@ -168,15 +168,15 @@ fn exported_games_imported_back_are_the_same_games_and_moves() {
     assert_eq!(expected.len() as u64, games);
     assert_eq!(kept(&from_ocgdb, "true", false), expected);
 
-    // Named by its index or by its games file: the same base.
+    // Named by its index or by its games file: the same base, whose
+    // identity covers its five files.
     let from_dcg = fresh_db("xin_dcg");
     let dci = base.with_extension("dci");
     from_dcg.quiet_ok(&["import", &dci.display().to_string()]);
     assert_eq!(counts(&from_dcg, &dci), (games, games, 0, 0, 0));
     assert_eq!(kept(&from_dcg, "true", true), kept(&source, "true", true));
-    let dcg = base.with_extension("dcg");
-    from_dcg.quiet_ok(&["import", &dcg.display().to_string()]);
-    assert_eq!(counts(&from_dcg, &dcg), (games, 0, games, 0, 0));
+    let stderr = import_ending(&from_dcg, &base.with_extension("dcg"), 0);
+    assert!(stderr.contains("already imported"), "{stderr}");
 
     // Lichess games keep their key: the Site URL travels in both formats.
     let lichess = |db: &TestDb| {
@@ -531,5 +531,297 @@ fn the_embedded_default_exports_and_imports_both_formats() {
     assert_eq!(embedded_game_keys(&target), expected, "then from dcg");
     for data_dir in [&source, &target] {
         embedded_ok(data_dir, &["db", "stop"]);
+    }
+}
+
+/// How many `import_files` rows name `file` (one per identity it was
+/// imported under).
+fn records_of(db: &TestDb, file: &Path) -> u64 {
+    let path = std::fs::canonicalize(file).expect("canonical path");
+    db.psql(&format!(
+        "SELECT count(*) FROM import_files WHERE path = '{}'",
+        path.display()
+    ))
+    .parse()
+    .expect("count")
+}
+
+/// Copies the base `from` to `to` (both without extension), its
+/// manifest left out: a base as another tool writes it.
+fn copied_base(from: &Path, to: &Path) {
+    for ext in ["dci", "dcg", "dcn", "dcs", "dce"] {
+        std::fs::copy(from.with_extension(ext), to.with_extension(ext)).expect("copy");
+    }
+}
+
+/// Runs `pgnload import FILE` (not quiet: the notices are asserted on),
+/// which must end with `code`; its stderr.
+fn import_ending(db: &TestDb, file: &Path, code: i32) -> String {
+    let out = run({
+        let mut c = db.pgnload();
+        c.arg("import").arg(file);
+        c
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_dcg_base_is_read_again_when_any_of_its_files_changes() {
+    let dir = scratch_dir("xin-set");
+    let (_source, _ocgdb, base) = exported(dir.path());
+    let copy = dir.path().join("copy");
+    copied_base(&base, &copy);
+    let dci = copy.with_extension("dci");
+    let dcg = copy.with_extension("dcg");
+    // The index imported while its games file is still being copied: the
+    // games whose records are not there yet are rejected.
+    let whole = std::fs::read(&dcg).expect("read");
+    std::fs::write(&dcg, &whole[..whole.len() / 2]).expect("write");
+    let db = fresh_db("xin_set");
+    import_ending(&db, &dci, 1);
+    let first: u64 = db
+        .psql("SELECT count(*) FROM games")
+        .parse()
+        .expect("count");
+    assert!(first > 100 && first < 448, "{first} games");
+    // The copy finishes: the index is the same, the base is not.
+    std::fs::write(&dcg, &whole).expect("write");
+    let stderr = import_ending(&db, &dci, 0);
+    assert!(!stderr.contains("already imported"), "{stderr}");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "448");
+    assert_eq!(records_of(&db, &dci), 2);
+    // A name, a site or an event changed in place (same size), the index
+    // untouched: another input each time.
+    for (n, ext) in ["dcn", "dcs", "dce"].into_iter().enumerate() {
+        let file = copy.with_extension(ext);
+        let mut bytes = std::fs::read(&file).expect("read");
+        bytes[10] = b'#';
+        std::fs::write(&file, &bytes).expect("write");
+        let out = import(&db, &dci);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{ext}: {stderr}");
+        assert!(!stderr.contains("already imported"), "{ext}: {stderr}");
+        assert_eq!(records_of(&db, &dci), 3 + n as u64, "{ext}");
+    }
+    // Unchanged, named by its games file: the same base, skipped.
+    let stderr = import_ending(&db, &dcg, 0);
+    assert!(stderr.contains("already imported"), "{stderr}");
+}
+
+#[test]
+fn an_ocgdb_file_is_read_again_when_its_wal_holds_new_games() {
+    let dir = scratch_dir("xin-wal");
+    let (_source, ocgdb, _base) = exported(dir.path());
+    let file = dir.path().join("wal.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &file,
+        "DELETE FROM Comments WHERE GameID > 200; DELETE FROM Games WHERE ID > 200; VACUUM;",
+    );
+    let writer = rusqlite::Connection::open(&file).expect("open");
+    writer
+        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;")
+        .expect("WAL mode");
+    let db = fresh_db("xin_wal");
+    import_ending(&db, &file, 0);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "200");
+    // New games committed to the WAL: the database file itself is
+    // unchanged until a checkpoint, which the open connection holds off.
+    let main_before = std::fs::read(&file).expect("read");
+    writer
+        .execute_batch(&format!(
+            "ATTACH '{}' AS full;
+             INSERT INTO Games SELECT * FROM full.Games WHERE ID > 200;
+             INSERT INTO Comments SELECT * FROM full.Comments WHERE GameID > 200;",
+            ocgdb.display()
+        ))
+        .expect("add games");
+    assert_eq!(std::fs::read(&file).expect("read"), main_before);
+    let stderr = import_ending(&db, &file, 0);
+    assert!(!stderr.contains("already imported"), "{stderr}");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "448");
+    drop(writer);
+}
+
+#[test]
+fn numbers_read_from_exchange_files_make_rejects_not_failures() {
+    let dir = scratch_dir("xin-numbers");
+    let (_source, ocgdb, base) = exported(dir.path());
+    // Games.ID without its INTEGER PRIMARY KEY, so that it may hold
+    // anything: the largest bigint, text, NULL, a real.
+    let bad = dir.path().join("ids.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &bad,
+        "CREATE TABLE G2 AS SELECT * FROM Games; DROP TABLE Games;
+         ALTER TABLE G2 RENAME TO Games;
+         UPDATE Games SET ID = 9223372036854775807 WHERE ID = 10;
+         UPDATE Games SET ID = 'eleven' WHERE ID = 11;
+         UPDATE Games SET ID = NULL WHERE ID = 12;
+         UPDATE Games SET ID = 12.5 WHERE ID = 13;",
+    );
+    let db = fresh_db("xin_ids");
+    import_ending(&db, &bad, 1);
+    assert_eq!(counts(&db, &bad), (448, 444, 0, 4, 0));
+    let reasons = db.psql(
+        "SELECT string_agg(byte_offset || ': ' || reason, E'\\n' ORDER BY reason) \
+         FROM import_rejects",
+    );
+    for expected in [
+        "0: undecodable stored game: Games.ID 9223372036854775807 is past 2^62",
+        "0: undecodable stored game: Games.ID \"eleven\" (text) is not an integer",
+        "0: undecodable stored game: Games.ID NULL is not an integer",
+        "0: undecodable stored game: Games.ID 12.5 (a real) is not an integer",
+    ] {
+        assert!(reasons.contains(expected), "{expected}: {reasons}");
+    }
+
+    // A .dci entry pointing far past the .dcg (pread fails past 2^63).
+    let far = dir.path().join("far");
+    copied_base(&base, &far);
+    let dci = far.with_extension("dci");
+    let mut index = std::fs::read(&dci).expect("read");
+    let entry = 19 + 39 * 4;
+    index[entry + 1..entry + 9].copy_from_slice(&(u64::MAX - 2).to_be_bytes());
+    let entry = 19 + 39 * 5;
+    index[entry + 1..entry + 9].copy_from_slice(&((1u64 << 63) - 5).to_be_bytes());
+    std::fs::write(&dci, &index).expect("write");
+    let db = fresh_db("xin_far");
+    import_ending(&db, &dci, 1);
+    assert_eq!(counts(&db, &dci), (448, 446, 0, 2, 0));
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(game_number || '@' || byte_offset || ': ' || reason, E'\\n' \
+             ORDER BY game_number) FROM import_rejects"
+        ),
+        format!(
+            "5@0: undecodable stored game: the index points at byte {}, past 2^62 (the .dcg \
+             is {len} bytes)\n6@0: undecodable stored game: the index points at byte {}, past \
+             2^62 (the .dcg is {len} bytes)",
+            u64::MAX - 2,
+            (1u64 << 63) - 5,
+            len = std::fs::metadata(far.with_extension("dcg"))
+                .expect("stat")
+                .len()
+        )
+    );
+}
+
+/// Peak RSS of `pgnload import FILE` bounded in bytes: a 9 MiB player
+/// name shared by 400 games, and a game with 300,000 comments.
+#[test]
+fn reading_an_ocgdb_file_is_bounded_in_memory() {
+    let dir = scratch_dir("xin-memory");
+    let (_source, ocgdb, _base) = exported(dir.path());
+    let big = dir.path().join("big.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &big,
+        "INSERT INTO Players (ID, Name) VALUES (999999,
+             replace(hex(zeroblob(4718592)), '0', 'x'));
+         UPDATE Games SET WhiteID = 999999 WHERE ID <= 400;
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000)
+         INSERT INTO Comments (GameID, Ply, Comment) SELECT 448, 1, 'c' FROM n;",
+    );
+    let db = fresh_db("xin_memory");
+    import_ending(&db, &big, 1);
+    assert_eq!(counts(&db, &big), (448, 47, 0, 401, 0));
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM import_rejects WHERE reason LIKE \
+             'undecodable stored game: Games row % bytes (max_game_bytes)'"
+        ),
+        "401"
+    );
+    // 2.5 GB before reading was bounded; a wide margin over the ~100 MB
+    // an import of the sample takes.
+    let max_rss_kib = crate::common::children_peak_rss_kib();
+    assert!(
+        max_rss_kib < 512 * 1024,
+        "a child used {max_rss_kib} KiB for a 9 MiB name"
+    );
+}
+
+#[test]
+fn an_endless_games_view_stops_at_the_first_signal() {
+    let dir = scratch_dir("xin-endless");
+    let file = dir.path().join("endless.db3");
+    rusqlite::Connection::open(&file)
+        .expect("create")
+        .execute_batch(
+            "CREATE TABLE Events (ID INTEGER PRIMARY KEY, Name TEXT);
+             CREATE TABLE Sites (ID INTEGER PRIMARY KEY, Name TEXT);
+             CREATE TABLE Players (ID INTEGER PRIMARY KEY, Name TEXT);
+             CREATE VIEW Games AS WITH RECURSIVE r(ID) AS
+                 (SELECT 1 UNION ALL SELECT ID + 1 FROM r)
+                 SELECT ID, NULL AS EventID, NULL AS SiteID, NULL AS WhiteID,
+                     NULL AS BlackID, NULL AS Moves2 FROM r;",
+        )
+        .expect("schema");
+    let db = fresh_db("xin_endless");
+    let mut child = db
+        .pgnload()
+        .arg("import")
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    // Not a timing assertion: time for the import to reach the view.
+    thread::sleep(Duration::from_secs(2));
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    kill(pid, Signal::SIGINT).expect("SIGINT");
+    let asked = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if asked.elapsed() > Duration::from_secs(60) {
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            panic!("the import ignored the first SIGINT");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("1 interrupted"), "{stderr}");
+    assert!(!stderr.contains("aborted"), "{stderr}");
+}
+
+#[test]
+fn a_mixed_dcg_export_set_is_refused() {
+    let dir = scratch_dir("xin-mixed");
+    let (source, _ocgdb, base) = exported(dir.path());
+    // A second export of other games beside the first; then the state a
+    // kill between the renames leaves: one file of the second export
+    // among the first's.
+    let other = dir.path().join("other");
+    source.quiet_ok(&[
+        "export",
+        "--format",
+        "dcg",
+        "--limit",
+        "100",
+        "-o",
+        &other.display().to_string(),
+    ]);
+    let clean = fresh_db("xin_mixed_ref");
+    import_ending(&clean, &base.with_extension("dci"), 0);
+    for ext in ["dcn", "dci", "dcg"] {
+        let mixed = dir.path().join(format!("mixed-{ext}"));
+        copied_base(&base, &mixed);
+        std::fs::copy(base.with_extension("dcset"), mixed.with_extension("dcset")).expect("copy");
+        std::fs::copy(other.with_extension(ext), mixed.with_extension(ext)).expect("copy");
+        let db = migrated_db("xin_mixed");
+        let stderr = import_ending(&db, &mixed.with_extension("dci"), 2);
+        assert!(
+            stderr.contains(&format!(
+                "incomplete export set: its .{ext} file differs from what"
+            )),
+            "{ext}: {stderr}"
+        );
+        assert_eq!(db.psql("SELECT count(*) FROM import_rejects"), "0");
+        assert_eq!(db.psql("SELECT count(*) FROM games"), "0");
     }
 }

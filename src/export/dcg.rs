@@ -23,9 +23,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use xxhash_rust::xxh3::Xxh3;
+
 use crate::{
     error::Error,
-    export::{PlainMove, date_parts, pgn::move_comment, plain_moves},
+    export::{COMMENT_COST, PlainMove, date_parts, pgn::move_comment, plain_moves},
     query::games::{StoredGame, StoredMove},
 };
 
@@ -174,8 +176,15 @@ pub struct AnnotatedMove {
 /// A `.dcg` game record's body (after its length), read back: the start
 /// position (`None`: the standard one) and the moves. Pure, for the
 /// import. A marker the format does not define, a move code that is no
-/// move or a length running past the body is an error naming the byte.
-pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
+/// move or a length running past the body is an error naming the byte;
+/// so are more than `max_plies` moves, and comments costing more than
+/// `max_bytes` to hold (the body plus [`COMMENT_COST`] per comment), so
+/// that what a record becomes stays bounded whatever it holds.
+pub fn parse_game(
+    body: &[u8],
+    max_plies: u32,
+    max_bytes: u64,
+) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
     let cut = |at: usize| format!("the record ends inside the item at byte {at}");
     // A length-prefixed item at `at`: its bytes, and where the next starts.
     let item = |at: usize| -> Result<(&[u8], usize), String> {
@@ -205,9 +214,13 @@ pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), 
         None => return Err("the record is empty".into()),
     };
     let mut moves: Vec<AnnotatedMove> = Vec::new();
+    let mut cost = body.len() as u64;
     while let Some(&first) = body.get(at) {
         match first {
             NULL_MOVE => {
+                if moves.len() >= max_plies as usize {
+                    return Err(format!("more than {max_plies} moves (max_plies)"));
+                }
                 moves.push(AnnotatedMove {
                     plain: PlainMove::Null,
                     nags: Vec::new(),
@@ -222,10 +235,20 @@ pub fn parse_game(body: &[u8]) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), 
             }
             COMMENT => {
                 let (text, next) = item(at + 1)?;
+                cost += COMMENT_COST;
+                if cost > max_bytes {
+                    return Err(format!(
+                        "its comments take more than the limit of {max_bytes} bytes to hold \
+                         (max_game_bytes; each comment counts {COMMENT_COST} bytes more)"
+                    ));
+                }
                 last_move(&mut moves, at)?.comments.push(text.to_vec());
                 at = next;
             }
             _ => {
+                if moves.len() >= max_plies as usize {
+                    return Err(format!("more than {max_plies} moves (max_plies)"));
+                }
                 let second = *body.get(at + 1).ok_or_else(|| cut(at))?;
                 let code = u16::from_be_bytes([first, second]);
                 let bits =
@@ -369,20 +392,157 @@ fn partial(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn create(path: &Path) -> Result<BufWriter<fs::File>, Error> {
+/// A file of a base being written, its size and digest taken as it is
+/// written (for the set's manifest).
+struct Hashed {
+    out: BufWriter<fs::File>,
+    /// Boxed: the hasher's state is half a KiB, and a writer holds two.
+    hasher: Box<Xxh3>,
+    len: u64,
+}
+
+impl Write for Hashed {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl std::fmt::Debug for Hashed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hashed").field("len", &self.len).finish()
+    }
+}
+
+impl Hashed {
+    /// Flushes and syncs the file; its size and xxh3-128 digest.
+    fn close(self) -> Result<(u64, u128), Error> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::Output(e.into_error()))?;
+        file.sync_all().map_err(Error::Output)?;
+        Ok((self.len, self.hasher.digest128()))
+    }
+}
+
+fn create(path: &Path) -> Result<Hashed, Error> {
     let file = fs::File::create(path).map_err(|source| Error::Open {
         path: path.to_owned(),
         source,
     })?;
-    Ok(BufWriter::with_capacity(1 << 16, file))
+    Ok(Hashed {
+        out: BufWriter::with_capacity(1 << 16, file),
+        hasher: Box::new(Xxh3::new()),
+        len: 0,
+    })
+}
+
+/// The five files of a base, in the order a [`SetManifest`] lists them.
+pub const FILES: [&str; 5] = ["dci", "dcg", "dcn", "dcs", "dce"];
+
+/// Extension of the manifest an export writes beside a base's five files.
+pub const MANIFEST: &str = "dcset";
+
+/// First line of a manifest (its version).
+const MANIFEST_HEAD: &str = "pgnload dc set 1";
+
+/// What an export wrote: the size and xxh3-128 digest of each of the five
+/// files, in [`FILES`] order, in a small text file beside them
+/// (`BASE.dcset`), since the format has no header field to hold a set id
+/// and its five files cannot be renamed at once. The export renames the
+/// manifest into place before the five files, so that a failure or kill
+/// between the renames leaves a manifest the files do not match, whether
+/// the files it replaces had one or not (a base of pgn2dcg's has none);
+/// the import refuses such a set instead of reading it as a base. Readers
+/// of the format ignore the extra file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetManifest {
+    /// `(size, digest)` of each file, in [`FILES`] order.
+    pub files: [(u64, u128); 5],
+}
+
+impl SetManifest {
+    fn text(&self) -> String {
+        let mut text = format!("{MANIFEST_HEAD}\n");
+        for (ext, (size, digest)) in FILES.iter().zip(self.files) {
+            text.push_str(&format!("{ext} {size} {digest:032x}\n"));
+        }
+        text
+    }
+
+    /// Reads a manifest's text; `None` when it is not one.
+    fn parse(text: &str) -> Option<SetManifest> {
+        let mut lines = text.lines();
+        if lines.next()? != MANIFEST_HEAD {
+            return None;
+        }
+        let mut files = [(0, 0); 5];
+        for (slot, ext) in files.iter_mut().zip(FILES) {
+            let mut fields = lines.next()?.split(' ');
+            if fields.next()? != ext {
+                return None;
+            }
+            let size = fields.next()?.parse().ok()?;
+            let digest = u128::from_str_radix(fields.next()?, 16).ok()?;
+            *slot = (size, digest);
+        }
+        lines.next().is_none().then_some(SetManifest { files })
+    }
+
+    /// The manifest beside `base` (its path without extension): `None`
+    /// when there is none; an error when it cannot be read or is no
+    /// manifest.
+    pub fn read(base: &Path) -> Result<Option<SetManifest>, Error> {
+        let path = with_extension(base, MANIFEST);
+        let text = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Open { path, source }),
+        };
+        match std::str::from_utf8(&text).ok().and_then(SetManifest::parse) {
+            Some(manifest) => Ok(Some(manifest)),
+            None => Err(Error::Open {
+                path,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "not a manifest of a pgnload export",
+                ),
+            }),
+        }
+    }
+
+    /// The extensions of the files whose size, or digest when `actual`
+    /// gives one, differ from the manifest's.
+    pub fn differing(&self, actual: &[(u64, Option<u128>); 5]) -> Vec<&'static str> {
+        FILES
+            .iter()
+            .zip(self.files.iter().zip(actual))
+            .filter(|(_, ((size, digest), (got_size, got_digest)))| {
+                size != got_size || got_digest.is_some_and(|got| got != *digest)
+            })
+            .map(|(ext, _)| *ext)
+            .collect()
+    }
+}
+
+/// The path of the manifest of the base `base` (for messages).
+pub fn manifest_path(base: &Path) -> PathBuf {
+    with_extension(base, MANIFEST)
 }
 
 /// A Simple Chess Database being written, game by game.
 #[derive(Debug)]
 pub struct DcgWriter {
     base: PathBuf,
-    games: BufWriter<fs::File>,
-    provisional: BufWriter<fs::File>,
+    games: Hashed,
+    provisional: Hashed,
     games_len: u64,
     names: Dictionary,
     sites: Dictionary,
@@ -451,7 +611,8 @@ impl DcgWriter {
     }
 
     /// Writes the name, site and event files, the index with the records'
-    /// offsets, and renames the five files to their names.
+    /// offsets and the set's [`SetManifest`], then renames the manifest
+    /// and the five files to their names, the manifest first.
     pub fn finish(self) -> Result<(), Error> {
         let DcgWriter {
             base,
@@ -462,21 +623,22 @@ impl DcgWriter {
             events,
             ..
         } = self;
-        let close = |w: BufWriter<fs::File>| -> Result<(), Error> {
-            let file = w.into_inner().map_err(|e| Error::Output(e.into_error()))?;
-            file.sync_all().map_err(Error::Output)
-        };
-        close(games)?;
-        close(provisional)?;
+        // In FILES order: dci, dcg, dcn, dcs, dce.
+        let mut files = [(0, 0); 5];
+        files[1] = games.close()?;
+        provisional.close()?;
         let mut offsets = Vec::with_capacity(3);
-        for (dictionary, kind) in [
+        for (slot, (dictionary, kind)) in [
             (names, Kind::Name),
             (sites, Kind::Site),
             (events, Kind::Event),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let mut out = create(&partial(&with_extension(&base, kind.extension())))?;
             offsets.push(dictionary.write(&mut out, kind.magic())?);
-            close(out)?;
+            files[2 + slot] = out.close()?;
         }
         let refs_path = partial(&with_extension(&base, "dci.refs"));
         let mut input = BufReader::with_capacity(
@@ -510,9 +672,14 @@ impl DcgWriter {
             }
             index.write_all(&e).map_err(Error::Output)?;
         }
-        close(index)?;
+        files[0] = index.close()?;
         fs::remove_file(&refs_path).map_err(Error::Output)?;
-        for ext in ["dcn", "dcs", "dce", "dcg", "dci"] {
+        let manifest = with_extension(&base, MANIFEST);
+        let mut out = create(&partial(&manifest))?;
+        out.write_all(SetManifest { files }.text().as_bytes())
+            .map_err(Error::Output)?;
+        out.close()?;
+        for ext in [MANIFEST, "dcn", "dcs", "dce", "dcg", "dci"] {
             let target = with_extension(&base, ext);
             fs::rename(partial(&target), &target).map_err(|source| Error::Open {
                 path: target.clone(),
@@ -596,16 +763,25 @@ mod tests {
         .expect("a short game encodes");
         let (len, header) = read_length(&out).expect("a length");
         assert_eq!(len as usize + header, out.len());
-        let (fen, moves) = parse_game(&out[header..]).expect("reads back");
+        let (fen, moves) = parse_game(&out[header..], 3, 1 << 20).expect("reads back");
         assert_eq!(fen.as_deref(), Some(&b"8/8/8/8/8/8/8/K6k w - - 0 1"[..]));
         let plain: Vec<PlainMove> = moves.iter().map(|m| m.plain).collect();
         assert_eq!(plain, [E2E4, PlainMove::Null, PROMOTE]);
         assert_eq!(moves[0].nags, [1]);
         assert_eq!(moves[0].comments, [b"[%clk 0:03:00]".to_vec()]);
         // Cut inside the comment, and a code that is no move.
-        assert!(parse_game(&out[header..out.len() - 6]).is_err());
-        assert!(parse_game(&[0x00, 0x03, 0x0c]).is_err());
-        assert!(parse_game(&[0x02]).is_err());
+        assert!(parse_game(&out[header..out.len() - 6], 3, 1 << 20).is_err());
+        assert!(parse_game(&[0x00, 0x03, 0x0c], 3, 1 << 20).is_err());
+        assert!(parse_game(&[0x02], 3, 1 << 20).is_err());
+        // More moves than max_plies; comments costing more than the cap.
+        let err = parse_game(&out[header..], 2, 1 << 20).expect_err("three moves");
+        assert_eq!(err, "more than 2 moves (max_plies)");
+        let mut comments = vec![0x00, 0x03, 0x1c];
+        for _ in 0..100 {
+            comments.extend([COMMENT, 0]);
+        }
+        assert!(parse_game(&comments, 3, 100 * COMMENT_COST).is_err());
+        assert!(parse_game(&comments, 3, 300 * COMMENT_COST).is_ok());
     }
 
     #[test]
@@ -615,6 +791,26 @@ mod tests {
         let r = record(&long);
         assert_eq!(&r[..35], "a".repeat(35).as_bytes());
         assert_eq!(r[35], b' ');
+    }
+
+    #[test]
+    fn a_manifest_reads_back_and_names_the_files_that_differ() {
+        let manifest = SetManifest {
+            files: [(19, 1), (10, u128::MAX), (46, 3), (10, 4), (10, 5)],
+        };
+        let text = manifest.text();
+        assert!(text.starts_with("pgnload dc set 1\ndci 19 "), "{text}");
+        assert_eq!(SetManifest::parse(&text), Some(manifest));
+        assert_eq!(SetManifest::parse(&text.replace("dcn", "dcx")), None);
+        assert_eq!(SetManifest::parse(&format!("{text}more\n")), None);
+        let mut actual = manifest.files.map(|(size, digest)| (size, Some(digest)));
+        assert!(manifest.differing(&actual).is_empty());
+        actual[2].1 = Some(7);
+        actual[4].0 = 11;
+        assert_eq!(manifest.differing(&actual), ["dcn", "dce"]);
+        // Sizes only: the digest is not compared.
+        actual[2].1 = None;
+        assert_eq!(manifest.differing(&actual), ["dce"]);
     }
 
     #[test]

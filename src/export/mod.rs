@@ -16,6 +16,12 @@ use crate::{
     query::games::{StoredGame, StoredMove},
 };
 
+/// What holding one comment of a stored game costs beyond its text (its
+/// slot, its allocation), counted against the per-game cap when the
+/// import reads an exchange format: a game of millions of one-byte
+/// comments must not cost hundreds of MB before it is found too large.
+pub const COMMENT_COST: u64 = 64;
+
 /// A mainline move as the exchange formats store it: squares and
 /// promotion, which the stored SAN only gives after a replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

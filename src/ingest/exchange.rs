@@ -16,11 +16,26 @@
 //! Positions: game number is the game's ordinal in the input (ocgdb: rows
 //! by `ID`; dcg: index entries, deleted ones skipped), and it is what a
 //! resume skips; the byte offset is the `Games.ID` (ocgdb) or the record's
-//! offset in the `.dcg` file.
+//! offset in the `.dcg` file. Numbers read from the file are not trusted:
+//! an ID that is no integer, is negative or is past 2^62, and an index
+//! offset past 2^62, make that game a reject recorded at byte 0; the
+//! other games go on.
 //!
-//! Memory: an ocgdb file is read by one thread over two cursors (games by
-//! ID, comments by game), a bounded channel ahead; a dcg base is read entry
-//! by entry from the index, each record by its offset.
+//! Memory, bounded in bytes whatever the file holds: an ocgdb file is read
+//! by one thread over two cursors (games by ID, comments by game), which
+//! measures each row before copying it (a row holding more than
+//! `max_game_bytes` of names, moves and comments, or more moves than
+//! `max_plies`, is a reject, never copied) and hands the rendered games
+//! over in parcels of about a MiB, two ahead; a dcg base is read entry by
+//! entry from the index, each record by its offset, at most
+//! `max_game_bytes` long, and decoded into at most `max_plies` moves and
+//! comments costing at most `max_game_bytes` ([`COMMENT_COST`] each more
+//! than their text). Reading stops at the run's first interrupt, even
+//! inside a SQLite query that would never end.
+//!
+//! Identity: an input is every file it is read from ([`fingerprint`]), and
+//! a dcg base that does not match the manifest its export wrote is refused
+//! as an incomplete export set.
 
 use std::{
     fs::File,
@@ -29,7 +44,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     thread,
 };
@@ -44,11 +59,11 @@ use crate::{
     chess::reader::{GameChunk, GameSplitter, ParseLimits},
     error::{Error, SourcePos},
     export::{
-        PlainMove,
+        COMMENT_COST, PlainMove,
         dcg::{self, AnnotatedMove},
         ocgdb,
     },
-    ingest::source::Compression,
+    ingest::source::{self, Compression},
 };
 
 /// A game as decoded from a stored format, before it is PGN.
@@ -175,18 +190,17 @@ impl StoredGames {
     /// Opens `name`, sniffed as `format`, for reading from its
     /// `skip_games + 1`-th game on. A SQLite file that is not an ocgdb
     /// database, or a dcg base missing a file, fails here, naming what is
-    /// missing.
+    /// missing. Reading stops (with an error for which
+    /// [`source::is_cancelled`] holds) once `interrupts` is non-zero, even
+    /// inside a SQLite query.
     pub fn open(
         name: &str,
         format: Compression,
         skip_games: u64,
         limits: ParseLimits,
+        interrupts: Arc<AtomicUsize>,
     ) -> Result<StoredGames, Error> {
         let path = Path::new(name);
-        let invalid = |message: String| Error::Open {
-            path: path.to_path_buf(),
-            source: io::Error::new(io::ErrorKind::InvalidData, message),
-        };
         let len = std::fs::metadata(path)
             .map_err(|source| Error::Open {
                 path: path.to_path_buf(),
@@ -194,10 +208,15 @@ impl StoredGames {
             })?
             .len();
         let reader = match format {
-            Compression::Sqlite => {
-                Format::Ocgdb(OcgdbRows::open(path, skip_games).map_err(invalid)?)
-            }
-            Compression::Dcg => Format::Dcg(DcgBase::open(path, skip_games)?),
+            Compression::Sqlite => Format::Ocgdb(
+                OcgdbRows::open(path, skip_games, limits, interrupts).map_err(|source| {
+                    Error::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    }
+                })?,
+            ),
+            Compression::Dcg => Format::Dcg(DcgBase::open(path, skip_games, interrupts)?),
             other => {
                 return Err(Error::Internal(format!(
                     "{name}: {other} input handed to the exchange reader"
@@ -271,6 +290,127 @@ impl StoredGames {
     }
 }
 
+/// The identity of an exchange input (`format` as sniffed): a digest over
+/// every file it is read from, so that a change to any of them makes it
+/// another input (see [`source::fingerprint`] for one file). A dcg base is
+/// its five files whichever one is named (`dcg-set:…`); an ocgdb file is
+/// itself plus its `-wal` and `-journal` when they hold bytes, since
+/// SQLite reads committed games from the WAL before they reach the file
+/// (`sqlite-set:…`; without them, the file's own fingerprint). The digest
+/// is xxh3-128 over one `NAME SIZE DIGEST` line per file, in that fixed
+/// order. A dcg base whose files differ from the manifest its export
+/// wrote ([`dcg::SetManifest`]) fails here: it is an incomplete export
+/// set, not a base. Returns the fingerprint and the named file's size.
+///
+/// Inputs recorded by pgnload before this (the named file's fingerprint
+/// only): a dcg base, and an ocgdb file with a WAL or journal, no longer
+/// match their record, so they are read once more and their games found
+/// already present; one whose import was interrupted is "changed since
+/// its interrupted import" and needs `--restart` once.
+pub fn fingerprint(
+    path: &Path,
+    format: Compression,
+    interrupts: &AtomicUsize,
+) -> Result<(String, u64), Error> {
+    let (kind, files): (&str, Vec<(&str, PathBuf)>) = match format {
+        Compression::Dcg => {
+            let base = path.with_extension("");
+            let files = dcg::FILES
+                .iter()
+                .map(|&ext| (ext, with_suffix(&base, &format!(".{ext}"))))
+                .collect();
+            ("dcg-set", files)
+        }
+        Compression::Sqlite => {
+            let mut files = vec![("db", path.to_path_buf())];
+            for suffix in ["-wal", "-journal"] {
+                let companion = with_suffix(path, suffix);
+                if std::fs::metadata(&companion).is_ok_and(|m| m.len() > 0) {
+                    files.push((suffix, companion));
+                }
+            }
+            if files.len() == 1 {
+                return source::fingerprint(path, interrupts);
+            }
+            ("sqlite-set", files)
+        }
+        other => {
+            return Err(Error::Internal(format!(
+                "{}: {other} input handed to the exchange fingerprint",
+                path.display()
+            )));
+        }
+    };
+    let mut lines = String::new();
+    let (mut total, mut named) = (0u64, None);
+    let mut digests = Vec::with_capacity(files.len());
+    for (name, file) in &files {
+        let (size, digest) =
+            source::digest_file(file, None, interrupts).map_err(|source| Error::Open {
+                path: file.clone(),
+                source,
+            })?;
+        lines.push_str(&format!("{name} {size} {digest:032x}\n"));
+        total += size;
+        if file == path {
+            named = Some(size);
+        }
+        digests.push((size, Some(digest)));
+    }
+    if format == Compression::Dcg {
+        // One (size, digest) per file of dcg::FILES, in its order.
+        let actual = <[(u64, Option<u128>); 5]>::try_from(digests)
+            .map_err(|_| Error::Internal("a dcg base is five files".into()))?;
+        check_set(path, &actual)?;
+    }
+    let digest = xxhash_rust::xxh3::xxh3_128(lines.as_bytes());
+    Ok((
+        format!("{kind}:xxh3-128:{total}:{digest:032x}"),
+        named.unwrap_or(total),
+    ))
+}
+
+/// `path` with `suffix` appended to its name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Refuses the dcg base `path` names when a manifest beside it
+/// ([`dcg::SetManifest`]) lists other sizes or digests than `actual`
+/// (`(size, digest)` of each file in [`dcg::FILES`] order; a digest of
+/// `None` is not compared): an export interrupted between its renames, or
+/// files changed since. A base without a manifest (pgn2dcg's) is read as
+/// it is.
+fn check_set(path: &Path, actual: &[(u64, Option<u128>); 5]) -> Result<(), Error> {
+    let base = path.with_extension("");
+    let Some(manifest) = dcg::SetManifest::read(&base)? else {
+        return Ok(());
+    };
+    let differing = manifest.differing(actual);
+    if differing.is_empty() {
+        return Ok(());
+    }
+    let manifest = dcg::manifest_path(&base);
+    Err(Error::Input {
+        file: path.display().to_string(),
+        message: format!(
+            "incomplete export set: its .{} {} from what {} lists (an export stopped \
+             between its renames, or files changed since); export the base again, or delete {} \
+             to read the files as they are",
+            differing.join(", ."),
+            if differing.len() == 1 {
+                "file differs"
+            } else {
+                "files differ"
+            },
+            manifest.display(),
+            manifest.display()
+        ),
+    })
+}
+
 /// A decoded game's PGN, or the stored bytes and why it cannot be decoded.
 type Stored = Result<Vec<u8>, (Vec<u8>, String)>;
 
@@ -287,11 +427,10 @@ const GAMES_OPTIONAL: [&str; 8] = [
     "FEN",
 ];
 
-/// One `Games` row with its names and comments, as SQLite gave them.
+/// One `Games` row with its names and comments, as SQLite gave them (its
+/// ID apart: a reject's reason names it). [`Default`]: every column NULL.
 #[derive(Debug)]
 pub struct OcgdbRow {
-    /// `Games.ID`.
-    pub id: i64,
     /// `(the ref, the referred row's ID, its Name)` for Event, Site,
     /// White, Black (a ref to no row has an ID of NULL).
     pub refs: [(Value, Value, Value); 4],
@@ -303,12 +442,10 @@ pub struct OcgdbRow {
     pub comments: Vec<(Value, Value)>,
 }
 
-impl OcgdbRow {
-    /// A row of `id` with every column NULL.
-    pub fn new(id: i64) -> OcgdbRow {
+impl Default for OcgdbRow {
+    fn default() -> OcgdbRow {
         let null = || (Value::Null, Value::Null, Value::Null);
         OcgdbRow {
-            id,
             refs: [null(), null(), null(), null()],
             columns: std::array::from_fn(|_| Value::Null),
             moves2: Value::Null,
@@ -414,25 +551,85 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
     })
 }
 
-/// An ocgdb database's games, read by a thread of their own.
+/// An ocgdb database's games, read, decoded and rendered by a thread of
+/// their own, handed over in parcels bounded in bytes.
 struct OcgdbRows {
-    rows: Receiver<io::Result<OcgdbRow>>,
-    /// The largest `Games.ID`: progress is the ID read over it.
+    parcels: Receiver<io::Result<Vec<(u64, Stored)>>>,
+    /// The parcel being handed out.
+    parcel: std::vec::IntoIter<(u64, Stored)>,
+    /// The largest integer `Games.ID`: progress is the ID read over it.
     max_id: u64,
+}
+
+/// Bytes of rendered games (or of rejects' stored bytes) the reading
+/// thread gathers before handing them over; with [`PARCELS_AHEAD`] and the
+/// per-game cap ([`ParseLimits::max_game_bytes`], which also bounds what
+/// one row may hold before it is copied) this bounds the memory of an
+/// ocgdb input whatever the file holds: about `(PARCELS_AHEAD + 2) ×
+/// (PARCEL_BYTES + max_game_bytes)`.
+const PARCEL_BYTES: usize = 1 << 20;
+/// Games per parcel at most (small games: a handover per game would cost
+/// more than reading it).
+const PARCEL_GAMES: usize = 256;
+/// Parcels waiting between the reading thread and the pipeline.
+const PARCELS_AHEAD: usize = 2;
+/// SQLite virtual machine steps between two looks at the run's interrupt
+/// counter: a query that never ends (a `Games` view recursing forever)
+/// stops at the first signal.
+const INTERRUPT_CHECK_STEPS: i32 = 10_000;
+/// Largest byte offset an exchange input's game is recorded at: an ocgdb
+/// `Games.ID` or a `.dci` record offset above it is a reject, since the
+/// offset plus the game's length must fit PostgreSQL's `bigint` (every
+/// real file is far below: 2^62 bytes is four exbibytes).
+const MAX_OFFSET: u64 = 1 << 62;
+
+/// A SQLite error while reading an ocgdb input, as an I/O error: the
+/// cancellation of [`source::cancelled`] when the run was interrupted (the
+/// progress handler stopped SQLite), else SQLite's message.
+fn sqlite_error(error: &rusqlite::Error, interrupts: &AtomicUsize) -> io::Error {
+    if stopped_by_signal(error, interrupts) {
+        source::cancelled()
+    } else {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("reading it as SQLite: {error}"),
+        )
+    }
+}
+
+/// Whether SQLite stopped because the progress handler saw the run
+/// interrupted.
+fn stopped_by_signal(error: &rusqlite::Error, interrupts: &AtomicUsize) -> bool {
+    interrupts.load(Ordering::SeqCst) > 0
+        && error.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
 }
 
 impl OcgdbRows {
     /// Checks the schema (an error lists what is missing) and starts the
-    /// reading thread past the first `skip` games.
-    fn open(path: &Path, skip: u64) -> Result<OcgdbRows, String> {
-        let sqlite = |e: rusqlite::Error| format!("reading it as SQLite: {e}");
-        let connection = Connection::open_with_flags(
+    /// reading thread past the first `skip` games. Every query of the
+    /// connection stops once `interrupts` is non-zero.
+    fn open(
+        path: &Path,
+        skip: u64,
+        limits: ParseLimits,
+        interrupts: Arc<AtomicUsize>,
+    ) -> io::Result<OcgdbRows> {
+        let sqlite = |e: rusqlite::Error| sqlite_error(&e, &interrupts);
+        let mut connection = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sqlite)?;
+        let watched = Arc::clone(&interrupts);
+        connection
+            .progress_handler(
+                INTERRUPT_CHECK_STEPS,
+                Some(move || watched.load(Ordering::SeqCst) > 0),
+            )
+            .map_err(sqlite)?;
+        let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
         // SQLite's names ignore ASCII case; so does the check.
-        let columns = |table: &str| -> Result<Vec<String>, String> {
+        let columns = |table: &str| -> io::Result<Vec<String>> {
             let mut statement = connection
                 .prepare("SELECT name FROM pragma_table_info(?1)")
                 .map_err(sqlite)?;
@@ -465,11 +662,11 @@ impl OcgdbRows {
             }
         }
         if !missing.is_empty() {
-            return Err(format!(
+            return Err(invalid(format!(
                 "a SQLite database, but not one in the ocgdb schema (pgnload reads ocgdb's \
                  Games with a Moves2 column): missing {}",
                 missing.join(", ")
-            ));
+            )));
         }
         let comments = columns("Comments")?;
         let with_comments = ["GameID", "Ply", "Comment"]
@@ -493,54 +690,55 @@ impl OcgdbRows {
              ORDER BY g.ID LIMIT -1 OFFSET ?1",
             optional.join(", ")
         );
-        let max_id: i64 = connection
-            .query_row("SELECT coalesce(max(ID), 0) FROM Games", [], |row| {
-                row.get(0)
-            })
+        // An ID that is no integer is a reject of its own, not the input's
+        // failure: the progress counts integer IDs only.
+        let max_id: Option<i64> = connection
+            .query_row(
+                "SELECT max(ID) FROM Games WHERE typeof(ID) = 'integer'",
+                [],
+                |row| row.get(0),
+            )
             .map_err(sqlite)?;
-        let skip = i64::try_from(skip).map_err(|_| format!("cannot skip {skip} games"))?;
+        let skip = i64::try_from(skip).map_err(|_| invalid(format!("cannot skip {skip} games")))?;
         // Prepared here so that a statement SQLite refuses is an error now.
         connection.prepare(&sql).map_err(sqlite)?;
-        let (tx, rx) = crossbeam_channel::bounded(256);
+        let (tx, rx) = crossbeam_channel::bounded(PARCELS_AHEAD);
         // Detached: it ends at its next send once the reader is dropped.
         thread::spawn(move || {
-            if let Err(e) = read_ocgdb(&connection, &sql, skip, with_comments, &tx) {
-                let _ = tx.send(Err(io::Error::other(format!(
-                    "reading the ocgdb database: {e}"
-                ))));
+            let read = OcgdbRead {
+                sql: &sql,
+                skip,
+                with_comments,
+                limits,
+                tx: &tx,
+            };
+            if let Err(e) = read.run(&connection) {
+                let _ = tx.send(Err(if stopped_by_signal(&e, &interrupts) {
+                    source::cancelled()
+                } else {
+                    io::Error::other(format!("reading the ocgdb database: {e}"))
+                }));
             }
         });
         Ok(OcgdbRows {
-            rows: rx,
-            max_id: u64::try_from(max_id).unwrap_or(0),
+            parcels: rx,
+            parcel: Vec::new().into_iter(),
+            max_id: max_id.and_then(|id| u64::try_from(id).ok()).unwrap_or(0),
         })
     }
 
-    /// The next game: its ID and its PGN (or why it cannot be decoded).
+    /// The next game: its byte offset (its ID) and its PGN (or why it
+    /// cannot be decoded).
     fn next(&mut self) -> io::Result<Option<(u64, Stored)>> {
-        let Ok(row) = self.rows.recv() else {
-            return Ok(None);
-        };
-        let row = row?;
-        let Ok(id) = u64::try_from(row.id) else {
-            let reason = format!(
-                "Games.ID {} is negative: pgnload records a row's ID as its byte offset",
-                row.id
-            );
-            return Ok(Some((0, Err((Vec::new(), reason)))));
-        };
-        Ok(Some((
-            id,
-            decode_ocgdb(&row)
-                .map(|game| render(&game))
-                .map_err(|reason| {
-                    let raw = match &row.moves2 {
-                        Value::Blob(blob) => blob.clone(),
-                        _ => Vec::new(),
-                    };
-                    (raw, format!("Games row {}: {reason}", row.id))
-                }),
-        )))
+        loop {
+            if let Some(game) = self.parcel.next() {
+                return Ok(Some(game));
+            }
+            let Ok(parcel) = self.parcels.recv() else {
+                return Ok(None);
+            };
+            self.parcel = parcel?.into_iter();
+        }
     }
 
     fn progress(&self, id: u64) -> (u64, u64) {
@@ -560,64 +758,241 @@ fn owned(value: ValueRef<'_>) -> Value {
     }
 }
 
-/// The reading thread: games by ID, each with its comments (a second
-/// cursor, by game, merged in).
-fn read_ocgdb(
-    connection: &Connection,
-    sql: &str,
+/// Bytes a value holds (text and blobs; numbers count nothing).
+fn held(value: ValueRef<'_>) -> u64 {
+    match value {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => bytes.len() as u64,
+        _ => 0,
+    }
+}
+
+/// A comment read ahead of its game: kept, or only its size when it alone
+/// is over the per-game cap (it is never copied then).
+enum Comment {
+    Kept(Value, Value),
+    Over(u64),
+}
+
+/// The comments of one game as read: those kept (none once the game is
+/// over the cap), how many there were, and what they cost
+/// ([`COMMENT_COST`] each plus their bytes).
+#[derive(Default)]
+struct GameComments {
+    kept: Vec<(Value, Value)>,
+    count: u64,
+    cost: u64,
+}
+
+/// What the reading thread needs besides its connection.
+struct OcgdbRead<'a> {
+    sql: &'a str,
     skip: i64,
     with_comments: bool,
-    tx: &crossbeam_channel::Sender<io::Result<OcgdbRow>>,
-) -> rusqlite::Result<()> {
-    let mut games = connection.prepare(sql)?;
-    let mut rows = games.query([skip])?;
-    let mut comments_statement = if with_comments {
-        Some(connection.prepare(
-            "SELECT GameID, Ply, Comment FROM Comments WHERE typeof(GameID) = 'integer' \
-             ORDER BY GameID, Ply, rowid",
-        )?)
-    } else {
-        None
-    };
-    let mut comments = match &mut comments_statement {
-        Some(statement) => Some(statement.query([])?),
-        None => None,
-    };
-    let mut pending: Option<(i64, Value, Value)> = None;
-    while let Some(row) = rows.next()? {
+    limits: ParseLimits,
+    tx: &'a crossbeam_channel::Sender<io::Result<Vec<(u64, Stored)>>>,
+}
+
+/// Columns of the games query: ID, four `(ref, ID, Name)` triples, the
+/// optional columns, `Moves2`.
+const GAME_QUERY_COLUMNS: usize = 13 + GAMES_OPTIONAL.len() + 1;
+
+impl OcgdbRead<'_> {
+    /// Games by ID, each with its comments (a second cursor, by game,
+    /// merged in), decoded and rendered, handed over in parcels.
+    fn run(&self, connection: &Connection) -> rusqlite::Result<()> {
+        let mut games = connection.prepare(self.sql)?;
+        let mut rows = games.query([self.skip])?;
+        let mut comments_statement = if self.with_comments {
+            Some(connection.prepare(
+                "SELECT GameID, Ply, Comment FROM Comments WHERE typeof(GameID) = 'integer' \
+                 ORDER BY GameID, Ply, rowid",
+            )?)
+        } else {
+            None
+        };
+        let mut comments = match &mut comments_statement {
+            Some(statement) => Some(statement.query([])?),
+            None => None,
+        };
+        let mut ahead: Option<(i64, Comment)> = None;
+        let mut parcel = Vec::new();
+        let mut parcel_bytes = 0;
+        while let Some(row) = rows.next()? {
+            let game = match row.get_ref(0)? {
+                ValueRef::Integer(id) => {
+                    let found = self.comments_of(&mut comments, &mut ahead, id)?;
+                    self.game(row, id, found)?
+                }
+                other => {
+                    let reason = format!(
+                        "Games.ID {} is not an integer: pgnload reads games by their integer ID",
+                        describe(other)
+                    );
+                    (0, Err((self.moves_head(row)?, reason)))
+                }
+            };
+            parcel_bytes += match &game.1 {
+                Ok(pgn) => pgn.len(),
+                Err((raw, _)) => raw.len(),
+            };
+            parcel.push(game);
+            if parcel_bytes >= PARCEL_BYTES || parcel.len() >= PARCEL_GAMES {
+                parcel_bytes = 0;
+                if self.tx.send(Ok(std::mem::take(&mut parcel))).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if !parcel.is_empty() {
+            let _ = self.tx.send(Ok(parcel));
+        }
+        Ok(())
+    }
+
+    /// The comments of game `id`, past those of lower IDs (games not read:
+    /// skipped, or missing). A game's comments stop being kept once their
+    /// cost passes the per-game cap, but are all read, to count them.
+    fn comments_of(
+        &self,
+        rows: &mut Option<rusqlite::Rows<'_>>,
+        ahead: &mut Option<(i64, Comment)>,
+        id: i64,
+    ) -> rusqlite::Result<GameComments> {
+        let cap = self.limits.max_game_bytes;
+        let mut found = GameComments::default();
+        let Some(rows) = rows else {
+            return Ok(found);
+        };
+        loop {
+            let (game, comment) = match ahead.take() {
+                Some(next) => next,
+                None => match rows.next()? {
+                    None => break,
+                    Some(c) => {
+                        let text = c.get_ref(2)?;
+                        let comment = if held(text) > cap {
+                            Comment::Over(held(text))
+                        } else {
+                            Comment::Kept(owned(c.get_ref(1)?), owned(text))
+                        };
+                        (c.get(0)?, comment)
+                    }
+                },
+            };
+            if game < id {
+                continue;
+            }
+            if game > id {
+                *ahead = Some((game, comment));
+                break;
+            }
+            found.count += 1;
+            match comment {
+                Comment::Kept(ply, text) => {
+                    found.cost += COMMENT_COST + held((&text).into());
+                    if found.cost <= cap {
+                        found.kept.push((ply, text));
+                    }
+                }
+                Comment::Over(bytes) => found.cost += COMMENT_COST + bytes,
+            }
+            if found.cost > cap && !found.kept.is_empty() {
+                found.kept = Vec::new();
+            }
+        }
+        Ok(found)
+    }
+
+    /// The head of the row's `Moves2` blob (up to the per-game cap): what a
+    /// reject of the row keeps.
+    fn moves_head(&self, row: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<u8>> {
+        Ok(match row.get_ref(GAME_QUERY_COLUMNS - 1)? {
+            ValueRef::Blob(blob) => {
+                let cap = usize::try_from(self.limits.max_game_bytes).unwrap_or(usize::MAX);
+                blob[..blob.len().min(cap)].to_vec()
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    /// One game row of integer `id` with its comments: its byte offset and
+    /// its PGN, or a reject when its ID cannot be an offset, it holds more
+    /// plies or bytes than a game may, or it cannot be decoded. Nothing of
+    /// the row is copied before it is known to fit the cap.
+    fn game(
+        &self,
+        row: &rusqlite::Row<'_>,
+        id: i64,
+        comments: GameComments,
+    ) -> rusqlite::Result<(u64, Stored)> {
+        let Ok(offset) = u64::try_from(id) else {
+            let reason =
+                format!("Games.ID {id} is negative: pgnload records a row's ID as its byte offset");
+            return Ok((0, Err((self.moves_head(row)?, reason))));
+        };
+        if offset > MAX_OFFSET {
+            let reason = format!(
+                "Games.ID {id} is past 2^62: pgnload records a row's ID as its byte offset, \
+                 which must leave room for the game's length in PostgreSQL's bigint"
+            );
+            return Ok((0, Err((self.moves_head(row)?, reason))));
+        }
+        let plies = held(row.get_ref(GAME_QUERY_COLUMNS - 1)?) / 2;
+        if plies > u64::from(self.limits.max_plies) {
+            let reason = format!(
+                "Games row {id}: Moves2 holds {plies} moves, more than the limit of {} plies",
+                self.limits.max_plies
+            );
+            return Ok((offset, Err((self.moves_head(row)?, reason))));
+        }
+        let mut bytes = comments.cost;
+        for i in 0..GAME_QUERY_COLUMNS {
+            bytes += held(row.get_ref(i)?);
+        }
+        if bytes > self.limits.max_game_bytes {
+            let reason = format!(
+                "Games row {id}: its names, moves and {} comments take {bytes} bytes (each \
+                 comment counting {COMMENT_COST} more), more than the limit of {} bytes \
+                 (max_game_bytes)",
+                comments.count, self.limits.max_game_bytes
+            );
+            return Ok((offset, Err((self.moves_head(row)?, reason))));
+        }
         let value = |i: usize| row.get_ref(i).map(owned);
-        let mut game = OcgdbRow::new(row.get(0)?);
+        let mut game = OcgdbRow::default();
         for (slot, at) in [1, 4, 7, 10].into_iter().enumerate() {
             game.refs[slot] = (value(at)?, value(at + 1)?, value(at + 2)?);
         }
         for i in 0..GAMES_OPTIONAL.len() {
             game.columns[i] = value(13 + i)?;
         }
-        game.moves2 = value(13 + GAMES_OPTIONAL.len())?;
-        if let Some(comments) = &mut comments {
-            loop {
-                if pending.is_none() {
-                    pending = match comments.next()? {
-                        Some(c) => Some((c.get(0)?, owned(c.get_ref(1)?), owned(c.get_ref(2)?))),
-                        None => break,
-                    };
-                }
-                match pending.take() {
-                    Some((id, ply, text)) if id == game.id => game.comments.push((ply, text)),
-                    // A comment of a game not read (skipped, or missing).
-                    Some((id, _, _)) if id < game.id => {}
-                    later => {
-                        pending = later;
-                        break;
-                    }
-                }
-            }
-        }
-        if tx.send(Ok(game)).is_err() {
-            return Ok(());
-        }
+        game.moves2 = value(GAME_QUERY_COLUMNS - 1)?;
+        game.comments = comments.kept;
+        let rendered = decode_ocgdb(&game)
+            .map(|decoded| render(&decoded))
+            .map_err(|reason| {
+                let raw = match game.moves2 {
+                    Value::Blob(blob) => blob,
+                    _ => Vec::new(),
+                };
+                (raw, format!("Games row {id}: {reason}"))
+            });
+        Ok((offset, rendered))
     }
-    Ok(())
+}
+
+/// A value that should have been an integer, described for a reject.
+fn describe(value: ValueRef<'_>) -> String {
+    match value {
+        ValueRef::Null => "NULL".to_owned(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(x) => format!("{x} (a real)"),
+        ValueRef::Text(t) => format!(
+            "{:?} (text)",
+            String::from_utf8_lossy(&t[..t.len().min(40)])
+        ),
+        ValueRef::Blob(b) => format!("a blob of {} bytes", b.len()),
+    }
 }
 
 /// Bytes of each dcg file's magic, and of the index header.
@@ -692,12 +1067,14 @@ struct DcgBase {
     names: Part,
     sites: Part,
     events: Part,
+    /// The run's interrupt counter: reading stops once it is non-zero.
+    interrupts: Arc<AtomicUsize>,
 }
 
 impl DcgBase {
     /// Opens the base `path` names (its `.dci` or `.dcg`; the others are
     /// found beside it) and skips the first `skip` games of the index.
-    fn open(path: &Path, skip: u64) -> Result<DcgBase, Error> {
+    fn open(path: &Path, skip: u64, interrupts: Arc<AtomicUsize>) -> Result<DcgBase, Error> {
         let base = path.with_extension("");
         let index = Part::open(&base, "dci", b"SimpleCDbi")?;
         let mut version = [0u8; 1];
@@ -735,7 +1112,21 @@ impl DcgBase {
             names: Part::open(&base, "dcn", b"SimpleCDbn")?,
             sites: Part::open(&base, "dcs", b"SimpleCDbs")?,
             events: Part::open(&base, "dce", b"SimpleCDbe")?,
+            interrupts,
         };
+        // Sizes only (the import's fingerprint compared the digests):
+        // every reader of a base refuses a set its manifest disowns.
+        let parts = [
+            &base_files.games,
+            &base_files.names,
+            &base_files.sites,
+            &base_files.events,
+        ];
+        let mut sizes = [(index_len, None); 5];
+        for (slot, part) in sizes[1..].iter_mut().zip(parts) {
+            *slot = (part.len, None);
+        }
+        check_set(path, &sizes)?;
         let mut skipped = 0;
         while skipped < skip {
             match base_files.entry().map_err(|source| Error::Open {
@@ -751,7 +1142,12 @@ impl DcgBase {
     }
 
     /// The next index entry, `Err` with its bytes when it is cut short.
+    /// Fails (cancelled) once the run is interrupted: an index of millions
+    /// of deleted entries is read without handing out a game.
     fn entry(&mut self) -> io::Result<Option<Entry>> {
+        if self.interrupts.load(Ordering::SeqCst) > 0 {
+            return Err(source::cancelled());
+        }
         let mut e = [0u8; dcg::ENTRY];
         let mut got = 0;
         while got < e.len() {
@@ -770,7 +1166,8 @@ impl DcgBase {
         })
     }
 
-    /// The next game not marked deleted: its record's offset and its PGN.
+    /// The next game not marked deleted: its record's offset (0 when the
+    /// index points past 2^62) and its PGN.
     fn next(&mut self, limits: ParseLimits) -> io::Result<Option<(u64, Stored)>> {
         loop {
             let e = match self.entry()? {
@@ -787,6 +1184,16 @@ impl DcgBase {
                 Some(Ok(e)) => e,
             };
             let offset = u64::from_be_bytes(e[1..9].try_into().expect("eight bytes"));
+            // Past 2^62 an offset is no position pgnload can record (and
+            // reading there fails past 2^63): a reject recorded at byte 0.
+            // Below, a record past the end is a truncated file's.
+            if offset > MAX_OFFSET {
+                let reason = format!(
+                    "the index points at byte {offset}, past 2^62 (the .dcg is {} bytes)",
+                    self.games.len
+                );
+                return Ok(Some((0, Err((e.to_vec(), reason)))));
+            }
             return Ok(Some((offset, self.game(&e, offset, limits)?)));
         }
     }
@@ -841,7 +1248,7 @@ impl DcgBase {
                 Err(reason) => return undecodable(record, format!("{what}: {reason}")),
             }
         }
-        let (fen, moves) = match dcg::parse_game(&record) {
+        let (fen, moves) = match dcg::parse_game(&record, limits.max_plies, limits.max_game_bytes) {
             Ok(parsed) => parsed,
             Err(reason) => {
                 return undecodable(record, format!("record at byte {offset}: {reason}"));
@@ -1026,8 +1433,8 @@ mod tests {
             max_plies: 100,
             max_game_bytes: 1 << 20,
         };
-        let mut games =
-            StoredGames::open(name, Compression::Dcg, 0, limits).expect("opens the base");
+        let mut games = StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default())
+            .expect("opens the base");
         let chunk = games.next_chunk().expect("reads").expect("one game");
         assert_eq!((chunk.pos.game_number, chunk.pos.byte_offset), (1, 10));
         assert_eq!(
@@ -1037,14 +1444,130 @@ mod tests {
         );
         assert!(games.next_chunk().expect("reads").is_none());
         assert_eq!(games.games_read(), 1);
-        let mut resumed = StoredGames::open(name, Compression::Dcg, 1, limits).expect("opens");
+        // Interrupted: opening past a game, then reading, stop at once.
+        let interrupted = Arc::new(AtomicUsize::new(1));
+        let err = StoredGames::open(name, Compression::Dcg, 1, limits, Arc::clone(&interrupted))
+            .err()
+            .expect("interrupted");
+        assert!(source::is_cancelled(&err), "{err}");
+        let mut stopped =
+            StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default()).expect("opens");
+        if let Format::Dcg(base) = &mut stopped.reader {
+            base.interrupts = interrupted;
+        }
+        let cause = stopped.next_chunk().expect_err("interrupted");
+        let err = Error::Open {
+            path: dci.clone(),
+            source: cause,
+        };
+        assert!(source::is_cancelled(&err), "{err}");
+        let mut resumed =
+            StoredGames::open(name, Compression::Dcg, 1, limits, Arc::default()).expect("opens");
         assert!(resumed.next_chunk().expect("reads").is_none());
         // A base without its event file is refused, naming the file.
         std::fs::remove_file(dir.path().join("tiny.dce")).expect("remove");
-        let err = StoredGames::open(name, Compression::Dcg, 0, limits)
+        let err = StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default())
             .err()
             .expect("incomplete base");
         assert!(err.to_string().contains("tiny.dce"), "{err}");
+    }
+
+    #[test]
+    fn an_exchange_input_is_identified_by_every_file_it_is_read_from() {
+        let never = AtomicUsize::new(0);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let dci = tiny_base(dir.path());
+        let fp = |path: &Path, format| fingerprint(path, format, &never).expect("fingerprint").0;
+        let first = fp(&dci, Compression::Dcg);
+        assert!(first.starts_with("dcg-set:xxh3-128:"), "{first}");
+        // Named by its games file: the same base.
+        assert_eq!(fp(&dci.with_extension("dcg"), Compression::Dcg), first);
+        let mut seen = vec![first];
+        for ext in ["dcg", "dcn", "dcs", "dce"] {
+            let file = dci.with_extension(ext);
+            let mut bytes = std::fs::read(&file).expect("read");
+            bytes.push(b' ');
+            std::fs::write(&file, &bytes).expect("write");
+            let now = fp(&dci, Compression::Dcg);
+            assert!(!seen.contains(&now), "{ext}");
+            seen.push(now);
+        }
+        std::fs::remove_file(dci.with_extension("dce")).expect("remove");
+        let err = fingerprint(&dci, Compression::Dcg, &never).expect_err("a file missing");
+        assert!(err.to_string().contains("tiny.dce"), "{err}");
+
+        // SQLite: the file alone is its own fingerprint; a WAL or journal
+        // holding bytes joins it, an empty one does not.
+        let db = dir.path().join("games.db3");
+        std::fs::write(&db, b"SQLite format 3\0 and pages").expect("write");
+        let alone = fp(&db, Compression::Sqlite);
+        assert_eq!(
+            alone,
+            source::fingerprint(&db, &never).expect("fingerprint").0
+        );
+        let wal = with_suffix(&db, "-wal");
+        std::fs::write(&wal, b"").expect("write");
+        assert_eq!(fp(&db, Compression::Sqlite), alone);
+        std::fs::write(&wal, b"frames").expect("write");
+        let with_wal = fp(&db, Compression::Sqlite);
+        assert!(with_wal.starts_with("sqlite-set:xxh3-128:"), "{with_wal}");
+        std::fs::write(&wal, b"frameS").expect("write");
+        assert_ne!(fp(&db, Compression::Sqlite), with_wal);
+        std::fs::remove_file(&wal).expect("remove");
+        std::fs::write(with_suffix(&db, "-journal"), b"pages").expect("write");
+        let with_journal = fp(&db, Compression::Sqlite);
+        assert!(![alone, with_wal].contains(&with_journal), "{with_journal}");
+    }
+
+    #[test]
+    fn a_base_its_manifest_disowns_is_an_incomplete_export_set() {
+        let never = AtomicUsize::new(0);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let dci = tiny_base(dir.path());
+        let base = dci.with_extension("");
+        let mut files = [(0, None); 5];
+        for (slot, ext) in files.iter_mut().zip(dcg::FILES) {
+            let (size, digest) =
+                source::digest_file(&dci.with_extension(ext), None, &never).expect("digest");
+            *slot = (size, Some(digest));
+        }
+        check_set(&dci, &files).expect("no manifest: read as it is");
+        let line = |ext: &str, (size, digest): (u64, Option<u128>)| {
+            format!("{ext} {size} {:032x}\n", digest.unwrap_or(0))
+        };
+        let mut text = "pgnload dc set 1\n".to_owned();
+        for (ext, file) in dcg::FILES.iter().zip(files) {
+            text.push_str(&line(ext, file));
+        }
+        std::fs::write(dcg::manifest_path(&base), &text).expect("write");
+        check_set(&dci, &files).expect("the set its manifest lists");
+        let limits = ParseLimits {
+            max_plies: 100,
+            max_game_bytes: 1 << 20,
+        };
+        let name = dci.to_str().expect("utf-8 temp path");
+        StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default()).expect("opens");
+        // The names file of another export: same size, other bytes.
+        let dcn = dci.with_extension("dcn");
+        let mut names = std::fs::read(&dcn).expect("read");
+        names[10] = b'B';
+        std::fs::write(&dcn, &names).expect("write");
+        let err = fingerprint(&dci, Compression::Dcg, &never).expect_err("mixed set");
+        assert!(
+            err.to_string()
+                .contains("incomplete export set: its .dcn file differs from what"),
+            "{err}"
+        );
+        // Another size: every reader of the base refuses it.
+        names.extend(dcg::record("Bob"));
+        std::fs::write(&dcn, &names).expect("write");
+        let err = StoredGames::open(name, Compression::Dcg, 0, limits, Arc::default())
+            .err()
+            .expect("mixed set");
+        assert!(err.to_string().contains("incomplete export set"), "{err}");
+        std::fs::write(dcg::manifest_path(&base), "something else").expect("write");
+        let err = fingerprint(&dci, Compression::Dcg, &never).expect_err("no manifest");
+        assert!(err.to_string().contains("not a manifest"), "{err}");
     }
 
     #[test]
@@ -1063,6 +1586,7 @@ mod tests {
             Compression::Sqlite,
             0,
             limits,
+            Arc::default(),
         )
         .err()
         .expect("not a database");
@@ -1071,7 +1595,7 @@ mod tests {
 
     #[test]
     fn an_ocgdb_row_decodes_its_refs_and_moves() {
-        let mut row = OcgdbRow::new(7);
+        let mut row = OcgdbRow::default();
         row.refs[2] = (
             Value::Integer(2),
             Value::Integer(2),

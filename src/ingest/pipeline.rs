@@ -376,10 +376,14 @@ fn read_loop(
             return;
         }
         let opened = match source::sniff_file(std::path::Path::new(&spec.name)) {
-            Some(format @ (Compression::Sqlite | Compression::Dcg)) => {
-                StoredGames::open(&spec.name, format, spec.skip_games, config.limits)
-                    .map(|games| Opened::Stored(Box::new(games)))
-            }
+            Some(format @ (Compression::Sqlite | Compression::Dcg)) => StoredGames::open(
+                &spec.name,
+                format,
+                spec.skip_games,
+                config.limits,
+                Arc::clone(interrupts),
+            )
+            .map(|games| Opened::Stored(Box::new(games))),
             _ => open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts))
                 .map(Opened::Pgn),
         };

@@ -272,6 +272,12 @@ pub fn open_input_interruptible(
 #[error("interrupted while waiting for data")]
 struct Cancelled;
 
+/// The error of a read given up because the run was interrupted: one for
+/// which [`is_cancelled`] holds (the exchange readers stop SQLite with it).
+pub fn cancelled() -> io::Error {
+    io::Error::other(Cancelled)
+}
+
 /// Whether `error` means the run was interrupted while an input was being
 /// fingerprinted, waited for or read, rather than that the input is broken.
 pub fn is_cancelled(error: &Error) -> bool {
@@ -313,7 +319,7 @@ impl Stream {
         let started = Instant::now();
         loop {
             if self.interrupts.load(Ordering::SeqCst) > 0 {
-                return Err(io::Error::other(Cancelled));
+                return Err(cancelled());
             }
             if poll_readable(self.file.as_fd())? {
                 return Ok(());
@@ -510,10 +516,17 @@ pub fn sniff_file(path: &Path) -> Option<Compression> {
 /// Fingerprints written by pgnload before this one (`SIZE:DIGEST` of the
 /// first and last MiB only) never equal one of these (`xxh3-128:…`).
 pub fn fingerprint(path: &Path, interrupts: &AtomicUsize) -> Result<(String, u64), Error> {
-    hash_file(path, None, interrupts).map_err(|source| Error::Open {
-        path: path.to_path_buf(),
-        source,
-    })
+    digest_file(path, None, interrupts)
+        .map(|(size, digest)| (format_fingerprint(size, digest), size))
+        .map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The text of a fingerprint of `size` bytes with `digest`.
+fn format_fingerprint(size: u64, digest: u128) -> String {
+    format!("xxh3-128:{size}:{digest:032x}")
 }
 
 /// The size `old` (an earlier [`fingerprint`] of the file at `path`) was
@@ -534,8 +547,8 @@ pub fn grown_from(path: &Path, old: &str, interrupts: &AtomicUsize) -> Result<Op
         if std::fs::metadata(path)?.len() <= old_size {
             return Ok(None);
         }
-        let (prefix, _) = hash_file(path, Some(old_size), interrupts)?;
-        Ok((prefix == old).then_some(old_size))
+        let (size, digest) = digest_file(path, Some(old_size), interrupts)?;
+        Ok((format_fingerprint(size, digest) == old).then_some(old_size))
     };
     grown().map_err(|source| Error::Open {
         path: path.to_path_buf(),
@@ -543,13 +556,18 @@ pub fn grown_from(path: &Path, old: &str, interrupts: &AtomicUsize) -> Result<Op
     })
 }
 
-/// The fingerprint of the file's first `limit` bytes (all of them when
-/// `None`); fails if the file holds fewer, or changed size while read whole.
-fn hash_file(
+/// The size and xxh3-128 digest of `path`'s first `limit` bytes (all of
+/// them when `None`), read once: what [`fingerprint`] identifies a file by,
+/// what [`grown_from`] compares, and what the exchange inputs combine over
+/// every file they are read from. Fails with an error for which
+/// [`is_cancelled`] holds once `interrupts` is non-zero, when the file
+/// holds fewer than `limit` bytes, and when it changes size while read
+/// whole.
+pub fn digest_file(
     path: &Path,
     limit: Option<u64>,
     interrupts: &AtomicUsize,
-) -> io::Result<(String, u64)> {
+) -> io::Result<(u64, u128)> {
     let file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -564,7 +582,7 @@ fn hash_file(
     let mut size = 0u64;
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
-            return Err(io::Error::other(Cancelled));
+            return Err(cancelled());
         }
         let n = match file.read(&mut buf) {
             Ok(0) => break,
@@ -581,7 +599,7 @@ fn hash_file(
             "changed while being fingerprinted ({expected} bytes expected, {size} read)"
         )));
     }
-    Ok((format!("xxh3-128:{size}:{:032x}", hasher.digest128()), size))
+    Ok((size, hasher.digest128()))
 }
 
 #[cfg(test)]

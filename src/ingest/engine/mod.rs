@@ -43,6 +43,7 @@ use crate::{
     ingest::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
+        exchange,
         explorer::{self, memory::RunMemory},
         report::{BulkOutcome, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
@@ -834,7 +835,14 @@ impl Importer<'_> {
         } else {
             let path = Path::new(name);
             let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            match fingerprint(path, &self.run.interrupts) {
+            // An exchange input is identified by every file it is read from.
+            let identity = match source::sniff_file(path) {
+                Some(format @ (Compression::Sqlite | Compression::Dcg)) => {
+                    exchange::fingerprint(path, format, &self.run.interrupts)
+                }
+                _ => fingerprint(path, &self.run.interrupts),
+            };
+            match identity {
                 Ok((fp, size)) => (absolute.display().to_string(), fp, Some(size)),
                 Err(e) if source::is_cancelled(&e) => return Ok(InputEnd::Interrupted),
                 Err(e) => return Ok(InputEnd::Failed(e)),
