@@ -426,6 +426,9 @@ fn replay_mainline<P: Rules>(
             in_check = suffix.is_some();
             (MoveText::uci(m, mode), san, encode_move(m))
         };
+        if let Some(ms) = raw_move.clock_ms.filter(|&ms| ms < 0) {
+            return Err(RejectReason::NegativeClock { ply, ms });
+        }
         positions.push(&board);
         let (eval_cp, eval_mate) = match raw_move.eval {
             Some(Eval::Centipawns(cp)) => (Some(cp), None),

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use crate::{
     config::Settings,
     error::{Error, ExitStatus},
-    export::pgn,
+    export::{Unwritten, pgn},
     query::{
         filter::FilterArgs,
         games::{self, Order, StoredGame},
@@ -95,6 +95,7 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
             .map_err(Error::Output)?;
         }
         let mut text = String::new();
+        let mut unwritable = Unwritten::default();
         games::for_each(
             &mut database.client,
             None,
@@ -109,7 +110,14 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
                         text.push_str(&json_line(game).to_string());
                         text.push('\n');
                     }
-                    Format::Pgn => pgn::write_game(game, moves, &mut text)?,
+                    Format::Pgn => {
+                        if unwritable
+                            .skip(pgn::write_game(game, moves, &mut text))?
+                            .is_none()
+                        {
+                            text.clear();
+                        }
+                    }
                 }
                 out.write_all(text.as_bytes()).map_err(Error::Output)
             },
@@ -117,6 +125,13 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
         .await?;
         out.flush().map_err(Error::Output)?;
         database.close()?;
-        Ok(ExitStatus::Clean)
+        for line in unwritable.report() {
+            eprintln!("pgnload: {line}");
+        }
+        Ok(if unwritable.count > 0 {
+            ExitStatus::CompletedWithRejects
+        } else {
+            ExitStatus::Clean
+        })
     })
 }

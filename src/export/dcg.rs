@@ -369,6 +369,19 @@ fn partial(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Every file a [`DcgWriter`] for `base` writes under a temporary name, and
+/// the final names it renames them to: what an export that does not
+/// finish removes, and what must not be a directory before it starts.
+pub fn files(base: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let finals: Vec<PathBuf> = ["dcn", "dcs", "dce", "dcg", "dci"]
+        .into_iter()
+        .map(|ext| with_extension(base, ext))
+        .collect();
+    let mut temporary: Vec<PathBuf> = finals.iter().map(|path| partial(path)).collect();
+    temporary.push(partial(&with_extension(base, "dci.refs")));
+    (temporary, finals)
+}
+
 fn create(path: &Path) -> Result<BufWriter<fs::File>, Error> {
     let file = fs::File::create(path).map_err(|source| Error::Open {
         path: path.to_owned(),
@@ -421,8 +434,9 @@ impl DcgWriter {
                 let nag = m
                     .nag
                     .map(|nag| {
-                        u8::try_from(nag).map_err(|_| {
-                            Error::Internal(format!("game {}: NAG {nag} out of range", game.id))
+                        u8::try_from(nag).map_err(|_| Error::Unwritable {
+                            game: game.id,
+                            reason: format!("NAG {nag} out of range"),
                         })
                     })
                     .transpose()?;
