@@ -649,6 +649,40 @@ fn the_commands_work_on_the_embedded_cluster() {
     ok(&["db", "stop"]);
 }
 
+/// Control characters in names (ESC starting a colour sequence, BEL, a
+/// tab, DEL, the C1 controls NEL and CSI) are shown escaped in the tables
+/// of `games` and `explore`, never sent raw to the terminal.
+#[test]
+fn control_characters_in_names_are_escaped_in_tables() {
+    let dir = scratch_dir("pgnload-controls-");
+    let file = dir.path().join("controls.pgn");
+    std::fs::write(
+        &file,
+        "[Event \"Open\u{7}Bell\"]\n[White \"a\u{1b}[31mred\"]\n[Black \"tab\there\u{7f}\u{85}\u{9b}2J\"]\n[WhiteElo \"2000\"]\n[BlackElo \"2100\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n",
+    )
+    .expect("write");
+    let db = migrated_db("controls");
+    crate::common::enable_explorer(db.pgnload());
+    import(&db, &[&file]);
+    let white = "a\\u{1b}[31mred";
+    let black = "tab\\u{9}here\\u{7f}\\u{85}\\u{9b}2J";
+    let table = db.quiet_ok(&["games"]);
+    let explore = db.quiet_ok(&["explore", "--play", "e2e4", "--top-games", "1"]);
+    for (what, text) in [("games", &table), ("explore", &explore)] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{what} printed a raw control character: {text:?}"
+        );
+        assert!(text.contains(white), "{what}: {text}");
+        assert!(text.contains(black), "{what}: {text}");
+    }
+    assert!(table.contains("Open\\u{7}Bell"), "{table}");
+    // JSON and PGN keep the names as they are.
+    let json = db.quiet_ok(&["games", "--format", "json"]);
+    let line: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+    assert_eq!(line["white"], "a\u{1b}[31mred");
+}
+
 /// Three games with clocks; the second and third give negative ones.
 const NEGATIVE_CLOCKS: &str = "[Event \"good\"]\n[White \"a\"]\n[Black \"b\"]\n\n1. e4 { [%clk 0:05:00] } e5 { [%clk 0:05:00] } 1-0\n\n\
 [Event \"minus hour\"]\n[White \"a\"]\n[Black \"b\"]\n\n1. d4 { [%clk 0:05:00] } d5 { [%clk -1:00:00] } 1-0\n\n\

@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use super::printable;
 use crate::{
     config::Settings,
     error::{Error, ExitStatus},
@@ -56,10 +57,10 @@ fn json_line(game: &StoredGame) -> serde_json::Value {
 /// One line of the table.
 fn table_line(game: &StoredGame) -> String {
     let side = |name: &Option<String>, elo: Option<i32>| {
-        let name = name.as_deref().unwrap_or("?");
+        let name = printable(name.as_deref().unwrap_or("?"));
         match elo {
             Some(elo) => format!("{name} ({elo})"),
-            None => name.to_owned(),
+            None => name.into_owned(),
         }
     };
     format!(
@@ -71,7 +72,7 @@ fn table_line(game: &StoredGame) -> String {
         side(&game.black, game.black_elo),
         game.result_text(),
         game.ply_count,
-        game.event.as_deref().unwrap_or("")
+        printable(game.event.as_deref().unwrap_or(""))
     )
 }
 
