@@ -260,9 +260,16 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
     for line in skipped.unwritable.report() {
         eprintln!("pgnload: {line}");
     }
+    // The third reason only when it happened: the line stays what it was
+    // for every export that wrote all it could.
+    let unwritten = if unwritable > 0 {
+        format!(", {unwritable} that cannot be written")
+    } else {
+        String::new()
+    };
     super::print(&format!(
         "exported {exported} games to {}, skipped {skipped_total} ({} not standard chess, \
-         {} with a null move, {unwritable} that cannot be written) of {selected} selected\n",
+         {} with a null move{unwritten}) of {selected} selected\n",
         target.display(),
         skipped.variant,
         skipped.null_move
