@@ -102,6 +102,16 @@ pub enum RejectReason {
         /// The limit.
         limit: usize,
     },
+    /// A `%clk` comment gives a negative time: a clock stops at zero, and
+    /// no PGN clock (`h:mm:ss`) can say a time below it, so an export could
+    /// not write the game back.
+    #[error("negative clock after ply {ply}: {ms} ms")]
+    NegativeClock {
+        /// 1-based ply the clock follows.
+        ply: u32,
+        /// The clock read, in milliseconds.
+        ms: i32,
+    },
     /// The game has more plies than the configured limit (`max_plies`).
     #[error("game too long: more than {limit} plies")]
     TooManyPlies {
@@ -192,6 +202,17 @@ pub enum Error {
     /// `pgnload db backup` or `db restore` could not run or failed.
     #[error(transparent)]
     Backup(#[from] crate::store::backup::BackupError),
+    /// A stored game that a writer cannot write in its format (a negative
+    /// clock stored by an earlier version or by hand, a move that no
+    /// longer replays): an export skips it and counts it, a command
+    /// showing that one game fails with this.
+    #[error("game {game} cannot be written: {reason}")]
+    Unwritable {
+        /// `games.id`.
+        game: i64,
+        /// What in the row the format cannot say.
+        reason: String,
+    },
     /// Something that cannot happen did; a bug, reported instead of a panic.
     #[error("internal error: {0}")]
     Internal(String),
@@ -262,7 +283,8 @@ impl Error {
             Error::Open { .. }
             | Error::InputBroken { .. }
             | Error::Input { .. }
-            | Error::Request(_) => ErrorKind::Input,
+            | Error::Request(_)
+            | Error::Unwritable { .. } => ErrorKind::Input,
             Error::Output(_) => ErrorKind::Output,
             Error::Config(_) => ErrorKind::Configuration,
             Error::System { .. } => ErrorKind::System,

@@ -347,3 +347,137 @@ fn the_password_in_a_connection_url_is_never_printed() {
     assert!(!all.contains(secret), "{all}");
     assert!(all.contains("import summary"), "{all}");
 }
+
+/// Three games with one Event, Site, Date, Round, players and moves, told
+/// apart only by typed tags (Result and WhiteElo, Variant): three games.
+const TYPED_TWINS: &str = "[Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"1-0\"]\n[WhiteElo \"1500\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n\
+[Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"0-1\"]\n[WhiteElo \"2500\"]\n\n1. e4 e5 2. Qh5 Nc6 0-1\n\n\
+[Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"1-0\"]\n[WhiteElo \"1500\"]\n[Variant \"King of the Hill\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n";
+
+/// The import summary's `N read = ...` line.
+fn read_line(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("games:"))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn games_differing_only_in_typed_tags_are_different_games() {
+    let dir = crate::common::scratch_dir("pgnload-twins-");
+    let file = dir.path().join("twins.pgn");
+    std::fs::write(&file, TYPED_TWINS).expect("write");
+    let db = fresh_db("twins");
+    let first = import(&db, &[], std::slice::from_ref(&file));
+    assert_ok(&first, &[0]);
+    assert!(
+        read_line(&first).starts_with("3 read = 3 imported + 0 already present"),
+        "{}",
+        read_line(&first)
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(result || ' ' || white_elo || ' ' || variant, ', ' ORDER BY id) FROM games"
+        ),
+        "1 1500 standard, -1 2500 standard, 1 1500 king_of_the_hill"
+    );
+    let again = import(&db, &["--restart"], std::slice::from_ref(&file));
+    assert_ok(&again, &[0]);
+    assert!(
+        read_line(&again).starts_with("3 read = 0 imported + 3 already present"),
+        "{}",
+        read_line(&again)
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "3");
+}
+
+/// A database written by a version before the v2 digest holds its games
+/// under the legacy digest: re-importing its file changes nothing, and a
+/// game that digest had wrongly merged into a stored one is imported now.
+#[test]
+fn games_stored_under_the_legacy_digest_are_recognized() {
+    use pgnload::{
+        chess::reader::GameSplitter,
+        ingest::pipeline::{Outcome, PipelineConfig, process_chunk},
+    };
+    let limits = PipelineConfig::default().limits;
+    let mut splitter = GameSplitter::new(
+        TYPED_TWINS.as_bytes(),
+        std::sync::Arc::from("t.pgn"),
+        0,
+        0,
+        limits,
+    );
+    let mut legacy = Vec::new();
+    while let Some(chunk) = splitter.next_chunk().expect("in-memory input") {
+        match process_chunk(chunk, limits) {
+            Outcome::Game(g) => {
+                assert!(g.external_id().starts_with("v2-"));
+                legacy.push(g.legacy_external_id());
+            }
+            Outcome::Rejected(r) => panic!("{}", r.rejection.reason),
+        }
+    }
+    assert!(legacy.iter().all(|id| *id == legacy[0]), "{legacy:?}");
+
+    let dir = crate::common::scratch_dir("pgnload-legacy-");
+    let first = dir.path().join("first.pgn");
+    let whole = dir.path().join("twins.pgn");
+    let first_game = TYPED_TWINS.split("\n\n[Event").next().expect("a game");
+    std::fs::write(&first, format!("{first_game}\n\n")).expect("write");
+    std::fs::write(&whole, TYPED_TWINS).expect("write");
+    let db = fresh_db("legacy");
+    assert_ok(&import(&db, &["-q"], std::slice::from_ref(&first)), &[0]);
+    // What the earlier version stored: the legacy digest as the key.
+    db.psql(&format!("UPDATE games SET external_id = '{}'", legacy[0]));
+    let again = import(&db, &["--restart"], std::slice::from_ref(&first));
+    assert_ok(&again, &[0]);
+    assert!(
+        read_line(&again).starts_with("1 read = 0 imported + 1 already present"),
+        "{}",
+        read_line(&again)
+    );
+    let twins = import(&db, &[], std::slice::from_ref(&whole));
+    assert_ok(&twins, &[0]);
+    assert!(
+        read_line(&twins).starts_with("3 read = 2 imported + 1 already present"),
+        "{}",
+        read_line(&twins)
+    );
+    let rerun = import(&db, &["--restart"], std::slice::from_ref(&whole));
+    assert_ok(&rerun, &[0]);
+    assert!(
+        read_line(&rerun).starts_with("3 read = 0 imported + 3 already present"),
+        "{}",
+        read_line(&rerun)
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(result || ' ' || white_elo || ' ' || variant || ' ' || (external_id LIKE 'v2-%'), ', ' ORDER BY id) FROM games"
+        ),
+        "1 1500 standard false, -1 2500 standard true, 1 1500 king_of_the_hill true"
+    );
+    // `game put` finds it too: the game is re-keyed, not stored twice.
+    let put = db.quiet(&["game", "put", &first.display().to_string()]);
+    let stdout = String::from_utf8_lossy(&put.stdout);
+    assert_eq!(
+        put.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!(
+            "replaced game {}",
+            db.psql("SELECT min(id) FROM games")
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        db.psql("SELECT count(*), count(*) FILTER (WHERE external_id LIKE 'v2-%') FROM games"),
+        "3|3"
+    );
+}

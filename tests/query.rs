@@ -648,3 +648,253 @@ fn the_commands_work_on_the_embedded_cluster() {
     assert_same_games(&source, &exported);
     ok(&["db", "stop"]);
 }
+
+/// Control characters in names (ESC starting a colour sequence, BEL, a
+/// tab, DEL, the C1 controls NEL and CSI) are shown escaped in the tables
+/// of `games` and `explore`, never sent raw to the terminal.
+#[test]
+fn control_characters_in_names_are_escaped_in_tables() {
+    let dir = scratch_dir("pgnload-controls-");
+    let file = dir.path().join("controls.pgn");
+    std::fs::write(
+        &file,
+        "[Event \"Open\u{7}Bell\"]\n[White \"a\u{1b}[31mred\"]\n[Black \"tab\there\u{7f}\u{85}\u{9b}2J\"]\n[WhiteElo \"2000\"]\n[BlackElo \"2100\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n",
+    )
+    .expect("write");
+    let db = migrated_db("controls");
+    crate::common::enable_explorer(db.pgnload());
+    import(&db, &[&file]);
+    let white = "a\\u{1b}[31mred";
+    let black = "tab\\u{9}here\\u{7f}\\u{85}\\u{9b}2J";
+    let table = db.quiet_ok(&["games"]);
+    let explore = db.quiet_ok(&["explore", "--play", "e2e4", "--top-games", "1"]);
+    for (what, text) in [("games", &table), ("explore", &explore)] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{what} printed a raw control character: {text:?}"
+        );
+        assert!(text.contains(white), "{what}: {text}");
+        assert!(text.contains(black), "{what}: {text}");
+    }
+    assert!(table.contains("Open\\u{7}Bell"), "{table}");
+    // JSON and PGN keep the names as they are.
+    let json = db.quiet_ok(&["games", "--format", "json"]);
+    let line: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+    assert_eq!(line["white"], "a\u{1b}[31mred");
+}
+
+/// Three games with clocks; the second and third give negative ones.
+const NEGATIVE_CLOCKS: &str = "[Event \"good\"]\n[White \"a\"]\n[Black \"b\"]\n\n1. e4 { [%clk 0:05:00] } e5 { [%clk 0:05:00] } 1-0\n\n\
+[Event \"minus hour\"]\n[White \"a\"]\n[Black \"b\"]\n\n1. d4 { [%clk 0:05:00] } d5 { [%clk -1:00:00] } 1-0\n\n\
+[Event \"minus seconds\"]\n[White \"a\"]\n[Black \"b\"]\n\n1. c4 { [%eval 0.1] [%clk 0:00:-5] } c5 1-0\n\n";
+
+/// A `%clk` below zero cannot be written back by any export: the import
+/// rejects the game with its reason instead of storing it.
+#[test]
+fn a_negative_clock_is_rejected_at_import() {
+    let dir = scratch_dir("pgnload-negclock-");
+    let file = dir.path().join("clocks.pgn");
+    std::fs::write(&file, NEGATIVE_CLOCKS).expect("write");
+    let db = migrated_db("negclock_import");
+    let out = db.quiet(&["import", &file.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "1");
+    assert_eq!(
+        db.psql("SELECT string_agg(game_number || ' ' || reason, ', ' ORDER BY game_number) FROM import_rejects"),
+        "2 negative clock after ply 2: -3600000 ms, 3 negative clock after ply 1: -5000 ms"
+    );
+    // What is stored exports whole.
+    let exported = dir.path().join("out.pgn");
+    let summary = db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
+    assert!(summary.starts_with("exported 1 games to "), "{summary}");
+}
+
+/// A clock no format can write, stored by an earlier version (or by
+/// hand): every export skips that game, says so and exits 1, and writes
+/// the others; `games --format pgn` too; `game show` of that game fails
+/// with the reason, not an internal error.
+#[test]
+fn a_stored_game_no_format_can_write_is_skipped_and_counted() {
+    let dir = scratch_dir("pgnload-unwritable-");
+    let db = migrated_db("unwritable");
+    import(&db, &[&data("kasparov-deep-blue-1997.pgn")]);
+    let bad = db.psql("SELECT min(id) FROM games");
+    db.psql(&format!(
+        "UPDATE moves SET clock_ms = -5000 WHERE game_id = {bad} AND ply = 3"
+    ));
+    let reason =
+        format!("skipped game {bad} cannot be written: negative clock after ply 3: -5000 ms");
+    for (format, name) in [
+        ("pgn", "out.pgn"),
+        ("dcg", "out"),
+        ("ocgdb", "out.ocgdb.db3"),
+    ] {
+        let target = dir.path().join(name);
+        let out = db.quiet(&[
+            "export",
+            "--format",
+            format,
+            "-o",
+            &target.display().to_string(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{format}: {stderr}");
+        assert!(stderr.contains(&reason), "{format}: {stderr}");
+        assert!(!stderr.contains("internal error"), "{format}: {stderr}");
+        assert!(
+            stdout.starts_with("exported 5 games to "),
+            "{format}: {stdout}"
+        );
+        assert!(
+            stdout.contains("1 that cannot be written"),
+            "{format}: {stdout}"
+        );
+    }
+    let written = std::fs::read_to_string(dir.path().join("out.pgn")).expect("export");
+    assert_eq!(written.matches("[Event ").count(), 5);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let listing = db.quiet(&["games", "--format", "pgn"]);
+    assert_eq!(listing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&listing.stderr).contains(&reason));
+    assert_eq!(
+        String::from_utf8_lossy(&listing.stdout)
+            .matches("[Event ")
+            .count(),
+        5
+    );
+    let show = db.quiet(&["game", "show", &bad]);
+    let stderr = String::from_utf8_lossy(&show.stderr);
+    assert_eq!(show.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("game {bad} cannot be written: negative clock")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("internal error"), "{stderr}");
+}
+
+/// The `.partial` files in `dir`.
+fn partial_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".partial"))
+        .collect()
+}
+
+/// An output that is a directory is refused before any work (here before
+/// even connecting: the database named does not exist), and an export that
+/// fails leaves no `.partial` file.
+#[test]
+fn an_export_checks_its_target_first_and_leaves_nothing_when_it_fails() {
+    let dir = scratch_dir("pgnload-export-target-");
+    let nowhere = "postgresql:///no_such_database?host=/nonexistent-pgnload-socket";
+    let existing = dir.path().join("existing");
+    std::fs::create_dir(&existing).expect("mkdir");
+    std::fs::create_dir(dir.path().join("base.dcg")).expect("mkdir");
+    for (format, target) in [
+        ("pgn", existing.clone()),
+        ("ocgdb", existing.clone()),
+        ("dcg", dir.path().join("base")),
+    ] {
+        let out = run({
+            let mut c = crate::common::pgnload();
+            c.env("DATABASE_URL", nowhere)
+                .args(["-q", "export", "--format", format, "-o"])
+                .arg(&target);
+            c
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{format}: {stderr}");
+        assert!(stderr.contains("is a directory"), "{format}: {stderr}");
+    }
+    // A failure after the output file was opened: the server is not there.
+    let out = run({
+        let mut c = crate::common::pgnload();
+        c.env("DATABASE_URL", nowhere)
+            .args(["-q", "export", "-o"])
+            .arg(dir.path().join("out.pgn"));
+        c
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(partial_files(dir.path()), Vec::<String>::new());
+    assert!(!dir.path().join("out.pgn").exists());
+}
+
+/// SIGTERM stops an export even while it waits on the server (here on a
+/// lock another session holds): exit code 3, and no `.partial` file left.
+#[test]
+fn an_interrupted_export_leaves_no_partial_files() {
+    use std::io::Write as _;
+
+    use nix::{
+        sys::signal::{Signal, kill},
+        unistd::Pid,
+    };
+
+    let dir = scratch_dir("pgnload-export-term-");
+    let db = migrated_db("export_term");
+    import(&db, &[&data("kasparov-deep-blue-1997.pgn")]);
+    for (format, name) in [("pgn", "out.pgn"), ("dcg", "base"), ("ocgdb", "out.db3")] {
+        // A session holding games locked until its input ends.
+        let mut locker = std::process::Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &db.url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("psql");
+        let mut input = locker.stdin.take().expect("stdin");
+        input
+            .write_all(b"BEGIN; LOCK TABLE games IN ACCESS EXCLUSIVE MODE; SELECT 1;\n")
+            .expect("lock");
+        input.flush().expect("flush");
+        let mut polls = 0;
+        while db.psql("SELECT count(*) FROM pg_locks WHERE relation = 'games'::regclass AND mode = 'AccessExclusiveLock' AND granted") != "1" {
+            polls += 1;
+            assert!(polls < 6000, "the lock was never taken");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let child = db
+            .pgnload()
+            .args(["-q", "export", "--format", format, "-o"])
+            .arg(dir.path().join(name))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn pgnload");
+        // Not a timing: wait until the export waits on the lock (its
+        // output file is open by then, and its signal handlers set).
+        let mut polls = 0;
+        while db.psql(
+            "SELECT count(*) FROM pg_locks WHERE relation = 'games'::regclass AND NOT granted",
+        ) == "0"
+        {
+            polls += 1;
+            assert!(polls < 6000, "the export never waited on the lock");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!partial_files(dir.path()).is_empty() || format != "pgn");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        kill(pid, Signal::SIGTERM).expect("SIGTERM");
+        let output = child.wait_with_output().expect("wait for pgnload");
+        drop(input);
+        locker.wait().expect("psql");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{format}: {stderr}");
+        assert!(stderr.contains("export interrupted"), "{format}: {stderr}");
+        assert_eq!(partial_files(dir.path()), Vec::<String>::new(), "{format}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("dir").count(),
+            0,
+            "{format}: an output was left"
+        );
+    }
+}

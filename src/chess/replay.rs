@@ -10,7 +10,7 @@
 //! It must not parse PGN text again (the reader did) nor know how a game is
 //! stored.
 
-use std::sync::Arc;
+use std::{fmt::Write as _, sync::Arc};
 
 use shakmaty::{
     Bitboard, CastlingMode, CastlingSide, Chess, Color, EnPassantMode, FromSetup, Move, Position,
@@ -28,7 +28,9 @@ use crate::{
         encoding::encode_move,
         fen::{FEN_CAP, position_from_fen, write_fen},
         hash::fen_digest_bytes,
-        model::{Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key},
+        model::{
+            Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key, termination_label,
+        },
     },
     error::{RejectReason, SourcePos},
 };
@@ -424,6 +426,9 @@ fn replay_mainline<P: Rules>(
             in_check = suffix.is_some();
             (MoveText::uci(m, mode), san, encode_move(m))
         };
+        if let Some(ms) = raw_move.clock_ms.filter(|&ms| ms < 0) {
+            return Err(RejectReason::NegativeClock { ply, ms });
+        }
         positions.push(&board);
         let (eval_cp, eval_mate) = match raw_move.eval {
             Some(Eval::Centipawns(cp)) => (Some(cp), None),
@@ -881,6 +886,11 @@ pub(crate) fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String>
         })
 }
 
+/// The prefix of the content digests [`GameRecord::external_id`] writes:
+/// the digests of earlier versions ([`GameRecord::legacy_external_id`])
+/// are bare hex, so the two forms never collide.
+pub const DIGEST_VERSION: &str = "v2-";
+
 impl GameRecord {
     /// `games.source`: `lichess` for Lichess games, else `fallback` (the
     /// `--source` label, or `pgn`).
@@ -892,10 +902,102 @@ impl GameRecord {
         }
     }
 
-    /// `games.external_id`: the Lichess id, else a stable content digest of
-    /// the tags and moves (xxh3-128 in hex), so re-importing the same game
-    /// from any file is recognized.
+    /// `games.external_id`: the Lichess id, else a content digest (xxh3-128
+    /// in hex after [`DIGEST_VERSION`]) of everything stored of the game
+    /// that tells it from another: every tag in the form its column or
+    /// `games.tags` holds it (typed or not, kept raw values included), the
+    /// result, the variant, the start position and the moves. So
+    /// re-importing the same game from any file (an export of it included)
+    /// is recognized, and two games that differ in any of these are two
+    /// games. Player titles are left out: `players` holds one title per
+    /// player, not one per game, so an export could not give a game's back.
+    /// Clocks, evaluations and NAGs are annotations of the same game.
+    ///
+    /// Databases written by earlier versions hold
+    /// [`legacy_external_id`](Self::legacy_external_id) instead; the prefix
+    /// keeps the two forms apart, and the import looks a game up by both.
     pub fn external_id(&self) -> String {
+        if let Some(id) = &self.meta.lichess_id {
+            return id.clone();
+        }
+        let meta = &self.meta;
+        let mut content = String::with_capacity(16 * self.plies.len() + 512);
+        // Each value length-prefixed, so no value can read as another
+        // field or tag whatever it holds.
+        let mut field = |name: &str, value: Option<&str>| {
+            content.push_str(name);
+            match value {
+                Some(value) => {
+                    let _ = write!(content, "={}:", value.len());
+                    content.push_str(value);
+                }
+                None => content.push('!'),
+            }
+            content.push('\n');
+        };
+        let number = |n: Option<i32>| n.map(|n| n.to_string());
+        let [white_elo, black_elo, white_diff, black_diff] = [
+            meta.white.elo,
+            meta.black.elo,
+            meta.white.rating_diff,
+            meta.black.rating_diff,
+        ]
+        .map(number);
+        let result = self
+            .result
+            .and_then(GameResult::score)
+            .map(|r| r.to_string());
+        let started_at = meta.started_at.map(|at| at.to_rfc3339());
+        let typed = [
+            ("Event", meta.event.as_deref()),
+            ("Site", meta.site.as_deref()),
+            ("Round", meta.round.as_deref()),
+            ("White", meta.white.name.as_deref()),
+            ("Black", meta.black.name.as_deref()),
+            ("WhiteElo", white_elo.as_deref()),
+            ("BlackElo", black_elo.as_deref()),
+            ("WhiteRatingDiff", white_diff.as_deref()),
+            ("BlackRatingDiff", black_diff.as_deref()),
+            ("TimeControl", meta.time_control.as_deref()),
+            ("ECO", meta.eco.as_deref()),
+            ("Opening", meta.opening.as_deref()),
+            (
+                "Termination",
+                meta.termination.as_deref().map(termination_label),
+            ),
+            ("Result", result.as_deref()),
+            ("Variant", Some(self.variant.as_db_label())),
+            ("Start", started_at.as_deref()),
+        ];
+        for (name, value) in typed {
+            field(name, value);
+        }
+        // `games.tags` keeps no order between names: sorted.
+        let mut tags: Vec<&(String, String)> =
+            meta.other_tags.iter().chain(&meta.kept_tags).collect();
+        tags.sort_unstable();
+        for (name, value) in tags {
+            field("Tag", Some(name));
+            field("", Some(value));
+        }
+        field("Position", Some(self.positions.fen(0)));
+        for ply in &self.plies {
+            content.push_str(&ply.uci);
+            content.push(' ');
+        }
+        format!(
+            "{DIGEST_VERSION}{:032x}",
+            xxhash_rust::xxh3::xxh3_128(content.as_bytes())
+        )
+    }
+
+    /// The content digest of versions before [`DIGEST_VERSION`]: the tags
+    /// no column holds, Event, Site, Round, White, Black, TimeControl,
+    /// ECO, the start time, the start position and the moves, but not the
+    /// other typed tags (Result, Elo, Variant, ...), so games differing
+    /// only in those shared it. Kept to recognize the games those versions
+    /// stored (see `ingest::writer::existing`); never written any more.
+    pub fn legacy_external_id(&self) -> String {
         if let Some(id) = &self.meta.lichess_id {
             return id.clone();
         }
@@ -1170,5 +1272,54 @@ mod tests {
         .expect("lichess defect tolerated");
         assert_eq!(game.start_fen, None);
         assert_eq!(game.positions.fen(0), "8/8/8/8/8/8/krbnNBRK/qrbnNBRQ w - -");
+    }
+
+    /// Every stored field that tells two games apart changes the content
+    /// digest: the same game with one tag changed is another game (the
+    /// legacy digest merged many of these). Tag order does not count.
+    #[test]
+    fn every_stored_field_distinguishes_the_content_digest() {
+        let base = "[Event \"E\"]\n[Site \"S\"]\n[Date \"2024.01.02\"]\n[Round \"1\"]\n[White \"W\"]\n[Black \"B\"]\n[Result \"1-0\"]\n";
+        let moves = "\n1. e4 e5 2. Qh5 Nc6 1-0\n\n";
+        let digest = |extra: &str| {
+            let game = replay_pgn(&format!("{base}{extra}{moves}")).expect("replays");
+            (game.external_id(), game.legacy_external_id())
+        };
+        let (plain, plain_legacy) = digest("");
+        assert!(plain.starts_with(DIGEST_VERSION), "{plain}");
+        assert_eq!(plain.len(), DIGEST_VERSION.len() + 32);
+        assert!(!plain_legacy.starts_with(DIGEST_VERSION));
+        let mut seen = std::collections::HashSet::from([plain.clone()]);
+        for extra in [
+            "[WhiteElo \"1500\"]\n",
+            "[WhiteElo \"2500\"]\n",
+            "[BlackElo \"1500\"]\n",
+            "[WhiteRatingDiff \"+5\"]\n",
+            "[BlackRatingDiff \"-5\"]\n",
+            "[Variant \"King of the Hill\"]\n",
+            "[Termination \"Time forfeit\"]\n",
+            "[Opening \"King's Pawn\"]\n",
+            "[WhiteElo \"2700?\"]\n",
+            "[Annotator \"x\"]\n",
+            "[Annotator \"x=1:\"]\n",
+            "[TimeControl \"300+3\"]\n",
+        ] {
+            let (id, legacy) = digest(extra);
+            assert!(seen.insert(id), "{extra} did not change the digest");
+            if !extra.contains("Annotator") && !extra.contains("TimeControl") {
+                assert_eq!(
+                    legacy, plain_legacy,
+                    "{extra}: the legacy digest left it out"
+                );
+            }
+        }
+        let other_result = replay_pgn(&format!("{}{moves}", base.replace("1-0", "0-1")))
+            .expect("replays")
+            .external_id();
+        assert!(seen.insert(other_result));
+        // The same tags in another order: the same game.
+        let reordered = "[Round \"1\"]\n[Event \"E\"]\n[Site \"S\"]\n[Date \"2024.01.02\"]\n[Black \"B\"]\n[White \"W\"]\n[Result \"1-0\"]\n";
+        let game = replay_pgn(&format!("{reordered}{moves}")).expect("replays");
+        assert_eq!(game.external_id(), plain);
     }
 }

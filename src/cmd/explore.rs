@@ -9,7 +9,7 @@ use crate::{
         category::{Month, RatingGroup, Speed},
         model::GameVariant,
     },
-    cmd::print,
+    cmd::{print, printable},
     config::Settings,
     error::{Error, ExitStatus},
     ingest::explorer,
@@ -168,14 +168,14 @@ fn table(answer: &Answer) -> String {
             let side = |p: &crate::query::explorer::Player| {
                 format!(
                     "{} ({})",
-                    p.name.as_deref().unwrap_or("?"),
+                    printable(p.name.as_deref().unwrap_or("?")),
                     p.rating.map_or("?".to_owned(), |r| r.to_string())
                 )
             };
             let _ = writeln!(
                 out,
                 "  {:<12} {} - {}  {}  {}",
-                game.id,
+                printable(&game.id),
                 side(&game.white),
                 side(&game.black),
                 game.winner.unwrap_or("-"),

@@ -9,11 +9,21 @@
 //! [`crate::export::dcg`] and [`crate::export::ocgdb`] instead, from the
 //! same filter and the same stream; they hold standard chess only, so
 //! other games are skipped and counted (exported + skipped = selected).
+//!
+//! A stored game a format cannot write (a negative clock written by an
+//! earlier version or by hand) is skipped in every format, counted and
+//! said, and the export exits with code 1. An output name that is a
+//! directory is refused before any work; an export that fails or is
+//! interrupted (Ctrl-C, SIGTERM: exit code 3) removes its temporary files.
 
 use std::{
     fs,
     io::{self, Write},
-    path::PathBuf,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use rayon::prelude::*;
@@ -22,7 +32,7 @@ use crate::{
     chess::model::GameVariant,
     config::Settings,
     error::{Error, ExitStatus},
-    export::{dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
+    export::{Unwritten, dcg, dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
     ingest::source,
     progress::Progress,
     query::{
@@ -68,6 +78,93 @@ struct Skipped {
     variant: u64,
     /// A null move, which ocgdb's `Moves2` cannot hold.
     null_move: u64,
+    /// A stored value the format cannot say.
+    unwritable: Unwritten,
+}
+
+/// Files an export writes under temporary names: removed when it is
+/// dropped before [`Leftovers::keep`], so an export that fails or is
+/// interrupted leaves no `.partial` file behind.
+struct Leftovers(Vec<PathBuf>);
+
+impl Leftovers {
+    /// The export completed: its files are its output now.
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => stderr_line!(
+                    "pgnload: warning: could not remove the unfinished {}: {e}",
+                    path.display()
+                ),
+            }
+        }
+    }
+}
+
+/// Refuses, before any work, output names that are directories: the
+/// export would otherwise run to its end and fail at the rename. (An
+/// existing file is replaced, once the export is whole.)
+fn check_targets<'a>(targets: impl IntoIterator<Item = &'a Path>) -> Result<(), Error> {
+    for target in targets {
+        if target.is_dir() {
+            return Err(Error::Config(format!(
+                "--output {}: is a directory; name the file to write",
+                target.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Ctrl-C and SIGTERM stop an export at once (see [`until_interrupted`]);
+/// its temporary files are then removed and it exits with code 3.
+fn watch_interrupts(runtime: &tokio::runtime::Runtime) -> Result<Arc<AtomicUsize>, Error> {
+    let interrupts = Arc::new(AtomicUsize::new(0));
+    super::watch_signals(
+        runtime,
+        Arc::clone(&interrupts),
+        "interrupted; stopping the export and removing its unfinished files",
+        "interrupted again; exiting now (unfinished .partial files may be left)",
+    )?;
+    Ok(interrupts)
+}
+
+/// Runs `work` until it ends or a signal comes, whichever is first: an
+/// export waiting on the server (a lock, a slow query) must stop at once
+/// too. Dropping `work` drops its connections; what it wrote is removed
+/// by the caller's [`Leftovers`].
+async fn until_interrupted<T>(
+    interrupts: &AtomicUsize,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let signalled = async {
+        while interrupts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        result = work => result,
+        () = signalled => Err(Error::Request("export interrupted".to_owned())),
+    }
+}
+
+/// Whether a signal stopped the export (the stream's error is then beside
+/// the point): said on stderr; the caller exits with code 3 once its
+/// temporary files are removed.
+fn was_interrupted(interrupts: &AtomicUsize) -> bool {
+    let stopped = interrupts.load(Ordering::SeqCst) > 0;
+    if stopped {
+        stderr_line!("pgnload: export interrupted; removing its unfinished files");
+    }
+    stopped
 }
 
 /// Runs `pgnload export --format dcg|ocgdb`: both formats' writers behind
@@ -84,6 +181,11 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         )));
     }
     let target = PathBuf::from(&args.output);
+    let (temporary, finals) = match args.format {
+        Format::Dcg => dcg::files(&target),
+        _ => (vec![OcgdbWriter::partial(&target)], vec![target.clone()]),
+    };
+    check_targets(finals.iter().map(PathBuf::as_path))?;
     enum Writer {
         Dcg(DcgWriter),
         Ocgdb(OcgdbWriter),
@@ -91,7 +193,9 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
     let mut skipped = Skipped::default();
     let mut exported = 0u64;
     let runtime = db::runtime()?;
-    let (selected, writer) = runtime.block_on(async {
+    let interrupts = watch_interrupts(&runtime)?;
+    let leftovers = Leftovers(temporary);
+    let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
         let filter = args.filter.resolve(&database.client).await?;
@@ -117,13 +221,15 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
                     return Ok(());
                 }
                 let written = match &mut writer {
-                    Writer::Dcg(w) => w.write(game, moves).map(|()| true)?,
-                    Writer::Ocgdb(w) => w.write(game, moves)?,
+                    Writer::Dcg(w) => skipped
+                        .unwritable
+                        .skip(w.write(game, moves).map(|()| true))?,
+                    Writer::Ocgdb(w) => skipped.unwritable.skip(w.write(game, moves))?,
                 };
-                if written {
-                    exported += 1;
-                } else {
-                    skipped.null_move += 1;
+                match written {
+                    Some(true) => exported += 1,
+                    Some(false) => skipped.null_move += 1,
+                    None => {}
                 }
                 Ok(())
             },
@@ -133,25 +239,46 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         helper.close()?;
         database.close()?;
         Ok::<_, Error>((selected, writer))
-    })?;
+    }));
+    if was_interrupted(&interrupts) {
+        drop(leftovers);
+        return Ok(ExitStatus::Interrupted);
+    }
+    let (selected, writer) = result?;
     match writer {
         Writer::Dcg(w) => w.finish()?,
         Writer::Ocgdb(w) => w.finish()?,
     }
-    let skipped_total = skipped.variant + skipped.null_move;
+    leftovers.keep();
+    let unwritable = skipped.unwritable.count;
+    let skipped_total = skipped.variant + skipped.null_move + unwritable;
     if exported + skipped_total != selected {
         return Err(Error::Internal(format!(
             "export counted {exported} exported + {skipped_total} skipped of {selected} selected"
         )));
     }
+    for line in skipped.unwritable.report() {
+        stderr_line!("pgnload: {line}");
+    }
+    // The third reason only when it happened: the line stays what it was
+    // for every export that wrote all it could.
+    let unwritten = if unwritable > 0 {
+        format!(", {unwritable} that cannot be written")
+    } else {
+        String::new()
+    };
     super::print(&format!(
         "exported {exported} games to {}, skipped {skipped_total} ({} not standard chess, \
-         {} with a null move) of {selected} selected\n",
+         {} with a null move{unwritten}) of {selected} selected\n",
         target.display(),
         skipped.variant,
         skipped.null_move
     ))?;
-    Ok(ExitStatus::Clean)
+    Ok(if unwritable > 0 {
+        ExitStatus::CompletedWithRejects
+    } else {
+        ExitStatus::Clean
+    })
 }
 
 /// Runs `pgnload export`.
@@ -160,6 +287,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         return run_exchange(args, settings, quiet);
     }
     let target = (args.output != "-").then(|| PathBuf::from(&args.output));
+    check_targets(target.as_deref())?;
     // A device or a pipe (`/dev/null`, a FIFO) is written to as it is:
     // renaming a finished file onto it would replace it.
     let partial = target
@@ -174,6 +302,9 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         let path = path.clone();
         move |source| Error::Open { path, source }
     };
+    let runtime = db::runtime()?;
+    let interrupts = watch_interrupts(&runtime)?;
+    let leftovers = Leftovers(partial.iter().cloned().collect());
     let sink: Box<dyn Write> = match (&partial, &target) {
         (Some(path), _) => Box::new(fs::File::create(path).map_err(open_err(path))?),
         (None, Some(device)) => Box::new(
@@ -185,8 +316,8 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         (None, None) => Box::new(io::stdout().lock()),
     };
     let mut out = io::BufWriter::with_capacity(1 << 16, sink);
-    let runtime = db::runtime()?;
-    let written = runtime.block_on(async {
+    let mut unwritable = Unwritten::default();
+    let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
         let filter = args.filter.resolve(&database.client).await?;
@@ -203,19 +334,28 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
                 // Formatting is most of the client's work: the batch's
                 // games are formatted in parallel, a run of games into one
                 // text (one allocation and one write per run, not per
-                // game), then written in order.
+                // game), then written in order. A game that cannot be
+                // written is taken back out of its run's text.
                 let texts = batch
                     .par_chunks(FORMATTED_TOGETHER)
                     .map(|games| {
                         let mut text = String::with_capacity(games.len() * 2560);
+                        let mut skipped = Unwritten::default();
                         for (game, moves) in games {
-                            pgn::write_game(game, moves, &mut text)?;
+                            let start = text.len();
+                            if skipped
+                                .skip(pgn::write_game(game, moves, &mut text))?
+                                .is_none()
+                            {
+                                text.truncate(start);
+                            }
                         }
-                        Ok(text)
+                        Ok((text, skipped))
                     })
-                    .collect::<Result<Vec<String>, Error>>()?;
-                for text in texts {
+                    .collect::<Result<Vec<(String, Unwritten)>, Error>>()?;
+                for (text, skipped) in texts {
                     out.write_all(text.as_bytes()).map_err(Error::Output)?;
+                    unwritable.merge(skipped);
                 }
                 progress.add(batch.len() as u64, 0);
                 Ok(())
@@ -226,19 +366,52 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         helper.close()?;
         database.close()?;
         Ok::<_, Error>(written)
-    })?;
+    }));
+    if was_interrupted(&interrupts) {
+        drop(out);
+        drop(leftovers);
+        return Ok(ExitStatus::Interrupted);
+    }
+    let selected = result?;
     out.flush().map_err(Error::Output)?;
     drop(out);
-    let summary = format!("exported {written} games");
+    for line in unwritable.report() {
+        stderr_line!("pgnload: {line}");
+    }
+    let exported = selected.checked_sub(unwritable.count).ok_or_else(|| {
+        Error::Internal(format!(
+            "export skipped {} of {selected} games",
+            unwritable.count
+        ))
+    })?;
+    let note = if unwritable.count > 0 {
+        format!(
+            ", skipped {} that cannot be written, of {selected} selected",
+            unwritable.count
+        )
+    } else {
+        String::new()
+    };
     match (&partial, &target) {
         (Some(partial), Some(target)) => {
             fs::rename(partial, target).map_err(open_err(target))?;
-            super::print(&format!("{summary} to {}\n", target.display()))?;
+            leftovers.keep();
+            super::print(&format!(
+                "exported {exported} games to {}{note}\n",
+                target.display()
+            ))?;
         }
         (None, Some(device)) => {
-            super::print(&format!("{summary} to {}\n", device.display()))?;
+            super::print(&format!(
+                "exported {exported} games to {}{note}\n",
+                device.display()
+            ))?;
         }
-        _ => stderr_line!("pgnload: {summary}"),
+        _ => stderr_line!("pgnload: exported {exported} games{note}"),
     }
-    Ok(ExitStatus::Clean)
+    Ok(if unwritable.count > 0 {
+        ExitStatus::CompletedWithRejects
+    } else {
+        ExitStatus::Clean
+    })
 }

@@ -3,10 +3,11 @@
 
 use std::io::{self, Write};
 
+use super::printable;
 use crate::{
     config::Settings,
     error::{Error, ExitStatus},
-    export::pgn,
+    export::{Unwritten, pgn},
     query::{
         filter::FilterArgs,
         games::{self, Order, StoredGame},
@@ -56,10 +57,10 @@ fn json_line(game: &StoredGame) -> serde_json::Value {
 /// One line of the table.
 fn table_line(game: &StoredGame) -> String {
     let side = |name: &Option<String>, elo: Option<i32>| {
-        let name = name.as_deref().unwrap_or("?");
+        let name = printable(name.as_deref().unwrap_or("?"));
         match elo {
             Some(elo) => format!("{name} ({elo})"),
-            None => name.to_owned(),
+            None => name.into_owned(),
         }
     };
     format!(
@@ -71,7 +72,7 @@ fn table_line(game: &StoredGame) -> String {
         side(&game.black, game.black_elo),
         game.result_text(),
         game.ply_count,
-        game.event.as_deref().unwrap_or("")
+        printable(game.event.as_deref().unwrap_or(""))
     )
 }
 
@@ -95,6 +96,7 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
             .map_err(Error::Output)?;
         }
         let mut text = String::new();
+        let mut unwritable = Unwritten::default();
         games::for_each(
             &mut database.client,
             None,
@@ -109,7 +111,14 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
                         text.push_str(&json_line(game).to_string());
                         text.push('\n');
                     }
-                    Format::Pgn => pgn::write_game(game, moves, &mut text)?,
+                    Format::Pgn => {
+                        if unwritable
+                            .skip(pgn::write_game(game, moves, &mut text))?
+                            .is_none()
+                        {
+                            text.clear();
+                        }
+                    }
                 }
                 out.write_all(text.as_bytes()).map_err(Error::Output)
             },
@@ -117,6 +126,13 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
         .await?;
         out.flush().map_err(Error::Output)?;
         database.close()?;
-        Ok(ExitStatus::Clean)
+        for line in unwritable.report() {
+            stderr_line!("pgnload: {line}");
+        }
+        Ok(if unwritable.count > 0 {
+            ExitStatus::CompletedWithRejects
+        } else {
+            ExitStatus::Clean
+        })
     })
 }

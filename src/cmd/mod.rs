@@ -16,12 +16,33 @@ pub mod status;
 pub mod verify;
 
 use std::{
+    borrow::Cow,
     io::Write,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
 };
+
+/// `text` as a table or a line for people shows it: every control
+/// character (C0, DEL, C1) as a `\u{1b}` escape, so a name read from a
+/// file can neither drive the terminal (move the cursor, recolour, clear
+/// the screen) nor break a table's lines. Everything else is shown as it
+/// is. JSON output is escaped by serde, and PGN output keeps tags as read.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        if ch.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(ch)));
+        } else {
+            out.push(ch);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Writes to stdout without panicking when the reader went away (`| head`):
 /// the error surfaces as [`crate::Error::Output`], which `main` treats as
@@ -84,4 +105,20 @@ pub fn watch_signals(
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(printable("Magnus"), "Magnus");
+        assert_eq!(printable("J\u{f6}rg \u{5f20}"), "J\u{f6}rg \u{5f20}");
+        assert_eq!(printable("a\u{1b}[31mred"), "a\\u{1b}[31mred");
+        assert_eq!(
+            printable("\0\t\n\r\u{7f}\u{85}\u{9b}x"),
+            "\\u{0}\\u{9}\\u{a}\\u{d}\\u{7f}\\u{85}\\u{9b}x"
+        );
+    }
 }

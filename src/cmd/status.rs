@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 
+use super::printable;
 use crate::{
     config::Settings,
     error::Error,
@@ -96,10 +97,11 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
                     "last_error": last_error, "updated_at": updated,
                 }));
             } else {
+                let path = printable(&path);
                 table.push_str(&format!(
                     "{state:<11} {games:>10} games {bytes:>14} bytes {rejects:>6} rejects {filtered:>8} filtered  {path}  [{fingerprint}]{}{}\n",
-                    if scope.is_empty() { String::new() } else { format!("  scope: {scope}") },
-                    last_error.map_or(String::new(), |e| format!("  last error: {e}"))
+                    if scope.is_empty() { String::new() } else { format!("  scope: {}", printable(&scope)) },
+                    last_error.map_or(String::new(), |e| format!("  last error: {}", printable(&e)))
                 ));
             }
         }

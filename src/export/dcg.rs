@@ -432,6 +432,20 @@ impl Hashed {
     }
 }
 
+/// Every file a [`DcgWriter`] for `base` writes under a temporary name, and
+/// the final names it renames them to (the manifest first, as the writer
+/// renames them): what an export that does not finish removes, and what
+/// must not be a directory before it starts.
+pub fn files(base: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let finals: Vec<PathBuf> = [MANIFEST, "dcn", "dcs", "dce", "dcg", "dci"]
+        .into_iter()
+        .map(|ext| with_extension(base, ext))
+        .collect();
+    let mut temporary: Vec<PathBuf> = finals.iter().map(|path| partial(path)).collect();
+    temporary.push(partial(&with_extension(base, "dci.refs")));
+    (temporary, finals)
+}
+
 fn create(path: &Path) -> Result<Hashed, Error> {
     let file = fs::File::create(path).map_err(|source| Error::Open {
         path: path.to_owned(),
@@ -581,8 +595,9 @@ impl DcgWriter {
                 let nag = m
                     .nag
                     .map(|nag| {
-                        u8::try_from(nag).map_err(|_| {
-                            Error::Internal(format!("game {}: NAG {nag} out of range", game.id))
+                        u8::try_from(nag).map_err(|_| Error::Unwritable {
+                            game: game.id,
+                            reason: format!("NAG {nag} out of range"),
                         })
                     })
                     .transpose()?;
@@ -679,8 +694,7 @@ impl DcgWriter {
         out.write_all(SetManifest { files }.text().as_bytes())
             .map_err(Error::Output)?;
         out.close()?;
-        for ext in [MANIFEST, "dcn", "dcs", "dce", "dcg", "dci"] {
-            let target = with_extension(&base, ext);
+        for target in self::files(&base).1 {
             fs::rename(partial(&target), &target).map_err(|source| Error::Open {
                 path: target.clone(),
                 source,

@@ -41,15 +41,13 @@ pub enum PlainMove {
 
 /// The moves of a standard-chess `game`, replayed from its start position
 /// to recover squares. The stored SAN was replayed at import, so a move
-/// that does not replay now is a damaged row: an internal error naming the
-/// game and ply, never a silently shortened game.
+/// that does not replay now is a damaged row: a game that cannot be
+/// written ([`Error::Unwritable`]) naming the ply, never a silently
+/// shortened game.
 pub fn plain_moves(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<PlainMove>, Error> {
-    let damaged = |ply: usize, why: String| {
-        Error::Internal(format!(
-            "game {}: stored move {} does not replay: {why}",
-            game.id,
-            ply + 1
-        ))
+    let damaged = |ply: usize, why: String| Error::Unwritable {
+        game: game.id,
+        reason: format!("stored move {} does not replay: {why}", ply + 1),
     };
     let mut board = match &game.start_fen {
         None => Chess::default(),
@@ -134,4 +132,60 @@ pub fn date_parts(game: &StoredGame) -> (Option<u16>, Option<u8>, Option<u8>) {
     let month = field(2, 12).and_then(|m| u8::try_from(m).ok());
     let day = field(2, 31).and_then(|d| u8::try_from(d).ok());
     (year, month, day)
+}
+
+/// The selected games a writer could not write ([`Error::Unwritable`]): an
+/// export or a listing skips them and goes on, and says in its summary
+/// how many and why, rather than die on a row the import accepted.
+#[derive(Debug, Default)]
+pub struct Unwritten {
+    /// Games skipped.
+    pub count: u64,
+    /// Why, the first [`Unwritten::SHOWN`] of them.
+    pub reasons: Vec<String>,
+}
+
+impl Unwritten {
+    /// Reasons kept for the summary: one line each; the count says the rest.
+    pub const SHOWN: usize = 10;
+
+    /// Passes `result` of writing one game on; an unwritable game is
+    /// counted and gives `None`, any other error stays an error.
+    pub fn skip<T>(&mut self, result: Result<T, Error>) -> Result<Option<T>, Error> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(e @ Error::Unwritable { .. }) => {
+                self.count += 1;
+                if self.reasons.len() < Self::SHOWN {
+                    self.reasons.push(e.to_string());
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds the games another part of the same export skipped.
+    pub fn merge(&mut self, other: Unwritten) {
+        self.count += other.count;
+        let room = Self::SHOWN.saturating_sub(self.reasons.len());
+        self.reasons.extend(other.reasons.into_iter().take(room));
+    }
+
+    /// The lines that say what was skipped (none when nothing was), for
+    /// stderr: one per reason kept, then the count if it holds more.
+    pub fn report(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .reasons
+            .iter()
+            .map(|reason| format!("skipped {reason}"))
+            .collect();
+        let unshown = self.count - self.reasons.len() as u64;
+        if unshown > 0 {
+            lines.push(format!(
+                "skipped {unshown} more games that cannot be written"
+            ));
+        }
+        lines
+    }
 }

@@ -193,15 +193,22 @@ pub struct OcgdbWriter {
 }
 
 impl OcgdbWriter {
+    /// The temporary name the database for `target` is written under
+    /// until [`finish`](OcgdbWriter::finish): what an export that does not
+    /// finish removes.
+    pub fn partial(target: &Path) -> PathBuf {
+        let mut name = target.as_os_str().to_owned();
+        name.push(".partial");
+        PathBuf::from(name)
+    }
+
     /// Creates the database at `target` (under a `.partial` name until
     /// [`finish`]), with the schema and the `Info` rows ocgdb writes first,
     /// and opens the transaction every game goes into.
     ///
     /// [`finish`]: OcgdbWriter::finish
     pub fn create(target: &Path) -> Result<OcgdbWriter, Error> {
-        let mut name = target.as_os_str().to_owned();
-        name.push(".partial");
-        let partial = PathBuf::from(name);
+        let partial = Self::partial(target);
         match fs::remove_file(&partial) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -252,6 +259,17 @@ impl OcgdbWriter {
         let Some(blob) = moves2(&plain) else {
             return Ok(false);
         };
+        // Every comment before the first row: a game that cannot be
+        // written leaves nothing of itself in the file.
+        let mut comments = Vec::new();
+        for (ply, m) in moves.iter().enumerate() {
+            let comment = move_comment(game.id, ply, m)?;
+            if !comment.is_empty() {
+                let ply = i64::try_from(ply)
+                    .map_err(|_| Error::Internal(format!("game {}: too many moves", game.id)))?;
+                comments.push((ply, comment));
+            }
+        }
         let c = &self.connection;
         let named = |names: &mut Names,
                      table: &'static str,
@@ -324,13 +342,7 @@ impl OcgdbWriter {
             ])
         })
         .map_err(sql("Games"))?;
-        for (ply, m) in moves.iter().enumerate() {
-            let comment = move_comment(game.id, ply, m)?;
-            if comment.is_empty() {
-                continue;
-            }
-            let ply = i64::try_from(ply)
-                .map_err(|_| Error::Internal(format!("game {}: too many moves", game.id)))?;
+        for (ply, comment) in comments {
             c.prepare_cached("INSERT INTO Comments (GameID, Ply, Comment) VALUES (?1, ?2, ?3)")
                 .and_then(|mut s| s.execute(params![id, ply, comment]))
                 .map_err(sql("Comments"))?;

@@ -4,10 +4,10 @@
 //! The text is chosen so that importing it gives back the same rows: the
 //! same natural key (`source`, `external_id`: the Lichess id, or the
 //! content digest of [`crate::chess::replay::GameRecord::external_id`],
-//! which covers the tags no column holds, Event, Site, Round, White,
-//! Black, TimeControl, ECO, the start time, the start position and the
-//! moves), the same columns, the same `tags` and the same moves with their
-//! clocks, evaluations and NAGs. Tags come as the Seven Tag Roster first,
+//! which covers every tag in the form its column or `games.tags` holds
+//! it, the result, the variant, the start position and the moves), the
+//! same columns, the same `tags` and the same moves with their clocks,
+//! evaluations and NAGs. Tags come as the Seven Tag Roster first,
 //! then the columns, then `games.tags` (kept raw values after the typed
 //! ones of the same name, in file order, as the importer reads them).
 
@@ -64,10 +64,10 @@ fn stored_tags(game: &StoredGame) -> Result<Vec<(String, String)>, Error> {
         };
         for value in values {
             let serde_json::Value::String(text) = value else {
-                return Err(Error::Internal(format!(
-                    "game {}: tag {name} holds {value}, not text",
-                    game.id
-                )));
+                return Err(Error::Unwritable {
+                    game: game.id,
+                    reason: format!("tag {name} holds {value}, not text"),
+                });
             };
             out.push((name.clone(), text.clone()));
         }
@@ -255,11 +255,9 @@ pub fn write_move_comment(
             out.push(' ');
         }
         out.push_str("[%clk ");
-        clock(ms, out).ok_or_else(|| {
-            Error::Internal(format!(
-                "game {game_id} ply {}: negative clock {ms}",
-                ply + 1
-            ))
+        clock(ms, out).ok_or_else(|| Error::Unwritable {
+            game: game_id,
+            reason: format!("negative clock after ply {}: {ms} ms", ply + 1),
         })?;
         out.push(']');
     }

@@ -156,6 +156,7 @@ impl Batch {
                 | RejectReason::NulByte { .. }
                 | RejectReason::NameTooLong { .. }
                 | RejectReason::TooManyPlies { .. }
+                | RejectReason::NegativeClock { .. }
                 | RejectReason::Undecodable(_) => true,
             },
         })

@@ -22,7 +22,7 @@ use crate::{
         explorer,
         pipeline::{Outcome, PipelineConfig, process_chunk},
         source::open_input,
-        writer::{prepare_connection, prepare_game},
+        writer::{legacy_holders, prepare_connection, prepare_game},
     },
     store::db::db_err,
 };
@@ -121,7 +121,16 @@ pub async fn put_game(
     lock_for_one_game(&tx, "put games", waiting).await?;
     // FOR SHARE, as a delete: the counters stay on or off until the commit.
     let explorer = explorer::enabled(&tx, true).await?;
-    let holder = holder_of(&tx, source, &external_id).await?;
+    let mut holder = holder_of(&tx, source, &external_id).await?;
+    // Stored by a version before the v2 digest: found by its old one, as an
+    // import finds it, and re-keyed by the put rather than stored twice.
+    if holder.is_none()
+        && let [Some((id, _))] = legacy_holders(&tx, &[game])
+            .await
+            .map_err(db_err("looking up the game's legacy identity"))?[..]
+    {
+        holder = locate(&tx, &GameRef::Id(id)).await?;
+    }
     let target = match replace {
         None => holder,
         Some(named) => {

@@ -6,11 +6,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tokio_postgres::Transaction;
+use tokio_postgres::{Transaction, types::Json};
 
 use super::{FileContext, to_i64};
 use crate::{
-    chess::replay::GameRecord,
+    chess::{model::termination_label, replay::GameRecord},
     ingest::pipeline::{Batch, Outcome},
 };
 
@@ -243,6 +243,86 @@ async fn claimed_games(
     Ok(found)
 }
 
+/// Marks present the candidates not found by their digest that an earlier
+/// version stored under its own (see [`legacy_holders`]), so that
+/// re-importing a file imported then changes nothing.
+async fn recognize_legacy(
+    tx: &Transaction<'_>,
+    candidates: &[Candidate<'_>],
+    found: &mut [Found],
+) -> Result<(), tokio_postgres::Error> {
+    let unknown: Vec<usize> = found
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| matches!(f, Found::New) && candidates[*i].source != LICHESS)
+        .map(|(i, _)| i)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let games: Vec<&GameRecord> = unknown.iter().map(|&i| candidates[i].game).collect();
+    for (&index, holder) in unknown.iter().zip(legacy_holders(tx, &games).await?) {
+        if let (Some((id, cap)), Some(slot)) = (holder, found.get_mut(index)) {
+            *slot = Found::Present(id, cap);
+        }
+    }
+    Ok(())
+}
+
+/// For each non-Lichess game, the stored game (`games.id` and
+/// `positions_max_ply`) that an earlier version stored under its digest
+/// ([`GameRecord::legacy_external_id`]), if that stored game is this one.
+/// That digest left out Result, the Elos, the rating diffs, Variant,
+/// Termination, Opening and the kept raw tags, and games differing only in
+/// those shared it: the stored game counts only if it holds the game's
+/// values for every one of them (and its moves and start position);
+/// another game under the legacy digest is another game.
+pub(crate) async fn legacy_holders(
+    tx: &Transaction<'_>,
+    games: &[&GameRecord],
+) -> Result<Vec<Option<(i64, Option<i32>)>>, tokio_postgres::Error> {
+    let mut holders = vec![None; games.len()];
+    let ids: Vec<String> = games.iter().map(|g| g.legacy_external_id()).collect();
+    let rows = tx
+        .query(
+            "SELECT k.i, g.id, g.positions_max_ply, g.moves, g.start_fen, g.result, g.white_elo,
+                    g.black_elo, g.white_rating_diff, g.black_rating_diff, g.variant::text,
+                    g.termination::text, g.opening, g.tags
+             FROM unnest($1::text[]) WITH ORDINALITY AS k(external_id, i)
+             JOIN games g ON g.source <> 'lichess' AND g.external_id = k.external_id",
+            &[&ids],
+        )
+        .await?;
+    for row in rows {
+        let ordinality: i64 = row.get(0);
+        let Some(index) = usize::try_from(ordinality - 1)
+            .ok()
+            .filter(|&i| i < games.len())
+        else {
+            continue;
+        };
+        let game = games[index];
+        let meta = &game.meta;
+        let tags: Json<serde_json::Value> = row.get(13);
+        let same = game.meta.lichess_id.is_none()
+            && row.get::<_, &[u8]>(3) == game.encoded_moves().as_slice()
+            && row.get::<_, Option<&str>>(4) == game.start_fen.as_deref()
+            && row.get::<_, Option<i16>>(5) == game.result.and_then(|r| r.score())
+            && row.get::<_, Option<i32>>(6) == meta.white.elo
+            && row.get::<_, Option<i32>>(7) == meta.black.elo
+            && row.get::<_, Option<i32>>(8) == meta.white.rating_diff
+            && row.get::<_, Option<i32>>(9) == meta.black.rating_diff
+            && row.get::<_, &str>(10) == game.variant.as_db_label()
+            && row.get::<_, Option<&str>>(11) == meta.termination.as_deref().map(termination_label)
+            && row.get::<_, Option<&str>>(12) == meta.opening.as_deref()
+            && tags.0 == serde_json::Value::Object(meta.tags_json());
+        if same && holders[index].is_none() {
+            holders[index] = Some((row.get(1), row.get(2)));
+        }
+    }
+    Ok(holders)
+}
+
 /// Claims that another input holds without its game written, taken over
 /// for `file` when no process is importing that input (its lock is free:
 /// it was interrupted, or it changed and was restarted under a new
@@ -328,7 +408,8 @@ pub(super) async fn classify<'a>(
     candidates: Vec<Candidate<'a>>,
     file: &FileContext,
 ) -> Result<(Vec<Candidate<'a>>, Vec<Conflict>), tokio_postgres::Error> {
-    let found = existing_games(tx, &candidates, file).await?;
+    let mut found = existing_games(tx, &candidates, file).await?;
+    recognize_legacy(tx, &candidates, &mut found).await?;
     let mut first_of: HashMap<(bool, String), usize> = HashMap::with_capacity(candidates.len());
     let mut extended: HashSet<i64> = HashSet::new();
     let mut new = Vec::with_capacity(candidates.len());

@@ -48,6 +48,7 @@ mod sharded;
 mod single;
 
 pub(crate) use self::copy::{CopyRow, WriteError, copy_rows};
+pub(crate) use self::existing::legacy_holders;
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
