@@ -12,7 +12,7 @@ use std::{
     fs::OpenOptions,
     io::Write,
     path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
+    process::{Command, Output},
     thread,
     time::{Duration, Instant},
 };
@@ -26,6 +26,7 @@ use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 use crate::{
     common::{TestDb, fresh_db, repo, run, scratch_dir},
     import::content_dump,
+    reliability::hold_advisory_lock,
     resume::renamed_sample,
 };
 
@@ -425,26 +426,6 @@ fn a_file_changed_inside_its_imported_part_is_still_refused() {
     assert_eq!(db.psql("SELECT count(*) FROM games"), "1300");
 }
 
-/// A psql session holding advisory lock `key` until the server goes away;
-/// returns once it holds it.
-fn hold_lock(db: &TestDb, key: i64) -> Child {
-    let child = Command::new("psql")
-        .args(["-X", "-q", &db.url, "-c"])
-        .arg(format!(
-            "SELECT pg_advisory_lock({key}); SELECT pg_sleep(600);"
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn psql");
-    // Nothing else runs: the only advisory lock is this one.
-    wait_for(
-        db,
-        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted)",
-    );
-    child
-}
-
 /// Polls `sql` (one boolean) until it is true; fails after two minutes.
 fn wait_for(db: &TestDb, sql: &str) {
     let started = Instant::now();
@@ -542,7 +523,7 @@ fn a_month_of_nights_ends_as_a_clean_import_of_the_final_files() {
     std::fs::write(&late, &late_text).expect("write");
     cluster.start_persistent().expect("start");
     let db = TestDb::existing(cluster.connection_url());
-    let mut holder = hold_lock(&db, input_lock_key(&late));
+    let mut holder = hold_advisory_lock(&db, input_lock_key(&late));
     let crash = thread::scope(|scope| {
         let script = scope.spawn(|| night("night 3", 1));
         wait_for(

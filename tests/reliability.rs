@@ -22,8 +22,9 @@ fn wait_until(db: &TestDb, what: &str, sql: &str) {
 }
 
 /// A psql session that takes advisory lock `key` and holds it until its
-/// backend is terminated.
-fn hold_advisory_lock(db: &TestDb, key: i64) -> Child {
+/// backend is terminated (or the server goes away); returns once it holds
+/// it.
+pub fn hold_advisory_lock(db: &TestDb, key: i64) -> Child {
     let child = Command::new("psql")
         .args(["-X", "-q", &db.url, "-c"])
         .arg(format!(

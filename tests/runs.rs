@@ -383,20 +383,7 @@ fn the_first_signal_ends_a_wait_for_a_server_that_is_down() {
     });
     let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
     assert_eq!(exited, None, "{seen:?}");
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
-    kill(pid, Signal::SIGTERM).expect("SIGTERM");
-    let signalled = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still waiting for the server 20 s after SIGTERM: {seen:?}");
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
+    let status = sigterm_and_reap(&mut child, &seen);
     let rest: Vec<String> = lines.iter().collect();
     assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");
     assert!(
@@ -404,6 +391,27 @@ fn the_first_signal_ends_a_wait_for_a_server_that_is_down() {
             .any(|l| l.contains("interrupted while waiting to retry")),
         "{rest:?}"
     );
+}
+
+/// Sends SIGTERM to a pgnload waiting to retry and returns how it exited;
+/// fails if it is still running 20 s later (a hang bound, not a timing:
+/// the wait it is in lasts ten minutes). `seen` is what it printed, for the
+/// message.
+fn sigterm_and_reap(child: &mut Child, seen: &[String]) -> std::process::ExitStatus {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let signalled = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if signalled.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still waiting to retry 20 s after SIGTERM: {seen:?}");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Item 16 mid-run: the server stops under an import (by URL, so pgnload
@@ -449,23 +457,7 @@ fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
         .expect("write games");
     let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
     assert_eq!(exited, None, "{seen:?}");
-    kill(
-        Pid::from_raw(i32::try_from(child.id()).expect("pid fits")),
-        Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let signalled = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still retrying 20 s after SIGTERM: {seen:?}");
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
+    let status = sigterm_and_reap(&mut child, &seen);
     drop(writer);
     let rest: Vec<String> = lines.iter().collect();
     assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");

@@ -287,7 +287,7 @@ mod tests {
         };
         let held = conflict(Some(42), Some("/d/b.pgn"), Some(2), Some(0));
         let same_input = conflict(None, None, Some(5), None);
-        let cases: [(Notice<'_>, String); 18] = [
+        let cases: [(Notice<'_>, String); 19] = [
             (
                 Notice::Advice("raise work_mem"),
                 "advice: raise work_mem".into(),
