@@ -456,9 +456,10 @@ fn games_stored_under_the_legacy_digest_are_recognized() {
     );
     assert_eq!(
         db.psql(
-            "SELECT string_agg(result || ' ' || white_elo || ' ' || variant || ' ' || (external_id LIKE 'v2-%'), ', ' ORDER BY id) FROM games"
+            "SELECT string_agg(result || ' ' || white_elo || ' ' || variant || ' ' || (external_id LIKE 'v2-%'), ', '
+                 ORDER BY external_id LIKE 'v2-%', variant::text, result) FROM games"
         ),
-        "1 1500 standard false, -1 2500 standard true, 1 1500 king_of_the_hill true"
+        "1 1500 standard false, 1 1500 king_of_the_hill true, -1 2500 standard true"
     );
     // `game put` finds it too: the game is re-keyed, not stored twice.
     let put = db.quiet(&["game", "put", &first.display().to_string()]);
