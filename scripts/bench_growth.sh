@@ -346,6 +346,9 @@ measure_size() {
     "$pgnload" --database-url "$dburl" import --mode incremental --quiet "$out/batch.pgn" \
         >"$out/batch_$n.out" 2>"$out/batch_$n.log" || rc=$?
     end=$(now_ns)
+    # The machine's 1-minute load average as the batch ends: on a shared
+    # machine, what else competed for the cores.
+    record "$n" load "$(cut -d' ' -f1 /proc/loadavg)"
     ((rc == 0 || rc == 1)) || die "the batch into $n games failed (exit $rc); see $out/batch_$n.log"
     ((rc == 0)) || log "warning: the batch into $n games exited 1 (rejected games); see $out/batch_$n.log"
     if [[ -n $cgroup ]]; then
@@ -411,21 +414,23 @@ empty_rate=$(rate "$(val 0 new_games)" "$(val 0 batch_s)")
     echo
     echo "bench_growth: a $batch-game batch imported --mode incremental into databases of N games"
     echo "commit $(val meta commit); server memory cap: $cap; $(nproc) cores, $(($(val meta mem_kb) >> 20)) GiB RAM"
+    echo "(db size after the batch; load: the 1-minute load average as the batch ended)"
     echo
-    printf '%-10s %-10s %-7s %-9s %-9s %-8s %-10s %-11s %-11s %-10s\n' \
-        "games" "db size" "db/cap" "games/s" "vs empty" "B/game" "new pos" "idx rd/pos" "heap rd/pos" "peak mem"
+    printf '%-10s %-10s %-7s %-9s %-9s %-8s %-10s %-11s %-11s %-10s %s\n' \
+        "games" "db size" "db/cap" "games/s" "vs empty" "B/game" "new pos" "idx rd/pos" "heap rd/pos" "peak mem" "load"
     for n in "${sizes[@]}"; do
         if [[ -n $(val "$n" skipped) ]]; then
             printf '%-10s skipped (disk)\n' "$n"
             continue
         fi
         r=$(rate "$(val "$n" new_games)" "$(val "$n" batch_s)")
-        printf '%-10s %-10s %-7s %-9s %-9s %-8s %-10s %-11s %-11s %-10s\n' \
+        printf '%-10s %-10s %-7s %-9s %-9s %-8s %-10s %-11s %-11s %-10s %s\n' \
             "$n" "$(human "$(val "$n" db_bytes)")" "$(per "$(val "$n" db_bytes)" "$cap_bytes")" \
             "$r" "$(ratio "$r" "$empty_rate")" \
             "$(awk -v b="$(val "$n" db_bytes)" -v g="$(val "$n" games_after)" 'BEGIN { printf "%.0f", b / g }')" \
             "$(val "$n" new_positions)" "$(per "$(val "$n" idx_reads)" "$(val "$n" new_positions)")" \
-            "$(per "$(val "$n" heap_reads)" "$(val "$n" new_positions)")" "$(human "$(val "$n" server_peak_bytes)")"
+            "$(per "$(val "$n" heap_reads)" "$(val "$n" new_positions)")" "$(human "$(val "$n" server_peak_bytes)")" \
+            "$(val "$n" load)"
     done
     for n in "${sizes[@]}"; do
         [[ -f $out/sizes_$n.txt ]] || continue
