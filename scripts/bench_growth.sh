@@ -158,6 +158,8 @@ cleanup() {
     if ((!keep)) && [[ -d $cluster ]]; then
         rm -rf -- "$cluster"
     fi
+    # A base corpus left by an interrupted build (up to GBs).
+    rm -f "$out/base.pgn"
     exit "$status"
 }
 trap cleanup EXIT
