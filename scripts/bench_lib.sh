@@ -1,7 +1,7 @@
 # Helpers the benchmark scripts share (bench.sh, bench_exchange.sh,
-# bench_query.sh, bench_shards.sh): sourced after the script sets
-# `bench_name`, so that every benchmark logs, fails and computes its
-# times and ratios the same way. Not a script of its own.
+# bench_query.sh, bench_shards.sh, bench_growth.sh): sourced after the
+# script sets `bench_name`, so that every benchmark logs, fails and computes
+# its times and ratios the same way. Not a script of its own.
 # shellcheck shell=bash
 
 : "${bench_name:?set bench_name before sourcing bench_lib.sh}"
