@@ -15,7 +15,9 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::common::{Lcg, TestDb, data, data_pgns, fresh_db, migrated_db, run, scratch_dir};
+use crate::common::{
+    Lcg, TestDb, data, data_pgns, fresh_db, migrated_db, run, scratch_dir, stderr,
+};
 
 /// A game every run rejects (an illegal king move).
 const BAD: &str = "[Event \"illegal\"]\n\n1. e4 e5 2. Ke3 *\n\n";
@@ -29,10 +31,6 @@ fn import_cmd(db: &TestDb, args: &[&str], files: &[&Path]) -> Command {
     let mut c = db.pgnload();
     c.args(["-q", "import"]).args(args).args(files);
     c
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Asserts how a run ended, showing its stderr otherwise.

@@ -14,7 +14,7 @@ use nix::{
 };
 
 use crate::{
-    common::{TestDb, fresh_db, migrated_db, run, scratch_dir},
+    common::{TestDb, fresh_db, migrated_db, run, scratch_dir, stderr},
     import::{assert_ok, content_dump, import},
     resume::corpus_with_copies,
 };
@@ -30,10 +30,6 @@ fn schema_objects(db: &TestDb) -> String {
              WHERE indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)
          ) x",
     )
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The number in "N duplicate positions merged" of a bulk summary.

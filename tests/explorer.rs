@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use crate::{
     common::{
-        EXPLORER_DISABLED, TestDb, data, enable_explorer, fresh_db, migrated_db, python_script,
-        run, scratch_dir,
+        EXPLORER_DISABLED, TestDb, data, enable_explorer, fresh_db, games_of, migrated_db,
+        python_script, run, scratch_dir,
     },
     import::{assert_ok, import},
     resume::renamed_sample,
@@ -935,18 +935,7 @@ fn deleting_a_game_the_running_import_remembers_keeps_the_counters_exact() {
     let fifo = dir.path().join("games.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
     let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
-    let games: Vec<String> = sample
-        .split("\n[Event ")
-        .enumerate()
-        .map(|(i, game)| {
-            let game = if i == 0 {
-                game.to_owned()
-            } else {
-                format!("[Event {game}")
-            };
-            format!("{}\n\n", game.trim_end())
-        })
-        .collect();
+    let games = games_of(&sample);
     // Two games that share a line no game of the sample plays; the first
     // alone reaches it in its batch. (The importer reads its input in
     // blocks: a hundred games more make it read the first batch.)

@@ -18,7 +18,7 @@ use nix::{
 };
 
 use crate::{
-    common::{TestDb, data, fresh_db, run, scratch_dir},
+    common::{TestDb, data, fresh_db, run, scratch_dir, stderr},
     import::{assert_ok, content_dump},
     resume::renamed_sample,
 };
@@ -34,10 +34,6 @@ fn import(db: &TestDb, files: &[&Path]) -> Output {
     cmd.args(["-q", "import", "--batch-games", "100"])
         .args(files);
     run(cmd)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Waits (bounded, so that a hang fails instead of blocking the suite)

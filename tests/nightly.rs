@@ -24,7 +24,7 @@ use nix::{
 use pgnload::store::embedded::{ClusterStatus, EmbeddedCluster};
 
 use crate::{
-    common::{TestDb, fresh_db, repo, run, scratch_dir},
+    common::{TestDb, fresh_db, games_of, repo, run, scratch_dir, stderr},
     import::content_dump,
     reliability::hold_advisory_lock,
     resume::renamed_sample,
@@ -34,17 +34,7 @@ use crate::{
 /// sample's, with their ids rotated (copies 1, 2, …; at most 7 × 438).
 fn lichess_games(count: usize) -> Vec<String> {
     (1..=7)
-        .flat_map(|copy| {
-            let text = renamed_sample(copy);
-            let mut starts: Vec<usize> = std::iter::once(0)
-                .chain(text.match_indices("\n\n[Event ").map(|(i, _)| i + 2))
-                .collect();
-            starts.push(text.len());
-            starts
-                .windows(2)
-                .map(|w| format!("{}\n\n", text[w[0]..w[1]].trim_end()))
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|copy| games_of(&renamed_sample(copy)))
         .take(count)
         .collect()
 }
@@ -56,10 +46,6 @@ fn append(path: &Path, bytes: &[u8]) {
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
         .unwrap_or_else(|e| panic!("appending to {}: {e}", path.display()));
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn both(out: &Output) -> String {

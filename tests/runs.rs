@@ -19,25 +19,10 @@ use nix::{
 };
 
 use crate::{
-    common::{TestDb, data, embedded_pgnload, fresh_db, migrated_db, run, scratch_dir},
+    common::{TestDb, data, embedded_pgnload, fresh_db, games_of, migrated_db, run, scratch_dir},
     import::{assert_ok, import},
     resume::{corpus_with_copies, renamed_sample},
 };
-
-/// The games of a PGN text, each ending with a blank line.
-fn games_of(text: &str) -> Vec<String> {
-    text.split("\n[Event ")
-        .enumerate()
-        .map(|(i, game)| {
-            let game = if i == 0 {
-                game.to_owned()
-            } else {
-                format!("[Event {game}")
-            };
-            format!("{}\n\n", game.trim_end())
-        })
-        .collect()
-}
 
 /// A one-game PGN file in `dir`: the first game of `tests/data/NAME`.
 fn one_game_file(dir: &Path, name: &str) -> PathBuf {
@@ -381,29 +366,22 @@ fn the_first_signal_ends_a_wait_for_a_server_that_is_down() {
         .arg(data("kasparov-deep-blue-1997.pgn"));
         c
     });
-    let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
-    assert_eq!(exited, None, "{seen:?}");
-    let status = sigterm_and_reap(&mut child, &seen);
-    let rest: Vec<String> = lines.iter().collect();
-    assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");
-    assert!(
-        rest.iter()
-            .any(|l| l.contains("interrupted while waiting to retry")),
-        "{rest:?}"
-    );
+    assert_sigterm_ends_the_retry_wait(&mut child, &lines);
 }
 
-/// Sends SIGTERM to a pgnload waiting to retry and returns how it exited;
-/// fails if it is still running 20 s later (a hang bound, not a timing:
-/// the wait it is in lasts ten minutes). `seen` is what it printed, for the
-/// message.
-fn sigterm_and_reap(child: &mut Child, seen: &[String]) -> std::process::ExitStatus {
+/// Waits until pgnload says it is waiting to retry, sends SIGTERM, and
+/// asserts the wait ended at once: exit 3 with "interrupted while waiting to
+/// retry". Fails if it is still running 20 s after the signal (a hang bound,
+/// not a timing: the wait it is in lasts ten minutes).
+fn assert_sigterm_ends_the_retry_wait(child: &mut Child, lines: &mpsc::Receiver<String>) {
+    let (seen, exited) = until_line_or_exit(child, lines, "retrying in");
+    assert_eq!(exited, None, "{seen:?}");
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
     kill(pid, Signal::SIGTERM).expect("SIGTERM");
     let signalled = Instant::now();
-    loop {
+    let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
+            break status;
         }
         if signalled.elapsed() > Duration::from_secs(20) {
             let _ = child.kill();
@@ -411,7 +389,14 @@ fn sigterm_and_reap(child: &mut Child, seen: &[String]) -> std::process::ExitSta
             panic!("still waiting to retry 20 s after SIGTERM: {seen:?}");
         }
         thread::sleep(Duration::from_millis(50));
-    }
+    };
+    let rest: Vec<String> = lines.iter().collect();
+    assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("interrupted while waiting to retry")),
+        "{rest:?}"
+    );
 }
 
 /// Item 16 mid-run: the server stops under an import (by URL, so pgnload
@@ -455,17 +440,8 @@ fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
     writer
         .write_all(games[50..70].concat().as_bytes())
         .expect("write games");
-    let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
-    assert_eq!(exited, None, "{seen:?}");
-    let status = sigterm_and_reap(&mut child, &seen);
+    assert_sigterm_ends_the_retry_wait(&mut child, &lines);
     drop(writer);
-    let rest: Vec<String> = lines.iter().collect();
-    assert_eq!(status.code(), Some(3), "{seen:?} {rest:?}");
-    assert!(
-        rest.iter()
-            .any(|l| l.contains("interrupted while waiting to retry")),
-        "{rest:?}"
-    );
 }
 
 /// A pipe whose reader is gone: every write to it fails with EPIPE.

@@ -10,7 +10,7 @@ use std::{
     process::{Command, Output},
 };
 
-use crate::common::{ShardCluster, psql_on, run, scratch_dir, shard_cluster_script};
+use crate::common::{ShardCluster, psql_on, run, scratch_dir, shard_cluster_script, stderr};
 
 /// The script with `args`.
 fn script(args: &[&str]) -> Output {
@@ -25,10 +25,6 @@ fn script(args: &[&str]) -> Output {
 fn script_on(cluster: &ShardCluster, command: &str) -> Output {
     let dir = cluster.dir.to_str().expect("scratch paths are UTF-8");
     script(&[command, dir])
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Every URL of the cluster, coordinator first.

@@ -59,6 +59,28 @@ pub fn python_script(script: &str) -> Command {
     cmd
 }
 
+/// A command's stderr as text (lossy), for assertions and messages.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The games of a PGN text whose games each begin with an `[Event` line,
+/// each ending with a blank line: what tests feed a pipe or a file piece
+/// by piece.
+pub fn games_of(text: &str) -> Vec<String> {
+    text.split("\n[Event ")
+        .enumerate()
+        .map(|(i, game)| {
+            let game = if i == 0 {
+                game.to_owned()
+            } else {
+                format!("[Event {game}")
+            };
+            format!("{}\n\n", game.trim_end())
+        })
+        .collect()
+}
+
 /// Asserts two TSV outputs are identical, showing the first differing line.
 pub fn assert_same_lines(what: &Path, expected: &[u8], actual: &[u8]) {
     if expected == actual {
