@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --release --locked
 
 # The database tests share one embedded cluster (tests/common), fresh for
@@ -22,4 +22,4 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo test --locked -- --test-threads 2
+cargo test --workspace --locked -- --test-threads 2

@@ -6,18 +6,27 @@
 
 use std::{ffi::OsString, path::PathBuf};
 
+use chrono::NaiveDate;
+
 use clap::{
     Args, Parser, Subcommand,
-    builder::{OsStringValueParser, TypedValueParser},
+    builder::{OsStringValueParser, PossibleValuesParser, TypedValueParser},
 };
 
 use crate::{
+    chess::{
+        category::Speed,
+        model::{GameResult, GameVariant},
+        scope::parse_day,
+    },
     cmd::{
         db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
         games::GamesArgs, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
         status::StatusArgs, verify::VerifyArgs,
     },
-    config::Overrides,
+    config::{LoadMode, Overrides},
+    query::filter::{FilterArgs, Side, parse_result, parse_variant},
+    store::backup::Format as BackupFormat,
 };
 
 /// Bulk-import chess games from PGN into PostgreSQL.
@@ -107,4 +116,128 @@ pub fn utf8_input() -> impl TypedValueParser<Value = String> {
             )
         })
     })
+}
+
+/// The game-filter flags of `games` and `export`: [`FilterArgs`] as the
+/// command line spells it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FilterFlags {
+    /// Games of this player (case-insensitive for Lichess names, exact
+    /// for other sources, as the import keyed them).
+    #[arg(long)]
+    pub player: Option<String>,
+    /// Only games against this player (needs --player).
+    #[arg(long, requires = "player")]
+    pub opponent: Option<String>,
+    /// Only games where --player had this color.
+    #[arg(long, value_parser = choice::<Side>(), requires = "player")]
+    pub color: Option<Side>,
+    /// Games that reached this position (FEN, read under --variant), the
+    /// final position included.
+    #[arg(long)]
+    pub fen: Option<String>,
+    /// Games started on or after this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_parser = parse_day)]
+    pub since: Option<NaiveDate>,
+    /// Games started on or before this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_parser = parse_day)]
+    pub until: Option<NaiveDate>,
+    /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
+    #[arg(long, value_parser = parse_result)]
+    pub result: Option<GameResult>,
+    /// Games of this variant (standard, chess960, crazyhouse, … or a
+    /// Variant tag value); also the rules --fen is read under.
+    #[arg(long, value_parser = parse_variant)]
+    pub variant: Option<GameVariant>,
+    /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
+    /// rapid, classical, correspondence), from the time control as Lichess
+    /// computes it; a game without a readable clock is correspondence.
+    #[arg(long, value_delimiter = ',')]
+    pub speed: Vec<Speed>,
+    /// Games where both players are rated at least this.
+    #[arg(long)]
+    pub min_rating: Option<i32>,
+    /// At most this many games.
+    #[arg(long)]
+    pub limit: Option<u32>,
+}
+
+impl FilterFlags {
+    /// The selection these flags ask for.
+    pub fn selection(&self) -> FilterArgs {
+        let FilterFlags {
+            player,
+            opponent,
+            color,
+            fen,
+            since,
+            until,
+            result,
+            variant,
+            speed,
+            min_rating,
+            limit,
+        } = self.clone();
+        FilterArgs {
+            player,
+            opponent,
+            color,
+            fen,
+            since,
+            until,
+            result,
+            variant,
+            speed,
+            min_rating,
+            limit,
+        }
+    }
+}
+
+/// A library type the command line offers by name. clap lives in this crate
+/// only, so the library's enums cannot derive clap's `ValueEnum`; each
+/// names its values itself and is listed here once.
+pub trait Choice: Copy + Send + Sync + 'static {
+    /// Every value, in the order `--help` lists them.
+    fn all() -> &'static [Self];
+    /// The value's name on the command line.
+    fn name(self) -> &'static str;
+}
+
+/// The parser of a [`Choice`] flag: exactly its names, listed in `--help`
+/// and in the error for any other word.
+pub fn choice<T: Choice>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(T::all().iter().map(|value| value.name())).map(|name| {
+        *T::all()
+            .iter()
+            .find(|value| value.name() == name)
+            .expect("clap accepts only the names listed from T::all()")
+    })
+}
+
+impl Choice for Side {
+    fn all() -> &'static [Self] {
+        &Side::ALL
+    }
+    fn name(self) -> &'static str {
+        Side::name(self)
+    }
+}
+
+impl Choice for LoadMode {
+    fn all() -> &'static [Self] {
+        &LoadMode::ALL
+    }
+    fn name(self) -> &'static str {
+        LoadMode::name(self)
+    }
+}
+
+impl Choice for BackupFormat {
+    fn all() -> &'static [Self] {
+        &BackupFormat::ALL
+    }
+    fn name(self) -> &'static str {
+        BackupFormat::name(self)
+    }
 }

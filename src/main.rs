@@ -1,14 +1,23 @@
 //! The `pgnload` binary: parse the command line, run, map the outcome to an
-//! exit code. Everything else lives in the library.
+//! exit code. Everything else lives in the library (`crates/app`), whose
+//! layers are imported here under the names the commands use
+//! (`crate::chess`, `crate::store`, …).
+
+mod cli;
+mod cmd;
 
 use std::{io::Write, process::ExitCode};
 
 use clap::Parser;
+#[macro_use]
+extern crate pgnload_db;
 use pgnload::{
-    cli::Cli,
+    Error, Result, chess, config, error,
     error::{ErrorKind, ExitStatus},
-    store,
+    export, ingest, progress, query, store, verify,
 };
+
+use crate::cli::Cli;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os();
@@ -20,7 +29,7 @@ fn main() -> ExitCode {
         return ExitCode::from(store::child::run_guard(args));
     }
     let cli = Cli::parse();
-    match pgnload::run(cli) {
+    match cmd::run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         // The reader of our output went away (`| head`): not an error.
         Err(pgnload::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {

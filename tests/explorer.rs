@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 
 use pgnload::{
     chess::{fen::normalized_fen, model::GameVariant},
+    counts::TOP_GAMES,
     query::{
         explorer::{
             Filter, Request, TopGamesPlan, plan_walk, rated_by_group, resolve_position, top_games,
         },
         position::position_id,
     },
-    store::counts::TOP_GAMES,
 };
 use serde_json::Value;
 
@@ -779,7 +779,7 @@ fn hold_import_lock(db: &TestDb) -> std::process::Child {
     let holder = std::process::Command::new("psql")
         .env("PGAPPNAME", "pgnload-test-lock-holder")
         .args([&db.url, "-XAtq", "-c"])
-        // The import lock's key (src/ingest/bulk.rs LOCK): were it another,
+        // The import lock's key (crates/app/src/ingest/bulk.rs LOCK): were it another,
         // every importer would be alone and the queues counted.
         .arg(format!(
             "SELECT pg_advisory_lock_shared({}); SELECT pg_sleep(600)",
@@ -1105,7 +1105,7 @@ fn clean_bulk_load(label: &str, sample: &Path) -> TestDb {
 }
 
 /// A bulk load holds its counter rows in memory across batches
-/// (`src/ingest/explorer/held.rs`), its games recorded in
+/// (`crates/app/src/ingest/explorer/held.rs`), its games recorded in
 /// `explorer_deferred` meanwhile. Killed with rows held, it leaves games
 /// no row counts: `explore` and `verify --explorer` refuse until the
 /// load finishes, and the rerun's finish counts the positions of those

@@ -17,6 +17,7 @@ mod footprint;
 mod hostile;
 mod import;
 mod inputs;
+mod layering;
 mod nightly;
 mod parity;
 mod put;

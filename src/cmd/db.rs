@@ -81,7 +81,7 @@ pub struct BackupArgs {
     /// custom: one compressed file; directory: one file per table, written
     /// with parallel jobs [default: directory for a path ending in / or an
     /// existing directory, else custom].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = crate::cli::choice::<Format>())]
     pub format: Option<Format>,
     /// Parallel pg_dump jobs, directory format only [default: one per core].
     #[arg(long)]

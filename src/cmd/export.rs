@@ -35,10 +35,7 @@ use crate::{
     export::{Unwritten, dcg, dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
     ingest::source,
     progress::Progress,
-    query::{
-        filter::FilterArgs,
-        games::{self, Order},
-    },
+    query::games::{self, Order},
     store::db,
 };
 
@@ -50,7 +47,7 @@ const FORMATTED_TOGETHER: usize = 50;
 pub struct ExportArgs {
     /// Which games (all by default).
     #[command(flatten)]
-    pub filter: FilterArgs,
+    pub filter: crate::cli::FilterFlags,
     /// Where to write: a file, or - for stdout (PGN only); for dcg the
     /// base name of the five files (BASE.dci, .dcg, .dcn, .dcs, .dce).
     #[arg(long, short, default_value = "-")]
@@ -198,7 +195,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
     let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.resolve(&database.client).await?;
+        let filter = args.filter.selection().resolve(&database.client).await?;
         // Created once the filter is known good: no partial files for a
         // mistyped player.
         let mut writer = match args.format {
@@ -320,7 +317,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.resolve(&database.client).await?;
+        let filter = args.filter.selection().resolve(&database.client).await?;
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
         let mut helper = db::connect(&settings.target()).await?;

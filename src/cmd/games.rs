@@ -8,10 +8,7 @@ use crate::{
     config::Settings,
     error::{Error, ExitStatus},
     export::{Unwritten, pgn},
-    query::{
-        filter::FilterArgs,
-        games::{self, Order, StoredGame},
-    },
+    query::games::{self, Order, StoredGame},
     store::db,
 };
 
@@ -31,7 +28,7 @@ pub enum Format {
 pub struct GamesArgs {
     /// Which games.
     #[command(flatten)]
-    pub filter: FilterArgs,
+    pub filter: crate::cli::FilterFlags,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -82,7 +79,7 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.resolve(&database.client).await?;
+        let filter = args.filter.selection().resolve(&database.client).await?;
         let stdout = io::stdout();
         let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
         if args.format == Format::Table {

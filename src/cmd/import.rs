@@ -67,7 +67,7 @@ pub struct ImportArgs {
     /// auto: bulk when the database holds fewer positions than the inputs
     /// should bring and no other import runs, but never on a
     /// --database-url database that already holds games [default: auto].
-    #[arg(long, value_enum, env = "PGNLOAD_MODE")]
+    #[arg(long, value_parser = crate::cli::choice::<LoadMode>(), env = "PGNLOAD_MODE")]
     pub mode: Option<LoadMode>,
     /// Only rated games: Event starting "Rated" (Lichess) is rated, "Casual"
     /// is not; any other game is rated when both players have an Elo.

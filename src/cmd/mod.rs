@@ -24,6 +24,51 @@ use std::{
     },
 };
 
+use crate::{cli, config, error};
+
+/// Runs one command line.
+pub fn run(cli: cli::Cli) -> crate::Result<error::ExitStatus> {
+    let file = match &cli.global.config {
+        Some(path) => config::load_file(path)?,
+        None => config::FileConfig::default(),
+    };
+    let mut overrides = cli.global.overrides();
+    match &cli.command {
+        cli::Command::Import(args) => args.add_overrides(&mut overrides),
+        cli::Command::Game(game::GameCommand::Put(args)) => {
+            overrides.source = args.source.clone();
+        }
+        _ => {}
+    }
+    let settings = config::Settings::resolve(file, overrides)?;
+    if settings.threads > 0 {
+        // The global pool is built nowhere else, so a failure is the system
+        // refusing the threads (a process limit): say so rather than run on
+        // rayon's default pool with another thread count than asked.
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(settings.threads)
+            .build_global()
+            .map_err(|e| {
+                crate::Error::Config(format!(
+                    "starting {} worker threads (--threads): {e}",
+                    settings.threads
+                ))
+            })?;
+    }
+    match &cli.command {
+        cli::Command::Hash(args) => hash::run(args),
+        cli::Command::Positions(args) => positions::run(args, settings.pipeline),
+        cli::Command::Db(command) => db::run(command, &settings, cli.global.quiet),
+        cli::Command::Import(args) => import::run(args, &settings, cli.global.quiet),
+        cli::Command::Status(args) => status::run(args, &settings),
+        cli::Command::Verify(args) => verify::run(args, &settings, cli.global.quiet),
+        cli::Command::Games(args) => games::run(args, &settings),
+        cli::Command::Game(command) => game::run(command, &settings),
+        cli::Command::Export(args) => export::run(args, &settings, cli.global.quiet),
+        cli::Command::Explore(args) => explore::run(args, &settings),
+    }
+}
+
 /// `text` as a table or a line for people shows it: every control
 /// character (C0, DEL, C1) as a `\u{1b}` escape, so a name read from a
 /// file can neither drive the terminal (move the cursor, recolour, clear

@@ -4,11 +4,11 @@
 //! only turn `synchronous_commit` off for themselves, which is safe because
 //! each batch commits with its checkpoint). It reads the settings that cost
 //! a load the most and says what it would change and why; the embedded
-//! cluster gets the same values automatically (see [`crate::store::embedded`]).
+//! cluster gets the same values automatically (see [`crate::embedded`]).
 
 use tokio_postgres::Client;
 
-use crate::{error::Error, store::db::db_err};
+use crate::{db::db_err, error::Error};
 
 /// The settings [`advise`] looks at.
 const SETTINGS: [&str; 5] = [

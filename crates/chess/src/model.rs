@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 
-use crate::error::{RejectReason, SourcePos};
+use crate::reject::{RejectReason, SourcePos};
 
 /// A game as read from PGN, before replay: tags and the mainline as written.
 #[derive(Debug, Clone, Default)]
@@ -261,7 +261,7 @@ pub struct GameMeta {
     /// `Result` tag.
     pub result: Option<GameResult>,
     /// Every tag not mapped to a field above, in file order. Part of the
-    /// content digest ([`crate::chess::replay::GameRecord::external_id`]).
+    /// content digest ([`crate::replay::GameRecord::external_id`]).
     pub other_tags: Vec<(String, String)>,
     /// Mapped tags that their field does not hold as written (a partial
     /// `Date`, an Elo of `2700?`, a second `White`, a `Termination` outside

@@ -38,8 +38,8 @@ use pgn_reader::{Nag, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visito
 use shakmaty::KnownOutcome;
 
 use crate::{
-    chess::model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
-    error::{RejectReason, SourcePos},
+    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
+    reject::{RejectReason, SourcePos},
 };
 
 /// Longest tag line pgn-reader is asked to support in [`scan_only`], and

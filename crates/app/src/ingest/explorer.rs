@@ -67,15 +67,13 @@ use crate::{
         model::GameVariant,
         replay::GameRecord,
     },
+    counts::{COUNTS, KEY, TOP_GAMES, grouped},
     error::Error,
     ingest::{
         dedup::{KeyMap, PositionKey},
         writer::{CopyRow, WriteError, copy_rows, write_err},
     },
-    store::{
-        counts::{COUNTS, KEY, TOP_GAMES, grouped},
-        shards::Shards,
-    },
+    store::shards::Shards,
 };
 
 use self::{

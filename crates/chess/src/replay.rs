@@ -1,8 +1,8 @@
 //! Replay: a parsed game → its positions, normalized FENs and digests.
 //!
 //! This is the contract with the historical Python importer: for the initial
-//! position and after every ply, the normalized FEN ([`crate::chess::fen`]) and its
-//! signed xxh64 digest ([`crate::chess::hash`]). Move resolution is as lenient as
+//! position and after every ply, the normalized FEN ([`crate::fen`]) and its
+//! signed xxh64 digest ([`crate::hash`]). Move resolution is as lenient as
 //! python-chess's `parse_san` (a missing or extra `x` is tolerated, fully
 //! specified moves like `e2e4` or `g1f3` are accepted for any piece) so both
 //! accept the same games.
@@ -24,15 +24,13 @@ use shakmaty::{
 };
 
 use crate::{
-    chess::{
-        encoding::encode_move,
-        fen::{FEN_CAP, position_from_fen, write_fen},
-        hash::fen_digest_bytes,
-        model::{
-            Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key, termination_label,
-        },
+    encoding::encode_move,
+    fen::{FEN_CAP, position_from_fen, write_fen},
+    hash::fen_digest_bytes,
+    model::{
+        Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key, termination_label,
     },
-    error::{RejectReason, SourcePos},
+    reject::{RejectReason, SourcePos},
 };
 
 /// Normalized FENs of a game's positions, stored back to back in one string
@@ -449,7 +447,7 @@ fn replay_mainline<P: Rules>(
 }
 
 /// The position a game of `variant` with the `FEN` tag `fen` starts from
-/// (also what [`crate::chess::scope::sans_after`] replays a stored game from).
+/// (also what [`crate::scope::sans_after`] replays a stored game from).
 pub fn initial_position(
     variant: GameVariant,
     fen: Option<&str>,
@@ -865,7 +863,7 @@ pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
 }
 
 /// [`null_move`] on a concrete position type (the replay loop's).
-pub(crate) fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
+pub fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);
     setup.ep_square = None;
@@ -1039,9 +1037,9 @@ impl GameRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chess::encoding::decode_move_uci;
-    use crate::chess::hash::fen_digest;
-    use crate::chess::reader::{GameSplitter, ParseLimits, take_game};
+    use crate::encoding::decode_move_uci;
+    use crate::hash::fen_digest;
+    use crate::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
         let limits = ParseLimits {

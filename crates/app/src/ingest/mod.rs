@@ -13,13 +13,13 @@
 
 pub(crate) mod bulk;
 pub(crate) mod dedup;
-pub(crate) mod delete;
-pub(crate) mod engine;
+pub mod delete;
+pub mod engine;
 pub(crate) mod exchange;
-pub(crate) mod explorer;
+pub mod explorer;
 pub mod pipeline;
-pub(crate) mod put;
-pub(crate) mod report;
+pub mod put;
+pub mod report;
 pub(crate) mod retry;
-pub(crate) mod source;
+pub mod source;
 pub(crate) mod writer;

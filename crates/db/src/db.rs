@@ -17,8 +17,8 @@ use std::{collections::HashMap, path::PathBuf, time::Duration};
 use tokio_postgres::{Client, NoTls};
 
 use crate::{
+    embedded::{EmbeddedCluster, SessionGuard},
     error::Error,
-    store::embedded::{EmbeddedCluster, SessionGuard},
 };
 
 /// One migration file from `sql/`.
@@ -37,82 +37,82 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_schema.sql",
-        sql: include_str!("../../sql/0001_schema.sql"),
+        sql: include_str!("../../../sql/0001_schema.sql"),
     },
     Migration {
         version: 2,
         name: "0002_bulk_loads.sql",
-        sql: include_str!("../../sql/0002_bulk_loads.sql"),
+        sql: include_str!("../../../sql/0002_bulk_loads.sql"),
     },
     Migration {
         version: 3,
         name: "0003_game_identity.sql",
-        sql: include_str!("../../sql/0003_game_identity.sql"),
+        sql: include_str!("../../../sql/0003_game_identity.sql"),
     },
     Migration {
         version: 4,
         name: "0004_explorer.sql",
-        sql: include_str!("../../sql/0004_explorer.sql"),
+        sql: include_str!("../../../sql/0004_explorer.sql"),
     },
     Migration {
         version: 5,
         name: "0005_query_indexes.sql",
-        sql: include_str!("../../sql/0005_query_indexes.sql"),
+        sql: include_str!("../../../sql/0005_query_indexes.sql"),
     },
     Migration {
         version: 6,
         name: "0006_storage.sql",
-        sql: include_str!("../../sql/0006_storage.sql"),
+        sql: include_str!("../../../sql/0006_storage.sql"),
     },
     Migration {
         version: 7,
         name: "0007_storage_fillfactor.sql",
-        sql: include_str!("../../sql/0007_storage_fillfactor.sql"),
+        sql: include_str!("../../../sql/0007_storage_fillfactor.sql"),
     },
     Migration {
         version: 8,
         name: "0008_import_scope.sql",
-        sql: include_str!("../../sql/0008_import_scope.sql"),
+        sql: include_str!("../../../sql/0008_import_scope.sql"),
     },
     Migration {
         version: 9,
         name: "0009_explorer_games.sql",
-        sql: include_str!("../../sql/0009_explorer_games.sql"),
+        sql: include_str!("../../../sql/0009_explorer_games.sql"),
     },
     Migration {
         version: 10,
         name: "0010_positions_cap.sql",
-        sql: include_str!("../../sql/0010_positions_cap.sql"),
+        sql: include_str!("../../../sql/0010_positions_cap.sql"),
     },
     Migration {
         version: 11,
         name: "0011_shards.sql",
-        sql: include_str!("../../sql/0011_shards.sql"),
+        sql: include_str!("../../../sql/0011_shards.sql"),
     },
     Migration {
         version: 12,
         name: "0012_explorer_shared_positions.sql",
-        sql: include_str!("../../sql/0012_explorer_shared_positions.sql"),
+        sql: include_str!("../../../sql/0012_explorer_shared_positions.sql"),
     },
     Migration {
         version: 13,
         name: "0013_explorer_top_games.sql",
-        sql: include_str!("../../sql/0013_explorer_top_games.sql"),
+        sql: include_str!("../../../sql/0013_explorer_top_games.sql"),
     },
     Migration {
         version: 14,
         name: "0014_moves_position_game.sql",
-        sql: include_str!("../../sql/0014_moves_position_game.sql"),
+        sql: include_str!("../../../sql/0014_moves_position_game.sql"),
     },
     Migration {
         version: 15,
         name: "0015_explorer_inline_top_games.sql",
-        sql: include_str!("../../sql/0015_explorer_inline_top_games.sql"),
+        sql: include_str!("../../../sql/0015_explorer_inline_top_games.sql"),
     },
     Migration {
         version: 16,
         name: "0016_explorer_deferred.sql",
-        sql: include_str!("../../sql/0016_explorer_deferred.sql"),
+        sql: include_str!("../../../sql/0016_explorer_deferred.sql"),
     },
 ];
 
@@ -600,7 +600,7 @@ mod tests {
 
     #[test]
     fn every_sql_file_is_a_migration_in_order() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .expect("sql/ exists")
             .filter_map(|e| e.ok())

@@ -66,13 +66,13 @@ mod tests {
 #[cfg(test)]
 mod golden {
     use super::*;
-    use crate::chess::fen::normalize_fen_text;
+    use crate::fen::normalize_fen_text;
 
     /// `tests/data/hash_golden.tsv` was written by `scripts/py_hash_golden.py`
     /// with Python's `xxhash`; every row must hash identically here.
     #[test]
     fn digests_match_the_python_golden_file_line_by_line() {
-        let golden = include_str!("../../tests/data/hash_golden.tsv");
+        let golden = include_str!("../../../tests/data/hash_golden.tsv");
         let mut rows = 0;
         for (index, line) in golden.lines().enumerate() {
             let n = index + 1;

@@ -8,7 +8,7 @@
 
 use shakmaty::{Move, Role, Square};
 
-use crate::chess::replay::GameRecord;
+use crate::replay::GameRecord;
 
 impl GameRecord {
     /// `games.moves`: two bytes per ply, big-endian.

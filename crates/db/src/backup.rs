@@ -37,13 +37,11 @@ use nix::{
 use tokio_postgres::config::{Host, SslMode};
 
 use crate::{
+    child::{SecretFile, guarded},
+    db::{self, Target, redact_url},
+    embedded::{EmbeddedCluster, PgBinaries},
     error::{Error, ErrorKind, ExitStatus as PgnloadExit},
-    store::{
-        child::{SecretFile, guarded},
-        db::{self, Target, redact_url},
-        embedded::{EmbeddedCluster, PgBinaries},
-        shards,
-    },
+    shards,
 };
 
 /// How much of a tool's stderr is kept for the error message: its first
@@ -53,7 +51,7 @@ const STDERR_LIMIT: usize = 32 << 10;
 const OBJECTS_NAMED: usize = 5;
 
 /// The archive formats pgnload writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// One file (`pg_dump --format=custom`), compressed; restored in
     /// parallel too, but written by one job.
@@ -64,6 +62,9 @@ pub enum Format {
 }
 
 impl Format {
+    /// Both formats, in the order `--help` lists them.
+    pub const ALL: [Format; 2] = [Format::Custom, Format::Directory];
+
     /// The format a path asks for when none is given: a directory for a
     /// path ending in `/` or naming an existing directory, else one file.
     pub fn for_path(path: &Path) -> Format {
@@ -74,7 +75,8 @@ impl Format {
         }
     }
 
-    fn pg_dump_name(self) -> &'static str {
+    /// pg_dump's name for it, which is also its name on the command line.
+    pub fn name(self) -> &'static str {
         match self {
             Format::Custom => "custom",
             Format::Directory => "directory",
@@ -317,12 +319,12 @@ pub fn backup(
             "backing up {} with {} ({} format, {jobs} job{}) to {}",
             database.description,
             tool.display(),
-            format.pg_dump_name(),
+            format.name(),
             if jobs == 1 { "" } else { "s" },
             path.display()
         ));
         let mut cmd = link.command(&tool);
-        cmd.arg(format!("--format={}", format.pg_dump_name()))
+        cmd.arg(format!("--format={}", format.name()))
             .arg("--file")
             .arg(&staging);
         if format == Format::Directory {
@@ -1025,7 +1027,7 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert!(args.iter().all(|a| !a.contains("s3")), "{args:?}");
-        assert_eq!(args[0], crate::store::child::GUARD_ARG);
+        assert_eq!(args[0], crate::child::GUARD_ARG);
         assert_eq!(args[2], "/bin/true");
         assert_eq!(
             args[3],

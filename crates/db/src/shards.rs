@@ -39,8 +39,8 @@ use std::fmt::Write as _;
 use tokio_postgres::{Client, GenericClient, config::Host};
 
 use crate::{
+    db::{self, Target, db_err, redact_url},
     error::Error,
-    store::db::{self, Target, db_err, redact_url},
 };
 
 /// A database's layout when it is sharded: how many shards its tables are

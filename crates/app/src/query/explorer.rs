@@ -17,12 +17,10 @@ use crate::{
         fen::{normalized_fen, position_from_fen},
         model::GameVariant,
     },
+    counts::{TOP_GAMES, grouped},
     error::Error,
     query::position::position_id,
-    store::{
-        counts::{TOP_GAMES, grouped},
-        db::db_err,
-    },
+    store::db::db_err,
 };
 
 /// Which games to count: empty lists mean every speed / rating group; a

@@ -15,7 +15,7 @@ use std::fmt;
 use chrono::NaiveDate;
 use shakmaty::{CastlingMode, Position, san::SanPlus, uci::UciMove};
 
-use crate::chess::{
+use crate::{
     category::Speed,
     encoding::decode_move_uci,
     model::GameVariant,
@@ -267,7 +267,7 @@ pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chess::{
+    use crate::{
         reader::{GameSplitter, ParseLimits, take_game},
         replay::replay_game,
     };

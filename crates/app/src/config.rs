@@ -454,7 +454,7 @@ fn positions_cap(file: &ImportSection, cli: &ScopeOverrides) -> Result<Option<u3
 /// The load mode the user asks for (`--mode`, `PGNLOAD_MODE`,
 /// `import.mode`): a setting, so it lives with the settings; the import
 /// decides what it means against the database (`ingest::bulk::choose`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadMode {
     /// Bulk when the database holds fewer positions than the inputs are
@@ -467,6 +467,20 @@ pub enum LoadMode {
     Bulk,
     /// Keep every index; get-or-create positions; runs beside other imports.
     Incremental,
+}
+
+impl LoadMode {
+    /// Every mode, in the order `--help` lists them.
+    pub const ALL: [LoadMode; 3] = [LoadMode::Auto, LoadMode::Bulk, LoadMode::Incremental];
+
+    /// Its name on the command line and in the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadMode::Auto => "auto",
+            LoadMode::Bulk => "bulk",
+            LoadMode::Incremental => "incremental",
+        }
+    }
 }
 
 /// Longest `--source` label: it is part of the unique keys of players
@@ -522,7 +536,7 @@ mod tests {
 
     #[test]
     fn shipped_config_file_parses_and_matches_the_defaults() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/pgnload.toml");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pgnload.toml");
         let file = load_file(&path).expect("config/pgnload.toml is valid");
         let from_file = Settings::resolve(file, Overrides::default()).expect("valid");
         let defaults =

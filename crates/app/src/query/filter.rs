@@ -13,7 +13,6 @@ use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant, username_key},
-        scope::parse_day,
     },
     error::Error,
     query::position::position_id,
@@ -21,7 +20,7 @@ use crate::{
 };
 
 /// Which side the `--player` played.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
     /// The player had the white pieces.
     White,
@@ -29,51 +28,54 @@ pub enum Side {
     Black,
 }
 
+impl Side {
+    /// Both sides, in the order `--help` lists them.
+    pub const ALL: [Side; 2] = [Side::White, Side::Black];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::White => "white",
+            Side::Black => "black",
+        }
+    }
+}
+
 /// The filter options, as typed. Shared by every command that selects
-/// games, so each reads them the same way.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// games, so each reads them the same way (the binary's flags fill it).
+#[derive(Debug, Clone, Default)]
 pub struct FilterArgs {
     /// Games of this player (case-insensitive for Lichess names, exact
     /// for other sources, as the import keyed them).
-    #[arg(long)]
     pub player: Option<String>,
     /// Only games against this player (needs --player).
-    #[arg(long, requires = "player")]
     pub opponent: Option<String>,
     /// Only games where --player had this color.
-    #[arg(long, value_enum, requires = "player")]
     pub color: Option<Side>,
     /// Games that reached this position (FEN, read under --variant), the
     /// final position included.
-    #[arg(long)]
     pub fen: Option<String>,
     /// Games started on or after this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
     pub since: Option<NaiveDate>,
     /// Games started on or before this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
     pub until: Option<NaiveDate>,
     /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
-    #[arg(long, value_parser = parse_result)]
     pub result: Option<GameResult>,
     /// Games of this variant (standard, chess960, crazyhouse, … or a
     /// Variant tag value); also the rules --fen is read under.
-    #[arg(long, value_parser = parse_variant)]
     pub variant: Option<GameVariant>,
     /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
     /// rapid, classical, correspondence), from the time control as Lichess
     /// computes it; a game without a readable clock is correspondence.
-    #[arg(long, value_delimiter = ',')]
     pub speed: Vec<Speed>,
     /// Games where both players are rated at least this.
-    #[arg(long)]
     pub min_rating: Option<i32>,
     /// At most this many games.
-    #[arg(long)]
     pub limit: Option<u32>,
 }
 
-fn parse_result(text: &str) -> Result<GameResult, String> {
+/// A result as `--result` takes it: the PGN marker or a word.
+pub fn parse_result(text: &str) -> Result<GameResult, String> {
     match text.to_ascii_lowercase().as_str() {
         "white" => Ok(GameResult::WhiteWins),
         "black" => Ok(GameResult::BlackWins),
@@ -406,6 +408,7 @@ fn speed_condition(speed: Speed) -> String {
 mod tests {
     use super::*;
     use crate::chess::model::TimeControl;
+    use crate::chess::scope::parse_day;
 
     #[test]
     fn speed_ranges_match_speed_from_clock() {

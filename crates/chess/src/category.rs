@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Datelike, Utc};
 
-use crate::chess::model::TimeControl;
+use crate::model::TimeControl;
 
 /// Why a category's text was not understood; names the accepted values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,10 +5,10 @@
 //! digests must be bit-identical) and because every other capability
 //! (import, verify, exports to come) builds on it. It must stay pure: no
 //! database, no async runtime, no threads or channels, no files of its own
-//! (the splitter reads whatever `std::io::Read` it is given), and nothing of
-//! the project but `error`. `src/layers.rs` has a test that fails if it
-//! ever names a layer above it, so that it could become its own crate
-//! without tokio-postgres.
+//! (the splitter reads whatever `std::io::Read` it is given). It is a crate
+//! of its own so that the compiler holds that line: its dependencies are
+//! the chess and hashing crates only, and `tests/layering.rs` fails if a
+//! database, async or terminal crate ever enters its dependency graph.
 
 pub mod category;
 pub mod encoding;
@@ -16,5 +16,6 @@ pub mod fen;
 pub mod hash;
 pub mod model;
 pub mod reader;
+pub mod reject;
 pub mod replay;
 pub mod scope;
