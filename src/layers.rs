@@ -37,7 +37,7 @@ fn violations(text: &str) -> Vec<String> {
 }
 
 /// The modules of the project each layer below `cmd` may name: its own,
-/// and the layers under it (arrows point down only, README "Layout").
+/// and the layers under it (arrows point down only, docs/architecture.md "Layout").
 const LAYERS: &[(&str, &[&str])] = &[
     ("chess", CHESS_MAY_USE),
     ("store", &["store", "chess", "error"]),
@@ -304,16 +304,16 @@ fn each_layer_names_only_the_layers_below_it() {
     );
 }
 
-/// The README's "Layout" names every source file, so the map of the tree
+/// The "Layout" of docs/architecture.md names every source file, so the map of the tree
 /// a newcomer reads cannot fall behind the tree.
 #[test]
 fn the_readme_layout_names_every_source_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme =
-        std::fs::read_to_string(root.join("README.md")).expect("README.md is in the repository");
+    let readme = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .expect("docs/architecture.md is in the repository");
     let layout = readme
         .split_once("### Layout")
-        .expect("README.md has a Layout section")
+        .expect("docs/architecture.md has a Layout section")
         .1;
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -326,6 +326,6 @@ fn the_readme_layout_names_every_source_file() {
         .collect();
     assert!(
         missing.is_empty(),
-        "README Layout does not name: {missing:?}"
+        "docs/architecture.md Layout does not name: {missing:?}"
     );
 }
