@@ -14,7 +14,8 @@ and of each mainline ply), and prints, for each cap given (`all` for none):
 - games: the games replayed (each game of the files once: the files given
   must hold no game twice, as the importer stores a game once).
 
-The rule is the README's ("Import": the start position is ply 0), written
+The rule is docs/import.md's ("Scope and backfill": the start position is
+ply 0), written
 again from the text, not from pgnload's code.
 
 Usage: py_footprint.py CAP[,CAP...] FILE...

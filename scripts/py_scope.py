@@ -3,8 +3,8 @@
 
 Reads PGN files with python-chess (headers only) and prints, for each scope
 option the test uses, how many games that option alone leaves out, as
-`option<TAB>count` lines, then `total<TAB>games`. The rules are the README's
-("Import"), written again from the text, not from pgnload's code:
+`option<TAB>count` lines, then `total<TAB>games`. The rules are docs/import.md's
+("Scope and backfill"), written again from the text, not from pgnload's code:
 
 - rated: Event's first word "Rated" is rated, "Casual" is not; otherwise
   rated when both WhiteElo and BlackElo are integers;

@@ -226,15 +226,15 @@ fn the_import_prints_nothing_itself() {
     );
 }
 
-/// The README's "Layout" names every source file, so the map of the tree a
-/// newcomer reads cannot fall behind the tree.
+/// The "Layout" of docs/architecture.md names every source file, so the map
+/// of the tree a newcomer reads cannot fall behind the tree.
 #[test]
 fn the_layout_section_names_every_source_file() {
-    let readme =
-        std::fs::read_to_string(root().join("README.md")).expect("README.md is in the repository");
-    let layout = readme
+    let architecture = std::fs::read_to_string(root().join("docs/architecture.md"))
+        .expect("docs/architecture.md is in the repository");
+    let layout = architecture
         .split_once("### Layout")
-        .expect("README.md has a Layout section")
+        .expect("docs/architecture.md has a Layout section")
         .1;
     let missing: Vec<String> = source_dirs()
         .iter()
