@@ -61,7 +61,7 @@ pub enum ExplorerCommand {
 pub struct MigrateArgs {
     /// Connection URLs of the shard servers, comma-separated, shard 0
     /// first: positions, games and moves are hash-partitioned over them
-    /// through postgres_fdw (README "Scaling out"). Each must be reachable
+    /// through postgres_fdw (docs/scaling-out.md). Each must be reachable
     /// from the database server itself. In the environment, the URLs (and
     /// their passwords) stay out of the process list.
     #[arg(

@@ -1,8 +1,7 @@
 //! The sharded layout: positions, games, moves and the re-import keys
 //! hash-partitioned over several PostgreSQL servers, each partition a
 //! `postgres_fdw` foreign table, so that importers and queries talk to one
-//! coordinator database as they talk to a single node (README "Scaling
-//! out").
+//! coordinator database as they talk to a single node (docs/scaling-out.md).
 //!
 //! Why through the coordinator, not to the shards directly: the
 //! coordinator routes every row to its shard with PostgreSQL's own hash

@@ -4,8 +4,7 @@
 //! read pgnload's. Where the converter and its written spec disagree the
 //! converter wins (it is what readers were tested against): squares a1 = 0,
 //! promotion N = 2 … Q = 5, a one-byte length only below 127. Where the
-//! converter is wrong pgnload does the right thing (README, "Exchange
-//! formats"): a name longer than a record is cut at a character boundary
+//! converter is wrong pgnload does the right thing (docs/exchange-formats.md): a name longer than a record is cut at a character boundary
 //! and referenced (pgn2dcg refers to offset 0, inside the magic bytes), an
 //! ECO that is not three characters is written as unknown (pgn2dcg writes
 //! a short index entry), a game without a date still gets four date bytes.

@@ -11,8 +11,7 @@
 //! first positive one seen; a comment's `Ply` is the 0-based index of the
 //! move it follows; `Info` holds the counts, placeholders included.
 //!
-//! Where ocgdb loses information pgnload does not (README, "Exchange
-//! formats"): a partial date keeps its unknown parts as `??` (ocgdb turns
+//! Where ocgdb loses information pgnload does not (docs/exchange-formats.md): a partial date keeps its unknown parts as `??` (ocgdb turns
 //! `2020.??.??` into `2020-11-11`), a game without moves has an empty
 //! `Moves2` and `PlyCount` 0 (ocgdb writes NULL, and its exporter then
 //! drops the game), a Lichess game's URL stays its `Site`.
