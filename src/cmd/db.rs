@@ -1,7 +1,12 @@
 //! `pgnload db …`: migrations, the embedded cluster's lifecycle, backup
 //! and restore.
 
-use std::{num::NonZeroUsize, path::PathBuf, time::Instant};
+use std::{
+    num::NonZeroUsize,
+    path::PathBuf,
+    sync::{Arc, atomic::AtomicUsize},
+    time::Instant,
+};
 
 use crate::{
     config::Settings,
@@ -234,70 +239,15 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
         }
     };
     let message = match command {
-        DbCommand::Backup(args) => {
-            let result = backup::backup(
-                &settings.target(),
-                &args.path,
-                args.format,
-                args.jobs,
-                &progress,
-            );
-            match unless_interrupted(result)? {
-                Some(outcome) => done("backup written:", &args.path, &outcome),
-                None => return Ok(ExitStatus::Interrupted),
-            }
-        }
-        DbCommand::Restore(args) => {
-            let target = settings.target();
-            // Restoring into a data directory that does not exist yet
-            // creates a cluster there: one that received no backup is no
-            // one's, and must not be left for the next command to find.
-            let new_dir = match &target {
-                Target::Embedded(dir) if std::fs::symlink_metadata(dir).is_err() => Some(dir),
-                _ => None,
-            };
-            let result =
-                unless_interrupted(backup::restore(&target, &args.path, args.jobs, &progress));
-            if let (Some(dir), Ok(None) | Err(_)) = (new_dir, &result) {
-                remove_new_cluster(dir);
-            }
-            match result? {
-                Some(outcome) => done("restored", &args.path, &outcome),
-                None => return Ok(ExitStatus::Interrupted),
-            }
-        }
-        DbCommand::Migrate(args) => {
-            let runtime = db::runtime()?;
-            runtime.block_on(async {
-                let mut database = db::connect(&settings.target()).await?;
-                let applied = db::migrate(&mut database.client).await?;
-                let mut lines: Vec<String> = applied
-                    .iter()
-                    .map(|name| format!("applied {name}"))
-                    .collect();
-                if !args.shards.is_empty() {
-                    let outcome = shards::shard_out(
-                        &mut database.client,
-                        &database.description,
-                        &args.shards,
-                    )
-                    .await?;
-                    lines.push(match outcome {
-                        ShardOutcome::Built(shown) => {
-                            format!("sharded over {} servers: {}", shown.len(), shown.join(", "))
-                        }
-                        ShardOutcome::Already(count) => {
-                            format!("already sharded over these {count} servers; nothing to do")
-                        }
-                    });
-                }
-                if lines.is_empty() {
-                    lines.push(format!("schema up to date ({})", database.description));
-                }
-                database.close()?;
-                Ok::<_, Error>(lines.join("\n"))
-            })?
-        }
+        DbCommand::Backup(args) => match backup(args, settings, &progress)? {
+            Some(message) => message,
+            None => return Ok(ExitStatus::Interrupted),
+        },
+        DbCommand::Restore(args) => match restore(args, settings, &progress)? {
+            Some(message) => message,
+            None => return Ok(ExitStatus::Interrupted),
+        },
+        DbCommand::Migrate(args) => migrate(args, settings)?,
         DbCommand::Start => {
             let cluster = embedded(settings)?;
             cluster.start_persistent()?;
@@ -310,40 +260,148 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
             embedded(settings)?.stop()?;
             "stopped".to_owned()
         }
-        DbCommand::Status => {
-            let cluster = embedded(settings)?;
-            let dir = cluster.data_dir().display();
-            match cluster.status()? {
-                ClusterStatus::NotInitialized => format!("not initialized ({dir})"),
-                ClusterStatus::Stopped => format!("stopped ({dir})"),
-                ClusterStatus::Running { pid } => format!(
-                    "running, pid {pid} ({dir}); psql \"{}\"",
-                    cluster.connection_url()
-                ),
-            }
-        }
-        DbCommand::Url => {
-            let cluster = embedded(settings)?;
-            let dir = cluster.data_dir().display();
-            // The URL is printed anyway (scripts build it before a start),
-            // but a psql on it would fail without saying why.
-            match cluster.status()? {
-                ClusterStatus::Running { .. } => {}
-                ClusterStatus::Stopped => stderr_line!(
-                    "pgnload: warning: the embedded cluster in {dir} is not running; \
-                     `pgnload db start` starts it"
-                ),
-                ClusterStatus::NotInitialized => stderr_line!(
-                    "pgnload: warning: there is no embedded cluster in {dir} (is --data-dir \
-                     right?); the first import or `pgnload db start` creates one"
-                ),
-            }
-            cluster.connection_url()
-        }
+        DbCommand::Status => status(settings)?,
+        DbCommand::Url => url(settings)?,
         DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, quiet)?,
         DbCommand::Explorer(ExplorerCommand::Disable) => switch_explorer(false, settings, quiet)?,
         DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings, quiet)?,
     };
     super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)
+}
+
+/// Ctrl-C and SIGTERM during a backup or restore: the first stops the
+/// running tool, whose unfinished output the library removes before the
+/// command ends with exit code 3; a second exits at once. Installed before
+/// the library starts anything, so no signal kills pgnload before it could
+/// clean up after the tool.
+fn watch_tool_signals(runtime: &tokio::runtime::Runtime) -> Result<backup::Interrupts, Error> {
+    let count = Arc::new(AtomicUsize::new(0));
+    let interrupts = backup::Interrupts::new(Arc::clone(&count));
+    let tool = interrupts.clone();
+    super::watch_signals_then(
+        runtime,
+        count,
+        "interrupted: stopping (again to exit at once)",
+        "interrupted again: exiting now",
+        move || tool.stop_tool(),
+    )?;
+    Ok(interrupts)
+}
+
+/// `pgnload db backup`: the summary line, or `None` when interrupted.
+fn backup(
+    args: &BackupArgs,
+    settings: &Settings,
+    progress: &dyn Fn(&str),
+) -> Result<Option<String>, Error> {
+    let runtime = db::runtime()?;
+    let interrupts = watch_tool_signals(&runtime)?;
+    let result = backup::backup(
+        &settings.target(),
+        &args.path,
+        args.format,
+        args.jobs,
+        &runtime,
+        &interrupts,
+        progress,
+    );
+    Ok(unless_interrupted(result)?.map(|outcome| done("backup written:", &args.path, &outcome)))
+}
+
+/// `pgnload db restore`: the summary line, or `None` when interrupted.
+fn restore(
+    args: &RestoreArgs,
+    settings: &Settings,
+    progress: &dyn Fn(&str),
+) -> Result<Option<String>, Error> {
+    let target = settings.target();
+    // Restoring into a data directory that does not exist yet
+    // creates a cluster there: one that received no backup is no
+    // one's, and must not be left for the next command to find.
+    let new_dir = match &target {
+        Target::Embedded(dir) if std::fs::symlink_metadata(dir).is_err() => Some(dir),
+        _ => None,
+    };
+    let runtime = db::runtime()?;
+    let interrupts = watch_tool_signals(&runtime)?;
+    let result = unless_interrupted(backup::restore(
+        &target,
+        &args.path,
+        args.jobs,
+        &runtime,
+        &interrupts,
+        progress,
+    ));
+    if let (Some(dir), Ok(None) | Err(_)) = (new_dir, &result) {
+        remove_new_cluster(dir);
+    }
+    Ok(result?.map(|outcome| done("restored", &args.path, &outcome)))
+}
+
+/// `pgnload db migrate`: the migrations applied, and with `--shards` the
+/// sharded layout built.
+fn migrate(args: &MigrateArgs, settings: &Settings) -> Result<String, Error> {
+    let runtime = db::runtime()?;
+    runtime.block_on(async {
+        let mut database = db::connect(&settings.target()).await?;
+        let applied = db::migrate(&mut database.client).await?;
+        let mut lines: Vec<String> = applied
+            .iter()
+            .map(|name| format!("applied {name}"))
+            .collect();
+        if !args.shards.is_empty() {
+            let outcome =
+                shards::shard_out(&mut database.client, &database.description, &args.shards)
+                    .await?;
+            lines.push(match outcome {
+                ShardOutcome::Built(shown) => {
+                    format!("sharded over {} servers: {}", shown.len(), shown.join(", "))
+                }
+                ShardOutcome::Already(count) => {
+                    format!("already sharded over these {count} servers; nothing to do")
+                }
+            });
+        }
+        if lines.is_empty() {
+            lines.push(format!("schema up to date ({})", database.description));
+        }
+        database.close()?;
+        Ok::<_, Error>(lines.join("\n"))
+    })
+}
+
+/// `pgnload db status`: whether the embedded cluster exists and runs.
+fn status(settings: &Settings) -> Result<String, Error> {
+    let cluster = embedded(settings)?;
+    let dir = cluster.data_dir().display();
+    Ok(match cluster.status()? {
+        ClusterStatus::NotInitialized => format!("not initialized ({dir})"),
+        ClusterStatus::Stopped => format!("stopped ({dir})"),
+        ClusterStatus::Running { pid } => format!(
+            "running, pid {pid} ({dir}); psql \"{}\"",
+            cluster.connection_url()
+        ),
+    })
+}
+
+/// `pgnload db url`: the connection URL, with a warning when a psql on it
+/// would fail without saying why.
+fn url(settings: &Settings) -> Result<String, Error> {
+    let cluster = embedded(settings)?;
+    let dir = cluster.data_dir().display();
+    // The URL is printed anyway (scripts build it before a start),
+    // but a psql on it would fail without saying why.
+    match cluster.status()? {
+        ClusterStatus::Running { .. } => {}
+        ClusterStatus::Stopped => stderr_line!(
+            "pgnload: warning: the embedded cluster in {dir} is not running; \
+             `pgnload db start` starts it"
+        ),
+        ClusterStatus::NotInitialized => stderr_line!(
+            "pgnload: warning: there is no embedded cluster in {dir} (is --data-dir \
+             right?); the first import or `pgnload db start` creates one"
+        ),
+    }
+    Ok(cluster.connection_url())
 }

@@ -123,6 +123,19 @@ pub fn watch_signals(
     first: &'static str,
     second: &'static str,
 ) -> Result<(), crate::Error> {
+    watch_signals_then(runtime, interrupts, first, second, || {})
+}
+
+/// [`watch_signals`], with `after_first` run once the first signal is
+/// counted and said: for a command whose work must be told at once, not at
+/// its next safe point (`db backup` stops its running tool there).
+pub fn watch_signals_then(
+    runtime: &tokio::runtime::Runtime,
+    interrupts: Arc<AtomicUsize>,
+    first: &'static str,
+    second: &'static str,
+    after_first: impl Fn() + Send + 'static,
+) -> Result<(), crate::Error> {
     use tokio::signal::unix::{SignalKind, signal};
     let _entered = runtime.enter();
     let installed = |kind: SignalKind| {
@@ -143,6 +156,7 @@ pub fn watch_signals(
             }
             if interrupts.fetch_add(1, Ordering::SeqCst) == 0 {
                 stderr_line!("pgnload: {first}");
+                after_first();
             } else {
                 stderr_line!("pgnload: {second}");
                 std::process::exit(i32::from(crate::error::ExitStatus::Interrupted.code()));

@@ -1,0 +1,98 @@
+//! `pgnload db backup`: `pg_dump` into a staging name, moved into place once complete.
+
+use std::{num::NonZeroUsize, path::Path, time::Instant};
+
+use tokio::runtime::Runtime;
+
+use super::{
+    BackupError, Format, Interrupts, Outcome,
+    archive::{check_destination, disk_bytes, publish, remove_all, staging_path, trim_slash},
+    cores,
+    link::Link,
+    tools::{locate_tool, server_version},
+};
+use crate::{
+    db::{self, Target},
+    error::Error,
+    shards,
+};
+
+/// `pgnload db backup`: `pg_dump` of `target` into `path`, written under a
+/// temporary name beside it and moved into place only once complete, so
+/// that a failed or interrupted backup never leaves a file that looks like
+/// one. `jobs` (directory format only) defaults to one per core.
+/// `interrupts` says when the front end saw Ctrl-C or SIGTERM (its
+/// handlers run on `runtime`, which the backup uses too).
+pub fn backup(
+    target: &Target,
+    path: &Path,
+    format: Option<Format>,
+    jobs: Option<NonZeroUsize>,
+    runtime: &Runtime,
+    interrupts: &Interrupts,
+    progress: &dyn Fn(&str),
+) -> Result<Outcome, Error> {
+    let format = format.unwrap_or_else(|| Format::for_path(path));
+    let jobs = match (format, jobs) {
+        (Format::Custom, Some(jobs)) if jobs.get() > 1 => {
+            return Err(BackupError::Options(format!(
+                "--jobs {jobs}: pg_dump writes a single-file (custom format) backup with one \
+                 job; back up to a directory (`--format directory`, or a path ending in /) \
+                 for parallel jobs"
+            ))
+            .into());
+        }
+        (Format::Custom, _) => 1,
+        (Format::Directory, Some(jobs)) => jobs.get(),
+        (Format::Directory, None) => cores(),
+    };
+    let path = trim_slash(path);
+    check_destination(&path, format)?;
+    let staging = staging_path(&path);
+    let database = runtime.block_on(db::connect(target))?;
+    let result = (|| {
+        runtime.block_on(shards::refuse_if_sharded(
+            &database.client,
+            "`db backup`",
+            "pg_dump of the coordinator would save the shards' table definitions, \
+             not their rows; back up the coordinator and each shard with pg_dump",
+        ))?;
+        let server = runtime.block_on(server_version(&database.client))?;
+        let link = Link::new(target)?;
+        let tool = locate_tool("pg_dump", target, &server)?;
+        interrupts.check("pg_dump")?;
+        progress(&format!(
+            "backing up {} with {} ({} format, {jobs} job{}) to {}",
+            database.description,
+            tool.display(),
+            format.name(),
+            if jobs == 1 { "" } else { "s" },
+            path.display()
+        ));
+        let mut cmd = link.command(&tool);
+        cmd.arg(format!("--format={}", format.name()))
+            .arg("--file")
+            .arg(&staging);
+        if format == Format::Directory {
+            cmd.arg(format!("--jobs={jobs}"));
+        }
+        let started = Instant::now();
+        let ran = interrupts.run_tool(cmd, &tool, "pg_dump");
+        let seconds = started.elapsed().as_secs_f64();
+        if let Err(e) = ran.and_then(|()| publish(&staging, &path)) {
+            remove_all(&staging);
+            return Err(e
+                .leaving(format!("no backup was written at {}", path.display()))
+                .into());
+        }
+        Ok::<_, Error>(Outcome {
+            bytes: disk_bytes(&path),
+            seconds,
+            migrations: Vec::new(),
+        })
+    })();
+    let closed = database.close();
+    let outcome = result?;
+    closed?;
+    Ok(outcome)
+}
