@@ -240,6 +240,10 @@ enum State {
     LineComment,
 }
 
+/// One step of the scanner in one state: `Some` when the scan ends at a
+/// boundary, `None` to go on in the state it set.
+type Step = Result<Option<Boundary>, More>;
+
 /// Finds game boundaries and tags; see the module documentation.
 #[derive(Debug)]
 struct Scanner {
@@ -308,272 +312,332 @@ impl Scanner {
     /// next one starts).
     fn scan(&mut self, w: &Window<'_>) -> Result<Boundary, More> {
         loop {
-            match self.state {
-                State::Between { new_line, bom } => {
-                    if bom {
-                        let mut head = [0u8; 3];
-                        for (k, slot) in head.iter_mut().enumerate() {
-                            *slot = w.get(self.pos + k as u64)?.unwrap_or(0);
-                        }
-                        if head == *b"\xef\xbb\xbf" {
-                            self.pos += 3;
-                        }
-                        self.state = State::Between {
-                            new_line,
-                            bom: false,
+            let ended = match self.state {
+                State::Between { new_line, bom } => self.between(w, new_line, bom)?,
+                State::Escape { between } => self.escape(w, between)?,
+                State::AfterTag { new_line, line } => self.after_tag(w, new_line, line)?,
+                State::TagOrMovetext => self.tag_or_movetext(w)?,
+                State::TagName { open, space } => self.tag_name(w, open, space)?,
+                State::TagValue { open, name, value } => self.tag_value(w, open, name, value)?,
+                State::Ket { open, tag } => self.ket(w, open, tag)?,
+                State::RestOfLine { open, replace } => self.rest_of_line(w, open, replace)?,
+                State::Movetext => self.movetext(w)?,
+                State::Comment => self.comment(w)?,
+                State::LineComment => self.line_comment(w)?,
+            };
+            if let Some(boundary) = ended {
+                return Ok(boundary);
+            }
+        }
+    }
+
+    /// Whitespace and `%` lines before a game, and a BOM where a game may
+    /// start.
+    fn between(&mut self, w: &Window<'_>, new_line: bool, bom: bool) -> Step {
+        if bom {
+            let mut head = [0u8; 3];
+            for (k, slot) in head.iter_mut().enumerate() {
+                *slot = w.get(self.pos + k as u64)?.unwrap_or(0);
+            }
+            if head == *b"\xef\xbb\xbf" {
+                self.pos += 3;
+            }
+            self.state = State::Between {
+                new_line,
+                bom: false,
+            };
+            return Ok(None);
+        }
+        match w.get(self.pos)? {
+            None => return Ok(Some(Boundary::End)),
+            Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+            Some(b'\n') => {
+                self.pos += 1;
+                self.state = State::Between {
+                    new_line: true,
+                    bom: false,
+                };
+            }
+            Some(b'%') if new_line => {
+                self.pos += 1;
+                self.state = State::Escape { between: true };
+            }
+            Some(_) => return Ok(Some(Boundary::NextGame(self.pos))),
+        }
+        Ok(None)
+    }
+
+    /// A `%` line, skipped through its newline.
+    fn escape(&mut self, w: &Window<'_>, between: bool) -> Step {
+        let Some(eol) = self.seek(w, b'\n')? else {
+            return Ok(Some(Boundary::End));
+        };
+        self.pos = eol + 1;
+        self.state = if between {
+            State::Between {
+                new_line: true,
+                bom: false,
+            }
+        } else {
+            State::AfterTag {
+                new_line: true,
+                line: None,
+            }
+        };
+        Ok(None)
+    }
+
+    /// Whitespace after a tag, or a stray `]` or `"` on its line.
+    fn after_tag(&mut self, w: &Window<'_>, new_line: bool, line: Option<u64>) -> Step {
+        match w.get(self.pos)? {
+            None => return Ok(Some(Boundary::End)),
+            Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+            Some(b'\n') => {
+                self.pos += 1;
+                self.state = State::AfterTag {
+                    new_line: true,
+                    line: None,
+                };
+            }
+            Some(b'%') if new_line => {
+                self.pos += 1;
+                self.state = State::Escape { between: false };
+            }
+            // A stray `]` or `"` after a tag on its line: pgn-reader
+            // would start the movetext there.
+            Some(b']' | b'"') if line.is_some() => {
+                self.state = State::RestOfLine {
+                    open: line.unwrap_or(self.pos),
+                    replace: true,
+                };
+            }
+            Some(_) => self.state = State::TagOrMovetext,
+        }
+        Ok(None)
+    }
+
+    /// A tag opens, or the movetext starts.
+    fn tag_or_movetext(&mut self, w: &Window<'_>) -> Step {
+        match w.get(self.pos)? {
+            None => return Ok(Some(Boundary::End)),
+            Some(b'[') => {
+                self.tag_count += 1;
+                if self.tag_count > MAX_TAGS {
+                    self.fail(RejectReason::TooManyTags { limit: MAX_TAGS });
+                }
+                self.state = State::TagName {
+                    open: self.pos,
+                    space: false,
+                };
+                self.pos += 1;
+            }
+            Some(_) => {
+                self.scan.movetext = self.rel(self.pos);
+                self.state = State::Movetext;
+            }
+        }
+        Ok(None)
+    }
+
+    /// A tag's name, up to its opening quote.
+    fn tag_name(&mut self, w: &Window<'_>, open: u64, space: bool) -> Step {
+        match w.get(self.pos)? {
+            None => {
+                self.fail(RejectReason::Syntax("unterminated tag".into()));
+                return Ok(Some(Boundary::End));
+            }
+            Some(b'"') => {
+                let name_end = if space { self.pos - 1 } else { self.pos };
+                self.state = State::TagValue {
+                    open,
+                    name: (open + 1, name_end),
+                    value: self.pos + 1,
+                };
+                self.pos += 1;
+            }
+            Some(b'\n' | b']') => {
+                self.pos += 1;
+                self.state = State::Ket { open, tag: None };
+            }
+            Some(b) => {
+                self.pos += 1;
+                self.state = State::TagName {
+                    open,
+                    space: b == b' ',
+                };
+            }
+        }
+        Ok(None)
+    }
+
+    /// A tag's quoted value, escapes skipped; a newline inside it either ends
+    /// it (pgn-reader) or is read through (a value cut by a newline).
+    fn tag_value(&mut self, w: &Window<'_>, open: u64, name: (u64, u64), value: u64) -> Step {
+        match w.get(self.pos)? {
+            None => {
+                self.fail(RejectReason::Syntax("unterminated tag".into()));
+                return Ok(Some(Boundary::End));
+            }
+            Some(b'\\') => {
+                // pgn-reader skips the escaped byte, whatever it is.
+                self.pos += 1;
+                if w.get(self.pos)?.is_some() {
+                    self.pos += 1;
+                }
+            }
+            Some(b'"') => {
+                self.state = State::Ket {
+                    open,
+                    tag: Some((name.0, name.1, value, self.pos)),
+                };
+                self.pos += 1;
+            }
+            Some(b'\n') => {
+                if let Some(close) = continued_value(w, open, self.pos)? {
+                    self.fail(RejectReason::Syntax("newline inside a tag value".into()));
+                    self.pos = close + 1;
+                    self.state = State::AfterTag {
+                        new_line: false,
+                        line: None,
+                    };
+                } else {
+                    // pgn-reader's reading: the value ends at the newline.
+                    self.push_quoted((name.0, name.1, value, self.pos));
+                    self.state = State::Ket { open, tag: None };
+                }
+            }
+            Some(_) => self.pos += 1,
+        }
+        Ok(None)
+    }
+
+    /// After the closing quote, up to the `]`: the tag is recorded when it ends
+    /// well.
+    fn ket(&mut self, w: &Window<'_>, open: u64, tag: Option<(u64, u64, u64, u64)>) -> Step {
+        match w.get(self.pos)? {
+            Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+            byte @ (None | Some(b']' | b'\n' | b'[')) => {
+                if let Some(tag) = tag {
+                    self.push_quoted(tag);
+                }
+                match byte {
+                    None => return Ok(Some(Boundary::End)),
+                    Some(b'[') => self.state = State::TagOrMovetext,
+                    Some(b']') => {
+                        self.pos += 1;
+                        self.state = State::AfterTag {
+                            new_line: false,
+                            line: tag.map(|_| open),
                         };
-                        continue;
                     }
-                    match w.get(self.pos)? {
-                        None => return Ok(Boundary::End),
-                        Some(b' ' | b'\t' | b'\r') => self.pos += 1,
-                        Some(b'\n') => {
-                            self.pos += 1;
-                            self.state = State::Between {
-                                new_line: true,
-                                bom: false,
-                            };
-                        }
-                        Some(b'%') if new_line => {
-                            self.pos += 1;
-                            self.state = State::Escape { between: true };
-                        }
-                        Some(_) => return Ok(Boundary::NextGame(self.pos)),
-                    }
-                }
-                State::Escape { between } => {
-                    let Some(eol) = self.seek(w, b'\n')? else {
-                        return Ok(Boundary::End);
-                    };
-                    self.pos = eol + 1;
-                    self.state = if between {
-                        State::Between {
-                            new_line: true,
-                            bom: false,
-                        }
-                    } else {
-                        State::AfterTag {
-                            new_line: true,
-                            line: None,
-                        }
-                    };
-                }
-                State::AfterTag { new_line, line } => match w.get(self.pos)? {
-                    None => return Ok(Boundary::End),
-                    Some(b' ' | b'\t' | b'\r') => self.pos += 1,
-                    Some(b'\n') => {
+                    Some(_) => {
                         self.pos += 1;
                         self.state = State::AfterTag {
                             new_line: true,
                             line: None,
                         };
                     }
-                    Some(b'%') if new_line => {
-                        self.pos += 1;
-                        self.state = State::Escape { between: false };
-                    }
-                    // A stray `]` or `"` after a tag on its line: pgn-reader
-                    // would start the movetext there.
-                    Some(b']' | b'"') if line.is_some() => {
-                        self.state = State::RestOfLine {
-                            open: line.unwrap_or(self.pos),
-                            replace: true,
-                        };
-                    }
-                    Some(_) => self.state = State::TagOrMovetext,
-                },
-                State::TagOrMovetext => match w.get(self.pos)? {
-                    None => return Ok(Boundary::End),
-                    Some(b'[') => {
-                        self.tag_count += 1;
-                        if self.tag_count > MAX_TAGS {
-                            self.fail(RejectReason::TooManyTags { limit: MAX_TAGS });
-                        }
-                        self.state = State::TagName {
-                            open: self.pos,
-                            space: false,
-                        };
-                        self.pos += 1;
-                    }
-                    Some(_) => {
-                        self.scan.movetext = self.rel(self.pos);
-                        self.state = State::Movetext;
-                    }
-                },
-                State::TagName { open, space } => match w.get(self.pos)? {
-                    None => {
-                        self.fail(RejectReason::Syntax("unterminated tag".into()));
-                        return Ok(Boundary::End);
-                    }
-                    Some(b'"') => {
-                        let name_end = if space { self.pos - 1 } else { self.pos };
-                        self.state = State::TagValue {
-                            open,
-                            name: (open + 1, name_end),
-                            value: self.pos + 1,
-                        };
-                        self.pos += 1;
-                    }
-                    Some(b'\n' | b']') => {
-                        self.pos += 1;
-                        self.state = State::Ket { open, tag: None };
-                    }
-                    Some(b) => {
-                        self.pos += 1;
-                        self.state = State::TagName {
-                            open,
-                            space: b == b' ',
-                        };
-                    }
-                },
-                State::TagValue { open, name, value } => match w.get(self.pos)? {
-                    None => {
-                        self.fail(RejectReason::Syntax("unterminated tag".into()));
-                        return Ok(Boundary::End);
-                    }
-                    Some(b'\\') => {
-                        // pgn-reader skips the escaped byte, whatever it is.
-                        self.pos += 1;
-                        if w.get(self.pos)?.is_some() {
-                            self.pos += 1;
-                        }
-                    }
-                    Some(b'"') => {
-                        self.state = State::Ket {
-                            open,
-                            tag: Some((name.0, name.1, value, self.pos)),
-                        };
-                        self.pos += 1;
-                    }
-                    Some(b'\n') => {
-                        if let Some(close) = continued_value(w, open, self.pos)? {
-                            self.fail(RejectReason::Syntax("newline inside a tag value".into()));
-                            self.pos = close + 1;
-                            self.state = State::AfterTag {
-                                new_line: false,
-                                line: None,
-                            };
-                        } else {
-                            // pgn-reader's reading: the value ends at the newline.
-                            self.push_quoted((name.0, name.1, value, self.pos));
-                            self.state = State::Ket { open, tag: None };
-                        }
-                    }
-                    Some(_) => self.pos += 1,
-                },
-                State::Ket { open, tag } => match w.get(self.pos)? {
-                    Some(b' ' | b'\t' | b'\r') => self.pos += 1,
-                    byte @ (None | Some(b']' | b'\n' | b'[')) => {
-                        if let Some(tag) = tag {
-                            self.push_quoted(tag);
-                        }
-                        match byte {
-                            None => return Ok(Boundary::End),
-                            Some(b'[') => self.state = State::TagOrMovetext,
-                            Some(b']') => {
-                                self.pos += 1;
-                                self.state = State::AfterTag {
-                                    new_line: false,
-                                    line: tag.map(|_| open),
-                                };
-                            }
-                            Some(_) => {
-                                self.pos += 1;
-                                self.state = State::AfterTag {
-                                    new_line: true,
-                                    line: None,
-                                };
-                            }
-                        }
-                    }
-                    // Text after a closing quote: a quote inside the value.
-                    Some(_) if tag.is_some() => {
-                        self.state = State::RestOfLine {
-                            open,
-                            replace: false,
-                        };
-                    }
-                    Some(_) => self.state = State::TagOrMovetext,
-                },
-                State::RestOfLine { open, replace } => {
-                    let eol = self.seek(w, b'\n')?;
-                    let end = eol.unwrap_or(self.pos.max(w.base + w.data.len() as u64));
-                    if replace && self.scan.tags.len() < MAX_TAGS {
-                        self.scan.tags.pop();
-                    }
-                    if let (Some(open), Some(end)) = (self.rel(open), self.rel(end)) {
-                        self.push(TagSpan::Line(open..end));
-                    }
-                    let Some(eol) = eol else {
-                        return Ok(Boundary::End);
-                    };
-                    self.pos = eol + 1;
-                    self.state = State::AfterTag {
-                        new_line: true,
-                        line: None,
-                    };
-                }
-                State::Movetext => {
-                    let rest = w.from(self.pos);
-                    let Some(p) = rest.iter().position(|&c| MOVETEXT_STOP[usize::from(c)]) else {
-                        if w.eof {
-                            return Ok(Boundary::End);
-                        }
-                        self.pos += rest.len() as u64;
-                        return Err(More);
-                    };
-                    let at = self.pos + p as u64;
-                    match w.get(at)? {
-                        Some(b'{') => {
-                            self.pos = at + 1;
-                            self.state = State::Comment;
-                        }
-                        Some(b';') => {
-                            self.pos = at + 1;
-                            self.state = State::LineComment;
-                        }
-                        Some(b'\n') => match w.get(at + 1)? {
-                            None => return Ok(Boundary::End),
-                            Some(b'%') => {
-                                self.pos = at + 2;
-                                self.state = State::LineComment;
-                            }
-                            Some(b'[' | b'\n') => {
-                                self.pos = at + 1;
-                                self.state = State::Between {
-                                    new_line: true,
-                                    bom: true,
-                                };
-                            }
-                            // A CR that is not a newline is followed by one.
-                            Some(b'\r') => {
-                                self.pos = at + 2;
-                                self.state = State::Between {
-                                    new_line: true,
-                                    bom: true,
-                                };
-                            }
-                            Some(_) => self.pos = at + 1,
-                        },
-                        _ => self.pos = at + 1,
-                    }
-                }
-                State::Comment => {
-                    let Some(close) = self.seek(w, b'}')? else {
-                        return Ok(Boundary::End);
-                    };
-                    self.pos = close + 1;
-                    self.state = State::Movetext;
-                }
-                State::LineComment => {
-                    let Some(eol) = self.seek(w, b'\n')? else {
-                        return Ok(Boundary::End);
-                    };
-                    self.pos = eol;
-                    self.state = State::Movetext;
                 }
             }
+            // Text after a closing quote: a quote inside the value.
+            Some(_) if tag.is_some() => {
+                self.state = State::RestOfLine {
+                    open,
+                    replace: false,
+                };
+            }
+            Some(_) => self.state = State::TagOrMovetext,
         }
+        Ok(None)
+    }
+
+    /// The rest of a malformed tag line, recorded whole.
+    fn rest_of_line(&mut self, w: &Window<'_>, open: u64, replace: bool) -> Step {
+        let eol = self.seek(w, b'\n')?;
+        let end = eol.unwrap_or(self.pos.max(w.base + w.data.len() as u64));
+        if replace && self.scan.tags.len() < MAX_TAGS {
+            self.scan.tags.pop();
+        }
+        if let (Some(open), Some(end)) = (self.rel(open), self.rel(end)) {
+            self.push(TagSpan::Line(open..end));
+        }
+        let Some(eol) = eol else {
+            return Ok(Some(Boundary::End));
+        };
+        self.pos = eol + 1;
+        self.state = State::AfterTag {
+            new_line: true,
+            line: None,
+        };
+        Ok(None)
+    }
+
+    /// The movetext, up to a comment or a line that starts the next game.
+    fn movetext(&mut self, w: &Window<'_>) -> Step {
+        let rest = w.from(self.pos);
+        let Some(p) = rest.iter().position(|&c| MOVETEXT_STOP[usize::from(c)]) else {
+            if w.eof {
+                return Ok(Some(Boundary::End));
+            }
+            self.pos += rest.len() as u64;
+            return Err(More);
+        };
+        let at = self.pos + p as u64;
+        match w.get(at)? {
+            Some(b'{') => {
+                self.pos = at + 1;
+                self.state = State::Comment;
+            }
+            Some(b';') => {
+                self.pos = at + 1;
+                self.state = State::LineComment;
+            }
+            Some(b'\n') => match w.get(at + 1)? {
+                None => return Ok(Some(Boundary::End)),
+                Some(b'%') => {
+                    self.pos = at + 2;
+                    self.state = State::LineComment;
+                }
+                Some(b'[' | b'\n') => {
+                    self.pos = at + 1;
+                    self.state = State::Between {
+                        new_line: true,
+                        bom: true,
+                    };
+                }
+                // A CR that is not a newline is followed by one.
+                Some(b'\r') => {
+                    self.pos = at + 2;
+                    self.state = State::Between {
+                        new_line: true,
+                        bom: true,
+                    };
+                }
+                Some(_) => self.pos = at + 1,
+            },
+            _ => self.pos = at + 1,
+        }
+        Ok(None)
+    }
+
+    /// A `{` comment, through its `}`.
+    fn comment(&mut self, w: &Window<'_>) -> Step {
+        let Some(close) = self.seek(w, b'}')? else {
+            return Ok(Some(Boundary::End));
+        };
+        self.pos = close + 1;
+        self.state = State::Movetext;
+        Ok(None)
+    }
+
+    /// A `;` comment or `%` line in the movetext, up to its newline.
+    fn line_comment(&mut self, w: &Window<'_>) -> Step {
+        let Some(eol) = self.seek(w, b'\n')? else {
+            return Ok(Some(Boundary::End));
+        };
+        self.pos = eol;
+        self.state = State::Movetext;
+        Ok(None)
     }
 }
 
