@@ -681,29 +681,7 @@ fn chess_unique(pos: &Chess, san: &San, in_check: bool) -> Option<(Move, San)> {
                 to,
                 promotion,
             };
-            let canonical = if role == Role::Pawn {
-                San::Normal {
-                    role,
-                    file: capture.is_some().then(|| from.file()),
-                    rank: None,
-                    capture: capture.is_some(),
-                    to,
-                    promotion,
-                }
-            } else {
-                let others = froms.without(from);
-                let same_rank = (others & Bitboard::from_rank(from.rank())).any();
-                let same_file = (others & Bitboard::from_file(from.file())).any();
-                San::Normal {
-                    role,
-                    file: (others.any() && (!same_file || same_rank)).then(|| from.file()),
-                    rank: same_file.then(|| from.rank()),
-                    capture: capture.is_some(),
-                    to,
-                    promotion,
-                }
-            };
-            (m, canonical)
+            (m, canonical_san(role, from, capture, to, promotion, froms))
         }
         (None, Some(from)) if normal.is_empty() => (
             Move::EnPassant { from, to },
@@ -718,6 +696,41 @@ fn chess_unique(pos: &Chess, san: &San, in_check: bool) -> Option<(Move, San)> {
         ),
         _ => return None,
     })
+}
+
+/// The canonical SAN of the one normal move of `role` from `from` (among
+/// the squares `froms` it could come from) to `to`: `San::disambiguate`
+/// over the others in `froms` (a pawn names its file only when it captures).
+fn canonical_san(
+    role: Role,
+    from: Square,
+    capture: Option<Role>,
+    to: Square,
+    promotion: Option<Role>,
+    froms: Bitboard,
+) -> San {
+    if role == Role::Pawn {
+        San::Normal {
+            role,
+            file: capture.is_some().then(|| from.file()),
+            rank: None,
+            capture: capture.is_some(),
+            to,
+            promotion,
+        }
+    } else {
+        let others = froms.without(from);
+        let same_rank = (others & Bitboard::from_rank(from.rank())).any();
+        let same_file = (others & Bitboard::from_file(from.file())).any();
+        San::Normal {
+            role,
+            file: (others.any() && (!same_file || same_rank)).then(|| from.file()),
+            rank: same_file.then(|| from.rank()),
+            capture: capture.is_some(),
+            to,
+            promotion,
+        }
+    }
 }
 
 /// Whether the side to move, in check in standard chess, has a legal move:
