@@ -18,7 +18,7 @@
 //! table in two.
 
 use shakmaty::{
-    Bitboard, CastlingMode, Color, Position, PositionError, Role, Square,
+    Bitboard, ByColor, ByRole, CastlingMode, Color, Position, PositionError, Role, Square,
     fen::Fen,
     variant::{Variant, VariantPosition},
 };
@@ -197,49 +197,64 @@ fn write_placement<P: Position>(pos: &P, out: &mut [u8; FEN_CAP]) -> u8 {
             }
             len = len.wrapping_add(RANK_LAYOUT.len[m]);
         } else {
-            // Crazyhouse promoted pieces: a `~` after each, file by file.
-            let mut gap = 0u8;
-            for (file, letter) in letters.into_iter().enumerate() {
-                if m & (1 << file) == 0 {
-                    gap += 1;
-                    continue;
-                }
-                if gap > 0 {
-                    put(out, &mut len, b'0' + gap);
-                    gap = 0;
-                }
-                put(out, &mut len, letter);
-                if marks & (1 << file) != 0 {
-                    put(out, &mut len, b'~');
-                }
-            }
-            if gap > 0 {
-                put(out, &mut len, b'0' + gap);
-            }
+            write_marked_rank(out, &mut len, letters, m, marks);
         }
         if rank != 0 {
             put(out, &mut len, b'/');
         }
     }
     if let Some(pockets) = pos.pockets() {
-        // python-chess: str(pocket) lists K, Q, R, B, N, P (reversed PIECE_TYPES);
-        // white's pocket upper-cased first, then black's.
-        put(out, &mut len, b'[');
-        for color in [Color::White, Color::Black] {
-            let pocket = pockets.get(color);
-            for role in Role::ALL.into_iter().rev() {
-                let symbol = match color {
-                    Color::White => role.upper_char(),
-                    Color::Black => role.char(),
-                } as u8;
-                for _ in 0..*pocket.get(role) {
-                    put(out, &mut len, symbol);
-                }
-            }
-        }
-        put(out, &mut len, b']');
+        write_pockets(pockets, out, &mut len);
     }
     len
+}
+
+/// A rank holding Crazyhouse promoted pieces (`marks`, one bit per file,
+/// among the occupied files `m`): a `~` after each, file by file.
+fn write_marked_rank(
+    out: &mut [u8; FEN_CAP],
+    len: &mut u8,
+    letters: [u8; 8],
+    m: usize,
+    marks: usize,
+) {
+    let mut gap = 0u8;
+    for (file, letter) in letters.into_iter().enumerate() {
+        if m & (1 << file) == 0 {
+            gap += 1;
+            continue;
+        }
+        if gap > 0 {
+            put(out, len, b'0' + gap);
+            gap = 0;
+        }
+        put(out, len, letter);
+        if marks & (1 << file) != 0 {
+            put(out, len, b'~');
+        }
+    }
+    if gap > 0 {
+        put(out, len, b'0' + gap);
+    }
+}
+
+/// Crazyhouse pockets: python-chess's str(pocket) lists K, Q, R, B, N, P
+/// (reversed PIECE_TYPES); white's pocket upper-cased first, then black's.
+fn write_pockets(pockets: &ByColor<ByRole<u8>>, out: &mut [u8; FEN_CAP], len: &mut u8) {
+    put(out, len, b'[');
+    for color in [Color::White, Color::Black] {
+        let pocket = pockets.get(color);
+        for role in Role::ALL.into_iter().rev() {
+            let symbol = match color {
+                Color::White => role.upper_char(),
+                Color::Black => role.char(),
+            } as u8;
+            for _ in 0..*pocket.get(role) {
+                put(out, len, symbol);
+            }
+        }
+    }
+    put(out, len, b']');
 }
 
 /// python-chess `castling_xfen()`: per color (white first), castling rooks
