@@ -511,6 +511,32 @@ async fn build_coordinator(
     tx.batch_execute("CREATE EXTENSION IF NOT EXISTS postgres_fdw")
         .await
         .map_err(db_err("creating extension postgres_fdw"))?;
+    let views = read_views(&tx).await?;
+    create_servers(&tx, addresses).await?;
+    tx.batch_execute(&format!("{GAME_KEYS_DDL}; {EXPLORER_DELTAS_DDL}"))
+        .await
+        .map_err(db_err("creating game_keys"))?;
+    for (table, key) in PARTITIONED {
+        tx.batch_execute(&partition_ddl(table, key, schemas, count))
+            .await
+            .map_err(db_err(format!("partitioning {table} over the shards")))?;
+    }
+    for (view, definition) in views {
+        tx.batch_execute(&format!("CREATE VIEW {view} AS {definition}"))
+            .await
+            .map_err(db_err(format!("recreating view {view}")))?;
+    }
+    record_shards(&tx, addresses).await?;
+    tx.commit()
+        .await
+        .map_err(db_err("committing the sharded layout"))
+}
+
+/// The definitions of the views over the tables about to be replaced,
+/// to recreate them over the partitioned ones.
+async fn read_views(
+    tx: &tokio_postgres::Transaction<'_>,
+) -> Result<Vec<(&'static str, String)>, Error> {
     let mut views = Vec::with_capacity(VIEWS.len());
     for view in VIEWS {
         let definition: String = tx
@@ -520,6 +546,14 @@ async fn build_coordinator(
             .get(0);
         views.push((view, definition));
     }
+    Ok(views)
+}
+
+/// One `postgres_fdw` server per shard, with its user mapping.
+async fn create_servers(
+    tx: &tokio_postgres::Transaction<'_>,
+    addresses: &[ShardAddress],
+) -> Result<(), Error> {
     for (shard, address) in addresses.iter().enumerate() {
         let server = server_name(shard);
         let port = address.port.to_string();
@@ -539,44 +573,46 @@ async fn build_coordinator(
             "creating server {server} ({})",
             address.shown
         )))?;
-        create_user_mapping(&tx, &server, address).await?;
+        create_user_mapping(tx, &server, address).await?;
     }
-    tx.batch_execute(&format!("{GAME_KEYS_DDL}; {EXPLORER_DELTAS_DDL}"))
-        .await
-        .map_err(db_err("creating game_keys"))?;
-    for (table, key) in PARTITIONED {
-        let mut ddl = format!(
-            "CREATE TABLE pgnload_sharded_{table} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
-                 PARTITION BY HASH ({key});
-             DROP TABLE {table} CASCADE;
-             ALTER TABLE pgnload_sharded_{table} RENAME TO {table};"
+    Ok(())
+}
+
+/// `table` replaced by a table hash-partitioned on `key` over `count`
+/// shards, one foreign partition per shard (in its schema of `schemas`),
+/// its ids from a coordinator sequence.
+fn partition_ddl(table: &str, key: &str, schemas: &[String], count: usize) -> String {
+    let mut ddl = format!(
+        "CREATE TABLE pgnload_sharded_{table} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+             PARTITION BY HASH ({key});
+         DROP TABLE {table} CASCADE;
+         ALTER TABLE pgnload_sharded_{table} RENAME TO {table};"
+    );
+    if matches!(table, "positions" | "games") {
+        let _ = write!(
+            ddl,
+            "CREATE SEQUENCE {table}_id_seq AS bigint OWNED BY {table}.id;
+             ALTER TABLE {table} ALTER COLUMN id SET DEFAULT nextval('{table}_id_seq');"
         );
-        if matches!(table, "positions" | "games") {
-            let _ = write!(
-                ddl,
-                "CREATE SEQUENCE {table}_id_seq AS bigint OWNED BY {table}.id;
-                 ALTER TABLE {table} ALTER COLUMN id SET DEFAULT nextval('{table}_id_seq');"
-            );
-        }
-        for (shard, schema) in schemas.iter().enumerate() {
-            let server = server_name(shard);
-            let _ = write!(
-                ddl,
-                "CREATE FOREIGN TABLE {table}_shard_{shard} PARTITION OF {table}
-                     FOR VALUES WITH (MODULUS {count}, REMAINDER {shard})
-                     SERVER {server} OPTIONS (schema_name '{}', table_name '{table}');",
-                schema.replace('\'', "''")
-            );
-        }
-        tx.batch_execute(&ddl)
-            .await
-            .map_err(db_err(format!("partitioning {table} over the shards")))?;
     }
-    for (view, definition) in views {
-        tx.batch_execute(&format!("CREATE VIEW {view} AS {definition}"))
-            .await
-            .map_err(db_err(format!("recreating view {view}")))?;
+    for (shard, schema) in schemas.iter().enumerate() {
+        let server = server_name(shard);
+        let _ = write!(
+            ddl,
+            "CREATE FOREIGN TABLE {table}_shard_{shard} PARTITION OF {table}
+             FOR VALUES WITH (MODULUS {count}, REMAINDER {shard})
+             SERVER {server} OPTIONS (schema_name '{}', table_name '{table}');",
+            schema.replace('\'', "''")
+        );
     }
+    ddl
+}
+
+/// `pgnload_shards`: which server is which shard.
+async fn record_shards(
+    tx: &tokio_postgres::Transaction<'_>,
+    addresses: &[ShardAddress],
+) -> Result<(), Error> {
     for (shard, address) in addresses.iter().enumerate() {
         let shard_i32 = i32::try_from(shard).expect("shard counts were checked to fit a u32");
         tx.execute(
@@ -592,9 +628,7 @@ async fn build_coordinator(
         .await
         .map_err(db_err("recording the shards"))?;
     }
-    tx.commit()
-        .await
-        .map_err(db_err("committing the sharded layout"))
+    Ok(())
 }
 
 /// The `postgres_fdw` server of shard `shard`.
