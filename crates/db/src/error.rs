@@ -4,6 +4,10 @@
 //! compressed stream, database unreachable). It carries the context needed
 //! to act on it: file, byte offset, game number.
 //!
+//! Each error has an [`ErrorKind`], and [`ErrorKind::policy`] is the one
+//! table of what pgnload does about it: retried or not, the advice of its
+//! last line, the exit code (`docs/errors.md` shows it).
+//!
 //! It lives in the database crate because its database kinds wrap the
 //! driver's errors; every crate above uses it, the chess core does not.
 
