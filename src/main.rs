@@ -12,9 +12,7 @@ use clap::Parser;
 #[macro_use]
 extern crate pgnload_db;
 use pgnload::{
-    Error, Result, chess, config, error,
-    error::{ErrorKind, ExitStatus},
-    export, ingest, progress, query, store, verify,
+    Error, Result, chess, config, error, export, ingest, progress, query, store, verify,
 };
 
 use crate::cli::Cli;
@@ -31,36 +29,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cmd::run(cli) {
         Ok(status) => ExitCode::from(status.code()),
-        // The reader of our output went away (`| head`): not an error.
-        Err(pgnload::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            ExitCode::SUCCESS
-        }
-        // A signal ended a wait for the database: interrupted, as the
-        // exit codes say (3), not failed.
-        Err(err @ pgnload::Error::Interrupted { .. }) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "pgnload: {}; rerun to resume",
-                pgnload::error::report(&err)
-            );
-            ExitCode::from(ExitStatus::Interrupted.code())
-        }
+        // What is said and the exit code follow the error's kind (see
+        // `ErrorKind::policy`): a reader gone (`| head`) ends it with
+        // nothing said, an interrupt with 3, a failure with 2.
         Err(err) => {
-            let advice = match err.kind() {
-                ErrorKind::Bug => " (a bug in pgnload: please report it with the command line)",
-                ErrorKind::Database { transient: true } => {
-                    " (still failing when retry_seconds ran out; rerun to resume)"
-                }
-                _ => "",
-            };
-            // Not `eprintln!`, which panics (exit 101) when stderr is
-            // full or gone: the exit code must still say "failed".
-            let _ = writeln!(
-                std::io::stderr(),
-                "pgnload: error: {}{advice}",
-                pgnload::error::report(&err)
-            );
-            ExitCode::from(ExitStatus::Failed.code())
+            if let Some(line) = err.final_message() {
+                // Not `eprintln!`, which panics (exit 101) when stderr is
+                // full or gone: the exit code must still say how it ended.
+                let _ = writeln!(std::io::stderr(), "pgnload: {line}");
+            }
+            ExitCode::from(err.policy().exit.code())
         }
     }
 }

@@ -106,7 +106,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
     })?;
     let text = if args.json {
         let mut json = serde_json::to_string(&answer)
-            .map_err(|e| Error::Internal(format!("serializing the explorer answer: {e}")))?;
+            .map_err(|e| Error::bug_from("serializing the explorer answer", e))?;
         json.push('\n');
         json
     } else {

@@ -250,7 +250,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
     let unwritable = skipped.unwritable.count;
     let skipped_total = skipped.variant + skipped.null_move + unwritable;
     if exported + skipped_total != selected {
-        return Err(Error::Internal(format!(
+        return Err(Error::bug(format!(
             "export counted {exported} exported + {skipped_total} skipped of {selected} selected"
         )));
     }
@@ -376,7 +376,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
         stderr_line!("pgnload: {line}");
     }
     let exported = selected.checked_sub(unwritable.count).ok_or_else(|| {
-        Error::Internal(format!(
+        Error::bug(format!(
             "export skipped {} of {selected} games",
             unwritable.count
         ))

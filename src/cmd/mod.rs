@@ -90,8 +90,8 @@ pub fn printable(text: &str) -> Cow<'_, str> {
 }
 
 /// Writes to stdout without panicking when the reader went away (`| head`):
-/// the error surfaces as [`crate::Error::Output`], which `main` treats as
-/// success for a broken pipe.
+/// the error surfaces as [`crate::Error::Output`], of kind
+/// [`error::ErrorKind::ReaderGone`], which ends a command with 0.
 pub fn print(text: &str) -> Result<(), crate::Error> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
@@ -106,7 +106,7 @@ pub fn print(text: &str) -> Result<(), crate::Error> {
 /// other failure to write (a full disk) is.
 pub fn print_outcome(text: &str) -> Result<(), crate::Error> {
     match print(text) {
-        Err(crate::Error::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) if e.kind() == error::ErrorKind::ReaderGone => Ok(()),
         written => written,
     }
 }

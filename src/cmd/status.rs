@@ -107,7 +107,7 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
         }
         if args.json {
             table = serde_json::to_string_pretty(&out)
-                .map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
+                .map_err(|e| Error::bug_from("serializing status", e))?;
             table.push('\n');
         } else {
             if rows.is_empty() {

@@ -354,7 +354,7 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
                 Ok::<_, Error>((cluster.pg_config(), session))
             })
             .await
-            .map_err(|e| Error::Internal(format!("starting the embedded cluster: {e}")))??;
+            .map_err(|e| Error::bug_from("starting the embedded cluster", e))??;
             (config, Some(session), target.describe())
         }
     };

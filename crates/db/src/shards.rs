@@ -141,7 +141,7 @@ pub async fn layout(client: &impl GenericClient) -> Result<Option<Shards>, Error
         return Ok(None);
     }
     let count = u32::try_from(count)
-        .map_err(|_| Error::Internal(format!("pgnload_shards holds {count} rows")))?;
+        .map_err(|_| Error::inconsistent(format!("pgnload_shards holds {count} rows")))?;
     Ok(Some(Shards { count }))
 }
 
@@ -322,7 +322,7 @@ async fn existing_layout(
         .collect();
     if recorded == asked {
         return Ok(Some(u32::try_from(recorded.len()).map_err(|_| {
-            Error::Internal("pgnload_shards holds over 2^32 rows".to_owned())
+            Error::inconsistent("pgnload_shards holds over 2^32 rows")
         })?));
     }
     let listed: Vec<String> = recorded

@@ -80,13 +80,20 @@ impl Kind {
     }
 }
 
+/// The error for `what`, which the format's fixed-width fields cannot say.
+fn beyond_format(what: String) -> Error {
+    Error::FormatLimit {
+        format: "the .dcg format",
+        detail: what,
+    }
+}
+
 /// Appends `len` as the format's length: one byte below 127, else `0x81`
 /// … `0x84` and one to four big-endian bytes (pgn2dcg's thresholds: 127
 /// itself takes two bytes, 255 three, 65535 four). A length that does not
 /// fit four bytes is an error (pgn2dcg writes nothing then).
 pub fn push_length(len: usize, out: &mut Vec<u8>) -> Result<(), Error> {
-    let len = u32::try_from(len)
-        .map_err(|_| Error::Internal(format!("{len} bytes is too long for the .dcg format")))?;
+    let len = u32::try_from(len).map_err(|_| beyond_format(format!("a length of {len} bytes")))?;
     let bytes = len.to_be_bytes();
     match len {
         0..127 => out.push(bytes[3]),
@@ -306,7 +313,7 @@ impl Dictionary {
             return Ok(n);
         }
         let n = u32::try_from(self.numbers.len())
-            .map_err(|_| Error::Internal("more than 2^32 distinct names".into()))?;
+            .map_err(|_| beyond_format("more than 2^32 distinct names".into()))?;
         self.numbers.insert(name.to_owned(), n);
         Ok(n)
     }
@@ -327,7 +334,7 @@ impl Dictionary {
                 Some(&offset) => offset,
                 None => {
                     let offset = u32::try_from(next).map_err(|_| {
-                        Error::Internal("a name file past 4 GiB cannot be referenced".into())
+                        beyond_format("a reference into a name file past 4 GiB".into())
                     })?;
                     out.write_all(&bytes).map_err(Error::Output)?;
                     written.insert(bytes, offset);
@@ -335,7 +342,7 @@ impl Dictionary {
                 }
             };
             let slot = usize::try_from(number)
-                .map_err(|_| Error::Internal(format!("name number {number} does not fit usize")))?;
+                .map_err(|_| Error::bug(format!("name number {number} does not fit usize")))?;
             offsets[slot] = offset;
         }
         Ok(offsets)
@@ -680,7 +687,7 @@ impl DcgWriter {
                     .ok()
                     .and_then(|n| table.get(n))
                     .ok_or_else(|| {
-                        Error::Internal(format!("provisional reference {n} has no record"))
+                        Error::bug(format!("provisional reference {n} has no record"))
                     })?;
                 e[at..at + 4].copy_from_slice(&offset.to_be_bytes());
             }

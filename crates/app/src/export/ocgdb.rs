@@ -265,7 +265,7 @@ impl OcgdbWriter {
             let comment = move_comment(game.id, ply, m)?;
             if !comment.is_empty() {
                 let ply = i64::try_from(ply)
-                    .map_err(|_| Error::Internal(format!("game {}: too many moves", game.id)))?;
+                    .map_err(|_| Error::bug(format!("game {}: too many moves", game.id)))?;
                 comments.push((ply, comment));
             }
         }
@@ -315,7 +315,7 @@ impl OcgdbWriter {
             _ => None,
         };
         let ply_count = i64::try_from(moves.len())
-            .map_err(|_| Error::Internal(format!("game {}: too many moves", game.id)))?;
+            .map_err(|_| Error::bug(format!("game {}: too many moves", game.id)))?;
         c.prepare_cached(
             "INSERT INTO Games (ID, EventID, SiteID, Date, Round, WhiteID, WhiteElo, BlackID, \
              BlackElo, Result, TimeControl, ECO, PlyCount, FEN, Moves2) \

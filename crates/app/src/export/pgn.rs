@@ -239,7 +239,7 @@ pub fn write_move_comment(
     m: &StoredMove,
     out: &mut String,
 ) -> Result<(), Error> {
-    let formatting = |e: std::fmt::Error| Error::Internal(format!("formatting a comment: {e}"));
+    let formatting = |e: std::fmt::Error| Error::bug_from("formatting a comment", e);
     let start = out.len();
     match (m.eval_mate, m.eval_cp) {
         (Some(mate), _) => write!(out, "[%eval #{mate}]").map_err(formatting)?,
@@ -312,7 +312,7 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
     // One scratch buffer for the tokens that are formatted (numbers, NAGs,
     // comments): reused, so a game costs a handful of allocations.
     let mut scratch = String::with_capacity(48);
-    let formatting = |e: std::fmt::Error| Error::Internal(format!("formatting movetext: {e}"));
+    let formatting = |e: std::fmt::Error| Error::bug_from("formatting movetext", e);
     let mut after_comment = true;
     for (ply, m) in moves.iter().enumerate() {
         if white || after_comment {

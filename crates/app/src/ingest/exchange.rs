@@ -218,7 +218,7 @@ impl StoredGames {
             ),
             Compression::Dcg => Format::Dcg(DcgBase::open(path, skip_games, interrupts)?),
             other => {
-                return Err(Error::Internal(format!(
+                return Err(Error::bug(format!(
                     "{name}: {other} input handed to the exchange reader"
                 )));
             }
@@ -335,7 +335,7 @@ pub fn fingerprint(
             ("sqlite-set", files)
         }
         other => {
-            return Err(Error::Internal(format!(
+            return Err(Error::bug(format!(
                 "{}: {other} input handed to the exchange fingerprint",
                 path.display()
             )));
@@ -360,7 +360,7 @@ pub fn fingerprint(
     if format == Compression::Dcg {
         // One (size, digest) per file of dcg::FILES, in its order.
         let actual = <[(u64, Option<u128>); 5]>::try_from(digests)
-            .map_err(|_| Error::Internal("a dcg base is five files".into()))?;
+            .map_err(|_| Error::bug("a dcg base is five files"))?;
         check_set(path, &actual)?;
     }
     let digest = xxhash_rust::xxh3::xxh3_128(lines.as_bytes());

@@ -452,7 +452,7 @@ fn last_visits(
         .take(stored)
         .map(|(ply, move_played)| {
             let position = keys.get(ply).and_then(|key| ids.get(key)).ok_or_else(|| {
-                Error::Internal(format!(
+                Error::bug(format!(
                     "{}: position {ply} of game {id} has no id when counting it in the explorer",
                     game.pos
                 ))
@@ -509,7 +509,7 @@ pub async fn add_batch<'a>(
             let anchor = match shards {
                 None => 0,
                 Some(_) => anchors.get(&id).copied().ok_or_else(|| {
-                    Error::Internal(format!(
+                    Error::bug(format!(
                         "{}: game {id} was not placed on a shard with its batch",
                         game.pos
                     ))
@@ -779,7 +779,7 @@ pub async fn queue_deferred(client: &mut Client) -> Result<u64, Error> {
         .await
         .map_err(err("committing the queued positions of uncounted games"))?;
     u64::try_from(games).map_err(|_| {
-        Error::Internal(format!(
+        Error::inconsistent(format!(
             "explorer_deferred recorded {games} games (its check keeps every run non-empty)"
         ))
     })
@@ -1335,7 +1335,7 @@ pub async fn enabled(client: &impl GenericClient, lock: bool) -> Result<bool, Er
         .map_err(crate::store::db::db_err("reading explorer_state"))?
         .map(|row| row.get(0))
         .ok_or_else(|| {
-            Error::Internal("explorer_state has no row (sql/0004_explorer.sql inserts it)".into())
+            Error::inconsistent("explorer_state has no row (sql/0004_explorer.sql inserts it)")
         })
 }
 

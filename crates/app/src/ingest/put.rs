@@ -154,9 +154,8 @@ pub async fn put_game(
         Some(target) if prepared.same_as(&tx, target.id).await? => {
             // Nothing to write; what preparing touched (a player's title)
             // is rolled back with the transaction.
-            let moves = u64::try_from(game.plies.len()).map_err(|_| {
-                Error::Internal("a game's ply count does not fit in 64 bits".to_owned())
-            })?;
+            let moves = u64::try_from(game.plies.len())
+                .map_err(|_| Error::bug("a game's ply count does not fit in 64 bits"))?;
             return Ok(Put {
                 outcome: PutOutcome::Unchanged,
                 id: target.id,

@@ -3,9 +3,10 @@
 //! with exponential backoff for a bounded time, replacing a dropped
 //! connection where the caller can re-read what it needs.
 //!
-//! It decides by the error's kind ([`Error::is_transient`]), never by its
-//! text, and must not retry what a retry cannot fix (a conflict, bad input,
-//! a bug): those end the step at once.
+//! It decides by the error's kind, as the one policy table says
+//! ([`crate::error::ErrorKind::policy`]), never by its text, and must not
+//! retry what a retry cannot fix (a conflict, bad input, a bug): those end
+//! the step at once.
 
 use std::{
     sync::{
@@ -49,11 +50,12 @@ impl Retry {
     }
 
     /// Waits before the next attempt (`Ok`), or gives `error` back when it
-    /// is not worth retrying or time is up. A signal before or during the
-    /// wait ends it at once with [`Error::Interrupted`]: the first Ctrl-C
-    /// or SIGTERM must stop a run that waits for a server that is down
-    /// (a service stop, cron's `timeout`), and a failed step has no batch
-    /// in flight to finish.
+    /// is not worth retrying (its kind's policy; but whatever a step on a
+    /// connection that is gone (`closed`) says, it failed for that) or
+    /// time is up. A signal before or during the wait ends it at once
+    /// with [`Error::Interrupted`]: the first Ctrl-C or SIGTERM must stop
+    /// a run that waits for a server that is down (a service stop, cron's
+    /// `timeout`), and a failed step has no batch in flight to finish.
     pub(crate) async fn wait(
         &mut self,
         error: Error,
@@ -61,7 +63,7 @@ impl Retry {
         reporter: &dyn Reporter,
     ) -> Result<(), Error> {
         if matches!(error, Error::Interrupted { .. })
-            || !(closed || error.is_transient())
+            || !(closed || error.policy().retried)
             || Instant::now() >= self.deadline
         {
             return Err(error);

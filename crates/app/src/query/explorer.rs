@@ -199,8 +199,8 @@ fn refuse_other_variants(fen: &str, variant: GameVariant) -> Result<(), Error> {
 }
 
 /// The move of `position` stored as `code`, in UCI and SAN. A code no
-/// legal move has (a database written by other rules) is an internal
-/// error naming it.
+/// legal move has (a database written by other rules) is an
+/// [`Error::Inconsistent`] naming it.
 fn describe_move(
     position: &VariantPosition,
     code: i16,
@@ -212,7 +212,7 @@ fn describe_move(
         .into_iter()
         .find(|m| encode_move(*m) == code)
         .ok_or_else(|| {
-            Error::Internal(format!(
+            Error::inconsistent(format!(
                 "explorer_moves holds move code {code:#06x} ({}), which is not legal in {}",
                 decode_move_uci(code, chess960),
                 normalized_fen(position)

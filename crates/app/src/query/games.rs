@@ -111,7 +111,7 @@ impl StoredGame {
             .into_iter()
             .find(|v| v.as_db_label() == variant)
             .ok_or_else(|| {
-                Error::Internal(format!(
+                Error::inconsistent(format!(
                     "game {}: unknown variant {variant:?}",
                     row.get::<_, i64>(0)
                 ))
@@ -119,7 +119,7 @@ impl StoredGame {
         let tags = match row.get::<_, Json<serde_json::Value>>(23).0 {
             serde_json::Value::Object(map) => map,
             other => {
-                return Err(Error::Internal(format!(
+                return Err(Error::inconsistent(format!(
                     "game {}: tags is not a JSON object: {other}",
                     row.get::<_, i64>(0)
                 )));
@@ -311,14 +311,14 @@ async fn attach_moves<C: CopyOut>(
             .insert(game_id, moves_of_game(game_id, columns)?)
             .is_some()
         {
-            return Err(Error::Internal(format!(
+            return Err(Error::bug(format!(
                 "reading moves: game {game_id} came twice"
             )));
         }
     }
     let asked: HashSet<i64> = games.iter().map(|(game, _)| game.id).collect();
     if let Some(other) = moves.keys().find(|id| !asked.contains(id)) {
-        return Err(Error::Internal(format!(
+        return Err(Error::bug(format!(
             "reading moves: a row of game {other}, not asked for"
         )));
     }
@@ -370,7 +370,7 @@ fn moves_of_game(game_id: i64, columns: MoveColumns<'_>) -> Result<Vec<StoredMov
     .iter()
     .any(|&len| len != n)
     {
-        return Err(Error::Internal(format!(
+        return Err(Error::inconsistent(format!(
             "reading moves: game {game_id}'s columns do not pair up ({n} plies, {} SANs)",
             sans.len()
         )));
@@ -408,7 +408,7 @@ fn complete_capped(
 ) -> Result<(), Error> {
     let rest =
         sans_after(game.variant, game.start_fen.as_deref(), codes, moves.len()).map_err(|e| {
-            Error::Internal(format!(
+            Error::inconsistent(format!(
                 "game {}: games.moves does not replay: {e}",
                 game.id
             ))
@@ -444,7 +444,7 @@ pub async fn count(client: &Client, filter: &GameFilter) -> Result<u64, Error> {
         .await
         .map_err(db_err("counting games"))?;
     let n: i64 = row.get(0);
-    let n = u64::try_from(n).map_err(|_| Error::Internal(format!("count(*) was {n}")))?;
+    let n = u64::try_from(n).map_err(|_| Error::inconsistent(format!("count(*) was {n}")))?;
     Ok(filter.limit.map_or(n, |limit| n.min(u64::from(limit))))
 }
 
@@ -525,7 +525,7 @@ pub async fn for_each_batch(
             // The server's own name for it (hex digits and dashes), checked
             // all the same since SET takes no parameter.
             if !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-                return Err(Error::Internal(format!(
+                return Err(Error::inconsistent(format!(
                     "pg_export_snapshot() named its snapshot {snapshot:?}"
                 )));
             }
@@ -706,7 +706,7 @@ mod tests {
             },
         )
         .expect_err("four SANs for three plies");
-        assert!(matches!(err, Error::Internal(_)), "{err}");
+        assert_eq!(err.kind(), crate::error::ErrorKind::Inconsistent, "{err}");
         assert!(err.to_string().contains("game 7"), "{err}");
     }
 }

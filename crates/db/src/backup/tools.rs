@@ -33,8 +33,8 @@ pub(super) async fn server_version(
         .await
         .map_err(db::db_err("reading the server's version"))?;
     let num: i32 = row.get(1);
-    let num =
-        u32::try_from(num).map_err(|_| Error::Internal(format!("server_version_num is {num}")))?;
+    let num = u32::try_from(num)
+        .map_err(|_| Error::inconsistent(format!("server_version_num is {num}")))?;
     Ok(ServerVersion {
         text: row.get(0),
         major: major_of_num(num),

@@ -175,8 +175,8 @@ impl Importer<'_> {
                 // The pipeline's threads are gone without saying how the
                 // input ended: a bug, not the end of the input.
                 Err(_) => {
-                    return Err(InputEnd::Failed(Error::Internal(
-                        "the parse pipeline stopped before the end of the input".into(),
+                    return Err(InputEnd::Failed(Error::bug(
+                        "the parse pipeline stopped before the end of the input",
                     )));
                 }
                 Ok(Event::Failed { error, .. }) => {

@@ -160,7 +160,7 @@ impl Importer<'_> {
         {
             (Ok(bytes), Ok(games)) => (bytes, games),
             _ => {
-                return Ok(Err(InputEnd::Failed(Error::Internal(format!(
+                return Ok(Err(InputEnd::Failed(Error::inconsistent(format!(
                     "import_files row {file_id} holds a negative checkpoint \
                      ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
                 )))));
@@ -400,7 +400,8 @@ impl Importer<'_> {
         let (state, error) = match end {
             InputEnd::Done => ("done", None),
             InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
-            InputEnd::Failed(ref e) => ("failed", Some(e.to_string())),
+            // With its causes, as the final message prints it.
+            InputEnd::Failed(ref e) => ("failed", Some(crate::error::report(e))),
             InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
         };
         let committed = self
@@ -431,14 +432,12 @@ impl Importer<'_> {
     /// exactly once.
     fn account_input(&mut self, committed: GameCounts) -> Result<(), Error> {
         let Some(attempt) = self.tally.attempt else {
-            return Err(Error::Internal(
-                "an input ended before its import began".into(),
-            ));
+            return Err(Error::bug("an input ended before its import began"));
         };
         let before = attempt.committed_before;
         let delta = |now: i64, then: i64| {
             u64::try_from(now - then).map_err(|_| {
-                Error::Internal(format!(
+                Error::inconsistent(format!(
                     "the counters of import_files row {} went down during the import ({then} → {now})",
                     attempt.file_id
                 ))

@@ -790,7 +790,7 @@ impl Importer<'_> {
         // fit unless a bug inflated them: an error then, not a clamp.
         let bigint = |n: u64| {
             i64::try_from(n).map_err(|_| {
-                Error::Internal(format!(
+                Error::bug(format!(
                     "run {run_id}: a game count of {n} is past PostgreSQL's bigint"
                 ))
             })

@@ -125,7 +125,7 @@ pub async fn write_games(
             None if file.shards.is_some() => {
                 for row in &game_rows {
                     let id = row.id.ok_or_else(|| {
-                        Error::Internal(format!(
+                        Error::bug(format!(
                             "{}: a game to insert on a sharded layout has no claimed id \
                              (the first phase claims every new game's identity)",
                             row.game.pos
@@ -608,7 +608,7 @@ async fn extend_games<'g, 'a>(
         let stored = new.keys.len().saturating_sub(1);
         let final_id = id_at(new.keys, position_ids, stored).ok_or_else(|| unresolved(new.game))?;
         let from = usize::try_from(extends.stored_cap).map_err(|_| {
-            Error::Internal(format!(
+            Error::inconsistent(format!(
                 "game {}: positions_max_ply {} is negative (the column's check refuses it)",
                 extends.game_id, extends.stored_cap
             ))
@@ -680,7 +680,7 @@ fn id_at(keys: &[PositionKey], ids: &KeyMap<i64>, i: usize) -> Option<i64> {
 }
 
 fn unresolved(game: &GameRecord) -> Error {
-    Error::Internal(format!(
+    Error::bug(format!(
         "{}: a position of this game has no id after get-or-create",
         game.pos
     ))

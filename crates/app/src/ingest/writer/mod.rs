@@ -189,7 +189,7 @@ pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
 /// value is an error naming the batch, never a clamped number in the table.
 fn batch_bounds(batch: &Batch, file: &FileContext) -> Result<(i64, i64), Error> {
     bigint_bounds(batch.games_through, batch.end_offset).map_err(|value| {
-        Error::Internal(format!(
+        Error::bug(format!(
             "input {}: batch ending at game #{} (byte {}) has {value} past PostgreSQL's bigint",
             file.file_id, batch.games_through, batch.end_offset
         ))
@@ -241,7 +241,7 @@ impl BatchContext<'_> {
 pub(crate) fn write_err(what: String, error: impl Into<WriteError>) -> Error {
     match error.into() {
         WriteError::Database(e) => crate::store::db::db_err(what)(e),
-        WriteError::Encode(e) => Error::Internal(format!("{what}: encoding a row for COPY: {e}")),
+        WriteError::Encode(e) => Error::bug_from(format!("{what}: encoding a row for COPY"), e),
     }
 }
 
