@@ -277,7 +277,7 @@ pub async fn unfinished(client: &impl GenericClient) -> Result<Option<i64>, Erro
         )
         .await
         .map_err(db_err("reading import_bulk_loads"))?
-        .map(|row| row.get(0)))
+        .map(|row| row.get("id")))
 }
 
 /// A bulk load in progress.
@@ -348,10 +348,10 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
         )
         .await
         .map_err(db_err("reading import_bulk_loads"))?;
-    let open_before = open.as_ref().map(|row| row.get::<_, i64>(0));
+    let open_before = open.as_ref().map(|row| row.get::<_, i64>("id"));
     let id: i64 = match open {
         Some(row) => {
-            let id: i64 = row.get(0);
+            let id: i64 = row.get("id");
             // Positions loaded by earlier runs are not in this process's
             // map, so they may come again.
             tx.execute(
@@ -371,8 +371,12 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
                 .await
                 .map_err(db_err("reading import_bulk_objects"))?;
             for object in objects {
-                let (table, name, kind, drop_sql): (String, String, String, String) =
-                    (object.get(0), object.get(1), object.get(2), object.get(3));
+                let (table, name, kind, drop_sql): (String, String, String, String) = (
+                    object.get("table_name"),
+                    object.get("object_name"),
+                    object.get("kind"),
+                    object.get("drop_sql"),
+                );
                 let exists: bool = tx
                     .query_one(EXISTS_SQL, &[&table, &name, &kind])
                     .await
@@ -399,7 +403,7 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
                 )
                 .await
                 .map_err(db_err("recording the bulk load"))?
-                .get(0);
+                .get("id");
             let objects = tx
                 .query(OBJECTS_SQL, &[])
                 .await
@@ -415,19 +419,19 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
                     &[
                         &id,
                         &position,
-                        &object.get::<_, String>(0),
-                        &object.get::<_, String>(1),
-                        &object.get::<_, String>(2),
-                        &object.get::<_, String>(3),
-                        &object.get::<_, String>(4),
+                        &object.get::<_, String>("table_name"),
+                        &object.get::<_, String>("object_name"),
+                        &object.get::<_, String>("kind"),
+                        &object.get::<_, String>("drop_sql"),
+                        &object.get::<_, String>("create_sql"),
                     ],
                 )
                 .await
                 .map_err(db_err("recording a dropped object"))?;
             }
             for object in objects.iter().rev() {
-                let name: String = object.get(1);
-                let drop_sql: String = object.get(3);
+                let name: String = object.get("object_name");
+                let drop_sql: String = object.get("drop_sql");
                 tx.batch_execute(&drop_sql)
                     .await
                     .map_err(db_err(format!("dropping {name}")))?;
@@ -660,8 +664,12 @@ pub async fn finish(
         .await
         .map_err(db_err("reading import_bulk_objects"))?
     {
-        let (table, name, kind, create_sql): (String, String, String, String) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (table, name, kind, create_sql): (String, String, String, String) = (
+            row.get("table_name"),
+            row.get("object_name"),
+            row.get("kind"),
+            row.get("create_sql"),
+        );
         let exists: bool = client
             .query_one(EXISTS_SQL, &[&table, &name, &kind])
             .await

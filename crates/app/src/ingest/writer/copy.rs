@@ -1,20 +1,17 @@
-//! The binary COPY encoder and the rows each phase copies.
+//! The binary COPY encoder, and [`copy_row!`], which declares a row.
 //!
 //! Apart from the phases because it is the one place that knows the wire
-//! format (`PGCOPY` header, tuple framing, `postgres-types` encoding) and
-//! the column order of every table the writer copies into (but
-//! `explorer_moves`, whose columns the explorer module names). It must not
-//! decide what is written: the phases build the rows.
+//! format (`PGCOPY` header, tuple framing, `postgres-types` encoding). It
+//! must not decide what is written: the phases build the rows, declared in
+//! [`super::rows`].
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::{SinkExt, pin_mut};
 use rayon::prelude::*;
 use tokio_postgres::{
     Transaction,
-    types::{IsNull, Json, ToSql, Type},
+    types::{IsNull, ToSql, Type},
 };
-
-use crate::{chess::replay::GameRecord, ingest::dedup::PositionKey};
 
 /// A failed write step: the database refused, or a row could not be
 /// encoded for COPY (a value out of range for its column type).
@@ -27,10 +24,124 @@ pub(crate) enum WriteError {
 }
 
 /// A row of a binary COPY: its column types and values, encoded by
-/// `postgres-types`.
+/// `postgres-types`. [`copy_row!`] implements it (with [`TableRow`]); the
+/// explorer's counter rows implement it by hand.
 pub(crate) trait CopyRow<const N: usize> {
     const TYPES: [Type; N];
     fn fields(&self) -> [&(dyn ToSql + Sync); N];
+}
+
+/// A borrowed row copies as the row (staging a batch's rows without
+/// moving them out of what holds them).
+impl<const N: usize, R: CopyRow<N>> CopyRow<N> for &R {
+    const TYPES: [Type; N] = R::TYPES;
+    fn fields(&self) -> [&(dyn ToSql + Sync); N] {
+        (**self).fields()
+    }
+}
+
+/// A row declared by [`copy_row!`]: its columns' names, in the order of
+/// [`CopyRow::TYPES`] and [`CopyRow::fields`], so that every statement
+/// naming them (the `COPY`, the staging table, the `INSERT … SELECT` from
+/// it) is written from the declaration.
+pub(crate) trait TableRow<const N: usize>: CopyRow<N> {
+    /// The columns, by name.
+    const COLUMNS: [&'static str; N];
+    /// The column's type in a staging table when it is not its binary
+    /// type's name (an enum, copied as its label's text).
+    const STAGED: [Option<&'static str>; N];
+
+    /// The columns but `skip`, comma-separated: the column list of a
+    /// statement.
+    fn columns_except(skip: &[&str]) -> String {
+        let kept = Self::COLUMNS.iter().filter(|c| !skip.contains(c));
+        kept.copied().collect::<Vec<_>>().join(", ")
+    }
+
+    /// `COPY table (every column) FROM STDIN (FORMAT binary)`.
+    fn copy_into(table: &str) -> String {
+        format!(
+            "COPY {table} ({}) FROM STDIN (FORMAT binary)",
+            Self::columns_except(&[])
+        )
+    }
+
+    /// The temporary table `table` with a column of each, emptied at
+    /// commit (created once per connection).
+    fn staging_table(table: &str) -> String {
+        let columns = Self::COLUMNS
+            .iter()
+            .zip(Self::TYPES.iter().zip(Self::STAGED))
+            .map(|(column, (ty, staged))| format!("{column} {}", staged.unwrap_or(ty.name())))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS;\n")
+    }
+}
+
+/// Declares a row the writer `COPY`s: the struct, and from the one list of
+/// its columns their names, binary types and values, in order
+/// ([`CopyRow`], [`TableRow`]), so that adding a column is one line here
+/// (and its migration, and filling it where the row is built).
+///
+/// Each column is `name: RustType = TYPE`, `TYPE` a
+/// [`Type`](tokio_postgres::types::Type) constant, optionally followed by
+/// `in "sql type"`: its type in a staging table when that is not `TYPE`'s
+/// name. The field is named as the column. Fields that are not columns
+/// (what later steps need of the row) follow in `also { … }`. Fields have
+/// the struct's visibility.
+macro_rules! copy_row {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident $(<$lt:lifetime>)? {
+            $(
+                $(#[$column_attr:meta])*
+                $column:ident : $ty:ty = $pg:ident $(in $staged:literal)?
+            ),+ $(,)?
+        }
+        $(also {
+            $(
+                $(#[$extra_attr:meta])*
+                $extra:ident : $extra_ty:ty
+            ),+ $(,)?
+        })?
+    ) => {
+        $(#[$attr])*
+        $vis struct $name $(<$lt>)? {
+            $($(#[$column_attr])* $vis $column: $ty,)+
+            $($($(#[$extra_attr])* $vis $extra: $extra_ty,)+)?
+        }
+
+        impl $(<$lt>)? $crate::ingest::writer::CopyRow<{ [$(stringify!($column)),+].len() }>
+            for $name $(<$lt>)?
+        {
+            const TYPES: [::tokio_postgres::types::Type; [$(stringify!($column)),+].len()] =
+                [$(::tokio_postgres::types::Type::$pg),+];
+            fn fields(
+                &self,
+            ) -> [&(dyn ::tokio_postgres::types::ToSql + Sync); [$(stringify!($column)),+].len()] {
+                [$(&self.$column),+]
+            }
+        }
+
+        impl $(<$lt>)? $crate::ingest::writer::TableRow<{ [$(stringify!($column)),+].len() }>
+            for $name $(<$lt>)?
+        {
+            const COLUMNS: [&'static str; [$(stringify!($column)),+].len()] =
+                [$(stringify!($column)),+];
+            const STAGED: [Option<&'static str>; [$(stringify!($column)),+].len()] =
+                [$($crate::ingest::writer::copy::staged_type(&[$($staged)?])),+];
+        }
+    };
+}
+pub(super) use copy_row;
+
+/// A column's `in "sql type"` of [`copy_row!`], if it has one.
+pub(super) const fn staged_type(declared: &[&'static str]) -> Option<&'static str> {
+    match declared {
+        [staged] => Some(staged),
+        _ => None,
+    }
 }
 
 /// The binary COPY header: signature, flags, header extension length.
@@ -92,278 +203,36 @@ pub(super) fn encode_rows<const N: usize, R: CopyRow<N>>(rows: &[R]) -> Result<B
     Ok(buf.freeze())
 }
 
-pub(super) struct PositionRow<'a> {
-    pub(super) fen: &'a str,
-    pub(super) hash: i64,
-    pub(super) placement: &'a str,
-    pub(super) color: &'a str,
-    pub(super) castling: &'a str,
-    pub(super) en_passant: &'a str,
-}
-
-impl CopyRow<6> for &PositionRow<'_> {
-    const TYPES: [Type; 6] = [
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
-        [
-            &self.fen,
-            &self.hash,
-            &self.placement,
-            &self.color,
-            &self.castling,
-            &self.en_passant,
-        ]
+/// The fields of binary COPY tuples as [`encode_rows`] frames them: each
+/// row's values (`None` for NULL), for tests to compare with a row's
+/// declaration.
+#[cfg(test)]
+pub(super) fn decode_rows(mut bytes: &[u8]) -> Vec<Vec<Option<Vec<u8>>>> {
+    fn take<'b>(bytes: &mut &'b [u8], n: usize) -> &'b [u8] {
+        let (head, rest) = bytes.split_at(n);
+        *bytes = rest;
+        head
     }
-}
-
-/// A bulk-mode position row, with the id the importer gave it.
-pub(super) struct NewPosition<'a> {
-    pub(super) id: i64,
-    pub(super) row: &'a PositionRow<'a>,
-}
-
-impl CopyRow<7> for NewPosition<'_> {
-    /// `bigint` id, then the staging row's types.
-    const TYPES: [Type; 7] = [
-        Type::INT8,
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TEXT,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 7] {
-        let [fen, hash, placement, color, castling, en_passant] = self.row.fields();
-        [&self.id, fen, hash, placement, color, castling, en_passant]
+    let mut rows = Vec::new();
+    while !bytes.is_empty() {
+        let count = i16::from_be_bytes(take(&mut bytes, 2).try_into().expect("two bytes"));
+        let row = (0..count)
+            .map(|_| {
+                let length = i32::from_be_bytes(take(&mut bytes, 4).try_into().expect("four"));
+                usize::try_from(length)
+                    .ok()
+                    .map(|n| take(&mut bytes, n).to_vec())
+            })
+            .collect();
+        rows.push(row);
     }
-}
-
-pub(super) struct PlayerRow<'a> {
-    pub(super) source: &'a str,
-    pub(super) username: &'a str,
-    pub(super) key: String,
-    pub(super) title: Option<&'a str>,
-    pub(super) is_bot: bool,
-}
-
-impl CopyRow<5> for PlayerRow<'_> {
-    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::BOOL];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
-        [
-            &self.source,
-            &self.username,
-            &self.key,
-            &self.title,
-            &self.is_bot,
-        ]
-    }
-}
-
-pub(super) struct EventRow<'a> {
-    pub(super) source: &'a str,
-    pub(super) key: &'a str,
-    pub(super) external_id: Option<&'a str>,
-    pub(super) name: &'a str,
-    pub(super) kind: Option<&'static str>,
-}
-
-impl CopyRow<5> for EventRow<'_> {
-    const TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 5] {
-        [
-            &self.source,
-            &self.key,
-            &self.external_id,
-            &self.name,
-            &self.kind,
-        ]
-    }
-}
-
-pub(super) struct GameRow<'a> {
-    /// Set in bulk mode; incremental mode lets the table's identity decide.
-    pub(super) id: Option<i64>,
-    /// The game's position keys (not a column).
-    pub(super) keys: &'a [PositionKey],
-    pub(super) game: &'a GameRecord,
-    pub(super) source: &'a str,
-    pub(super) external_id: String,
-    pub(super) event_id: Option<i64>,
-    pub(super) white_id: Option<i64>,
-    pub(super) black_id: Option<i64>,
-    pub(super) initial_id: i64,
-    pub(super) final_id: i64,
-    pub(super) ply_count: i32,
-    pub(super) moves: Vec<u8>,
-    pub(super) variant: &'static str,
-    pub(super) termination: Option<&'static str>,
-    pub(super) result: Option<i16>,
-    pub(super) initial_s: Option<i32>,
-    pub(super) increment_s: Option<i32>,
-    pub(super) tags: Json<serde_json::Value>,
-    /// Where the game was read (input, game number, byte offset): `None`
-    /// for a game stored by `game put`, which comes from no import.
-    pub(super) file_id: Option<i64>,
-    pub(super) game_number: Option<i64>,
-    pub(super) byte_offset: Option<i64>,
-    /// `positions_max_ply`: see [`crate::chess::scope::recorded_cap`].
-    pub(super) positions_max_ply: Option<i32>,
-}
-
-impl CopyRow<31> for GameRow<'_> {
-    const TYPES: [Type; 31] = [
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT8,
-        Type::INT8,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT2,
-        Type::TEXT,
-        Type::TEXT,
-        Type::TIMESTAMPTZ,
-        Type::INT8,
-        Type::INT8,
-        Type::INT4,
-        Type::BYTEA,
-        Type::TEXT,
-        Type::JSONB,
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-        Type::INT4,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 31] {
-        let meta = &self.game.meta;
-        [
-            &self.id,
-            &self.source,
-            &self.external_id,
-            &self.event_id,
-            &meta.site,
-            &meta.round,
-            &self.white_id,
-            &self.black_id,
-            &meta.white.elo,
-            &meta.black.elo,
-            &meta.white.rating_diff,
-            &meta.black.rating_diff,
-            &meta.time_control,
-            &self.initial_s,
-            &self.increment_s,
-            &self.variant,
-            &self.termination,
-            &self.result,
-            &meta.eco,
-            &meta.opening,
-            &meta.started_at,
-            &self.initial_id,
-            &self.final_id,
-            &self.ply_count,
-            &self.moves,
-            &self.game.start_fen,
-            &self.tags,
-            &self.file_id,
-            &self.game_number,
-            &self.byte_offset,
-            &self.positions_max_ply,
-        ]
-    }
-}
-
-pub(super) struct MoveRow<'a> {
-    pub(super) game_id: i64,
-    pub(super) ply: i32,
-    pub(super) before: i64,
-    pub(super) after: i64,
-    pub(super) uci: &'a str,
-    pub(super) san: &'a str,
-    pub(super) clock_ms: Option<i32>,
-    pub(super) eval_cp: Option<i32>,
-    pub(super) eval_mate: Option<i32>,
-    pub(super) nag: Option<i16>,
-}
-
-impl CopyRow<10> for MoveRow<'_> {
-    const TYPES: [Type; 10] = [
-        Type::INT8,
-        Type::INT4,
-        Type::INT8,
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::INT2,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 10] {
-        [
-            &self.game_id,
-            &self.ply,
-            &self.before,
-            &self.after,
-            &self.uci,
-            &self.san,
-            &self.clock_ms,
-            &self.eval_cp,
-            &self.eval_mate,
-            &self.nag,
-        ]
-    }
-}
-
-pub(super) struct RejectRow<'a> {
-    pub(super) file_id: i64,
-    pub(super) game_number: i64,
-    pub(super) byte_offset: i64,
-    pub(super) reason: String,
-    pub(super) raw: &'a [u8],
-    pub(super) raw_length: i64,
-}
-
-impl CopyRow<6> for RejectRow<'_> {
-    const TYPES: [Type; 6] = [
-        Type::INT8,
-        Type::INT8,
-        Type::INT8,
-        Type::TEXT,
-        Type::BYTEA,
-        Type::INT8,
-    ];
-    fn fields(&self) -> [&(dyn ToSql + Sync); 6] {
-        [
-            &self.file_id,
-            &self.game_number,
-            &self.byte_offset,
-            &self.reason,
-            &self.raw,
-            &self.raw_length,
-        ]
-    }
+    rows
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::writer::rows::MoveRow;
 
     /// Big-endian length-prefixed field, as binary COPY frames it.
     fn field(bytes: &[u8]) -> Vec<u8> {
@@ -375,13 +244,60 @@ mod tests {
         out
     }
 
+    copy_row! {
+        /// A row with each kind of column the macro takes.
+        struct Sample<'a> {
+            id: Option<i64> = INT8,
+            /// A documented column.
+            name: &'a str = TEXT,
+            variant: &'static str = TEXT in "game_variant",
+        }
+        also {
+            /// Not a column.
+            note: u8,
+        }
+    }
+
+    #[test]
+    fn a_declared_row_has_its_columns_types_and_values_in_one_order() {
+        assert_eq!(Sample::COLUMNS, ["id", "name", "variant"]);
+        assert_eq!(Sample::TYPES, [Type::INT8, Type::TEXT, Type::TEXT]);
+        assert_eq!(
+            Sample::copy_into("t"),
+            "COPY t (id, name, variant) FROM STDIN (FORMAT binary)"
+        );
+        assert_eq!(Sample::columns_except(&["id"]), "name, variant");
+        assert_eq!(
+            Sample::staging_table("stage_t"),
+            "CREATE TEMP TABLE IF NOT EXISTS stage_t (id int8, name text, variant game_variant) \
+             ON COMMIT DELETE ROWS;\n"
+        );
+        let row = Sample {
+            id: None,
+            name: "x",
+            variant: "standard",
+            note: 7,
+        };
+        assert_eq!(row.note, 7);
+        let encoded = encode_rows(&[&row]).expect("encodes");
+        let mut expected = 3i16.to_be_bytes().to_vec();
+        expected.extend((-1i32).to_be_bytes());
+        expected.extend(field(b"x"));
+        expected.extend(field(b"standard"));
+        assert_eq!(&encoded[..], &expected[..]);
+        assert_eq!(
+            decode_rows(&encoded),
+            [vec![None, Some(b"x".to_vec()), Some(b"standard".to_vec())]]
+        );
+    }
+
     #[test]
     fn rows_encode_in_the_binary_copy_tuple_format() {
         let row = MoveRow {
             game_id: 7,
             ply: 1,
-            before: -2,
-            after: 3,
+            position_id: -2,
+            position_after_id: 3,
             uci: "e2e4",
             san: "e4",
             clock_ms: Some(300_000),

@@ -139,25 +139,25 @@ async fn existing_games(
         .await?;
     let mut found: Vec<Found> = candidates.iter().map(|_| Found::New).collect();
     for row in rows {
-        let ordinality: i64 = row.get(0);
+        let ordinality: i64 = row.get("i");
         let Some(slot) = usize::try_from(ordinality - 1)
             .ok()
             .and_then(|i| found.get_mut(i))
         else {
             continue;
         };
-        let same: bool = row.get(2);
+        let same: bool = row.get("same");
         *slot = match (&slot, same) {
             // Several rows can hold one digest (labels of earlier
             // versions): the same game anywhere makes it present.
             (Found::Present(..), _) => continue,
-            (_, true) => Found::Present(row.get(1), row.get(6)),
+            (_, true) => Found::Present(row.get("id"), row.get("positions_max_ply")),
             _ => Found::Other(Holder {
-                game_id: row.get(1),
-                file_id: row.get(3),
-                game_number: row.get(4),
-                byte_offset: row.get(5),
-                path: row.get(7),
+                game_id: row.get("id"),
+                file_id: row.get("import_file_id"),
+                game_number: row.get("game_number"),
+                byte_offset: row.get("byte_offset"),
+                path: row.get("path"),
             }),
         };
     }
@@ -187,8 +187,10 @@ async fn claimed_games(
             &[&game_ids],
         )
         .await?;
-    let games: HashMap<i64, &tokio_postgres::Row> =
-        rows.iter().map(|row| (row.get::<_, i64>(0), row)).collect();
+    let games: HashMap<i64, &tokio_postgres::Row> = rows
+        .iter()
+        .map(|row| (row.get::<_, i64>("id"), row))
+        .collect();
     let mut found = Vec::with_capacity(candidates.len());
     let mut holders_without_path = Vec::new();
     let mut orphans = Vec::new();
@@ -211,20 +213,20 @@ async fn claimed_games(
             });
             continue;
         };
-        let moves: &[u8] = row.get(1);
-        let start_fen: Option<&str> = row.get(2);
+        let moves: &[u8] = row.get("moves");
+        let start_fen: Option<&str> = row.get("start_fen");
         if moves == candidate.game.encoded_moves()
             && start_fen == candidate.game.start_fen.as_deref()
         {
-            found.push(Found::Present(key.game_id, row.get(6)));
+            found.push(Found::Present(key.game_id, row.get("positions_max_ply")));
         } else {
             holders_without_path.push(i);
             found.push(Found::Other(Holder {
                 game_id: Some(key.game_id),
-                file_id: row.get(3),
+                file_id: row.get("import_file_id"),
                 path: None,
-                game_number: row.get(4),
-                byte_offset: row.get(5),
+                game_number: row.get("game_number"),
+                byte_offset: row.get("byte_offset"),
             }));
         }
     }
@@ -237,7 +239,7 @@ async fn claimed_games(
             holder.path = tx
                 .query_opt("SELECT path FROM import_files WHERE id = $1", &[&file_id])
                 .await?
-                .map(|row| row.get(0));
+                .map(|row| row.get("path"));
         }
     }
     Ok(found)
@@ -294,7 +296,7 @@ pub(crate) async fn legacy_holders(
         )
         .await?;
     for row in rows {
-        let ordinality: i64 = row.get(0);
+        let ordinality: i64 = row.get("i");
         let Some(index) = usize::try_from(ordinality - 1)
             .ok()
             .filter(|&i| i < games.len())
@@ -303,21 +305,22 @@ pub(crate) async fn legacy_holders(
         };
         let game = games[index];
         let meta = &game.meta;
-        let tags: Json<serde_json::Value> = row.get(13);
+        let tags: Json<serde_json::Value> = row.get("tags");
         let same = game.meta.lichess_id.is_none()
-            && row.get::<_, &[u8]>(3) == game.encoded_moves().as_slice()
-            && row.get::<_, Option<&str>>(4) == game.start_fen.as_deref()
-            && row.get::<_, Option<i16>>(5) == game.result.and_then(|r| r.score())
-            && row.get::<_, Option<i32>>(6) == meta.white.elo
-            && row.get::<_, Option<i32>>(7) == meta.black.elo
-            && row.get::<_, Option<i32>>(8) == meta.white.rating_diff
-            && row.get::<_, Option<i32>>(9) == meta.black.rating_diff
-            && row.get::<_, &str>(10) == game.variant.as_db_label()
-            && row.get::<_, Option<&str>>(11) == meta.termination.as_deref().map(termination_label)
-            && row.get::<_, Option<&str>>(12) == meta.opening.as_deref()
+            && row.get::<_, &[u8]>("moves") == game.encoded_moves().as_slice()
+            && row.get::<_, Option<&str>>("start_fen") == game.start_fen.as_deref()
+            && row.get::<_, Option<i16>>("result") == game.result.and_then(|r| r.score())
+            && row.get::<_, Option<i32>>("white_elo") == meta.white.elo
+            && row.get::<_, Option<i32>>("black_elo") == meta.black.elo
+            && row.get::<_, Option<i32>>("white_rating_diff") == meta.white.rating_diff
+            && row.get::<_, Option<i32>>("black_rating_diff") == meta.black.rating_diff
+            && row.get::<_, &str>("variant") == game.variant.as_db_label()
+            && row.get::<_, Option<&str>>("termination")
+                == meta.termination.as_deref().map(termination_label)
+            && row.get::<_, Option<&str>>("opening") == meta.opening.as_deref()
             && tags.0 == serde_json::Value::Object(meta.tags_json());
         if same && holders[index].is_none() {
-            holders[index] = Some((row.get(1), row.get(2)));
+            holders[index] = Some((row.get("id"), row.get("positions_max_ply")));
         }
     }
     Ok(holders)
@@ -353,16 +356,16 @@ async fn take_over_orphans(
         )
         .await?
     {
-        let fingerprint: &str = row.get(1);
+        let fingerprint: &str = row.get("fingerprint");
         let free: bool = tx
             .query_one(
-                "SELECT pg_try_advisory_xact_lock($1)",
+                "SELECT pg_try_advisory_xact_lock($1) AS free",
                 &[&crate::ingest::engine::lock_key(fingerprint)],
             )
             .await?
-            .get(0);
+            .get("free");
         if free {
-            idle.insert(row.get::<_, i64>(0));
+            idle.insert(row.get::<_, i64>("id"));
         }
     }
     for (i, key) in orphans {

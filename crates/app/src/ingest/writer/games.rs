@@ -8,12 +8,14 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, Transaction, types::Json};
 
 use super::{
-    BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
-    copy::{GameRow, MoveRow, RejectRow, WriteError, copy_rows},
+    BatchContext, BatchStats, FileContext, IdSequence, TableRow, batch_bounds, batch_game,
+    copy::{WriteError, copy_rows},
     existing::{Candidate, Conflict, Extension, classify},
+    layout::{CapUpdate, Inserted, Layout},
     players_events::{event_key, get_or_create_events, get_or_create_players},
     positions::ResolvedBatch,
-    sharded, to_i64,
+    rows::{GameRow, MoveRow, RejectRow},
+    to_i64,
 };
 use crate::{
     chess::{
@@ -28,12 +30,9 @@ use crate::{
             self,
             memory::{Learnt, RunMemory},
         },
-        pipeline::{Batch, Outcome, RejectedGame},
+        pipeline::{Batch, Outcome},
     },
 };
-
-/// The `COPY` of [`MoveRow`]s into `moves`.
-pub(super) const COPY_MOVES: &str = "COPY moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)";
 
 /// A game of the batch that is new to the database (so far).
 pub(super) struct NewGame<'a> {
@@ -47,6 +46,11 @@ pub(super) struct NewGame<'a> {
     /// Sharded layout: the id its identity was claimed with.
     pub(super) claimed: Option<i64>,
 }
+
+/// A game of the batch that got rows in this transaction: `(games.id, the
+/// game, its position keys, the plies it already had rows for)` (0 for a
+/// game inserted, the old cap for a game extended).
+type Written<'a> = (i64, &'a GameRecord, &'a [PositionKey], usize);
 
 /// Phase two of a batch, after [`resolve_positions`](super::resolve_positions): its games, moves and
 /// rejects, and the input's checkpoint, in one transaction, so that the
@@ -65,14 +69,8 @@ pub async fn write_games(
     memory: &mut RunMemory,
 ) -> Result<WrittenBatch, Error> {
     let at = BatchContext { batch, file };
-    // A bulk load holds its explorer counters' rows across batches.
-    let bulk = ids.is_some();
-    let (games_through, end_offset) = batch_bounds(batch, file)?;
-    let mut stats = BatchStats {
-        read: batch.outcomes.len() as u64 + batch.filtered,
-        filtered: batch.filtered,
-        ..resolved.stats
-    };
+    let mut layout = Layout::of(file, ids)?;
+    let bounds = batch_bounds(batch, file)?;
     let position_ids = &resolved.position_ids;
     let tx = client
         .transaction()
@@ -82,173 +80,53 @@ pub async fn write_games(
     // 1. The resolved games already in the database, again: another
     //    importer, or the previous batch, may have committed some since
     //    their positions were resolved.
-    let (new_games, late_conflicts) = recheck_games(&tx, batch, file, resolved)
+    let (new_games, extensions, conflicts) = recheck_games(&tx, batch, file, resolved)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
-    let conflicts: Vec<Conflict> = resolved
-        .conflicts
-        .iter()
-        .cloned()
-        .chain(late_conflicts)
-        .collect();
-    let rejected: Vec<&RejectedGame> = batch
-        .outcomes
-        .iter()
-        .filter_map(|outcome| match outcome {
-            Outcome::Rejected(r) => Some(&**r),
-            Outcome::Game(_) => None,
-        })
-        .collect();
 
-    // Games present under a smaller positions cap get their missing rows
-    // (the backfill); the others are inserted.
-    let (extensions, new_games): (Vec<NewGame<'_>>, Vec<NewGame<'_>>) = new_games
-        .into_iter()
-        .partition(|game| game.extends.is_some());
-
-    // 2. Players and events.
-    let player_ids = get_or_create_players(&tx, &new_games)
-        .await
-        .map_err(|e| at.err("get-or-create players", e))?;
-    let event_ids = get_or_create_events(&tx, &new_games)
-        .await
-        .map_err(|e| at.err("get-or-create events", e))?;
-
-    // 3. Games.
-    let mut game_rows = new_games
-        .iter()
-        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, Some(file)))
-        .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
-    let mut inserted: HashMap<(String, String), i64> = HashMap::new();
-    if !game_rows.is_empty() {
-        match ids {
-            None if file.shards.is_some() => {
-                for row in &game_rows {
-                    let id = row.id.ok_or_else(|| {
-                        Error::bug(format!(
-                            "{}: a game to insert on a sharded layout has no claimed id \
-                             (the first phase claims every new game's identity)",
-                            row.game.pos
-                        ))
-                    })?;
-                    inserted.insert((row.source.to_owned(), row.external_id.clone()), id);
-                }
-                stage_games(&tx, &game_rows)
-                    .await
-                    .map_err(|e| at.err("staging games", e))?;
-                sharded::insert_staged_games(&tx, GAME_COLUMNS, STAGED_GAME_VALUES)
-                    .await
-                    .map_err(|e| at.err("inserting games on the shards", e))?;
-            }
-            None => {
-                insert_games_if_absent(&tx, &game_rows, &mut inserted)
-                    .await
-                    .map_err(|e| at.err("inserting games", e))?;
-            }
-            Some(ids) => {
-                copy_new_games(&tx, &mut game_rows, ids, &mut inserted)
-                    .await
-                    .map_err(|e| at.err("copying games", e))?;
-            }
-        }
-    }
-    stats.imported = inserted.len() as u64;
-    stats.rejected = rejected.len() as u64;
-    stats.present = stats.read - stats.imported - stats.rejected - stats.filtered;
-    let extended = extend_games(&tx, &at, &extensions, position_ids).await?;
-    stats.backfilled = extended.len() as u64;
-    if file.explorer && !extended.is_empty() && file.shards.is_some() {
-        // A sharded layout's counters are only ever added to: taking a
-        // game's old counts out cannot lower another row's last_played.
-        return Err(Error::Config(format!(
-            "{} games stored under a smaller positions cap would get their missing rows, \
-             which a sharded layout does with the explorer counters off only: run \
-             `pgnload db explorer disable`, import, then enable them again",
-            extended.len()
-        )));
-    }
-    if file.explorer && !extended.is_empty() {
-        // Their counters are recounted whole below: a ply past the old cap
-        // can change the move of a position's last visit.
-        let ids: Vec<i64> = extended.iter().map(|(id, _, _)| *id).collect();
-        explorer::remove_games(&tx, &ids).await?;
-    }
+    // 2. Players and events, and 3. games.
+    let game_rows = insert_games(&tx, &at, &mut layout, &new_games, position_ids).await?;
+    let extended = extend_games(&tx, &at, &layout, &extensions, position_ids).await?;
 
     // 4. Moves of the inserted games (and the added ones of the extended
-    //    games), the rejects and the conflicts.
-    let inserted_games = game_rows.iter().filter_map(|row| {
-        let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-        Some((*id, row.game, row.keys, 0))
-    });
-    let extended_games = extended
-        .iter()
-        .map(|(id, new, from)| (*id, new.game, new.keys, *from));
-    let move_rows = move_rows(inserted_games.chain(extended_games), position_ids)?;
-    if !move_rows.is_empty() {
-        stats.moves = match file.shards {
-            None => copy_rows(&tx, COPY_MOVES, &move_rows)
-                .await
-                .map_err(|e| at.err("copying moves", e))?,
-            Some(_) => sharded::insert_moves(&tx, &move_rows)
-                .await
-                .map_err(|e| at.err("inserting moves on the shards", e))?,
-        };
-    }
-    // The explorer counters of the games inserted, if the database keeps
-    // them (both modes: the counters keep their key during a bulk load,
-    // which holds the rows in memory and records the games instead).
-    let mut learnt = Learnt::default();
-    if file.explorer {
-        let counted = game_rows
-            .iter()
-            .filter_map(|row| {
-                let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
-                Some((*id, row.game, row.keys))
-            })
-            .chain(
-                extended
-                    .iter()
-                    .map(|(id, new, _)| (*id, new.game, new.keys)),
-            );
-        let counting = match file.shards {
-            Some(shards) => explorer::Counting::Sharded(shards),
-            None => explorer::Counting::Shared {
-                fresh: &resolved.fresh,
-                memory: Some(memory),
-                hold: bulk,
-            },
-        };
-        learnt = explorer::add_batch(&tx, counted, position_ids, counting).await?;
-    }
-    let reject_rows: Vec<RejectRow<'_>> = rejected
-        .iter()
-        .map(|r| RejectRow {
-            file_id: file.file_id,
-            game_number: to_i64(r.rejection.pos.game_number),
-            byte_offset: to_i64(r.rejection.pos.byte_offset),
-            reason: r.rejection.reason.to_string(),
-            raw: &r.raw,
-            raw_length: to_i64(r.total_len),
-        })
-        .collect();
-    if !reject_rows.is_empty() {
-        copy_rows(
-            &tx,
-            "COPY import_rejects (file_id, game_number, byte_offset, reason, raw, raw_length) FROM STDIN (FORMAT binary)",
-            &reject_rows,
+    //    games), their explorer counters, the rejects and the conflicts.
+    let written: Vec<Written<'_>> = (game_rows.iter())
+        .map(|(id, row)| (*id, row.game, row.keys, 0))
+        .chain(
+            extended
+                .iter()
+                .map(|(id, new, from)| (*id, new.game, new.keys, *from)),
         )
+        .collect();
+    let move_rows = move_rows(written.iter().copied(), position_ids)?;
+    let moves = layout.insert_moves(&tx, &at, &move_rows).await?;
+    let learnt = if file.explorer {
+        let counted = written.iter().map(|&(id, game, keys, _)| (id, game, keys));
+        let counting = layout.counting(resolved, memory);
+        explorer::add_batch(&tx, counted, position_ids, counting).await?
+    } else {
+        Learnt::default()
+    };
+    let rejected = copy_rejects(&tx, &at).await?;
+    record_conflicts(&tx, batch, file, &conflicts)
         .await
-        .map_err(|e| at.err("copying rejects", e))?;
-    }
-    if !conflicts.is_empty() {
-        record_conflicts(&tx, batch, file, &conflicts)
-            .await
-            .map_err(|e| at.err("recording conflicts", e))?;
-    }
-    stats.conflicts = conflicts.len() as u64;
+        .map_err(|e| at.err("recording conflicts", e))?;
 
     // 5. The checkpoint, in the same transaction.
-    advance_checkpoint(&tx, file, (games_through, end_offset), &stats)
+    let read = batch.outcomes.len() as u64 + batch.filtered;
+    let imported = game_rows.len() as u64;
+    let stats = BatchStats {
+        read,
+        imported,
+        present: read - imported - rejected - batch.filtered,
+        rejected,
+        filtered: batch.filtered,
+        moves,
+        conflicts: conflicts.len() as u64,
+        backfilled: extended.len() as u64,
+        ..resolved.stats
+    };
+    advance_checkpoint(&tx, file, bounds, &stats)
         .await
         .map_err(|e| at.err("updating the checkpoint", e))??;
     tx.commit().await.map_err(|e| at.err("committing", e))?;
@@ -259,16 +137,73 @@ pub async fn write_games(
     })
 }
 
+/// Steps 2 and 3 of [`write_games`]: the players and events of the
+/// `new_games`, then the games, as `layout` inserts them. Returns the
+/// games inserted, with their ids, in batch order (a game another importer
+/// committed meanwhile is left out: it is present).
+async fn insert_games<'a>(
+    tx: &Transaction<'_>,
+    at: &BatchContext<'_>,
+    layout: &mut Layout<'_>,
+    new_games: &[NewGame<'a>],
+    position_ids: &KeyMap<i64>,
+) -> Result<Vec<(i64, GameRow<'a>)>, Error> {
+    let player_ids = get_or_create_players(tx, new_games)
+        .await
+        .map_err(|e| at.err("get-or-create players", e))?;
+    let event_ids = get_or_create_events(tx, new_games)
+        .await
+        .map_err(|e| at.err("get-or-create events", e))?;
+    let mut game_rows = new_games
+        .iter()
+        .map(|new| game_row(new, position_ids, &player_ids, &event_ids, Some(at.file)))
+        .collect::<Result<Vec<GameRow<'_>>, Error>>()?;
+    let inserted = layout.insert_games(tx, at, &mut game_rows).await?;
+    Ok(game_rows
+        .into_iter()
+        .filter_map(|row| {
+            let id = inserted.get(&(row.source.to_owned(), row.external_id.clone()))?;
+            Some((*id, row))
+        })
+        .collect())
+}
+
+/// Copies the batch's rejected games into `import_rejects`; returns how
+/// many.
+async fn copy_rejects(tx: &Transaction<'_>, at: &BatchContext<'_>) -> Result<u64, Error> {
+    let rows: Vec<RejectRow<'_>> = (at.batch.outcomes.iter())
+        .filter_map(|outcome| match outcome {
+            Outcome::Rejected(r) => Some(RejectRow {
+                file_id: at.file.file_id,
+                game_number: to_i64(r.rejection.pos.game_number),
+                byte_offset: to_i64(r.rejection.pos.byte_offset),
+                reason: r.rejection.reason.to_string(),
+                raw: &r.raw,
+                raw_length: to_i64(r.total_len),
+            }),
+            Outcome::Game(_) => None,
+        })
+        .collect();
+    if !rows.is_empty() {
+        copy_rows(tx, &RejectRow::copy_into("import_rejects"), &rows)
+            .await
+            .map_err(|e| at.err("copying rejects", e))?;
+    }
+    Ok(rows.len() as u64)
+}
+
 /// The games [`resolve_positions`](super::resolve_positions) kept, looked up again by identity
 /// (another importer, or the previous batch, may have committed some
-/// since): the ones still new, with their position keys, and the
-/// conflicts found now.
+/// since): the ones still new, with their position keys; the ones present
+/// under a smaller positions cap, which get their missing rows instead
+/// (the backfill); and the batch's conflicts, the first phase's and the
+/// ones found now.
 async fn recheck_games<'b>(
     tx: &Transaction<'_>,
     batch: &'b Batch,
     file: &'b FileContext,
     resolved: &'b ResolvedBatch,
-) -> Result<(Vec<NewGame<'b>>, Vec<Conflict>), tokio_postgres::Error> {
+) -> Result<(Vec<NewGame<'b>>, Vec<NewGame<'b>>, Vec<Conflict>), tokio_postgres::Error> {
     let keys_of: HashMap<usize, &[PositionKey]> = resolved
         .games
         .iter()
@@ -289,8 +224,8 @@ async fn recheck_games<'b>(
             })
         })
         .collect();
-    let (fresh, conflicts) = classify(tx, candidates, file).await?;
-    let new_games = fresh
+    let (fresh, late_conflicts) = classify(tx, candidates, file).await?;
+    let (extensions, new_games) = fresh
         .into_iter()
         .filter_map(|c| {
             Some(NewGame {
@@ -302,8 +237,11 @@ async fn recheck_games<'b>(
                 claimed: c.claimed,
             })
         })
+        .partition(|game| game.extends.is_some());
+    let conflicts = (resolved.conflicts.iter().cloned())
+        .chain(late_conflicts)
         .collect();
-    Ok((new_games, conflicts))
+    Ok((new_games, extensions, conflicts))
 }
 
 /// The `games` row of a new game: its positions, players and event
@@ -322,7 +260,7 @@ pub(super) fn game_row<'a>(
     // The last position stored: the game's final position, or under a cap
     // the one after its last moves row (see sql/0010_positions_cap.sql).
     let stored = new.keys.len().saturating_sub(1);
-    let (Some(initial_id), Some(final_id)) = (id_of(0), id_of(stored)) else {
+    let (Some(initial_position_id), Some(final_position_id)) = (id_of(0), id_of(stored)) else {
         return Err(unresolved(game));
     };
     let player = |name: &Option<String>| {
@@ -334,29 +272,41 @@ pub(super) fn game_row<'a>(
         let key = event_key(game, name);
         event_ids.get(&(new.source, key.to_owned())).copied()
     });
+    let meta = &game.meta;
     Ok(GameRow {
         id: new.claimed,
-        keys: new.keys,
-        game,
         source: new.source,
         external_id: new.external_id.clone(),
         event_id: event,
-        white_id: player(&game.meta.white.name),
-        black_id: player(&game.meta.black.name),
-        initial_id,
-        final_id,
+        site: meta.site.as_deref(),
+        round: meta.round.as_deref(),
+        white_player_id: player(&meta.white.name),
+        black_player_id: player(&meta.black.name),
+        white_elo: meta.white.elo,
+        black_elo: meta.black.elo,
+        white_rating_diff: meta.white.rating_diff,
+        black_rating_diff: meta.black.rating_diff,
+        time_control: meta.time_control.as_deref(),
+        time_initial_s: meta.clock.map(|c| c.initial_s),
+        time_increment_s: meta.clock.map(|c| c.increment_s),
+        variant: game.variant.as_db_label(),
+        termination: meta.termination.as_deref().map(termination_label),
+        result: game.result.and_then(|r| r.score()),
+        eco: meta.eco.as_deref(),
+        opening: meta.opening.as_deref(),
+        started_at: meta.started_at,
+        initial_position_id,
+        final_position_id,
         ply_count: ply_number(game.plies.len()),
         moves: game.encoded_moves(),
-        variant: game.variant.as_db_label(),
-        termination: game.meta.termination.as_deref().map(termination_label),
-        result: game.result.and_then(|r| r.score()),
-        initial_s: game.meta.clock.map(|c| c.initial_s),
-        increment_s: game.meta.clock.map(|c| c.increment_s),
-        tags: Json(serde_json::Value::Object(game.meta.tags_json())),
-        file_id: file.map(|f| f.file_id),
+        start_fen: game.start_fen.as_deref(),
+        tags: Json(serde_json::Value::Object(meta.tags_json())),
+        import_file_id: file.map(|f| f.file_id),
         game_number: file.map(|_| to_i64(game.pos.game_number)),
         byte_offset: file.map(|_| to_i64(game.pos.byte_offset)),
         positions_max_ply: file.and_then(|f| cap_column(f, game)),
+        keys: new.keys,
+        game,
     })
 }
 
@@ -372,14 +322,14 @@ pub(super) fn move_rows<'a>(
         // Rows for the plies whose positions are stored (a cap's first N).
         let stored = keys.len().saturating_sub(1);
         for (i, ply) in game.plies.iter().enumerate().take(stored).skip(from) {
-            let (Some(before), Some(after)) = (id_of(i), id_of(i + 1)) else {
+            let (Some(position_id), Some(position_after_id)) = (id_of(i), id_of(i + 1)) else {
                 return Err(unresolved(game));
             };
             rows.push(MoveRow {
                 game_id,
                 ply: ply_number(i + 1),
-                before,
-                after,
+                position_id,
+                position_after_id,
                 uci: &ply.uci,
                 san: &ply.san,
                 clock_ms: ply.clock_ms,
@@ -451,6 +401,9 @@ async fn record_conflicts(
     file: &FileContext,
     conflicts: &[Conflict],
 ) -> Result<(), tokio_postgres::Error> {
+    if conflicts.is_empty() {
+        return Ok(());
+    }
     let mut numbers = Vec::with_capacity(conflicts.len());
     let mut offsets = Vec::with_capacity(conflicts.len());
     for conflict in conflicts {
@@ -486,37 +439,12 @@ async fn record_conflicts(
     Ok(())
 }
 
-/// Incremental mode: staged, then `INSERT … ON CONFLICT DO NOTHING
-/// RETURNING`, so a game another importer committed meanwhile is "already
-/// present" rather than an error.
-async fn insert_games_if_absent(
-    tx: &Transaction<'_>,
-    game_rows: &[GameRow<'_>],
-    inserted: &mut HashMap<(String, String), i64>,
-) -> Result<(), WriteError> {
-    stage_games(tx, game_rows).await?;
-    insert_staged_games(tx, None, inserted).await
-}
-
-/// The columns of `games` every writer fills, in [`GameRow`]'s order after
-/// its id.
-const GAME_COLUMNS: &str = "source, external_id, event_id, site, round, white_player_id, black_player_id, white_elo, black_elo, white_rating_diff, black_rating_diff, time_control, time_initial_s, time_increment_s, variant, termination, result, eco, opening, started_at, initial_position_id, final_position_id, ply_count, moves, start_fen, tags, import_file_id, game_number, byte_offset, positions_max_ply";
-
-/// [`GAME_COLUMNS`] as `stage_games` holds them (its enums as text).
-const STAGED_GAME_VALUES: &str = "source, external_id, event_id, site, round,
-                 white_player_id, black_player_id, white_elo, black_elo,
-                 white_rating_diff, black_rating_diff, time_control, time_initial_s,
-                 time_increment_s, variant::game_variant, termination::game_termination,
-                 result, eco, opening, started_at,
-                 initial_position_id, final_position_id, ply_count, moves, start_fen, tags,
-                 import_file_id, game_number, byte_offset, positions_max_ply";
-
 /// `COPY`s `game_rows` into `stage_games` (emptied at commit).
 pub(super) async fn stage_games(
     tx: &Transaction<'_>,
     game_rows: &[GameRow<'_>],
 ) -> Result<(), WriteError> {
-    copy_rows(tx, "COPY stage_games FROM STDIN (FORMAT binary)", game_rows).await?;
+    copy_rows(tx, &GameRow::copy_into("stage_games"), game_rows).await?;
     Ok(())
 }
 
@@ -527,51 +455,26 @@ pub(super) async fn stage_games(
 pub(super) async fn insert_staged_games(
     tx: &Transaction<'_>,
     id: Option<i64>,
-    inserted: &mut HashMap<(String, String), i64>,
+    inserted: &mut Inserted,
 ) -> Result<(), WriteError> {
-    let values = STAGED_GAME_VALUES;
+    let columns = GameRow::columns_except(&["id"]);
     let tail = "FROM stage_games ORDER BY source, external_id
              ON CONFLICT (source, external_id) DO NOTHING
              RETURNING id, source, external_id";
     let rows = match id {
         None => {
-            let sql = format!("INSERT INTO games ({GAME_COLUMNS}) SELECT {values} {tail}");
+            let sql = format!("INSERT INTO games ({columns}) SELECT {columns} {tail}");
             tx.query(&sql, &[]).await?
         }
         Some(id) => {
-            let sql = format!(
-                "INSERT INTO games (id, {GAME_COLUMNS}) SELECT $1::bigint, {values} {tail}"
-            );
+            let sql =
+                format!("INSERT INTO games (id, {columns}) SELECT $1::bigint, {columns} {tail}");
             tx.query(&sql, &[&id]).await?
         }
     };
     for row in rows {
-        inserted.insert((row.get(1), row.get(2)), row.get(0));
+        inserted.insert((row.get("source"), row.get("external_id")), row.get("id"));
     }
-    Ok(())
-}
-
-/// Bulk mode: nobody else writes, and the batch's games were checked
-/// against the table and each other, so they get ids here and go straight
-/// in (the unique key would still refuse a duplicate).
-async fn copy_new_games(
-    tx: &Transaction<'_>,
-    game_rows: &mut [GameRow<'_>],
-    ids: &mut IdSequence,
-    inserted: &mut HashMap<(String, String), i64>,
-) -> Result<(), WriteError> {
-    for row in game_rows.iter_mut() {
-        let id = ids.take();
-        row.id = Some(id);
-        inserted.insert((row.source.to_owned(), row.external_id.clone()), id);
-    }
-    ids.advance(tx).await?;
-    copy_rows(
-        tx,
-        &format!("COPY games (id, {GAME_COLUMNS}) FROM STDIN (FORMAT binary)"),
-        game_rows,
-    )
-    .await?;
     Ok(())
 }
 
@@ -582,24 +485,23 @@ fn cap_column(file: &FileContext, game: &GameRecord) -> Option<i32> {
 }
 
 /// The backfill of games present under a smaller positions cap: each gets
-/// the final position and cap of this run (`file`), if it still has the
-/// cap it was found with (another importer may have extended it since;
-/// then it is left to that one). Returns the games this transaction
-/// extended, with their ids and the plies they had rows for, whose rows
-/// past those the caller adds.
+/// the final position and cap of this run, if it still has the cap it was
+/// found with (another importer may have extended it since; then it is
+/// left to that one), and, if the database keeps them, its explorer
+/// counts are taken out, to be counted again whole with the batch's.
+/// Returns the games this transaction extended, with their ids and the
+/// plies they had rows for, whose rows past those the caller adds.
 async fn extend_games<'g, 'a>(
     tx: &Transaction<'_>,
     at: &BatchContext<'_>,
+    layout: &Layout<'_>,
     extensions: &'g [NewGame<'a>],
     position_ids: &KeyMap<i64>,
 ) -> Result<Vec<(i64, &'g NewGame<'a>, usize)>, Error> {
     if extensions.is_empty() {
         return Ok(Vec::new());
     }
-    let mut ids = Vec::with_capacity(extensions.len());
-    let mut old_caps = Vec::with_capacity(extensions.len());
-    let mut new_caps: Vec<Option<i32>> = Vec::with_capacity(extensions.len());
-    let mut finals = Vec::with_capacity(extensions.len());
+    let mut updates: Vec<CapUpdate> = Vec::with_capacity(extensions.len());
     let mut by_id = HashMap::with_capacity(extensions.len());
     for new in extensions {
         let Some(extends) = new.extends else {
@@ -613,48 +515,11 @@ async fn extend_games<'g, 'a>(
                 extends.game_id, extends.stored_cap
             ))
         })?;
-        ids.push(extends.game_id);
-        old_caps.push(extends.stored_cap);
-        new_caps.push(cap_column(at.file, new.game));
-        finals.push(final_id);
+        let new_cap = cap_column(at.file, new.game);
+        updates.push((extends.game_id, extends.stored_cap, new_cap, final_id));
         by_id.insert(extends.game_id, (new, from));
     }
-    let updated: Vec<i64> = if at.file.shards.is_none() {
-        tx.query(
-            "UPDATE games g SET positions_max_ply = u.cap, final_position_id = u.final_id
-             FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::bigint[])
-                 AS u(id, old_cap, cap, final_id)
-             WHERE g.id = u.id AND g.positions_max_ply = u.old_cap
-             RETURNING g.id",
-            &[&ids, &old_caps, &new_caps, &finals],
-        )
-        .await
-        .map_err(|e| at.err("extending capped games", e))?
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
-    } else {
-        // On shards, one UPDATE per game, each sent to its shard whole
-        // (a join with the list would read every shard's games);
-        // pipelined on the connection.
-        let updates = ids.iter().zip(&old_caps).zip(&new_caps).zip(&finals).map(
-            |(((id, old_cap), cap), final_id)| async move {
-                tx.execute(
-                    "UPDATE games SET positions_max_ply = $2, final_position_id = $3
-                     WHERE id = $1 AND positions_max_ply = $4",
-                    &[id, cap, final_id, old_cap],
-                )
-                .await
-                .map(|n| (n == 1).then_some(*id))
-            },
-        );
-        futures_util::future::try_join_all(updates)
-            .await
-            .map_err(|e| at.err("extending capped games on the shards", e))?
-            .into_iter()
-            .flatten()
-            .collect()
-    };
+    let updated = layout.update_caps(tx, at, &updates).await?;
     let mut extended: Vec<(i64, &NewGame<'a>, usize)> = updated
         .into_iter()
         .filter_map(|id| {
@@ -663,6 +528,10 @@ async fn extend_games<'g, 'a>(
         })
         .collect();
     extended.sort_unstable_by_key(|(id, _, _)| *id);
+    if at.file.explorer && !extended.is_empty() {
+        let ids: Vec<i64> = extended.iter().map(|(id, _, _)| *id).collect();
+        layout.take_out_counts(tx, &ids).await?;
+    }
     Ok(extended)
 }
 

@@ -31,7 +31,9 @@
 //! One file per idea: `positions` is phase one, `games` phase two with
 //! the checkpoint, `existing` the existing-games check both phases run,
 //! `players_events` the staged get-or-create of the rows games refer to,
-//! and `copy` the binary COPY encoder and the row of each table.
+//! `layout` phase two's steps that differ between a single node
+//! (incremental or bulk) and shards (`sharded`), `copy` the binary COPY
+//! encoder and `rows` the row of each table.
 //!
 //! The database never holds games a checkpoint does not cover, or the
 //! reverse. Positions may be committed without their games (a crash
@@ -42,13 +44,16 @@ use tokio_postgres::{Client, Transaction};
 mod copy;
 mod existing;
 mod games;
+mod layout;
 mod players_events;
 mod positions;
+mod rows;
 mod sharded;
 mod single;
 
-pub(crate) use self::copy::{CopyRow, WriteError, copy_rows};
+pub(crate) use self::copy::{CopyRow, TableRow, WriteError, copy_rows};
 pub(crate) use self::existing::legacy_holders;
+use self::rows::{EventRow, GameRow, MoveRow, PlayerRow, PositionRow};
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
@@ -62,29 +67,24 @@ use crate::{
     store::shards::Shards,
 };
 
-/// Temporary staging tables, created once per connection.
+/// Temporary staging tables, created once per connection: one per
+/// declared row staged ([`rows`]; moves on a sharded layout), then the
+/// explorer's counter rows.
+fn staging_ddl() -> String {
+    [
+        PositionRow::staging_table("stage_positions"),
+        PlayerRow::staging_table("stage_players"),
+        EventRow::staging_table("stage_events"),
+        GameRow::staging_table("stage_games"),
+        MoveRow::staging_table("stage_moves"),
+        STAGING_DDL.to_owned(),
+    ]
+    .concat()
+}
+
+/// The staging table not written from a row's declaration: the explorer's
+/// counter rows (declared by the explorer).
 const STAGING_DDL: &str = "
-CREATE TEMP TABLE IF NOT EXISTS stage_positions (
-    normalized_fen text, fen_hash bigint, piece_placement text,
-    active_color text, castling text, en_passant text
-) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS stage_players (
-    source text, username text, username_key text, title text, is_bot boolean
-) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS stage_events (
-    source text, event_key text, external_id text, name text, kind text
-) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS stage_games (
-    id bigint, source text, external_id text, event_id bigint, site text, round text,
-    white_player_id bigint, black_player_id bigint,
-    white_elo integer, black_elo integer, white_rating_diff integer, black_rating_diff integer,
-    time_control text, time_initial_s integer, time_increment_s integer,
-    variant text, termination text, result smallint, eco text, opening text,
-    started_at timestamptz, initial_position_id bigint, final_position_id bigint,
-    ply_count integer, moves bytea, start_fen text, tags jsonb,
-    import_file_id bigint, game_number bigint, byte_offset bigint, positions_max_ply integer
-) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS stage_moves (LIKE moves) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_explorer (
     position_id bigint, variant game_variant, speed smallint, rating_group smallint,
     month integer, move smallint, games integer, white integer, draws integer, black integer,
@@ -176,7 +176,7 @@ impl BatchStats {
 /// synchronous, as every pgnload session's: see [`crate::store::db::connect`].)
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
-        .batch_execute(STAGING_DDL)
+        .batch_execute(&staging_ddl())
         .await
         .map_err(crate::store::db::db_err("creating staging tables"))
 }

@@ -11,8 +11,9 @@ use tokio_postgres::{Client, Transaction};
 
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
-    copy::{NewPosition, PositionRow, WriteError, copy_rows},
+    copy::{TableRow, WriteError, copy_rows},
     existing::{Conflict, games_to_import},
+    rows::PositionRow,
     sharded,
 };
 use crate::{
@@ -206,10 +207,11 @@ pub(super) fn collect_positions<'a>(
             missing.insert(key, ());
             if let Some(parts) = split_normalized(fen) {
                 let row = PositionRow {
-                    fen,
-                    hash,
-                    placement: parts.piece_placement,
-                    color: parts.active_color,
+                    id: None,
+                    normalized_fen: fen,
+                    fen_hash: hash,
+                    piece_placement: parts.piece_placement,
+                    active_color: parts.active_color,
                     castling: parts.castling,
                     en_passant: parts.en_passant,
                 };
@@ -252,13 +254,15 @@ pub(super) async fn get_or_create_positions<'a>(
     stats.positions_new = inserted.len() as u64;
     stats.positions_reused += misses.len() as u64 - stats.positions_new;
     let created: HashSet<i64> = inserted.iter().map(|row| row.get(0)).collect();
-    let by_text: HashMap<&str, PositionKey, RandomState> =
-        misses.iter().map(|(row, key)| (row.fen, *key)).collect();
+    let by_text: HashMap<&str, PositionKey, RandomState> = misses
+        .iter()
+        .map(|(row, key)| (row.normalized_fen, *key))
+        .collect();
     learn_ids(inserted, &by_text, position_ids, pending);
     let existing: Vec<&str> = misses
         .iter()
         .filter(|(_, key)| !position_ids.contains_key(key))
-        .map(|(row, _)| row.fen)
+        .map(|(row, _)| row.normalized_fen)
         .collect();
     if !existing.is_empty() {
         let rows = tx
@@ -279,12 +283,7 @@ pub(super) async fn stage_positions(
     misses: &[(PositionRow<'_>, PositionKey)],
 ) -> Result<(), WriteError> {
     let staged: Vec<&PositionRow<'_>> = misses.iter().map(|(row, _)| row).collect();
-    copy_rows(
-        tx,
-        "COPY stage_positions FROM STDIN (FORMAT binary)",
-        &staged,
-    )
-    .await?;
+    copy_rows(tx, &PositionRow::copy_into("stage_positions"), &staged).await?;
     Ok(())
 }
 
@@ -307,15 +306,13 @@ async fn insert_new_positions<'a>(
         position_ids.insert(*key, id);
         pending.push((*key, id));
         created.insert(id);
-        rows.push(NewPosition { id, row });
+        rows.push(PositionRow {
+            id: Some(id),
+            ..*row
+        });
     }
     ids.advance(tx).await?;
-    copy_rows(
-        tx,
-        "COPY positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant) FROM STDIN (FORMAT binary)",
-        &rows,
-    )
-    .await?;
+    copy_rows(tx, &PositionRow::copy_into("positions"), &rows).await?;
     Ok(created)
 }
 

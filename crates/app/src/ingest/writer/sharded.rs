@@ -30,10 +30,12 @@ use foldhash::fast::RandomState;
 use tokio_postgres::Transaction;
 
 use super::{
-    FileContext,
-    copy::{MoveRow, PositionRow, WriteError, copy_rows},
+    FileContext, TableRow,
+    copy::{WriteError, copy_rows},
     existing::{Candidate, identity},
+    layout::CapUpdate,
     positions::{PendingIds, learn_ids, stage_positions},
+    rows::{GameRow, MoveRow, PositionRow},
     to_i64,
 };
 use crate::{
@@ -71,11 +73,11 @@ pub(super) async fn game_keys(
         .iter()
         .map(|row| {
             let key = GameKey {
-                game_id: row.get(2),
-                import_file_id: row.get(3),
-                game_number: row.get(4),
+                game_id: row.get("game_id"),
+                import_file_id: row.get("import_file_id"),
+                game_number: row.get("game_number"),
             };
-            ((row.get(0), row.get(1)), key)
+            ((row.get("external_id"), row.get("lichess")), key)
         })
         .collect())
 }
@@ -101,12 +103,12 @@ pub(super) async fn claim_games(
     let count = i64::try_from(unclaimed.len()).expect("a batch holds far fewer than 2^63 games");
     let drawn: Vec<i64> = tx
         .query(
-            "SELECT nextval('games_id_seq') FROM generate_series(1, $1::bigint)",
+            "SELECT nextval('games_id_seq') AS id FROM generate_series(1, $1::bigint)",
             &[&count],
         )
         .await?
         .iter()
-        .map(|row| row.get(0))
+        .map(|row| row.get("id"))
         .collect();
     let mut external_ids = Vec::with_capacity(unclaimed.len());
     let mut lichess = Vec::with_capacity(unclaimed.len());
@@ -176,8 +178,8 @@ pub(super) async fn get_or_create_positions<'a>(
         .await?;
     stats.positions_new = inserted;
     stats.positions_reused += misses.len() as u64 - inserted;
-    let hashes: Vec<i64> = misses.iter().map(|(row, _)| row.hash).collect();
-    let fens: Vec<&str> = misses.iter().map(|(row, _)| row.fen).collect();
+    let hashes: Vec<i64> = misses.iter().map(|(row, _)| row.fen_hash).collect();
+    let fens: Vec<&str> = misses.iter().map(|(row, _)| row.normalized_fen).collect();
     let rows = tx
         .query(
             "SELECT id, normalized_fen FROM positions
@@ -185,27 +187,50 @@ pub(super) async fn get_or_create_positions<'a>(
             &[&hashes, &fens],
         )
         .await?;
-    let by_text: HashMap<&str, PositionKey, RandomState> =
-        misses.iter().map(|(row, key)| (row.fen, *key)).collect();
+    let by_text: HashMap<&str, PositionKey, RandomState> = misses
+        .iter()
+        .map(|(row, key)| (row.normalized_fen, *key))
+        .collect();
     learn_ids(rows, &by_text, position_ids, pending);
     Ok(())
 }
 
 /// The staged games (`stage_games`, each with its claimed id) inserted,
 /// in batches per shard.
-pub(super) async fn insert_staged_games(
-    tx: &Transaction<'_>,
-    columns: &str,
-    values: &str,
-) -> Result<u64, WriteError> {
+pub(super) async fn insert_staged_games(tx: &Transaction<'_>) -> Result<u64, WriteError> {
+    let columns = GameRow::columns_except(&[]);
     Ok(tx
         .execute(
-            &format!(
-                "INSERT INTO games (id, {columns}) SELECT id, {values} FROM stage_games ORDER BY id"
-            ),
+            &format!("INSERT INTO games ({columns}) SELECT {columns} FROM stage_games ORDER BY id"),
             &[],
         )
         .await?)
+}
+
+/// The backfill's update of each game's cap and final position (see
+/// [`Layout::update_caps`](super::layout::Layout::update_caps)): one
+/// UPDATE per game, each sent to its shard whole (a join with the list
+/// would read every shard's games), pipelined on the connection.
+pub(super) async fn update_caps(
+    tx: &Transaction<'_>,
+    updates: &[CapUpdate],
+) -> Result<Vec<i64>, tokio_postgres::Error> {
+    let updates = updates
+        .iter()
+        .map(|(id, old_cap, cap, final_id)| async move {
+            tx.execute(
+                "UPDATE games SET positions_max_ply = $2, final_position_id = $3
+             WHERE id = $1 AND positions_max_ply = $4",
+                &[id, cap, final_id, old_cap],
+            )
+            .await
+            .map(|n| (n == 1).then_some(*id))
+        });
+    Ok(futures_util::future::try_join_all(updates)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect())
 }
 
 /// `rows` inserted into `moves` through the staging table, in batches
@@ -214,13 +239,12 @@ pub(super) async fn insert_moves(
     tx: &Transaction<'_>,
     rows: &[MoveRow<'_>],
 ) -> Result<u64, WriteError> {
-    copy_rows(
-        tx,
-        "COPY stage_moves (game_id, ply, position_id, position_after_id, uci, san, clock_ms, eval_cp, eval_mate, nag) FROM STDIN (FORMAT binary)",
-        rows,
-    )
-    .await?;
+    copy_rows(tx, &MoveRow::copy_into("stage_moves"), rows).await?;
+    let columns = MoveRow::columns_except(&[]);
     Ok(tx
-        .execute("INSERT INTO moves SELECT * FROM stage_moves", &[])
+        .execute(
+            &format!("INSERT INTO moves ({columns}) SELECT {columns} FROM stage_moves"),
+            &[],
+        )
         .await?)
 }

@@ -13,11 +13,12 @@ use std::{collections::HashMap, slice};
 use tokio_postgres::Transaction;
 
 use super::{
-    BatchStats, PendingIds,
-    copy::{GameRow, MoveRow, WriteError, copy_rows},
-    games::{COPY_MOVES, NewGame, game_row, insert_staged_games, move_rows, stage_games},
+    BatchStats, PendingIds, TableRow,
+    copy::{WriteError, copy_rows},
+    games::{NewGame, game_row, insert_staged_games, move_rows, stage_games},
     players_events::{get_or_create_events, get_or_create_players},
     positions::{Unresolved, collect_positions, get_or_create_positions},
+    rows::{GameRow, MoveRow},
     write_err,
 };
 use crate::{
@@ -113,43 +114,28 @@ impl PreparedGame<'_> {
     /// label, do not count: an import recognizes a game whatever its label.
     pub async fn same_as(&self, tx: &Transaction<'_>, id: i64) -> Result<bool, Error> {
         let err = |what: &'static str| crate::store::db::db_err(format!("{what} (game {id})"));
-        // Every column a writer fills but the label and the origin
-        // (import_file_id, game_number, byte_offset); enums as staged, text.
-        let columns = |t: &str| {
-            [
-                "external_id",
-                "event_id",
-                "site",
-                "round",
-                "white_player_id",
-                "black_player_id",
-                "white_elo",
-                "black_elo",
-                "white_rating_diff",
-                "black_rating_diff",
-                "time_control",
-                "time_initial_s",
-                "time_increment_s",
-                "variant::text",
-                "termination::text",
-                "result",
-                "eco",
-                "opening",
-                "started_at",
-                "initial_position_id",
-                "final_position_id",
-                "ply_count",
-                "moves",
-                "start_fen",
-                "tags",
+        // Every column a writer fills but the id, the label, the origin
+        // (import_file_id, game_number, byte_offset) and the cap.
+        let compared = GameRow::COLUMNS.into_iter().filter(|c| {
+            ![
+                "id",
+                "source",
+                "import_file_id",
+                "game_number",
+                "byte_offset",
+                "positions_max_ply",
             ]
-            .map(|c| format!("{t}.{c}"))
-            .join(", ")
+            .contains(c)
+        });
+        let columns = |t: &str| {
+            (compared.clone().map(|c| format!("{t}.{c}")))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         let same_row: bool = tx
             .query_opt(
                 &format!(
-                    "SELECT ({}) IS NOT DISTINCT FROM ({}) FROM games g, stage_games s
+                    "SELECT ({}) IS NOT DISTINCT FROM ({}) AS same FROM games g, stage_games s
                      WHERE g.id = $1",
                     columns("g"),
                     columns("s")
@@ -158,7 +144,7 @@ impl PreparedGame<'_> {
             )
             .await
             .map_err(err("comparing the game's row"))?
-            .is_some_and(|row| row.get(0));
+            .is_some_and(|row| row.get("same"));
         if !same_row {
             return Ok(false);
         }
@@ -174,15 +160,15 @@ impl PreparedGame<'_> {
         let ours = self.move_rows(id)?;
         Ok(stored.len() == ours.len()
             && stored.iter().zip(&ours).all(|(s, m)| {
-                s.get::<_, i32>(0) == m.ply
-                    && s.get::<_, i64>(1) == m.before
-                    && s.get::<_, i64>(2) == m.after
-                    && s.get::<_, &str>(3) == m.uci
-                    && s.get::<_, &str>(4) == m.san
-                    && s.get::<_, Option<i32>>(5) == m.clock_ms
-                    && s.get::<_, Option<i32>>(6) == m.eval_cp
-                    && s.get::<_, Option<i32>>(7) == m.eval_mate
-                    && s.get::<_, Option<i16>>(8) == m.nag
+                s.get::<_, i32>("ply") == m.ply
+                    && s.get::<_, i64>("position_id") == m.position_id
+                    && s.get::<_, i64>("position_after_id") == m.position_after_id
+                    && s.get::<_, &str>("uci") == m.uci
+                    && s.get::<_, &str>("san") == m.san
+                    && s.get::<_, Option<i32>>("clock_ms") == m.clock_ms
+                    && s.get::<_, Option<i32>>("eval_cp") == m.eval_cp
+                    && s.get::<_, Option<i32>>("eval_mate") == m.eval_mate
+                    && s.get::<_, Option<i16>>("nag") == m.nag
             }))
     }
 
@@ -211,7 +197,7 @@ impl PreparedGame<'_> {
         let moves = if rows.is_empty() {
             0
         } else {
-            copy_rows(tx, COPY_MOVES, &rows)
+            copy_rows(tx, &MoveRow::copy_into("moves"), &rows)
                 .await
                 .map_err(err("copying the moves"))?
         };
