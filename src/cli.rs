@@ -17,7 +17,7 @@ use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant},
-        scope::parse_day,
+        selection::{Selection, parse_day},
     },
     cmd::{
         db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
@@ -25,7 +25,7 @@ use crate::{
         status::StatusArgs, verify::VerifyArgs,
     },
     config::{LoadMode, Overrides},
-    query::filter::{FilterArgs, Side, parse_result, parse_variant},
+    query::filter::{FilterArgs, Side, parse_result},
     store::backup::Format as BackupFormat,
 };
 
@@ -118,6 +118,57 @@ pub fn utf8_input() -> impl TypedValueParser<Value = String> {
     })
 }
 
+/// `--speeds` (also spelled `--speed`): one flag for every command that
+/// selects games by speed (`games`, `export`, `import`, `explore`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SpeedFlags {
+    /// Only games of these speeds, comma-separated (ultraBullet, bullet,
+    /// blitz, rapid, classical, correspondence), from the time control as
+    /// Lichess computes it; a game without a readable clock is
+    /// correspondence.
+    #[arg(
+        long,
+        visible_alias = "speed",
+        value_name = "SPEED,…",
+        value_delimiter = ','
+    )]
+    pub speeds: Vec<Speed>,
+}
+
+/// The flags of a [`Selection`] but its variants (`games` and `export`
+/// take one `--variant`, `import` several `--variants`): the criteria
+/// `games`, `export` and `import` spell the same.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectionFlags {
+    /// Which speeds.
+    #[command(flatten)]
+    pub speed: SpeedFlags,
+    /// Only games played on or after this UTC day (YYYY-MM-DD, from
+    /// UTCDate, else Date; a game without a full date is left out).
+    #[arg(long, value_parser = parse_day)]
+    pub since: Option<NaiveDate>,
+    /// Only games played on or before this UTC day (YYYY-MM-DD).
+    #[arg(long, value_parser = parse_day)]
+    pub until: Option<NaiveDate>,
+    /// Only games where both players are rated at least this (a game
+    /// missing either rating is left out).
+    #[arg(long)]
+    pub min_rating: Option<u16>,
+}
+
+impl SelectionFlags {
+    /// The selection these flags ask for, of `variants`.
+    pub fn selection(&self, variants: Vec<GameVariant>) -> Selection {
+        Selection {
+            speeds: self.speed.speeds.clone(),
+            variants,
+            since: self.since,
+            until: self.until,
+            min_rating: self.min_rating,
+        }
+    }
+}
+
 /// The game-filter flags of `games` and `export`: [`FilterArgs`] as the
 /// command line spells it.
 #[derive(Debug, Clone, Default, Args)]
@@ -136,60 +187,33 @@ pub struct FilterFlags {
     /// final position included.
     #[arg(long)]
     pub fen: Option<String>,
-    /// Games started on or after this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
-    pub since: Option<NaiveDate>,
-    /// Games started on or before this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
-    pub until: Option<NaiveDate>,
+    /// The criteria shared with `import` and `explore`.
+    #[command(flatten)]
+    pub selection: SelectionFlags,
+    /// Games of this variant (standard, chess960, kingOfTheHill,
+    /// racing-kings, … or a Variant tag value); also the rules --fen is
+    /// read under.
+    #[arg(long)]
+    pub variant: Option<GameVariant>,
     /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
     #[arg(long, value_parser = parse_result)]
     pub result: Option<GameResult>,
-    /// Games of this variant (standard, chess960, crazyhouse, … or a
-    /// Variant tag value); also the rules --fen is read under.
-    #[arg(long, value_parser = parse_variant)]
-    pub variant: Option<GameVariant>,
-    /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
-    /// rapid, classical, correspondence), from the time control as Lichess
-    /// computes it; a game without a readable clock is correspondence.
-    #[arg(long, value_delimiter = ',')]
-    pub speed: Vec<Speed>,
-    /// Games where both players are rated at least this.
-    #[arg(long)]
-    pub min_rating: Option<i32>,
     /// At most this many games.
     #[arg(long)]
     pub limit: Option<u32>,
 }
 
 impl FilterFlags {
-    /// The selection these flags ask for.
-    pub fn selection(&self) -> FilterArgs {
-        let FilterFlags {
-            player,
-            opponent,
-            color,
-            fen,
-            since,
-            until,
-            result,
-            variant,
-            speed,
-            min_rating,
-            limit,
-        } = self.clone();
+    /// The filter these flags ask for.
+    pub fn filter(&self) -> FilterArgs {
         FilterArgs {
-            player,
-            opponent,
-            color,
-            fen,
-            since,
-            until,
-            result,
-            variant,
-            speed,
-            min_rating,
-            limit,
+            selection: self.selection.selection(self.variant.into_iter().collect()),
+            player: self.player.clone(),
+            opponent: self.opponent.clone(),
+            color: self.color,
+            fen: self.fen.clone(),
+            result: self.result,
+            limit: self.limit,
         }
     }
 }

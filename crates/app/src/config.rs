@@ -13,19 +13,16 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use chrono::NaiveDate;
 use serde::Deserialize;
 
 use crate::{
     chess::{
-        category::Speed,
-        model::GameVariant,
         reader::ParseLimits,
-        scope::{Scope, parse_day},
+        scope::Scope,
+        selection::{Selection, parse_day},
     },
     error::Error,
     ingest::{pipeline::PipelineConfig, source::SourceOptions},
-    query::filter::parse_variant,
 };
 
 /// Positions in the dedup map by default: ~40 bytes each with the hash
@@ -165,16 +162,9 @@ pub struct Overrides {
 pub struct ScopeOverrides {
     /// `--rated-only` (true when given).
     pub rated_only: bool,
-    /// `--min-rating`.
-    pub min_rating: Option<u16>,
-    /// `--speeds` (empty: not given).
-    pub speeds: Vec<Speed>,
-    /// `--variants` (empty: not given).
-    pub variants: Vec<GameVariant>,
-    /// `--since`.
-    pub since: Option<NaiveDate>,
-    /// `--until`.
-    pub until: Option<NaiveDate>,
+    /// `--min-rating`, `--speeds`, `--variants`, `--since`, `--until`
+    /// (an empty list, `None`: not given).
+    pub selection: Selection,
     /// `--exclude-bots` (true when given).
     pub exclude_bots: bool,
     /// `--positions-max-ply`.
@@ -378,55 +368,63 @@ impl Settings {
 /// is a mistake, not a request).
 fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
     let positions_max_ply = positions_cap(file, &cli)?;
-    let key = |name: &str| origin(None, &format!("import.{name}"));
-    let speeds = if cli.speeds.is_empty() {
-        file.speeds
-            .iter()
-            .flatten()
-            .map(|text| {
-                text.parse::<Speed>()
-                    .map_err(|e| Error::Config(format!("{}: {e}", key("speeds"))))
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        cli.speeds
-    };
-    let variants = if cli.variants.is_empty() {
-        file.variants
-            .iter()
-            .flatten()
-            .map(|text| {
-                parse_variant(text).map_err(|e| Error::Config(format!("{}: {e}", key("variants"))))
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        cli.variants
-    };
-    let day = |given: Option<NaiveDate>, name: &str, text: &Option<String>| match given {
-        Some(day) => Ok(Some(day)),
-        None => text
-            .as_deref()
-            .map(|text| parse_day(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
-            .transpose(),
-    };
-    let since = day(cli.since, "since", &file.since)?;
-    let until = day(cli.until, "until", &file.until)?;
-    if let (Some(since), Some(until)) = (since, until)
-        && since > until
-    {
-        return Err(Error::Config(format!(
-            "the import scope's since ({since}) is after its until ({until}): no game would be kept"
-        )));
+    let flags = cli.selection;
+    let file_selection = file_selection(file)?;
+    fn given<T>(flag: Vec<T>, file: Vec<T>) -> Vec<T> {
+        if flag.is_empty() { file } else { flag }
     }
+    let selection = Selection {
+        speeds: given(flags.speeds, file_selection.speeds),
+        variants: given(flags.variants, file_selection.variants),
+        since: flags.since.or(file_selection.since),
+        until: flags.until.or(file_selection.until),
+        min_rating: flags.min_rating.or(file_selection.min_rating),
+    };
+    selection.check_dates().map_err(|e| {
+        Error::Config(format!(
+            "the import scope's since ({}) is after its until ({}): no game would be kept",
+            e.since, e.until
+        ))
+    })?;
     Ok(Scope {
         rated_only: cli.rated_only || file.rated_only.unwrap_or(false),
-        min_rating: cli.min_rating.or(file.min_rating).map(i32::from),
-        speeds,
-        variants,
-        since,
-        until,
+        selection,
         exclude_bots: cli.exclude_bots || file.exclude_bots.unwrap_or(false),
         positions_max_ply,
+    })
+}
+
+/// The `[import]` keys of the criteria shared with `games` and `explore`,
+/// read by the parsers the command line uses; a value they refuse is an
+/// error naming its key.
+fn file_selection(file: &ImportSection) -> Result<Selection, Error> {
+    fn each<T: std::str::FromStr<Err: std::fmt::Display>>(
+        name: &str,
+        texts: &Option<Vec<String>>,
+    ) -> Result<Vec<T>, Error> {
+        texts
+            .iter()
+            .flatten()
+            .map(|text| {
+                text.parse()
+                    .map_err(|e| Error::Config(format!("{}: {e}", key(name))))
+            })
+            .collect()
+    }
+    fn key(name: &str) -> String {
+        origin(None, &format!("import.{name}"))
+    }
+    let day = |name: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|text| parse_day(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
+            .transpose()
+    };
+    Ok(Selection {
+        speeds: each("speeds", &file.speeds)?,
+        variants: each("variants", &file.variants)?,
+        since: day("since", &file.since)?,
+        until: day("until", &file.until)?,
+        min_rating: file.min_rating,
     })
 }
 
@@ -552,7 +550,7 @@ mod tests {
         )
         .expect("valid");
         let mut cli = Overrides::default();
-        cli.scope.speeds = vec![Speed::Rapid];
+        cli.scope.selection.speeds = vec![crate::chess::category::Speed::Rapid];
         cli.scope.rated_only = true;
         let scope = Settings::resolve(file, cli).expect("valid").scope;
         assert_eq!(
