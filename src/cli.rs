@@ -24,7 +24,7 @@ use crate::{
         games::GamesArgs, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
         status::StatusArgs, verify::VerifyArgs,
     },
-    config::{LoadMode, Overrides},
+    config::{LoadMode, Overrides, ScopeOverrides},
     query::filter::{FilterArgs, Side, parse_result},
     store::backup::Format as BackupFormat,
 };
@@ -63,15 +63,38 @@ pub struct GlobalArgs {
     pub quiet: bool,
 }
 
-impl GlobalArgs {
-    /// The flag/environment layer of the configuration.
+impl Cli {
+    /// The flag/environment layer of the settings (clap reads each
+    /// flag's environment variable as the flag): every flag that is a
+    /// setting, of every command, gathered here and nowhere else;
+    /// [`crate::config::Settings::resolve`] lays it over the config file.
     pub fn overrides(&self) -> Overrides {
-        Overrides {
-            database_url: self.database_url.clone(),
-            data_dir: self.data_dir.clone(),
-            threads: self.threads,
+        let global = &self.global;
+        let mut overrides = Overrides {
+            database_url: global.database_url.clone(),
+            data_dir: global.data_dir.clone(),
+            threads: global.threads,
             ..Overrides::default()
+        };
+        match &self.command {
+            Command::Import(args) => {
+                overrides.source = args.source.clone();
+                overrides.cache_positions = args.cache_positions;
+                overrides.batch_games = args.batch_games;
+                overrides.max_rejects = args.max_rejects;
+                overrides.mode = args.mode;
+                overrides.scope = ScopeOverrides {
+                    rated_only: args.rated_only,
+                    selection: args.selection.selection(args.variants.clone()),
+                    exclude_bots: args.exclude_bots,
+                    positions_max_ply: args.positions_max_ply,
+                    games_only: args.games_only,
+                };
+            }
+            Command::Game(GameCommand::Put(args)) => overrides.source = args.source.clone(),
+            _ => {}
         }
+        overrides
     }
 }
 

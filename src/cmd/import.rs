@@ -14,7 +14,7 @@ use std::{
 
 use crate::{
     chess::model::GameVariant,
-    config::{LoadMode, Overrides, ScopeOverrides, Settings},
+    config::{LoadMode, Settings},
     error::{Error, ExitStatus},
     ingest::{
         engine::{self, ImportJob},
@@ -90,24 +90,6 @@ pub struct ImportArgs {
     /// fills the positions and moves in.
     #[arg(long, conflicts_with = "positions_max_ply")]
     pub games_only: bool,
-}
-
-impl ImportArgs {
-    /// Adds this command's flags to the override layer.
-    pub fn add_overrides(&self, overrides: &mut Overrides) {
-        overrides.source = self.source.clone();
-        overrides.cache_positions = self.cache_positions;
-        overrides.batch_games = self.batch_games;
-        overrides.max_rejects = self.max_rejects;
-        overrides.mode = self.mode;
-        overrides.scope = ScopeOverrides {
-            rated_only: self.rated_only,
-            selection: self.selection.selection(self.variants.clone()),
-            exclude_bots: self.exclude_bots,
-            positions_max_ply: self.positions_max_ply,
-            games_only: self.games_only,
-        };
-    }
 }
 
 /// Runs `pgnload import`.

@@ -133,7 +133,8 @@ pub struct Settings {
     pub scope: Scope,
 }
 
-/// Values given on the command line or in the environment (clap merges those two).
+/// Values given on the command line or in the environment (clap merges
+/// those two): the layer [`Settings::resolve`] puts over the config file.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     /// `--database-url` / `DATABASE_URL`.
@@ -236,8 +237,13 @@ fn within<T: PartialOrd + std::fmt::Display>(
 }
 
 impl Settings {
-    /// Applies the precedence rules and refuses any value that would make a
-    /// run hang, overflow or exhaust memory, naming the setting.
+    /// The one merge of the settings, by one rule for every setting: the
+    /// command line (`cli`, gathered by the binary in one place; clap puts
+    /// a flag's environment variable in the flag's place) over the config
+    /// file over the built-in default (`cli.x.or(file.x).unwrap_or(default)`;
+    /// a list flag given replaces its key). Refuses any value that would
+    /// make a run hang, overflow or exhaust memory, naming the setting as
+    /// the user gave it (flag or key).
     pub fn resolve(file: FileConfig, cli: Overrides) -> Result<Settings, Error> {
         let defaults = PipelineConfig::default();
         let p = file.pipeline;
