@@ -17,7 +17,7 @@ use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant},
-        selection::{Selection, parse_day},
+        selection::{Selection, parse_since, parse_until},
     },
     cmd::{
         db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
@@ -166,12 +166,14 @@ pub struct SelectionFlags {
     /// Which speeds.
     #[command(flatten)]
     pub speed: SpeedFlags,
-    /// Only games played on or after this UTC day (YYYY-MM-DD, from
-    /// UTCDate, else Date; a game without a full date is left out).
-    #[arg(long, value_parser = parse_day)]
+    /// Only games played on or after this UTC day (YYYY-MM-DD; a month,
+    /// YYYY-MM, from its first day), from UTCDate, else Date; a game
+    /// without a full date is left out.
+    #[arg(long, value_parser = parse_since)]
     pub since: Option<NaiveDate>,
-    /// Only games played on or before this UTC day (YYYY-MM-DD).
-    #[arg(long, value_parser = parse_day)]
+    /// Only games played on or before this UTC day (YYYY-MM-DD; a month,
+    /// YYYY-MM, to its last day).
+    #[arg(long, value_parser = parse_until)]
     pub until: Option<NaiveDate>,
     /// Only games where both players are rated at least this (a game
     /// missing either rating is left out).

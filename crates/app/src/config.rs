@@ -19,7 +19,7 @@ use crate::{
     chess::{
         reader::ParseLimits,
         scope::Scope,
-        selection::{Selection, parse_day},
+        selection::{Selection, parse_since, parse_until},
     },
     error::Error,
     ingest::{pipeline::PipelineConfig, source::SourceOptions},
@@ -89,9 +89,9 @@ pub struct ImportSection {
     pub speeds: Option<Vec<String>>,
     /// Variants kept.
     pub variants: Option<Vec<String>>,
-    /// First UTC day kept, `YYYY-MM-DD`.
+    /// First UTC day kept, `YYYY-MM-DD` (a month, `YYYY-MM`, from its first day).
     pub since: Option<String>,
-    /// Last UTC day kept, `YYYY-MM-DD`.
+    /// Last UTC day kept, `YYYY-MM-DD` (a month, `YYYY-MM`, to its last day).
     pub until: Option<String>,
     /// Leave out games with a BOT player.
     pub exclude_bots: Option<bool>,
@@ -370,7 +370,7 @@ impl Settings {
 /// The import scope: each flag given replaces its key of the config file
 /// (a flag can only narrow: `rated_only = true` in the file is not undone
 /// from the command line). Refuses an unknown speed or variant, a day that
-/// is not `YYYY-MM-DD`, and `since` after `until` (a scope keeping nothing
+/// is not `YYYY-MM-DD` (or a month), and `since` after `until` (a scope keeping nothing
 /// is a mistake, not a request).
 fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
     let positions_max_ply = positions_cap(file, &cli)?;
@@ -420,16 +420,16 @@ fn file_selection(file: &ImportSection) -> Result<Selection, Error> {
     fn key(name: &str) -> String {
         origin(None, &format!("import.{name}"))
     }
-    let day = |name: &str, text: &Option<String>| {
+    let day = |name: &str, text: &Option<String>, parse: fn(&str) -> Result<_, String>| {
         text.as_deref()
-            .map(|text| parse_day(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
+            .map(|text| parse(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
             .transpose()
     };
     Ok(Selection {
         speeds: each("speeds", &file.speeds)?,
         variants: each("variants", &file.variants)?,
-        since: day("since", &file.since)?,
-        until: day("until", &file.until)?,
+        since: day("since", &file.since, parse_since)?,
+        until: day("until", &file.until, parse_until)?,
         min_rating: file.min_rating,
     })
 }

@@ -257,7 +257,7 @@ mod tests {
     use crate::{
         reader::{GameSplitter, ParseLimits, take_game},
         replay::replay_game,
-        selection::parse_day,
+        selection::parse_since,
     };
     use std::sync::Arc;
 
@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn dates_are_inclusive_utc_days() {
-        let day = |s| parse_day(s).expect("a day");
+        let day = |s| parse_since(s).expect("a day");
         let scope = Scope {
             selection: Selection {
                 since: Some(day("2024-03-05")),
@@ -427,7 +427,7 @@ mod tests {
         assert_eq!(in_scope(&earlier, &scope), Err(FilterReason::BeforeSince));
         let partial = game("[Date \"2024.??.??\"]");
         assert_eq!(in_scope(&partial, &scope), Err(FilterReason::NoDate));
-        assert!(parse_day("2024-13-01").is_err());
+        assert!(parse_since("2024-13-01").is_err());
     }
 
     #[test]

@@ -13,7 +13,10 @@ use std::fmt;
 
 use chrono::NaiveDate;
 
-use crate::{category::Speed, model::GameVariant};
+use crate::{
+    category::{Month, Speed},
+    model::GameVariant,
+};
 
 /// Which games, by the criteria every command shares. The default selects
 /// every game.
@@ -60,10 +63,34 @@ impl Selection {
     }
 }
 
-/// A UTC day as `--since`/`--until` and the config file write it.
-pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
+/// The first day of a period as `--since` and the config file's `since`
+/// take it: a day (`YYYY-MM-DD`), or a month (`YYYY-MM`) from its first
+/// day, so that `--since 2024-05` means the same to `games`, `export`,
+/// `import` and `explore` (whose counters know months only).
+pub fn parse_since(text: &str) -> Result<NaiveDate, String> {
+    day_or_month(text, |month| month)
+}
+
+/// The last day of a period as `--until` and `until` take it: a day
+/// (`YYYY-MM-DD`), or a month (`YYYY-MM`) to its last day.
+pub fn parse_until(text: &str) -> Result<NaiveDate, String> {
+    day_or_month(text, |first| {
+        first
+            .checked_add_months(chrono::Months::new(1))
+            .and_then(|next| next.pred_opt())
+            .unwrap_or(NaiveDate::MAX)
+    })
+}
+
+/// `text` as a day, or as a month whose first day `day` moves.
+fn day_or_month(text: &str, day: impl Fn(NaiveDate) -> NaiveDate) -> Result<NaiveDate, String> {
+    if let Ok(month) = text.parse::<Month>()
+        && let Some(first) = NaiveDate::from_ymd_opt(month.year().into(), month.month().into(), 1)
+    {
+        return Ok(day(first));
+    }
     NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD: {e}"))
+        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD nor a month as YYYY-MM: {e}"))
 }
 
 #[cfg(test)]
@@ -72,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_period_must_hold_a_day() {
-        let day = |s| parse_day(s).expect("a day");
+        let day = |s| parse_since(s).expect("a day");
         let period = |since, until| Selection {
             since: Some(day(since)),
             until: Some(day(until)),
@@ -86,7 +113,20 @@ mod tests {
             Err("since 2024-03-06 is after until 2024-03-05".to_owned())
         );
         assert_eq!(Selection::default().check_dates(), Ok(()));
-        assert!(parse_day("2024-02-30").is_err());
-        assert!(parse_day("2024-02").is_err());
+        assert!(parse_since("2024-02-30").is_err());
+    }
+
+    #[test]
+    fn a_month_is_a_period_of_days() {
+        let day = |s| parse_since(s).expect("a day");
+        assert_eq!(parse_since("2024-02"), Ok(day("2024-02-01")));
+        assert_eq!(parse_until("2024-02"), Ok(day("2024-02-29")));
+        assert_eq!(parse_until("2023-12"), Ok(day("2023-12-31")));
+        assert_eq!(parse_since("2024-02-10"), Ok(day("2024-02-10")));
+        assert_eq!(parse_until("2024-02-10"), Ok(day("2024-02-10")));
+        for bad in ["2024-13", "2024-02-30", "2024", "24-02", ""] {
+            assert!(parse_since(bad).is_err(), "{bad:?}");
+            assert!(parse_until(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -397,7 +397,7 @@ fn speed_condition(speed: Speed) -> String {
 mod tests {
     use super::*;
     use crate::chess::model::TimeControl;
-    use crate::chess::selection::parse_day;
+    use crate::chess::selection::parse_since;
     use chrono::NaiveDate;
 
     #[test]
@@ -488,6 +488,6 @@ mod tests {
         assert_eq!("king_of_the_hill".parse(), Ok(GameVariant::KingOfTheHill));
         assert_eq!("Three-check".parse(), Ok(GameVariant::ThreeCheck));
         assert!("suicide".parse::<GameVariant>().is_err());
-        assert!(parse_day("2024-02-30").is_err());
+        assert!(parse_since("2024-02-30").is_err());
     }
 }
