@@ -290,3 +290,138 @@ impl Choice for BackupFormat {
         BackupFormat::name(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `args` (after `pgnload`) as clap parses them.
+    fn parsed(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pgnload").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn every_command_reads_variants_alike() {
+        let spellings = [
+            "racing-kings",
+            "racing_kings",
+            "racingKings",
+            "Racing Kings",
+        ];
+        for variant in spellings {
+            let Command::Games(games) = parsed(&["games", "--variant", variant])
+                .expect("games")
+                .command
+            else {
+                panic!("not games")
+            };
+            assert_eq!(games.filter.variant, Some(GameVariant::RacingKings));
+            let Command::Explore(explore) = parsed(&["explore", "--variant", variant])
+                .expect("explore")
+                .command
+            else {
+                panic!("not explore")
+            };
+            assert_eq!(explore.variant, GameVariant::RacingKings);
+            let Command::Hash(hash) = parsed(&["hash", "--canonical", "--variant", variant])
+                .expect("hash")
+                .command
+            else {
+                panic!("not hash")
+            };
+            assert_eq!(hash.variant, GameVariant::RacingKings);
+            let import = parsed(&["import", "a.pgn", "--variants", &format!("{variant},zh")])
+                .expect("import");
+            assert_eq!(
+                import.overrides().scope.selection.variants,
+                [GameVariant::RacingKings, GameVariant::Crazyhouse]
+            );
+        }
+        for command in [
+            vec!["games", "--variant", "shogi"],
+            vec!["explore", "--variant", "shogi"],
+            vec!["import", "a.pgn", "--variants", "shogi"],
+            vec!["hash", "--variant", "shogi"],
+        ] {
+            let error = parsed(&command).expect_err("shogi").to_string();
+            assert!(error.contains("is not a variant"), "{command:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_shared_criteria_are_one_flag_each() {
+        let day = |text| NaiveDate::parse_from_str(text, "%Y-%m-%d").expect("a day");
+        for speed_flag in ["--speed", "--speeds"] {
+            let cli = parsed(&[
+                "import",
+                "a.pgn",
+                speed_flag,
+                "blitz,rapid",
+                "--since",
+                "2024-02",
+                "--until",
+                "2024-02",
+                "--min-rating",
+                "1800",
+            ])
+            .expect("import");
+            let selection = cli.overrides().scope.selection;
+            assert_eq!(selection.speeds, [Speed::Blitz, Speed::Rapid]);
+            assert_eq!(selection.since, Some(day("2024-02-01")));
+            assert_eq!(selection.until, Some(day("2024-02-29")));
+            assert_eq!(selection.min_rating, Some(1800));
+            let Command::Games(games) = parsed(&[
+                "games",
+                speed_flag,
+                "blitz,rapid",
+                "--since",
+                "2024-02",
+                "--min-rating",
+                "1800",
+            ])
+            .expect("games")
+            .command
+            else {
+                panic!("not games")
+            };
+            let filter = games.filter.filter().selection;
+            assert_eq!(filter.speeds, selection.speeds);
+            assert_eq!(filter.since, selection.since);
+            assert_eq!(filter.min_rating, selection.min_rating);
+            let Command::Explore(explore) = parsed(&["explore", speed_flag, "blitz,rapid"])
+                .expect("explore")
+                .command
+            else {
+                panic!("not explore")
+            };
+            assert_eq!(explore.speed.speeds, selection.speeds);
+        }
+        // A rating is never negative: one type, refused alike.
+        for command in [
+            vec!["games", "--min-rating=-5"],
+            vec!["export", "--min-rating=-5"],
+            vec!["import", "a.pgn", "--min-rating=-5"],
+        ] {
+            assert!(parsed(&command).is_err(), "{command:?}");
+        }
+        // The explorer counts by month: a day is refused by its own parser.
+        let error = parsed(&["explore", "--since", "2024-02-10"])
+            .expect_err("a day")
+            .to_string();
+        assert!(error.contains("is not a month"), "{error}");
+    }
+
+    #[test]
+    fn the_flag_layer_is_gathered_from_every_command() {
+        let cli = parsed(&["--threads", "3", "game", "put", "a.pgn", "--source", "twic"])
+            .expect("game put");
+        let overrides = cli.overrides();
+        assert_eq!(overrides.threads, Some(3));
+        assert_eq!(overrides.source.as_deref(), Some("twic"));
+        let cli = parsed(&["import", "a.pgn", "--games-only", "--rated-only"]).expect("import");
+        let scope = cli.overrides().scope;
+        assert!(scope.games_only && scope.rated_only && !scope.exclude_bots);
+    }
+}
