@@ -17,15 +17,15 @@ use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant},
-        scope::parse_day,
+        selection::{Selection, parse_since, parse_until},
     },
     cmd::{
         db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
         games::GamesArgs, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
         status::StatusArgs, verify::VerifyArgs,
     },
-    config::{LoadMode, Overrides},
-    query::filter::{FilterArgs, Side, parse_result, parse_variant},
+    config::{LoadMode, Overrides, ScopeOverrides},
+    query::filter::{FilterArgs, Side, parse_result},
     store::backup::Format as BackupFormat,
 };
 
@@ -63,15 +63,38 @@ pub struct GlobalArgs {
     pub quiet: bool,
 }
 
-impl GlobalArgs {
-    /// The flag/environment layer of the configuration.
+impl Cli {
+    /// The flag/environment layer of the settings (clap reads each
+    /// flag's environment variable as the flag): every flag that is a
+    /// setting, of every command, gathered here and nowhere else;
+    /// [`crate::config::Settings::resolve`] lays it over the config file.
     pub fn overrides(&self) -> Overrides {
-        Overrides {
-            database_url: self.database_url.clone(),
-            data_dir: self.data_dir.clone(),
-            threads: self.threads,
+        let global = &self.global;
+        let mut overrides = Overrides {
+            database_url: global.database_url.clone(),
+            data_dir: global.data_dir.clone(),
+            threads: global.threads,
             ..Overrides::default()
+        };
+        match &self.command {
+            Command::Import(args) => {
+                overrides.source = args.source.clone();
+                overrides.cache_positions = args.cache_positions;
+                overrides.batch_games = args.batch_games;
+                overrides.max_rejects = args.max_rejects;
+                overrides.mode = args.mode;
+                overrides.scope = ScopeOverrides {
+                    rated_only: args.rated_only,
+                    selection: args.selection.selection(args.variants.clone()),
+                    exclude_bots: args.exclude_bots,
+                    positions_max_ply: args.positions_max_ply,
+                    games_only: args.games_only,
+                };
+            }
+            Command::Game(GameCommand::Put(args)) => overrides.source = args.source.clone(),
+            _ => {}
         }
+        overrides
     }
 }
 
@@ -118,6 +141,59 @@ pub fn utf8_input() -> impl TypedValueParser<Value = String> {
     })
 }
 
+/// `--speeds` (also spelled `--speed`): one flag for every command that
+/// selects games by speed (`games`, `export`, `import`, `explore`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SpeedFlags {
+    /// Only games of these speeds, comma-separated (ultraBullet, bullet,
+    /// blitz, rapid, classical, correspondence), from the time control as
+    /// Lichess computes it; a game without a readable clock is
+    /// correspondence.
+    #[arg(
+        long,
+        visible_alias = "speed",
+        value_name = "SPEED,…",
+        value_delimiter = ','
+    )]
+    pub speeds: Vec<Speed>,
+}
+
+/// The flags of a [`Selection`] but its variants (`games` and `export`
+/// take one `--variant`, `import` several `--variants`): the criteria
+/// `games`, `export` and `import` spell the same.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectionFlags {
+    /// Which speeds.
+    #[command(flatten)]
+    pub speed: SpeedFlags,
+    /// Only games played on or after this UTC day (YYYY-MM-DD; a month,
+    /// YYYY-MM, from its first day), from UTCDate, else Date; a game
+    /// without a full date is left out.
+    #[arg(long, value_parser = parse_since)]
+    pub since: Option<NaiveDate>,
+    /// Only games played on or before this UTC day (YYYY-MM-DD; a month,
+    /// YYYY-MM, to its last day).
+    #[arg(long, value_parser = parse_until)]
+    pub until: Option<NaiveDate>,
+    /// Only games where both players are rated at least this (a game
+    /// missing either rating is left out).
+    #[arg(long)]
+    pub min_rating: Option<u16>,
+}
+
+impl SelectionFlags {
+    /// The selection these flags ask for, of `variants`.
+    pub fn selection(&self, variants: Vec<GameVariant>) -> Selection {
+        Selection {
+            speeds: self.speed.speeds.clone(),
+            variants,
+            since: self.since,
+            until: self.until,
+            min_rating: self.min_rating,
+        }
+    }
+}
+
 /// The game-filter flags of `games` and `export`: [`FilterArgs`] as the
 /// command line spells it.
 #[derive(Debug, Clone, Default, Args)]
@@ -136,60 +212,33 @@ pub struct FilterFlags {
     /// final position included.
     #[arg(long)]
     pub fen: Option<String>,
-    /// Games started on or after this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
-    pub since: Option<NaiveDate>,
-    /// Games started on or before this day (YYYY-MM-DD, UTC).
-    #[arg(long, value_parser = parse_day)]
-    pub until: Option<NaiveDate>,
+    /// The criteria shared with `import` and `explore`.
+    #[command(flatten)]
+    pub selection: SelectionFlags,
+    /// Games of this variant (standard, chess960, kingOfTheHill,
+    /// racing-kings, … or a Variant tag value); also the rules --fen is
+    /// read under.
+    #[arg(long)]
+    pub variant: Option<GameVariant>,
     /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
     #[arg(long, value_parser = parse_result)]
     pub result: Option<GameResult>,
-    /// Games of this variant (standard, chess960, crazyhouse, … or a
-    /// Variant tag value); also the rules --fen is read under.
-    #[arg(long, value_parser = parse_variant)]
-    pub variant: Option<GameVariant>,
-    /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
-    /// rapid, classical, correspondence), from the time control as Lichess
-    /// computes it; a game without a readable clock is correspondence.
-    #[arg(long, value_delimiter = ',')]
-    pub speed: Vec<Speed>,
-    /// Games where both players are rated at least this.
-    #[arg(long)]
-    pub min_rating: Option<i32>,
     /// At most this many games.
     #[arg(long)]
     pub limit: Option<u32>,
 }
 
 impl FilterFlags {
-    /// The selection these flags ask for.
-    pub fn selection(&self) -> FilterArgs {
-        let FilterFlags {
-            player,
-            opponent,
-            color,
-            fen,
-            since,
-            until,
-            result,
-            variant,
-            speed,
-            min_rating,
-            limit,
-        } = self.clone();
+    /// The filter these flags ask for.
+    pub fn filter(&self) -> FilterArgs {
         FilterArgs {
-            player,
-            opponent,
-            color,
-            fen,
-            since,
-            until,
-            result,
-            variant,
-            speed,
-            min_rating,
-            limit,
+            selection: self.selection.selection(self.variant.into_iter().collect()),
+            player: self.player.clone(),
+            opponent: self.opponent.clone(),
+            color: self.color,
+            fen: self.fen.clone(),
+            result: self.result,
+            limit: self.limit,
         }
     }
 }
@@ -239,5 +288,140 @@ impl Choice for BackupFormat {
     }
     fn name(self) -> &'static str {
         BackupFormat::name(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `args` (after `pgnload`) as clap parses them.
+    fn parsed(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pgnload").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn every_command_reads_variants_alike() {
+        let spellings = [
+            "racing-kings",
+            "racing_kings",
+            "racingKings",
+            "Racing Kings",
+        ];
+        for variant in spellings {
+            let Command::Games(games) = parsed(&["games", "--variant", variant])
+                .expect("games")
+                .command
+            else {
+                panic!("not games")
+            };
+            assert_eq!(games.filter.variant, Some(GameVariant::RacingKings));
+            let Command::Explore(explore) = parsed(&["explore", "--variant", variant])
+                .expect("explore")
+                .command
+            else {
+                panic!("not explore")
+            };
+            assert_eq!(explore.variant, GameVariant::RacingKings);
+            let Command::Hash(hash) = parsed(&["hash", "--canonical", "--variant", variant])
+                .expect("hash")
+                .command
+            else {
+                panic!("not hash")
+            };
+            assert_eq!(hash.variant, GameVariant::RacingKings);
+            let import = parsed(&["import", "a.pgn", "--variants", &format!("{variant},zh")])
+                .expect("import");
+            assert_eq!(
+                import.overrides().scope.selection.variants,
+                [GameVariant::RacingKings, GameVariant::Crazyhouse]
+            );
+        }
+        for command in [
+            vec!["games", "--variant", "shogi"],
+            vec!["explore", "--variant", "shogi"],
+            vec!["import", "a.pgn", "--variants", "shogi"],
+            vec!["hash", "--variant", "shogi"],
+        ] {
+            let error = parsed(&command).expect_err("shogi").to_string();
+            assert!(error.contains("is not a variant"), "{command:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_shared_criteria_are_one_flag_each() {
+        let day = |text| NaiveDate::parse_from_str(text, "%Y-%m-%d").expect("a day");
+        for speed_flag in ["--speed", "--speeds"] {
+            let cli = parsed(&[
+                "import",
+                "a.pgn",
+                speed_flag,
+                "blitz,rapid",
+                "--since",
+                "2024-02",
+                "--until",
+                "2024-02",
+                "--min-rating",
+                "1800",
+            ])
+            .expect("import");
+            let selection = cli.overrides().scope.selection;
+            assert_eq!(selection.speeds, [Speed::Blitz, Speed::Rapid]);
+            assert_eq!(selection.since, Some(day("2024-02-01")));
+            assert_eq!(selection.until, Some(day("2024-02-29")));
+            assert_eq!(selection.min_rating, Some(1800));
+            let Command::Games(games) = parsed(&[
+                "games",
+                speed_flag,
+                "blitz,rapid",
+                "--since",
+                "2024-02",
+                "--min-rating",
+                "1800",
+            ])
+            .expect("games")
+            .command
+            else {
+                panic!("not games")
+            };
+            let filter = games.filter.filter().selection;
+            assert_eq!(filter.speeds, selection.speeds);
+            assert_eq!(filter.since, selection.since);
+            assert_eq!(filter.min_rating, selection.min_rating);
+            let Command::Explore(explore) = parsed(&["explore", speed_flag, "blitz,rapid"])
+                .expect("explore")
+                .command
+            else {
+                panic!("not explore")
+            };
+            assert_eq!(explore.speed.speeds, selection.speeds);
+        }
+        // A rating is never negative: one type, refused alike.
+        for command in [
+            vec!["games", "--min-rating=-5"],
+            vec!["export", "--min-rating=-5"],
+            vec!["import", "a.pgn", "--min-rating=-5"],
+        ] {
+            assert!(parsed(&command).is_err(), "{command:?}");
+        }
+        // The explorer counts by month: a day is refused by its own parser.
+        let error = parsed(&["explore", "--since", "2024-02-10"])
+            .expect_err("a day")
+            .to_string();
+        assert!(error.contains("is not a month"), "{error}");
+    }
+
+    #[test]
+    fn the_flag_layer_is_gathered_from_every_command() {
+        let cli = parsed(&["--threads", "3", "game", "put", "a.pgn", "--source", "twic"])
+            .expect("game put");
+        let overrides = cli.overrides();
+        assert_eq!(overrides.threads, Some(3));
+        assert_eq!(overrides.source.as_deref(), Some("twic"));
+        let cli = parsed(&["import", "a.pgn", "--games-only", "--rated-only"]).expect("import");
+        let scope = cli.overrides().scope;
+        assert!(scope.games_only && scope.rated_only && !scope.exclude_bots);
     }
 }

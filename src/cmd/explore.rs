@@ -6,7 +6,7 @@ use std::{fmt::Write as _, io::Write, path::Path};
 
 use crate::{
     chess::{
-        category::{Month, RatingGroup, Speed},
+        category::{Month, RatingGroup},
         model::GameVariant,
     },
     cmd::{print, printable},
@@ -27,13 +27,13 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "UCI,UCI,…", value_delimiter = ',')]
     pub play: Vec<String>,
     /// The variant: standard, chess960, antichess, atomic, crazyhouse,
-    /// horde, kingOfTheHill, racingKings, threeCheck.
-    #[arg(long, default_value = "standard", value_parser = parse_variant)]
+    /// horde, kingOfTheHill, racingKings, threeCheck (or a database label,
+    /// or a Variant tag value).
+    #[arg(long, default_value = "standard")]
     pub variant: GameVariant,
-    /// Only games of these speeds: ultraBullet, bullet, blitz, rapid,
-    /// classical, correspondence (a game without a clock is correspondence).
-    #[arg(long, value_name = "SPEED,…", value_delimiter = ',')]
-    pub speeds: Vec<Speed>,
+    /// Which speeds.
+    #[command(flatten)]
+    pub speed: crate::cli::SpeedFlags,
     /// Only games whose average rating is in these groups (their lower
     /// bounds: 0, 1000, 1200, 1400, 1600, 1800, 2000, 2200, 2500).
     #[arg(long, value_name = "GROUP,…", value_delimiter = ',')]
@@ -55,20 +55,6 @@ pub struct ExploreArgs {
     pub json: bool,
 }
 
-/// `--variant`: the database label (`king_of_the_hill`), the Lichess API
-/// name (`kingOfTheHill`) or any `Variant` tag pgnload reads.
-fn parse_variant(text: &str) -> Result<GameVariant, String> {
-    let squashed = |s: &str| s.replace(['_', '-', ' '], "").to_ascii_lowercase();
-    GameVariant::ALL
-        .into_iter()
-        .find(|v| squashed(v.as_db_label()) == squashed(text))
-        .or_else(|| GameVariant::from_tag(text))
-        .ok_or_else(|| {
-            let names: Vec<&str> = GameVariant::ALL.iter().map(|v| v.as_db_label()).collect();
-            format!("{text:?} is not a variant (expected {})", names.join(", "))
-        })
-}
-
 /// Runs `pgnload explore`.
 pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     if let (Some(since), Some(until)) = (args.since, args.until)
@@ -83,7 +69,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
         fen: args.fen.clone(),
         play: args.play.clone(),
         filter: Filter {
-            speeds: args.speeds.clone(),
+            speeds: args.speed.speeds.clone(),
             ratings: args.ratings.clone(),
             since: args.since,
             until: args.until,

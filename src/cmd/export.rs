@@ -195,7 +195,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
     let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.selection().resolve(&database.client).await?;
+        let filter = args.filter.filter().resolve(&database.client).await?;
         // Created once the filter is known good: no partial files for a
         // mistyped player.
         let mut writer = match args.format {
@@ -317,7 +317,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.selection().resolve(&database.client).await?;
+        let filter = args.filter.filter().resolve(&database.client).await?;
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
         let mut helper = db::connect(&settings.target()).await?;

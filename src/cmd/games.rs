@@ -79,7 +79,7 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let filter = args.filter.selection().resolve(&database.client).await?;
+        let filter = args.filter.filter().resolve(&database.client).await?;
         let stdout = io::stdout();
         let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
         if args.format == Format::Table {

@@ -7,6 +7,7 @@ use crate::{
         fen::{canonical_fen, normalize_fen_text},
         hash::fen_digest_unsigned,
         hash::to_signed,
+        model::GameVariant,
     },
     error::Error,
     error::ExitStatus,
@@ -21,25 +22,18 @@ pub struct HashArgs {
     /// only, cleaned castling rights) instead of only normalizing the text.
     #[arg(long)]
     pub canonical: bool,
-    /// Variant rules for `--canonical` (python-chess names: standard,
-    /// crazyhouse, atomic, antichess, horde, "king of the hill",
-    /// "racing kings", three-check, chess960).
+    /// Variant rules for `--canonical` (standard, chess960, crazyhouse,
+    /// atomic, antichess, horde, kingOfTheHill, racingKings, threeCheck, or
+    /// a python-chess name such as "king of the hill").
     #[arg(long, default_value = "standard")]
-    pub variant: String,
+    pub variant: GameVariant,
 }
 
 /// Hashes one FEN: the line printed, or why it could not be canonicalized.
-pub fn hash_line(
-    raw: &str,
-    canonical: Option<crate::chess::model::GameVariant>,
-) -> Result<String, String> {
+pub fn hash_line(raw: &str, canonical: Option<GameVariant>) -> Result<String, String> {
     let fen = match canonical {
-        Some(variant) => canonical_fen(
-            raw,
-            variant.rules(),
-            variant == crate::chess::model::GameVariant::Chess960,
-        )
-        .map_err(|e| e.to_string())?,
+        Some(variant) => canonical_fen(raw, variant.rules(), variant == GameVariant::Chess960)
+            .map_err(|e| e.to_string())?,
         None => normalize_fen_text(raw),
     };
     let unsigned = fen_digest_unsigned(&fen);
@@ -48,14 +42,7 @@ pub fn hash_line(
 
 /// Runs `pgnload hash`.
 pub fn run(args: &HashArgs) -> Result<ExitStatus, Error> {
-    let variant = if args.canonical {
-        Some(
-            crate::chess::model::GameVariant::from_tag(&args.variant)
-                .ok_or_else(|| Error::Config(format!("unknown variant {:?}", args.variant)))?,
-        )
-    } else {
-        None
-    };
+    let variant = args.canonical.then_some(args.variant);
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failures = 0u64;
@@ -105,12 +92,6 @@ mod tests {
 
     #[test]
     fn canonical_mode_reports_impossible_positions() {
-        assert!(
-            hash_line(
-                "8/8/8/8/8/8/8/8 w - - 0 1",
-                Some(crate::chess::model::GameVariant::Standard)
-            )
-            .is_err()
-        );
+        assert!(hash_line("8/8/8/8/8/8/8/8 w - - 0 1", Some(GameVariant::Standard)).is_err());
     }
 }

@@ -12,18 +12,15 @@ use std::{
     sync::{Arc, Mutex, PoisonError, atomic::AtomicUsize},
 };
 
-use chrono::NaiveDate;
-
 use crate::{
-    chess::{category::Speed, model::GameVariant, scope::parse_day},
-    config::{LoadMode, Overrides, ScopeOverrides, Settings},
+    chess::model::GameVariant,
+    config::{LoadMode, Settings},
     error::{Error, ExitStatus},
     ingest::{
         engine::{self, ImportJob},
         report::{BulkOutcome, Notice, Reporter, Summary},
     },
     progress::{Progress, Snapshot},
-    query::filter::parse_variant,
     store::db,
 };
 
@@ -73,26 +70,13 @@ pub struct ImportArgs {
     /// is not; any other game is rated when both players have an Elo.
     #[arg(long)]
     pub rated_only: bool,
-    /// Only games where both players have an Elo of at least this (a game
-    /// missing either Elo is filtered).
-    #[arg(long)]
-    pub min_rating: Option<u16>,
-    /// Only games of these speeds, comma-separated (ultraBullet, bullet,
-    /// blitz, rapid, classical, correspondence), from the TimeControl as
-    /// Lichess computes it; no readable clock is correspondence.
-    #[arg(long, value_delimiter = ',')]
-    pub speeds: Vec<Speed>,
     /// Only games of these variants, comma-separated (standard, chess960,
-    /// crazyhouse, …).
-    #[arg(long, value_delimiter = ',', value_parser = parse_variant)]
+    /// crazyhouse, kingOfTheHill, …).
+    #[arg(long, value_delimiter = ',')]
     pub variants: Vec<GameVariant>,
-    /// Only games played on or after this UTC day (YYYY-MM-DD, from
-    /// UTCDate, else Date; a game without a full date is filtered).
-    #[arg(long, value_parser = parse_day)]
-    pub since: Option<NaiveDate>,
-    /// Only games played on or before this UTC day (YYYY-MM-DD).
-    #[arg(long, value_parser = parse_day)]
-    pub until: Option<NaiveDate>,
+    /// The criteria shared with `games`, `export` and `explore`.
+    #[command(flatten)]
+    pub selection: crate::cli::SelectionFlags,
     /// Leave out games where either player has the title BOT.
     #[arg(long)]
     pub exclude_bots: bool,
@@ -106,28 +90,6 @@ pub struct ImportArgs {
     /// fills the positions and moves in.
     #[arg(long, conflicts_with = "positions_max_ply")]
     pub games_only: bool,
-}
-
-impl ImportArgs {
-    /// Adds this command's flags to the override layer.
-    pub fn add_overrides(&self, overrides: &mut Overrides) {
-        overrides.source = self.source.clone();
-        overrides.cache_positions = self.cache_positions;
-        overrides.batch_games = self.batch_games;
-        overrides.max_rejects = self.max_rejects;
-        overrides.mode = self.mode;
-        overrides.scope = ScopeOverrides {
-            rated_only: self.rated_only,
-            min_rating: self.min_rating,
-            speeds: self.speeds.clone(),
-            variants: self.variants.clone(),
-            since: self.since,
-            until: self.until,
-            exclude_bots: self.exclude_bots,
-            positions_max_ply: self.positions_max_ply,
-            games_only: self.games_only,
-        };
-    }
 }
 
 /// Runs `pgnload import`.

@@ -32,15 +32,7 @@ pub fn run(cli: cli::Cli) -> crate::Result<error::ExitStatus> {
         Some(path) => config::load_file(path)?,
         None => config::FileConfig::default(),
     };
-    let mut overrides = cli.global.overrides();
-    match &cli.command {
-        cli::Command::Import(args) => args.add_overrides(&mut overrides),
-        cli::Command::Game(game::GameCommand::Put(args)) => {
-            overrides.source = args.source.clone();
-        }
-        _ => {}
-    }
-    let settings = config::Settings::resolve(file, overrides)?;
+    let settings = config::Settings::resolve(file, cli.overrides())?;
     if settings.threads > 0 {
         // The global pool is built nowhere else, so a failure is the system
         // refusing the threads (a process limit): say so rather than run on

@@ -13,19 +13,16 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use chrono::NaiveDate;
 use serde::Deserialize;
 
 use crate::{
     chess::{
-        category::Speed,
-        model::GameVariant,
         reader::ParseLimits,
-        scope::{Scope, parse_day},
+        scope::Scope,
+        selection::{Selection, parse_since, parse_until},
     },
     error::Error,
     ingest::{pipeline::PipelineConfig, source::SourceOptions},
-    query::filter::parse_variant,
 };
 
 /// Positions in the dedup map by default: ~40 bytes each with the hash
@@ -92,9 +89,9 @@ pub struct ImportSection {
     pub speeds: Option<Vec<String>>,
     /// Variants kept.
     pub variants: Option<Vec<String>>,
-    /// First UTC day kept, `YYYY-MM-DD`.
+    /// First UTC day kept, `YYYY-MM-DD` (a month, `YYYY-MM`, from its first day).
     pub since: Option<String>,
-    /// Last UTC day kept, `YYYY-MM-DD`.
+    /// Last UTC day kept, `YYYY-MM-DD` (a month, `YYYY-MM`, to its last day).
     pub until: Option<String>,
     /// Leave out games with a BOT player.
     pub exclude_bots: Option<bool>,
@@ -136,7 +133,8 @@ pub struct Settings {
     pub scope: Scope,
 }
 
-/// Values given on the command line or in the environment (clap merges those two).
+/// Values given on the command line or in the environment (clap merges
+/// those two): the layer [`Settings::resolve`] puts over the config file.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     /// `--database-url` / `DATABASE_URL`.
@@ -165,16 +163,9 @@ pub struct Overrides {
 pub struct ScopeOverrides {
     /// `--rated-only` (true when given).
     pub rated_only: bool,
-    /// `--min-rating`.
-    pub min_rating: Option<u16>,
-    /// `--speeds` (empty: not given).
-    pub speeds: Vec<Speed>,
-    /// `--variants` (empty: not given).
-    pub variants: Vec<GameVariant>,
-    /// `--since`.
-    pub since: Option<NaiveDate>,
-    /// `--until`.
-    pub until: Option<NaiveDate>,
+    /// `--min-rating`, `--speeds`, `--variants`, `--since`, `--until`
+    /// (an empty list, `None`: not given).
+    pub selection: Selection,
     /// `--exclude-bots` (true when given).
     pub exclude_bots: bool,
     /// `--positions-max-ply`.
@@ -246,8 +237,13 @@ fn within<T: PartialOrd + std::fmt::Display>(
 }
 
 impl Settings {
-    /// Applies the precedence rules and refuses any value that would make a
-    /// run hang, overflow or exhaust memory, naming the setting.
+    /// The one merge of the settings, by one rule for every setting: the
+    /// command line (`cli`, gathered by the binary in one place; clap puts
+    /// a flag's environment variable in the flag's place) over the config
+    /// file over the built-in default (`cli.x.or(file.x).unwrap_or(default)`;
+    /// a list flag given replaces its key). Refuses any value that would
+    /// make a run hang, overflow or exhaust memory, naming the setting as
+    /// the user gave it (flag or key).
     pub fn resolve(file: FileConfig, cli: Overrides) -> Result<Settings, Error> {
         let defaults = PipelineConfig::default();
         let p = file.pipeline;
@@ -374,59 +370,67 @@ impl Settings {
 /// The import scope: each flag given replaces its key of the config file
 /// (a flag can only narrow: `rated_only = true` in the file is not undone
 /// from the command line). Refuses an unknown speed or variant, a day that
-/// is not `YYYY-MM-DD`, and `since` after `until` (a scope keeping nothing
+/// is not `YYYY-MM-DD` (or a month), and `since` after `until` (a scope keeping nothing
 /// is a mistake, not a request).
 fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
     let positions_max_ply = positions_cap(file, &cli)?;
-    let key = |name: &str| origin(None, &format!("import.{name}"));
-    let speeds = if cli.speeds.is_empty() {
-        file.speeds
-            .iter()
-            .flatten()
-            .map(|text| {
-                text.parse::<Speed>()
-                    .map_err(|e| Error::Config(format!("{}: {e}", key("speeds"))))
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        cli.speeds
-    };
-    let variants = if cli.variants.is_empty() {
-        file.variants
-            .iter()
-            .flatten()
-            .map(|text| {
-                parse_variant(text).map_err(|e| Error::Config(format!("{}: {e}", key("variants"))))
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        cli.variants
-    };
-    let day = |given: Option<NaiveDate>, name: &str, text: &Option<String>| match given {
-        Some(day) => Ok(Some(day)),
-        None => text
-            .as_deref()
-            .map(|text| parse_day(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
-            .transpose(),
-    };
-    let since = day(cli.since, "since", &file.since)?;
-    let until = day(cli.until, "until", &file.until)?;
-    if let (Some(since), Some(until)) = (since, until)
-        && since > until
-    {
-        return Err(Error::Config(format!(
-            "the import scope's since ({since}) is after its until ({until}): no game would be kept"
-        )));
+    let flags = cli.selection;
+    let file_selection = file_selection(file)?;
+    fn given<T>(flag: Vec<T>, file: Vec<T>) -> Vec<T> {
+        if flag.is_empty() { file } else { flag }
     }
+    let selection = Selection {
+        speeds: given(flags.speeds, file_selection.speeds),
+        variants: given(flags.variants, file_selection.variants),
+        since: flags.since.or(file_selection.since),
+        until: flags.until.or(file_selection.until),
+        min_rating: flags.min_rating.or(file_selection.min_rating),
+    };
+    selection.check_dates().map_err(|e| {
+        Error::Config(format!(
+            "the import scope's since ({}) is after its until ({}): no game would be kept",
+            e.since, e.until
+        ))
+    })?;
     Ok(Scope {
         rated_only: cli.rated_only || file.rated_only.unwrap_or(false),
-        min_rating: cli.min_rating.or(file.min_rating).map(i32::from),
-        speeds,
-        variants,
-        since,
-        until,
+        selection,
         exclude_bots: cli.exclude_bots || file.exclude_bots.unwrap_or(false),
         positions_max_ply,
+    })
+}
+
+/// The `[import]` keys of the criteria shared with `games` and `explore`,
+/// read by the parsers the command line uses; a value they refuse is an
+/// error naming its key.
+fn file_selection(file: &ImportSection) -> Result<Selection, Error> {
+    fn each<T: std::str::FromStr<Err: std::fmt::Display>>(
+        name: &str,
+        texts: &Option<Vec<String>>,
+    ) -> Result<Vec<T>, Error> {
+        texts
+            .iter()
+            .flatten()
+            .map(|text| {
+                text.parse()
+                    .map_err(|e| Error::Config(format!("{}: {e}", key(name))))
+            })
+            .collect()
+    }
+    fn key(name: &str) -> String {
+        origin(None, &format!("import.{name}"))
+    }
+    let day = |name: &str, text: &Option<String>, parse: fn(&str) -> Result<_, String>| {
+        text.as_deref()
+            .map(|text| parse(text).map_err(|e| Error::Config(format!("{}: {e}", key(name)))))
+            .transpose()
+    };
+    Ok(Selection {
+        speeds: each("speeds", &file.speeds)?,
+        variants: each("variants", &file.variants)?,
+        since: day("since", &file.since, parse_since)?,
+        until: day("until", &file.until, parse_until)?,
+        min_rating: file.min_rating,
     })
 }
 
@@ -552,7 +556,7 @@ mod tests {
         )
         .expect("valid");
         let mut cli = Overrides::default();
-        cli.scope.speeds = vec![Speed::Rapid];
+        cli.scope.selection.speeds = vec![crate::chess::category::Speed::Rapid];
         cli.scope.rated_only = true;
         let scope = Settings::resolve(file, cli).expect("valid").scope;
         assert_eq!(

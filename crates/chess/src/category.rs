@@ -25,7 +25,8 @@ pub struct CategoryParseError {
 }
 
 impl CategoryParseError {
-    fn new(what: &'static str, value: &str, expected: String) -> CategoryParseError {
+    /// `value` is not a `what`; `expected` lists what is.
+    pub(crate) fn new(what: &'static str, value: &str, expected: String) -> CategoryParseError {
         CategoryParseError {
             what,
             value: value.to_owned(),

@@ -19,3 +19,4 @@ pub mod reader;
 pub mod reject;
 pub mod replay;
 pub mod scope;
+pub mod selection;

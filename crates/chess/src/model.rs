@@ -8,7 +8,7 @@
 //! It never rejects a game (the reader and replay decide that) and reads
 //! nothing but the text it is given.
 
-use std::sync::Arc;
+use std::{fmt, sync::Arc};
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 
@@ -138,26 +138,14 @@ impl GameVariant {
 
     /// Interprets a `Variant` tag the way python-chess 1.11 does
     /// (`Headers.is_chess960()` and `chess.variant.find_variant()` aliases,
-    /// case-insensitive). `None` for variants shakmaty cannot replay.
+    /// case-insensitive, otherwise exact: `racing-kings` is no tag python-chess
+    /// reads). `None` for variants shakmaty cannot replay.
     pub fn from_tag(value: &str) -> Option<GameVariant> {
         let v = value.trim().to_ascii_lowercase();
-        Some(match v.as_str() {
-            "chess960" | "chess 960" | "fischerandom" | "fischerrandom" | "fischer random" => {
-                GameVariant::Chess960
-            }
-            "" | "standard" | "chess" | "classical" | "normal" | "illegal" | "from position"
-            | "wild/0" | "wild/1" | "wild/2" | "wild/3" | "wild/4" | "wild/5" | "wild/6"
-            | "wild/7" | "wild/8" | "wild/8a" => GameVariant::Standard,
-            "antichess" | "anti chess" | "anti" => GameVariant::Antichess,
-            "atomic" | "atom" | "atomic chess" => GameVariant::Atomic,
-            "crazyhouse" | "crazy house" | "house" | "zh" => GameVariant::Crazyhouse,
-            "horde" | "horde chess" => GameVariant::Horde,
-            "king of the hill" | "koth" | "kingofthehill" => GameVariant::KingOfTheHill,
-            "racing kings" | "racing" | "race" | "racingkings" => GameVariant::RacingKings,
-            "three-check" | "three check" | "threecheck" | "three check chess" | "3-check"
-            | "3 check" | "3check" => GameVariant::ThreeCheck,
-            _ => return None,
-        })
+        TAG_NAMES
+            .iter()
+            .find(|(name, _)| *name == v)
+            .map(|&(_, variant)| variant)
     }
 
     /// The shakmaty rules behind this variant.
@@ -188,6 +176,103 @@ impl GameVariant {
             GameVariant::RacingKings => "racing_kings",
             GameVariant::ThreeCheck => "three_check",
         }
+    }
+}
+
+/// Every `Variant` tag value python-chess 1.11 reads (lowercase), and the
+/// variant it names: the one list of aliases, read exactly by
+/// [`GameVariant::from_tag`] (parity with python-chess) and loosely by
+/// [`GameVariant::from_str`] (names people type).
+const TAG_NAMES: &[(&str, GameVariant)] = &[
+    ("chess960", GameVariant::Chess960),
+    ("chess 960", GameVariant::Chess960),
+    ("fischerandom", GameVariant::Chess960),
+    ("fischerrandom", GameVariant::Chess960),
+    ("fischer random", GameVariant::Chess960),
+    ("", GameVariant::Standard),
+    ("standard", GameVariant::Standard),
+    ("chess", GameVariant::Standard),
+    ("classical", GameVariant::Standard),
+    ("normal", GameVariant::Standard),
+    ("illegal", GameVariant::Standard),
+    ("from position", GameVariant::Standard),
+    ("wild/0", GameVariant::Standard),
+    ("wild/1", GameVariant::Standard),
+    ("wild/2", GameVariant::Standard),
+    ("wild/3", GameVariant::Standard),
+    ("wild/4", GameVariant::Standard),
+    ("wild/5", GameVariant::Standard),
+    ("wild/6", GameVariant::Standard),
+    ("wild/7", GameVariant::Standard),
+    ("wild/8", GameVariant::Standard),
+    ("wild/8a", GameVariant::Standard),
+    ("antichess", GameVariant::Antichess),
+    ("anti chess", GameVariant::Antichess),
+    ("anti", GameVariant::Antichess),
+    ("atomic", GameVariant::Atomic),
+    ("atom", GameVariant::Atomic),
+    ("atomic chess", GameVariant::Atomic),
+    ("crazyhouse", GameVariant::Crazyhouse),
+    ("crazy house", GameVariant::Crazyhouse),
+    ("house", GameVariant::Crazyhouse),
+    ("zh", GameVariant::Crazyhouse),
+    ("horde", GameVariant::Horde),
+    ("horde chess", GameVariant::Horde),
+    ("king of the hill", GameVariant::KingOfTheHill),
+    ("koth", GameVariant::KingOfTheHill),
+    ("kingofthehill", GameVariant::KingOfTheHill),
+    ("racing kings", GameVariant::RacingKings),
+    ("racing", GameVariant::RacingKings),
+    ("race", GameVariant::RacingKings),
+    ("racingkings", GameVariant::RacingKings),
+    ("three-check", GameVariant::ThreeCheck),
+    ("three check", GameVariant::ThreeCheck),
+    ("threecheck", GameVariant::ThreeCheck),
+    ("three check chess", GameVariant::ThreeCheck),
+    ("3-check", GameVariant::ThreeCheck),
+    ("3 check", GameVariant::ThreeCheck),
+    ("3check", GameVariant::ThreeCheck),
+];
+
+/// `name` as [`GameVariant::from_str`] compares it: lowercase, without the
+/// separators people write differently (`_`, `-`, spaces), so
+/// `king_of_the_hill`, `kingOfTheHill` and `King of the Hill` are one name.
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '_' | '-' | ' '))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+impl std::str::FromStr for GameVariant {
+    type Err = crate::category::CategoryParseError;
+
+    /// A variant as a person or a config file names it: its database label
+    /// (`king_of_the_hill`), its Lichess API name (`kingOfTheHill`) or a
+    /// `Variant` tag value (`King of the Hill`, `koth`, `zh`, `3check`),
+    /// case-insensitively and whatever the separators (`racing-kings`).
+    /// Every command reads variants through this one parser; a command
+    /// that cannot serve a variant refuses it itself, saying why.
+    fn from_str(s: &str) -> Result<GameVariant, Self::Err> {
+        let name = squashed(s.trim());
+        let labels = GameVariant::ALL.map(|v| (v.as_db_label(), v));
+        labels
+            .iter()
+            .chain(TAG_NAMES)
+            .find(|(known, _)| !name.is_empty() && squashed(known) == name)
+            .map(|&(_, variant)| variant)
+            .ok_or_else(|| {
+                let names: Vec<&str> = GameVariant::ALL.iter().map(|v| v.as_db_label()).collect();
+                crate::category::CategoryParseError::new("variant", s, names.join(", "))
+            })
+    }
+}
+
+impl fmt::Display for GameVariant {
+    /// The database label (`king_of_the_hill`): what messages, the import
+    /// scope's identity and the `Variant` tag pgnload writes say.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_db_label())
     }
 }
 
@@ -1197,6 +1282,46 @@ mod tests {
             Some(GameVariant::Standard)
         );
         assert_eq!(GameVariant::from_tag("Suicide"), None);
+        // Tags are read exactly as python-chess reads them.
+        assert_eq!(GameVariant::from_tag("racing-kings"), None);
+    }
+
+    #[test]
+    fn variant_names_parse_whatever_their_spelling_and_display_as_labels() {
+        for text in [
+            "king_of_the_hill",
+            "kingOfTheHill",
+            "King of the Hill",
+            "koth",
+            "KOTH",
+            "king-of-the-hill",
+            " kingofthehill ",
+        ] {
+            assert_eq!(text.parse(), Ok(GameVariant::KingOfTheHill), "{text:?}");
+        }
+        for (text, variant) in [
+            ("racing-kings", GameVariant::RacingKings),
+            ("racingKings", GameVariant::RacingKings),
+            ("threeCheck", GameVariant::ThreeCheck),
+            ("3check", GameVariant::ThreeCheck),
+            ("Three-check", GameVariant::ThreeCheck),
+            ("zh", GameVariant::Crazyhouse),
+            ("Chess960", GameVariant::Chess960),
+            ("fischerandom", GameVariant::Chess960),
+            ("From Position", GameVariant::Standard),
+            ("wild/8a", GameVariant::Standard),
+        ] {
+            assert_eq!(text.parse(), Ok(variant), "{text:?}");
+        }
+        for variant in GameVariant::ALL {
+            assert_eq!(variant.to_string().parse(), Ok(variant));
+            assert_eq!(variant.to_string(), variant.as_db_label());
+        }
+        for bad in ["", "  ", "suicide", "shogi", "king of the"] {
+            let error = bad.parse::<GameVariant>().expect_err(bad).to_string();
+            assert!(error.contains("is not a variant"), "{bad:?}: {error}");
+            assert!(error.contains("king_of_the_hill"), "{error}");
+        }
     }
 }
 

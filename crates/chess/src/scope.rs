@@ -12,7 +12,6 @@
 
 use std::fmt;
 
-use chrono::NaiveDate;
 use shakmaty::{CastlingMode, Position, san::SanPlus, uci::UciMove};
 
 use crate::{
@@ -20,6 +19,7 @@ use crate::{
     encoding::decode_move_uci,
     model::GameVariant,
     replay::{GameRecord, initial_position, null_move},
+    selection::Selection,
 };
 
 /// Which games an import keeps. The default keeps every game.
@@ -27,19 +27,10 @@ use crate::{
 pub struct Scope {
     /// Only rated games: see [`is_rated`].
     pub rated_only: bool,
-    /// Only games where BOTH players have an Elo tag of at least this (the
-    /// Lichess explorer's rating bands use both ratings; so does
-    /// `pgnload games --min-rating`). A game missing either Elo is filtered.
-    pub min_rating: Option<i32>,
-    /// Only games of these speeds (empty: all), as [`Speed::from_clock`]
-    /// computes them (no readable clock: correspondence).
-    pub speeds: Vec<Speed>,
-    /// Only games of these variants (empty: all).
-    pub variants: Vec<GameVariant>,
-    /// Only games played on or after this UTC day.
-    pub since: Option<NaiveDate>,
-    /// Only games played on or before this UTC day.
-    pub until: Option<NaiveDate>,
+    /// The criteria the import shares with `games`, `export` and
+    /// `explore` (`--min-rating`, `--speeds`, `--variants`,
+    /// `--since/--until`), decided by [`in_scope`] from the game's tags.
+    pub selection: Selection,
     /// Leave out games where either player has the title `BOT`.
     pub exclude_bots: bool,
     /// Positions and moves rows only for the first N plies (see
@@ -48,8 +39,8 @@ pub struct Scope {
     pub positions_max_ply: Option<u32>,
 }
 
-/// Why a game is out of scope: the first option it fails, in the order of
-/// [`Scope`]'s fields.
+/// Why a game is out of scope: the first option it fails, in the order
+/// `--rated-only`, [`Selection`]'s fields, `--exclude-bots`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FilterReason {
     /// `--rated-only`, and the game is not rated (see [`is_rated`]).
@@ -77,7 +68,7 @@ impl fmt::Display for FilterReason {
             FilterReason::BelowMinRating => f.write_str("a rating below --min-rating or missing"),
             FilterReason::Speed(speed) => write!(f, "speed {speed} not in --speeds"),
             FilterReason::Variant(variant) => {
-                write!(f, "variant {} not in --variants", variant.as_db_label())
+                write!(f, "variant {variant} not in --variants")
             }
             FilterReason::NoDate => f.write_str("no full date for --since/--until"),
             FilterReason::BeforeSince => f.write_str("played before --since"),
@@ -104,29 +95,30 @@ impl Scope {
     /// in does not matter.
     pub fn identity(&self) -> String {
         let mut parts = Vec::new();
+        let selection = &self.selection;
         if self.rated_only {
             parts.push("rated-only".to_owned());
         }
-        if let Some(min) = self.min_rating {
+        if let Some(min) = selection.min_rating {
             parts.push(format!("min-rating={min}"));
         }
-        if !self.speeds.is_empty() {
-            let mut speeds = self.speeds.clone();
+        if !selection.speeds.is_empty() {
+            let mut speeds = selection.speeds.clone();
             speeds.sort();
             speeds.dedup();
             let names: Vec<&str> = speeds.iter().map(|s| s.as_str()).collect();
             parts.push(format!("speeds={}", names.join(",")));
         }
-        if !self.variants.is_empty() {
-            let mut names: Vec<&str> = self.variants.iter().map(|v| v.as_db_label()).collect();
+        if !selection.variants.is_empty() {
+            let mut names: Vec<&str> = selection.variants.iter().map(|v| v.as_db_label()).collect();
             names.sort_unstable();
             names.dedup();
             parts.push(format!("variants={}", names.join(",")));
         }
-        if let Some(since) = self.since {
+        if let Some(since) = selection.since {
             parts.push(format!("since={since}"));
         }
-        if let Some(until) = self.until {
+        if let Some(until) = selection.until {
             parts.push(format!("until={until}"));
         }
         if self.exclude_bots {
@@ -144,33 +136,34 @@ impl Scope {
 /// Whether `game` is in `scope`; `Err` says which option leaves it out.
 pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
     let meta = &game.meta;
+    let selection = &scope.selection;
     if scope.rated_only && !is_rated(game) {
         return Err(FilterReason::Unrated);
     }
-    if let Some(min) = scope.min_rating {
-        let rated = |elo: Option<i32>| elo.is_some_and(|elo| elo >= min);
+    if let Some(min) = selection.min_rating {
+        let rated = |elo: Option<i32>| elo.is_some_and(|elo| elo >= i32::from(min));
         if !(rated(meta.white.elo) && rated(meta.black.elo)) {
             return Err(FilterReason::BelowMinRating);
         }
     }
-    if !scope.speeds.is_empty() {
+    if !selection.speeds.is_empty() {
         let speed = Speed::from_clock(meta.clock);
-        if !scope.speeds.contains(&speed) {
+        if !selection.speeds.contains(&speed) {
             return Err(FilterReason::Speed(speed));
         }
     }
-    if !scope.variants.is_empty() && !scope.variants.contains(&game.variant) {
+    if !selection.variants.is_empty() && !selection.variants.contains(&game.variant) {
         return Err(FilterReason::Variant(game.variant));
     }
-    if scope.since.is_some() || scope.until.is_some() {
+    if selection.since.is_some() || selection.until.is_some() {
         let day = meta
             .started_at
             .map(|t| t.date_naive())
             .ok_or(FilterReason::NoDate)?;
-        if scope.since.is_some_and(|since| day < since) {
+        if selection.since.is_some_and(|since| day < since) {
             return Err(FilterReason::BeforeSince);
         }
-        if scope.until.is_some_and(|until| day > until) {
+        if selection.until.is_some_and(|until| day > until) {
             return Err(FilterReason::AfterUntil);
         }
     }
@@ -258,18 +251,13 @@ pub fn sans_after(
     Ok(sans)
 }
 
-/// A UTC day as `--since`/`--until` and the config file write it.
-pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
-    NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map_err(|e| format!("{text:?} is not a day as YYYY-MM-DD: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{
         reader::{GameSplitter, ParseLimits, take_game},
         replay::replay_game,
+        selection::parse_since,
     };
     use std::sync::Arc;
 
@@ -372,7 +360,10 @@ mod tests {
     #[test]
     fn min_rating_needs_both_players() {
         let scope = |min| Scope {
-            min_rating: Some(min),
+            selection: Selection {
+                min_rating: Some(min),
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         assert_eq!(in_scope(&game(LICHESS), &scope(1850)), Ok(()));
@@ -390,7 +381,10 @@ mod tests {
     #[test]
     fn speeds_and_variants_use_the_shared_categories() {
         let blitz = Scope {
-            speeds: vec![Speed::Blitz],
+            selection: Selection {
+                speeds: vec![Speed::Blitz],
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         assert_eq!(in_scope(&game(LICHESS), &blitz), Ok(()));
@@ -403,7 +397,10 @@ mod tests {
             Err(FilterReason::Speed(Speed::Correspondence))
         );
         let chess960 = Scope {
-            variants: vec![GameVariant::Chess960],
+            selection: Selection {
+                variants: vec![GameVariant::Chess960],
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         assert_eq!(
@@ -414,10 +411,13 @@ mod tests {
 
     #[test]
     fn dates_are_inclusive_utc_days() {
-        let day = |s| parse_day(s).expect("a day");
+        let day = |s| parse_since(s).expect("a day");
         let scope = Scope {
-            since: Some(day("2024-03-05")),
-            until: Some(day("2024-03-05")),
+            selection: Selection {
+                since: Some(day("2024-03-05")),
+                until: Some(day("2024-03-05")),
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         assert_eq!(in_scope(&game(LICHESS), &scope), Ok(()));
@@ -427,7 +427,7 @@ mod tests {
         assert_eq!(in_scope(&earlier, &scope), Err(FilterReason::BeforeSince));
         let partial = game("[Date \"2024.??.??\"]");
         assert_eq!(in_scope(&partial, &scope), Err(FilterReason::NoDate));
-        assert!(parse_day("2024-13-01").is_err());
+        assert!(parse_since("2024-13-01").is_err());
     }
 
     #[test]
@@ -447,15 +447,21 @@ mod tests {
     #[test]
     fn identity_ignores_order_and_repeats() {
         let a = Scope {
-            speeds: vec![Speed::Rapid, Speed::Blitz, Speed::Rapid],
-            variants: vec![GameVariant::Standard, GameVariant::Chess960],
-            min_rating: Some(1800),
+            selection: Selection {
+                speeds: vec![Speed::Rapid, Speed::Blitz, Speed::Rapid],
+                variants: vec![GameVariant::Standard, GameVariant::Chess960],
+                min_rating: Some(1800),
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         let b = Scope {
-            speeds: vec![Speed::Blitz, Speed::Rapid],
-            variants: vec![GameVariant::Chess960, GameVariant::Standard],
-            min_rating: Some(1800),
+            selection: Selection {
+                speeds: vec![Speed::Blitz, Speed::Rapid],
+                variants: vec![GameVariant::Chess960, GameVariant::Standard],
+                min_rating: Some(1800),
+                ..Selection::default()
+            },
             ..Scope::default()
         };
         assert_eq!(a.identity(), b.identity());

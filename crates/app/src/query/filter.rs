@@ -1,18 +1,21 @@
 //! The one game filter: the options of `games` and `export` (and of the
 //! exports to come), resolved against the database into a [`GameFilter`]
-//! that builds a parameterized `WHERE` clause over `games g`.
+//! that builds a parameterized `WHERE` clause over `games g`. The criteria
+//! it shares with the import scope and the explorer are a
+//! [`Selection`]; the rest (player, position, result, limit) are its own.
 //!
 //! Names and FENs are looked up before the query so that a typo is an
 //! error (an unknown player, an illegal FEN) rather than an empty answer;
 //! a known player or position with no game matching is an empty answer.
 
-use chrono::{NaiveDate, NaiveTime};
+use chrono::NaiveTime;
 use tokio_postgres::{Client, types::ToSql};
 
 use crate::{
     chess::{
         category::Speed,
         model::{GameResult, GameVariant, username_key},
+        selection::Selection,
     },
     error::Error,
     query::position::position_id,
@@ -45,6 +48,10 @@ impl Side {
 /// games, so each reads them the same way (the binary's flags fill it).
 #[derive(Debug, Clone, Default)]
 pub struct FilterArgs {
+    /// The criteria shared with the import scope and the explorer: speeds,
+    /// variants (`--variant` gives at most one: also the rules --fen is
+    /// read under), the period, the rating floor.
+    pub selection: Selection,
     /// Games of this player (case-insensitive for Lichess names, exact
     /// for other sources, as the import keyed them).
     pub player: Option<String>,
@@ -55,21 +62,8 @@ pub struct FilterArgs {
     /// Games that reached this position (FEN, read under --variant), the
     /// final position included.
     pub fen: Option<String>,
-    /// Games started on or after this day (YYYY-MM-DD, UTC).
-    pub since: Option<NaiveDate>,
-    /// Games started on or before this day (YYYY-MM-DD, UTC).
-    pub until: Option<NaiveDate>,
     /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
     pub result: Option<GameResult>,
-    /// Games of this variant (standard, chess960, crazyhouse, … or a
-    /// Variant tag value); also the rules --fen is read under.
-    pub variant: Option<GameVariant>,
-    /// Games of these speeds, comma-separated (ultraBullet, bullet, blitz,
-    /// rapid, classical, correspondence), from the time control as Lichess
-    /// computes it; a game without a readable clock is correspondence.
-    pub speed: Vec<Speed>,
-    /// Games where both players are rated at least this.
-    pub min_rating: Option<i32>,
     /// At most this many games.
     pub limit: Option<u32>,
 }
@@ -86,22 +80,6 @@ pub fn parse_result(text: &str) -> Result<GameResult, String> {
     }
 }
 
-/// A variant by its database label (`king_of_the_hill`) or as a `Variant`
-/// tag names it (`King of the Hill`, `zh`, …).
-pub fn parse_variant(text: &str) -> Result<GameVariant, String> {
-    GameVariant::ALL
-        .into_iter()
-        .find(|v| v.as_db_label().eq_ignore_ascii_case(text))
-        .or_else(|| GameVariant::from_tag(text))
-        .ok_or_else(|| {
-            let names: Vec<&str> = GameVariant::ALL.iter().map(|v| v.as_db_label()).collect();
-            format!(
-                "unknown variant {text:?}; expected one of {}",
-                names.join(", ")
-            )
-        })
-}
-
 /// The filter with names and FEN resolved to ids: what the SQL needs.
 #[derive(Debug, Clone, Default)]
 pub struct GameFilter {
@@ -113,19 +91,11 @@ pub struct GameFilter {
     pub color: Option<Side>,
     /// --fen: `Some(None)` when no stored game reached the position.
     pub position: Option<Option<Reached>>,
-    /// --since, as the first instant of that day.
-    pub since: Option<NaiveDate>,
-    /// --until, inclusive.
-    pub until: Option<NaiveDate>,
     /// --result.
     pub result: Option<GameResult>,
-    /// --variant (standard when only --fen is given: the position is one
-    /// of that variant).
-    pub variant: Option<GameVariant>,
-    /// --speed.
-    pub speeds: Vec<Speed>,
-    /// --min-rating.
-    pub min_rating: Option<i32>,
+    /// The shared criteria; its variants are standard when only --fen is
+    /// given (the position is one of that variant).
+    pub selection: Selection,
     /// --limit.
     pub limit: Option<u32>,
 }
@@ -256,6 +226,9 @@ impl FilterArgs {
     /// Looks up the names and the FEN: an unknown player or an illegal FEN
     /// is an error; a position no game reached selects no game.
     pub async fn resolve(&self, client: &Client) -> Result<GameFilter, Error> {
+        self.selection.check_dates().map_err(|e| {
+            Error::Config(format!("--since {} is after --until {}", e.since, e.until))
+        })?;
         let player = match &self.player {
             Some(name) => Some(player_ids(client, "--player", name).await?),
             None => None,
@@ -264,36 +237,34 @@ impl FilterArgs {
             Some(name) => Some(player_ids(client, "--opponent", name).await?),
             None => None,
         };
-        let variant = self
-            .variant
-            .or(self.fen.as_ref().map(|_| GameVariant::Standard));
+        let mut selection = self.selection.clone();
         let position = match &self.fen {
             Some(fen) => {
-                match position_id(client, variant.unwrap_or(GameVariant::Standard), fen).await? {
+                let variant = match selection.variants.as_slice() {
+                    [] => GameVariant::Standard,
+                    &[variant] => variant,
+                    more => {
+                        return Err(Error::Config(format!(
+                            "--fen is read under one variant; {} are selected",
+                            more.len()
+                        )));
+                    }
+                };
+                selection.variants = vec![variant];
+                match position_id(client, variant, fen).await? {
                     Some(id) => Some(Some(reached(client, id, self.limit).await?)),
                     None => Some(None),
                 }
             }
             None => None,
         };
-        if let (Some(since), Some(until)) = (self.since, self.until)
-            && since > until
-        {
-            return Err(Error::Config(format!(
-                "--since {since} is after --until {until}"
-            )));
-        }
         Ok(GameFilter {
             player,
             opponent,
             color: self.color,
             position,
-            since: self.since,
-            until: self.until,
             result: self.result,
-            variant,
-            speeds: self.speed.clone(),
-            min_rating: self.min_rating,
+            selection,
             limit: self.limit,
         })
     }
@@ -341,11 +312,29 @@ impl GameFilter {
             Some(None) => w.and("false".to_owned()),
             None => {}
         }
-        if let Some(since) = self.since {
+        match self.result.map(GameResult::score) {
+            Some(Some(score)) => {
+                let r = w.param(score);
+                w.and(format!("g.result = {r}"));
+            }
+            Some(None) => w.and("g.result IS NULL".to_owned()),
+            None => {}
+        }
+        self.select(&mut w);
+        if w.clause.is_empty() {
+            w.clause.push_str("true");
+        }
+        w
+    }
+
+    /// The conditions of the shared criteria ([`Selection`]).
+    fn select(&self, w: &mut Where) {
+        let selection = &self.selection;
+        if let Some(since) = selection.since {
             let at = w.param(since.and_time(NaiveTime::MIN).and_utc());
             w.and(format!("g.started_at >= {at}"));
         }
-        if let Some(until) = self.until {
+        if let Some(until) = selection.until {
             // Inclusive: before the first instant of the next day (none
             // after the last representable day: every game is before it).
             match until.succ_opt() {
@@ -356,30 +345,30 @@ impl GameFilter {
                 None => w.and("g.started_at IS NOT NULL".to_owned()),
             }
         }
-        match self.result.map(GameResult::score) {
-            Some(Some(score)) => {
-                let r = w.param(score);
-                w.and(format!("g.result = {r}"));
+        match selection.variants.as_slice() {
+            [] => {}
+            [variant] => {
+                let v = w.param(variant.as_db_label().to_owned());
+                w.and(format!("g.variant::text = {v}"));
             }
-            Some(None) => w.and("g.result IS NULL".to_owned()),
-            None => {}
+            variants => {
+                let labels: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+                let v = w.param(labels);
+                w.and(format!("g.variant::text = ANY({v})"));
+            }
         }
-        if let Some(variant) = self.variant {
-            let v = w.param(variant.as_db_label().to_owned());
-            w.and(format!("g.variant::text = {v}"));
-        }
-        if !self.speeds.is_empty() {
-            let ranges: Vec<String> = self.speeds.iter().map(|&s| speed_condition(s)).collect();
+        if !selection.speeds.is_empty() {
+            let ranges: Vec<String> = selection
+                .speeds
+                .iter()
+                .map(|&s| speed_condition(s))
+                .collect();
             w.and(ranges.join(" OR "));
         }
-        if let Some(min) = self.min_rating {
-            let m = w.param(min);
+        if let Some(min) = selection.min_rating {
+            let m = w.param(i32::from(min));
             w.and(format!("g.white_elo >= {m} AND g.black_elo >= {m}"));
         }
-        if w.clause.is_empty() {
-            w.clause.push_str("true");
-        }
-        w
     }
 }
 
@@ -408,7 +397,8 @@ fn speed_condition(speed: Speed) -> String {
 mod tests {
     use super::*;
     use crate::chess::model::TimeControl;
-    use crate::chess::scope::parse_day;
+    use crate::chess::selection::parse_since;
+    use chrono::NaiveDate;
 
     #[test]
     fn speed_ranges_match_speed_from_clock() {
@@ -454,11 +444,14 @@ mod tests {
                 id: 42,
                 walk: false,
             })),
-            since: NaiveDate::from_ymd_opt(2024, 1, 1),
-            until: NaiveDate::from_ymd_opt(2024, 1, 31),
             result: Some(GameResult::Draw),
-            variant: Some(GameVariant::Crazyhouse),
-            min_rating: Some(2000),
+            selection: Selection {
+                since: NaiveDate::from_ymd_opt(2024, 1, 1),
+                until: NaiveDate::from_ymd_opt(2024, 1, 31),
+                variants: vec![GameVariant::Crazyhouse],
+                min_rating: Some(2000),
+                ..Selection::default()
+            },
             ..GameFilter::default()
         };
         let w = filter.where_clause();
@@ -492,12 +485,9 @@ mod tests {
         assert_eq!(parse_result("1/2-1/2"), Ok(GameResult::Draw));
         assert_eq!(parse_result("White"), Ok(GameResult::WhiteWins));
         assert!(parse_result("2-0").is_err());
-        assert_eq!(
-            parse_variant("king_of_the_hill"),
-            Ok(GameVariant::KingOfTheHill)
-        );
-        assert_eq!(parse_variant("Three-check"), Ok(GameVariant::ThreeCheck));
-        assert!(parse_variant("suicide").is_err());
-        assert!(parse_day("2024-02-30").is_err());
+        assert_eq!("king_of_the_hill".parse(), Ok(GameVariant::KingOfTheHill));
+        assert_eq!("Three-check".parse(), Ok(GameVariant::ThreeCheck));
+        assert!("suicide".parse::<GameVariant>().is_err());
+        assert!(parse_since("2024-02-30").is_err());
     }
 }
