@@ -14,7 +14,7 @@ extern crate pgnload_db;
 use pgnload::{
     Error, Result, chess, config, error,
     error::{ErrorKind, ExitStatus},
-    export, ingest, progress, query, store, verify,
+    explorer, export, ingest, progress, query, store, verify,
 };
 
 use crate::cli::Cli;
