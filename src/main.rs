@@ -12,7 +12,7 @@ use clap::Parser;
 #[macro_use]
 extern crate pgnload_db;
 use pgnload::{
-    Error, Result, chess, config, error, export, ingest, progress, query, store, verify,
+    Error, Result, chess, config, error, explorer, export, ingest, progress, query, store, verify,
 };
 
 use crate::cli::Cli;

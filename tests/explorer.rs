@@ -3,21 +3,25 @@
 //! them during it does), counters kept by both import modes equal a
 //! recount (`verify --explorer`, which also catches a corrupted row),
 //! `explore --json` equals an independent recount in Python over the PGN
-//! files, `game delete` corrects the counters, and bad input gets a clear
-//! message and exit code 2.
+//! files, `game delete` corrects the counters, bad input gets a clear
+//! message and exit code 2, and the SQL that merges counter rows equals
+//! the Rust definition on random rows.
 
 use std::path::{Path, PathBuf};
 
 use pgnload::{
     chess::{fen::normalized_fen, model::GameVariant},
-    counts::TOP_GAMES,
-    query::{
-        explorer::{
+    explorer::{
+        CounterKey, Counts, GameCounts, TOP_GAMES,
+        answers::{
             Filter, Request, TopGamesPlan, plan_walk, rated_by_group, resolve_position, top_games,
         },
-        position::position_id,
+        counting::add_rows,
+        sql::compact_shard,
     },
+    query::position::position_id,
 };
+use proptest::{prelude::*, test_runner::TestRunner};
 use serde_json::Value;
 
 use crate::{
@@ -1105,7 +1109,7 @@ fn clean_bulk_load(label: &str, sample: &Path) -> TestDb {
 }
 
 /// A bulk load holds its counter rows in memory across batches
-/// (`crates/app/src/ingest/explorer/held.rs`), its games recorded in
+/// (`crates/app/src/explorer/held.rs`), its games recorded in
 /// `explorer_deferred` meanwhile. Killed with rows held, it leaves games
 /// no row counts: `explore` and `verify --explorer` refuse until the
 /// load finishes, and the rerun's finish counts the positions of those
@@ -1288,4 +1292,272 @@ fn a_bulk_finish_retried_after_writing_the_held_rows_writes_them_once() {
     let (code, output) = verify_explorer(&db, dir.path());
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(counters_by_fen(&db), counters_by_fen(&clean));
+}
+
+/// A counter row as both sides read it: the key (the variant by its
+/// label) and the counts, the best games as the row's two arrays.
+type RowValue = (
+    (i64, String, i16, i16, i32, i16),
+    (i32, i32, i32, i32, i32, i64),
+    Option<chrono::DateTime<chrono::Utc>>,
+    (Option<Vec<i64>>, Option<Vec<i64>>),
+);
+
+/// `rows` (one per key), as [`RowValue`]s in key order.
+fn row_values<'a>(rows: impl IntoIterator<Item = &'a (CounterKey, Counts)>) -> Vec<RowValue> {
+    let mut values: Vec<RowValue> = rows
+        .into_iter()
+        .map(|(key, counts)| {
+            (
+                (
+                    key.0,
+                    key.1.as_db_label().to_owned(),
+                    key.2,
+                    key.3,
+                    key.4,
+                    key.5,
+                ),
+                (
+                    counts.games,
+                    counts.white,
+                    counts.draws,
+                    counts.black,
+                    counts.rated_games,
+                    counts.rating_sum,
+                ),
+                counts.last_played,
+                counts.top.arrays(),
+            )
+        })
+        .collect();
+    values.sort_by(|a, b| a.0.cmp(&b.0));
+    values
+}
+
+/// The counter rows of `table` (a key, counts, best games), in key order.
+async fn stored_rows(client: &tokio_postgres::Client, table: &str) -> Vec<RowValue> {
+    client
+        .query(
+            &format!(
+                "SELECT position_id, variant::text, speed, rating_group, month, move, games, \
+                        white, draws, black, rated_games, rating_sum, last_played, \
+                        top_game_ratings, top_game_ids \
+                 FROM {table} ORDER BY position_id, variant::text, speed, rating_group, month, move"
+            ),
+            &[],
+        )
+        .await
+        .expect("read the counter rows")
+        .iter()
+        .map(|row| {
+            (
+                (
+                    row.get(0),
+                    row.get(1),
+                    row.get(2),
+                    row.get(3),
+                    row.get(4),
+                    row.get(5),
+                ),
+                (
+                    row.get(6),
+                    row.get(7),
+                    row.get(8),
+                    row.get(9),
+                    row.get(10),
+                    row.get(11),
+                ),
+                row.get(12),
+                (row.get(13), row.get(14)),
+            )
+        })
+        .collect()
+}
+
+/// One game of a random batch: where it counts (position and move), its
+/// categories, result, ratings and date, and which batch it is in.
+#[derive(Debug, Clone)]
+struct RandomGame {
+    position: i64,
+    code: i16,
+    counts: GameCounts,
+    batch: usize,
+}
+
+/// Random games meeting at a few keys, with tied and negative ratings,
+/// games without ratings, result or date, in up to three batches.
+fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
+    let game = (
+        1i64..4,
+        0i16..3,
+        prop_oneof![Just(GameVariant::Standard), Just(GameVariant::Chess960)],
+        0i16..2,
+        prop_oneof![Just(-1i16), Just(1600i16)],
+        prop_oneof![Just(-1i32), Just(24_290i32)],
+        prop::option::of(-1i16..=1),
+        prop::option::of(prop_oneof![Just(3000i64), Just(-4i64), 2990i64..3010]),
+        prop::option::of(0i64..5),
+        0usize..3,
+    )
+        .prop_map(
+            |(position, code, variant, speed, rating_group, month, score, ratings, day, batch)| {
+                RandomGame {
+                    position,
+                    code,
+                    counts: GameCounts {
+                        variant,
+                        speed,
+                        rating_group,
+                        month,
+                        score,
+                        ratings,
+                        started_at: day.map(|day| {
+                            chrono::DateTime::from_timestamp(1_700_000_000 + day * 86_400, 0)
+                                .expect("a time in range")
+                        }),
+                    },
+                    batch,
+                }
+            },
+        );
+    prop::collection::vec(game, 1..40)
+}
+
+/// Each batch's rows (one per key, in key order), the game `i` of `games`
+/// having id `salt[i] * 64 + i`: ids in no order, unique.
+fn batch_rows(games: &[RandomGame], salts: &[u16]) -> Vec<Vec<(CounterKey, Counts)>> {
+    let mut batches = vec![std::collections::BTreeMap::<CounterKey, Counts>::new(); 3];
+    for (index, game) in games.iter().enumerate() {
+        let id = i64::from(salts[index % salts.len()]) * 64 + index as i64;
+        batches[game.batch]
+            .entry(game.counts.key(game.position, game.code))
+            .or_default()
+            .add(id, &game.counts);
+    }
+    batches
+        .into_iter()
+        .map(|rows| rows.into_iter().collect())
+        .collect()
+}
+
+/// The batches' rows merged by key in Rust: the one definition.
+fn merged(batches: &[Vec<(CounterKey, Counts)>]) -> Vec<(CounterKey, Counts)> {
+    let mut all = std::collections::BTreeMap::<CounterKey, Counts>::new();
+    for (key, counts) in batches.iter().flatten() {
+        all.entry(*key).or_default().merge(counts);
+    }
+    all.into_iter().collect()
+}
+
+/// The SQL that merges counter rows equals `Counts::merge` on random
+/// rows: the import's upsert adding batch after batch to `explorer_moves`
+/// (`sql::ADD_STAGED`), and a shard's fold of the rows of a key into one
+/// (`sql::compact_shard`). Merging also equals counting every game in one
+/// row. (One database for every case: each empties its tables first.)
+#[test]
+fn the_sql_merge_of_counter_rows_equals_the_rust_merge_on_random_rows() {
+    let db = migrated_db("explorer_merge");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    // In a cell: the runner's closure is `Fn`, and the upsert takes the
+    // client mutably (for its transaction).
+    let client = std::cell::RefCell::new(runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        client
+    }));
+    let strategy = (random_games(), prop::collection::vec(0u16..1000, 1..8));
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 48,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&strategy, |(games, salts)| {
+            let batches = batch_rows(&games, &salts);
+            let expected = row_values(&merged(&batches));
+            let one_batch: Vec<RandomGame> = games
+                .iter()
+                .map(|game| RandomGame {
+                    batch: 0,
+                    ..game.clone()
+                })
+                .collect();
+            prop_assert_eq!(&expected, &row_values(&batch_rows(&one_batch, &salts)[0]));
+            let (upserted, folded) =
+                runtime.block_on(merged_in_sql(&mut client.borrow_mut(), &batches));
+            prop_assert_eq!(&upserted, &expected, "the upsert");
+            prop_assert_eq!(&folded, &expected, "the fold");
+            Ok(())
+        })
+        .unwrap_or_else(|failure| panic!("{failure}"));
+}
+
+/// `batches` merged by the SQL: added batch after batch to
+/// `explorer_moves` by the import's upsert, and inserted as rows of a
+/// shard (a batch's rows anchored on the batch) into a table then folded
+/// in place; both tables' rows.
+async fn merged_in_sql(
+    client: &mut tokio_postgres::Client,
+    batches: &[Vec<(CounterKey, Counts)>],
+) -> (Vec<RowValue>, Vec<RowValue>) {
+    client
+        .batch_execute(
+            "TRUNCATE explorer_moves;
+             DROP TABLE IF EXISTS fold_rows;
+             CREATE TABLE fold_rows (LIKE explorer_moves);
+             ALTER TABLE fold_rows ADD COLUMN anchor_game_id bigint NOT NULL",
+        )
+        .await
+        .expect("empty tables");
+    for rows in batches {
+        add_rows(client, rows).await.expect("the upsert");
+    }
+    let insert = client
+        .prepare(
+            "INSERT INTO fold_rows VALUES ($1, $2::text::game_variant, $3, $4, $5, $6, $7, $8, \
+             $9, $10, $11, $12, $13, $14, $15, $16)",
+        )
+        .await
+        .expect("prepare");
+    for (batch, rows) in (0i64..).zip(batches) {
+        for (key, counts) in rows {
+            let (ratings, ids) = counts.top.arrays();
+            client
+                .execute(
+                    &insert,
+                    &[
+                        &key.0,
+                        &key.1.as_db_label(),
+                        &key.2,
+                        &key.3,
+                        &key.4,
+                        &key.5,
+                        &counts.games,
+                        &counts.white,
+                        &counts.draws,
+                        &counts.black,
+                        &counts.rated_games,
+                        &counts.rating_sum,
+                        &counts.last_played,
+                        &ratings,
+                        &ids,
+                        &batch,
+                    ],
+                )
+                .await
+                .expect("insert a shard's row");
+        }
+    }
+    client
+        .execute(&compact_shard("fold_rows"), &[])
+        .await
+        .expect("the fold");
+    (
+        stored_rows(client, "explorer_moves").await,
+        stored_rows(client, "fold_rows").await,
+    )
 }

@@ -12,7 +12,7 @@ use crate::{
     config::Settings,
     error::Error,
     error::ExitStatus,
-    ingest::explorer::{self, Switched},
+    explorer::admin::{self, Compacted, Switched},
     store::{
         backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
@@ -181,16 +181,16 @@ fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
     let compacted = db::runtime()?.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let compacted = explorer::compact(&mut database.client, &waiting).await?;
+        let compacted = admin::compact(&mut database.client, &waiting).await?;
         database.close()?;
         Ok::<_, Error>(compacted)
     })?;
     let seconds = started.elapsed().as_secs_f64();
     Ok(match compacted {
-        explorer::Compacted::Queue { positions } => {
+        Compacted::Queue { positions } => {
             format!("explorer counters: {positions} queued positions counted in {seconds:.1} s")
         }
-        explorer::Compacted::Shards { before, after } => {
+        Compacted::Shards { before, after } => {
             format!("explorer counters compacted: {before} rows into {after} in {seconds:.1} s")
         }
     })
@@ -210,9 +210,9 @@ fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<Str
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
         let switched = if enable {
-            explorer::enable(&mut database.client, &waiting).await?
+            admin::enable(&mut database.client, &waiting).await?
         } else {
-            explorer::disable(&mut database.client, &waiting).await?
+            admin::disable(&mut database.client, &waiting).await?
         };
         database.close()?;
         Ok::<_, Error>(switched)

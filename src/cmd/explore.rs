@@ -1,8 +1,9 @@
 //! `pgnload explore` (the moves played in a position, from the explorer
-//! counters) and `pgnload verify --explorer` (those counters against a
-//! recount from games + moves).
+//! counters) and the summary of `pgnload verify --explorer` (those
+//! counters against a recount from games + moves, which the library runs:
+//! [`crate::explorer::recount`]).
 
-use std::{fmt::Write as _, io::Write, path::Path};
+use std::{fmt::Write as _, path::Path};
 
 use crate::{
     chess::{
@@ -12,9 +13,12 @@ use crate::{
     cmd::{print, printable},
     config::Settings,
     error::{Error, ExitStatus},
-    ingest::explorer,
-    query::explorer::{Answer, Filter, Request, explore},
-    store::db::{self, db_err},
+    explorer::{
+        self,
+        answers::{Answer, Filter, Request, explore},
+        recount::Recounted,
+    },
+    store::db,
 };
 
 /// Options of `pgnload explore`.
@@ -78,11 +82,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
         top_games: args.top_games,
     };
     // Bad input is refused before any database is touched.
-    crate::query::explorer::resolve_position(
-        request.variant,
-        request.fen.as_deref(),
-        &request.play,
-    )?;
+    explorer::answers::resolve_position(request.variant, request.fen.as_deref(), &request.play)?;
     let runtime = db::runtime()?;
     let answer = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
@@ -151,7 +151,7 @@ fn table(answer: &Answer) -> String {
     if !answer.top_games.is_empty() {
         let _ = writeln!(out, "top games:");
         for game in &answer.top_games {
-            let side = |p: &crate::query::explorer::Player| {
+            let side = |p: &explorer::answers::Player| {
                 format!(
                     "{} ({})",
                     printable(p.name.as_deref().unwrap_or("?")),
@@ -172,46 +172,12 @@ fn table(answer: &Answer) -> String {
     out
 }
 
-/// `pgnload verify --explorer`: recounts, writes every differing row to the
-/// TSV `report` (`key, stored, expected`; `-` for a missing row), prints a
-/// summary. Exit status as verify's: 0 clean, 1 differences.
+/// `pgnload verify --explorer`: recounts, the report written by the
+/// library, and prints a summary. Exit status as verify's: 0 clean, 1
+/// differences.
 pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
     let runtime = db::runtime()?;
-    let (total, differences) = runtime.block_on(async {
-        let mut database = db::connect(&settings.target()).await?;
-        db::migrate(&mut database.client).await?;
-        // One snapshot for the counters and their recount.
-        let tx = database
-            .client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db_err("starting the explorer recount"))?;
-        explorer::require_usable(&tx).await?;
-        let found = explorer::recount(&tx).await?;
-        tx.commit()
-            .await
-            .map_err(db_err("ending the explorer recount"))?;
-        Ok::<_, Error>(found)
-    })?;
-    let mut text = String::from("key\tstored\texpected\n");
-    for difference in &differences {
-        let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
-        text.push_str(&format!(
-            "{}\t{}\t{}\n",
-            difference.key,
-            side(&difference.stored),
-            side(&difference.expected)
-        ));
-    }
-    std::fs::File::create(report)
-        .and_then(|mut file| file.write_all(text.as_bytes()))
-        .map_err(|source| Error::Open {
-            path: report.to_path_buf(),
-            source,
-        })?;
+    let Recounted { total, differences } = explorer::recount::verify(settings, &runtime, report)?;
     if total == 0 {
         super::print_outcome(&format!(
             "explorer counters match a recount from games and moves: no mismatches\n\

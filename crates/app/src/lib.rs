@@ -17,8 +17,11 @@
 //!   (it prints nothing itself).
 //! * [`store`]: PostgreSQL itself: connections, migrations, the private
 //!   cluster, server-setting advice.
-//! * [`query`], [`export`]: reading the data back (games, positions,
-//!   the explorer's answers) and writing it out in other programs' formats.
+//! * [`query`], [`export`]: reading the data back (games, positions) and
+//!   writing it out in other programs' formats.
+//! * [`explorer`]: the opening explorer as one feature: its counter row
+//!   defined once, kept by the import's batches, switched on and off,
+//!   recounted by `verify --explorer`, read by `explore`.
 //! * [`verify`]: `pgnload verify` without the CLI: the pure checks, the
 //!   engine streaming rows to them, the TSV report.
 //! * [`config`], [`error`], [`progress`]: shared by the layers that need
@@ -54,7 +57,7 @@ pub extern crate pgnload_db as store;
 pub use pgnload_chess as chess;
 
 pub mod config;
-pub mod counts;
+pub mod explorer;
 pub mod export;
 pub mod ingest;
 pub mod progress;

@@ -50,8 +50,8 @@ use tokio_postgres::{Client, GenericClient};
 use crate::{
     config::LoadMode,
     error::Error,
+    explorer::{self, held::HeldRows},
     ingest::{
-        explorer::{self, held::HeldRows},
         report::{Notice, Reporter},
         writer::{self, IdSequence, WriteMode},
     },
@@ -546,11 +546,9 @@ async fn merge_duplicates(client: &mut Client, load_id: i64, explorer: bool) -> 
                 .map_err(db_err("merging duplicate positions"))?;
         }
         if explorer {
-            explorer::merge_positions(&tx, "pgnload_position_remap")
-                .await
-                .map_err(db_err(
-                    "merging the explorer counters of duplicate positions",
-                ))?;
+            explorer::merge_positions(&tx).await.map_err(db_err(
+                "merging the explorer counters of duplicate positions",
+            ))?;
         }
     }
     tx.execute(

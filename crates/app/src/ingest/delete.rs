@@ -4,12 +4,7 @@
 
 use tokio_postgres::{Client, Transaction};
 
-use crate::{
-    chess::model::GameRef,
-    error::Error,
-    ingest::{bulk, explorer},
-    store::db::db_err,
-};
+use crate::{chess::model::GameRef, error::Error, explorer, ingest::bulk, store::db::db_err};
 
 /// What [`delete_game`] removed.
 #[derive(Debug, Clone, PartialEq, Eq)]

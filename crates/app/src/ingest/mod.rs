@@ -16,7 +16,6 @@ pub(crate) mod dedup;
 pub mod delete;
 pub mod engine;
 pub(crate) mod exchange;
-pub mod explorer;
 pub mod pipeline;
 pub mod put;
 pub mod report;

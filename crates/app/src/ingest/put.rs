@@ -16,10 +16,10 @@ use tokio_postgres::{Client, Transaction};
 use crate::{
     chess::{model::GameRef, reader::GameSplitter, replay::GameRecord},
     error::Error,
+    explorer,
     ingest::{
         dedup::PositionKey,
         delete::{Located, locate, lock_for_one_game, remove_game},
-        explorer,
         pipeline::{Outcome, PipelineConfig, process_chunk},
         source::open_input,
         writer::{legacy_holders, prepare_connection, prepare_game},

@@ -1,6 +1,7 @@
 //! Reading the data back: the questions users ask of an imported database
-//! (the games a filter selects, the moves played in a position, the
-//! position a FEN names), answered from the tables the import keeps.
+//! (the games a filter selects, the position a FEN names), answered from
+//! the tables the import keeps. (The moves played in a position are
+//! [`crate::explorer::answers`].)
 //!
 //! It exists so that a filter means the same thing in every command that
 //! takes one: `cmd` parses arguments into [`filter::FilterArgs`], this layer
@@ -9,7 +10,6 @@
 //! print or format output: that is `cmd`'s (tables, JSON) and `export`'s
 //! (PGN and the exchange formats).
 
-pub mod explorer;
 pub mod filter;
 pub mod games;
 pub mod position;

@@ -40,11 +40,11 @@ use self::checkpoint::InputAttempt;
 use crate::{
     config::{LoadMode, Settings},
     error::{Error, ExitStatus},
+    explorer::{self, memory::RunMemory},
     ingest::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
         exchange,
-        explorer::{self, memory::RunMemory},
         report::{BulkOutcome, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},

@@ -24,12 +24,12 @@ use crate::{
         scope::recorded_cap,
     },
     error::Error,
+    explorer::{
+        self,
+        memory::{Learnt, RunMemory},
+    },
     ingest::{
         dedup::{KeyMap, PositionKey},
-        explorer::{
-            self,
-            memory::{Learnt, RunMemory},
-        },
         pipeline::{Batch, Outcome},
     },
 };

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     error::Error,
-    ingest::explorer::{self, memory::RunMemory},
+    explorer::{self, memory::RunMemory},
     store::shards::Shards,
 };
 

@@ -19,9 +19,9 @@ use super::{
 use crate::{
     chess::{fen::split_normalized, replay::GameRecord, scope::stored_plies},
     error::Error,
+    explorer::Fresh,
     ingest::{
         dedup::{KeyMap, PositionCache, PositionKey},
-        explorer::Fresh,
         pipeline::Batch,
     },
 };

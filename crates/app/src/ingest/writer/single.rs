@@ -24,10 +24,8 @@ use super::{
 use crate::{
     chess::replay::GameRecord,
     error::Error,
-    ingest::{
-        dedup::{KeyMap, PositionCache, PositionKey},
-        explorer,
-    },
+    explorer,
+    ingest::dedup::{KeyMap, PositionCache, PositionKey},
 };
 
 /// A game whose positions, players and event are in the database (in the

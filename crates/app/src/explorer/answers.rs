@@ -1,6 +1,6 @@
-//! The opening explorer: the moves played in a position and how they
-//! scored, from the counters the import keeps (`explorer_moves`, see
-//! [`crate::ingest::explorer`]), never from a scan of `moves`; plus a few
+//! What `pgnload explore` reads: the moves played in a position and how
+//! they scored, from the counters the import keeps (`explorer_moves`, see
+//! [`super::counting`]), never from a scan of `moves`; plus a few
 //! top-rated games that reached the position.
 //!
 //! The answer has the shape of the Lichess opening explorer's, so that the
@@ -17,8 +17,8 @@ use crate::{
         fen::{normalized_fen, position_from_fen},
         model::GameVariant,
     },
-    counts::{TOP_GAMES, grouped},
     error::Error,
+    explorer::{TOP_GAMES, sql},
     query::position::position_id,
     store::db::db_err,
 };
@@ -222,17 +222,8 @@ fn describe_move(
     Ok((decode_move_uci(code, chess960), san))
 }
 
-/// The conditions of a request's filter on the counters' categories, for
-/// `explorer_moves` and for the views that define them
-/// (`explorer_game_moves`, `explorer_games`): `$1` is the position, `$2`
-/// to `$6` are [`BoundFilter::params`].
-const CONDITIONS: &str = "variant = $2::text::game_variant
-      AND ($3::smallint[] IS NULL OR speed = ANY($3))
-      AND ($4::smallint[] IS NULL OR rating_group = ANY($4))
-      AND ($5::integer IS NULL OR month >= $5)
-      AND ($6::integer IS NULL OR month BETWEEN 0 AND $6)";
-
-/// A request's variant and filter as the values of [`CONDITIONS`].
+/// A request's variant and filter as the values of the conditions of the
+/// answers' texts ([`sql`]): `$2` to `$6`.
 struct BoundFilter {
     variant: &'static str,
     speeds: Option<Vec<i16>>,
@@ -255,7 +246,7 @@ impl BoundFilter {
         }
     }
 
-    /// `$1` (the position `id`) to `$6` of [`CONDITIONS`].
+    /// `$1` (the position `id`) to `$6` of the answers' texts.
     fn params<'a>(&'a self, id: &'a i64) -> Vec<&'a (dyn ToSql + Sync)> {
         vec![
             id,
@@ -287,18 +278,13 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
     };
     let bound = BoundFilter::new(request);
     let counted = has_rows(client, id).await?;
-    let counts = counts_from(counted);
+    let sql = if counted {
+        sql::MOVES_FROM_ROWS
+    } else {
+        sql::MOVES_FROM_GAMES
+    };
     let rows = client
-        .query(
-            &format!(
-                "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint,
-                        sum(black)::bigint, sum(rated_games)::bigint, sum(rating_sum)::bigint
-                 FROM {counts} c
-                 WHERE position_id = $1 AND {CONDITIONS}
-                 GROUP BY move HAVING sum(games) > 0 ORDER BY 2 DESC, move"
-            ),
-            &bound.params(&id),
-        )
+        .query(sql, &bound.params(&id))
         .await
         .map_err(db_err("reading the explorer counters"))?;
     // Games counted with both ratings: the candidates for the top games.
@@ -363,17 +349,6 @@ async fn has_rows(client: &Client, id: i64) -> Result<bool, Error> {
         .await
         .map_err(db_err("looking up the position's explorer counters"))?
         .get(0))
-}
-
-/// Where the counts of a position are read, as a `FROM` item for a query
-/// whose `$1` is its id: its rows if [`has_rows`] says so, else its games
-/// grouped as the import counts them.
-fn counts_from(has_rows: bool) -> String {
-    if has_rows {
-        "explorer_moves".to_owned()
-    } else {
-        format!("({})", grouped("position_id = $1"))
-    }
 }
 
 /// The id of `variant`'s start position (`None`: Chess960 has none, or no
@@ -498,16 +473,15 @@ pub async fn rated_by_group(
     request: &Request,
 ) -> Result<Vec<(i16, i64)>, Error> {
     let bound = BoundFilter::new(request);
-    let counts = counts_from(has_rows(client, id).await?);
+    // Its rows if it has them, else its games grouped as the import
+    // counts them.
+    let sql = if has_rows(client, id).await? {
+        sql::RATED_BY_GROUP_FROM_ROWS
+    } else {
+        sql::RATED_BY_GROUP_FROM_GAMES
+    };
     let rows = client
-        .query(
-            &format!(
-                "SELECT rating_group, sum(games)::bigint FROM {counts} c
-                 WHERE position_id = $1 AND rating_group >= 0 AND {CONDITIONS}
-                 GROUP BY rating_group HAVING sum(games) > 0"
-            ),
-            &bound.params(&id),
-        )
+        .query(sql, &bound.params(&id))
         .await
         .map_err(db_err("reading the explorer counters by rating group"))?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
@@ -526,60 +500,26 @@ pub async fn top_games(
     let bound = BoundFilter::new(request);
     let mut params = bound.params(&id);
     params.push(&limit);
-    let candidates = match &plan {
-        TopGamesPlan::Stored => format!(
-            "SELECT best.game_id, best.rating_sum FROM explorer_moves c,
-                    unnest(c.top_game_ratings, c.top_game_ids) AS best(rating_sum, game_id)
-             WHERE c.position_id = $1 AND {CONDITIONS}
-             ORDER BY best.rating_sum DESC, best.game_id LIMIT $7"
-        ),
-        TopGamesPlan::Scan => format!(
-            "SELECT game_id, rating_sum FROM explorer_game_moves
-             WHERE position_id = $1 AND rating_sum IS NOT NULL AND {CONDITIONS}
-             ORDER BY rating_sum DESC, game_id LIMIT $7"
-        ),
+    let sql = match &plan {
+        TopGamesPlan::Stored => sql::TOP_STORED,
+        TopGamesPlan::Scan => sql::TOP_SCAN,
         TopGamesPlan::Walk { low, high } => {
-            // On the sum of both ratings: an average (rounded down) of at
-            // least `low` is a sum of at least `2 * low`, one below `high` a
-            // sum below `2 * high`.
-            let mut bounds = String::new();
             if let Some(low) = low {
                 params.push(low);
-                bounds.push_str(&format!(" AND rating_sum >= 2 * ${}::bigint", params.len()));
             }
             if let Some(high) = high {
                 params.push(high);
-                bounds.push_str(&format!(" AND rating_sum < 2 * ${}::bigint", params.len()));
             }
-            // The probe is a subquery (not EXISTS, which the planner may
-            // turn into a join driven by the position's moves rows, the
-            // very read the walk avoids): one lookup of moves
-            // (position_id, game_id), from the index alone
-            // (sql/0014_moves_position_game.sql).
-            format!(
-                "SELECT game_id, rating_sum FROM explorer_games e
-                 WHERE rating_sum IS NOT NULL{bounds} AND {CONDITIONS}
-                   AND (SELECT 1 FROM moves m
-                        WHERE m.position_id = $1 AND m.game_id = e.game_id LIMIT 1) IS NOT NULL
-                 ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
-            )
+            match (low, high) {
+                (None, None) => sql::TOP_WALK,
+                (Some(_), None) => sql::TOP_WALK_LOW,
+                (None, Some(_)) => sql::TOP_WALK_HIGH,
+                (Some(_), Some(_)) => sql::TOP_WALK_BOTH,
+            }
         }
     };
     let rows = client
-        .query(
-            &format!(
-                "SELECT g.source, g.external_id, g.result, wp.username, g.white_elo,
-                        bp.username, g.black_elo,
-                        extract(year FROM g.started_at AT TIME ZONE 'UTC')::integer,
-                        to_char(g.started_at AT TIME ZONE 'UTC', 'YYYY-MM')
-                 FROM ({candidates}) t
-                 JOIN games g ON g.id = t.game_id
-                 LEFT JOIN players wp ON wp.id = g.white_player_id
-                 LEFT JOIN players bp ON bp.id = g.black_player_id
-                 ORDER BY t.rating_sum DESC, t.game_id"
-            ),
-            &params,
-        )
+        .query(sql, &params)
         .await
         .map_err(db_err("reading the top games"))?;
     Ok(rows

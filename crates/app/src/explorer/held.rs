@@ -110,7 +110,7 @@ impl HeldRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{chess::model::GameVariant, ingest::explorer::GameCounts};
+    use crate::{chess::model::GameVariant, explorer::GameCounts};
 
     fn counts(id: i64, ratings: i64, month: i32) -> Counts {
         let mut counts = Counts::default();

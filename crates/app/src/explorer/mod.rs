@@ -1,0 +1,244 @@
+//! The opening explorer: per position, the moves played there and how
+//! they scored, by variant, speed, rating group and month, as the Lichess
+//! explorer answers. Its counters (`explorer_moves`) are opt-in per
+//! database ([`admin`]), kept by the import in the same transactions as
+//! the games they count ([`counting`], [`held`], [`memory`]), corrected
+//! when games are deleted, recounted by `pgnload verify --explorer`
+//! ([`recount`]), and read by `pgnload explore` ([`answers`]). Every SQL
+//! text is a constant of [`sql`].
+//!
+//! This file is the one definition of a counter row: its key
+//! ([`CounterKey`]), what a game adds to it ([`GameCounts`],
+//! [`Counts::add`]), how two rows of a key meet ([`Counts::merge`]) and
+//! the best-rated games it keeps ([`TopGames`]). The SQL that counts the
+//! games from the view `explorer_game_moves` (`sql/0004_explorer.sql`),
+//! merges rows by upsert or folds a shard's is written to equal it, and
+//! the tests check that it does.
+
+use crate::chess::{
+    category::{Month, RatingGroup, Speed},
+    model::GameVariant,
+    replay::GameRecord,
+};
+
+pub mod admin;
+pub mod answers;
+pub mod counting;
+pub mod held;
+pub mod memory;
+pub mod recount;
+pub mod sql;
+
+pub use self::{
+    admin::{enabled, require_usable},
+    counting::{
+        Counting, Fresh, add_batch, count_pending, count_pending_if_alone, flush, flush_once,
+        merge_positions, queue_deferred, remove_games,
+    },
+};
+
+/// How many best-rated games a counter row keeps
+/// (`sql/0013_explorer_top_games.sql`): `explore` answers a request for
+/// up to this many top games from the rows alone. Four, as the Lichess
+/// explorer lists by default. (Defined with the SQL texts that keep them.)
+pub const TOP_GAMES: u32 = sql::TOP_GAMES;
+
+/// The key of a counter row: position, variant, speed, rating group,
+/// month, move (as [`sql::KEY`]). (The variant as the enum, not its label: a
+/// key is hashed and compared for every counter of a batch and every row
+/// held.)
+pub type CounterKey = (i64, GameVariant, i16, i16, i32, i16);
+
+/// What one game adds to each counter row that counts it, but the
+/// position and the move: its categories, result and ratings (and what a
+/// remembered lone visit keeps of its game, see [`memory`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GameCounts {
+    /// The variant.
+    pub variant: GameVariant,
+    /// [`Speed::code`].
+    pub speed: i16,
+    /// [`RatingGroup::lower_bound`], -1 without both ratings.
+    pub rating_group: i16,
+    /// [`Month::code`], -1 without a date.
+    pub month: i32,
+    /// 1, 0, -1 for a white win, a draw, a black win.
+    pub score: Option<i16>,
+    /// Both ratings added, if both are known: what orders the best-rated
+    /// games, and twice the average the row sums.
+    pub ratings: Option<i64>,
+    /// When it was played.
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl GameCounts {
+    /// The categories of `game`, as [`crate::chess::category`] and the
+    /// view `explorer_game_moves` compute them.
+    pub fn of(game: &GameRecord) -> Self {
+        let meta = &game.meta;
+        Self {
+            variant: game.variant,
+            speed: Speed::from_clock(meta.clock).code(),
+            rating_group: RatingGroup::of_game(meta.white.elo, meta.black.elo)
+                .map_or(-1, RatingGroup::lower_bound),
+            month: meta
+                .started_at
+                .and_then(Month::of_time)
+                .map_or(-1, Month::code),
+            score: game.result.and_then(|r| r.score()),
+            ratings: match (meta.white.elo, meta.black.elo) {
+                (Some(white), Some(black)) => Some(i64::from(white) + i64::from(black)),
+                _ => None,
+            },
+            started_at: meta.started_at,
+        }
+    }
+
+    /// The key of the row counting this game's `code` move at `position`.
+    pub fn key(&self, position: i64, code: i16) -> CounterKey {
+        (
+            position,
+            self.variant,
+            self.speed,
+            self.rating_group,
+            self.month,
+            code,
+        )
+    }
+}
+
+/// The values of a counter row: [`sql::COUNTS`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Games counted.
+    pub games: i32,
+    /// White won.
+    pub white: i32,
+    /// Drawn.
+    pub draws: i32,
+    /// Black won.
+    pub black: i32,
+    /// Games with both ratings.
+    pub rated_games: i32,
+    /// Their average ratings (each rounded down) added.
+    pub rating_sum: i64,
+    /// The latest `started_at`.
+    pub last_played: Option<chrono::DateTime<chrono::Utc>>,
+    /// The best-rated games.
+    pub top: TopGames,
+}
+
+impl Counts {
+    /// Counts the game `id`, of `game`'s categories, in this row.
+    pub fn add(&mut self, id: i64, game: &GameCounts) {
+        self.games += 1;
+        match game.score {
+            Some(1) => self.white += 1,
+            Some(0) => self.draws += 1,
+            Some(-1) => self.black += 1,
+            _ => {}
+        }
+        if let Some(ratings) = game.ratings {
+            self.rated_games += 1;
+            // The average of both, rounded down as the view's.
+            self.rating_sum += ratings.div_euclid(2);
+            self.top.offer(ratings, id);
+        }
+        self.last_played = self.last_played.max(game.started_at);
+    }
+
+    /// Adds `other`'s games, as if each had been [`Self::add`]ed here:
+    /// the one definition of how two rows of a key meet, which the SQL of
+    /// the import's upsert ([`sql::ADD_STAGED`]) and of a shard's fold
+    /// ([`sql::compact_shard`]) follow (`tests/explorer.rs` checks both
+    /// against this on random rows).
+    pub fn merge(&mut self, other: &Counts) {
+        self.games += other.games;
+        self.white += other.white;
+        self.draws += other.draws;
+        self.black += other.black;
+        self.rated_games += other.rated_games;
+        self.rating_sum += other.rating_sum;
+        self.last_played = self.last_played.max(other.last_played);
+        for &(ratings, id) in other.top.kept() {
+            self.top.offer(ratings, id);
+        }
+    }
+}
+
+/// The best-rated games of a counter row being built, as
+/// `sql/0013_explorer_top_games.sql` keeps them:
+/// at most [`TOP_GAMES`] `(white + black rating, game id)`, best first
+/// (higher ratings first, then lower ids).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TopGames {
+    /// The first `len` are kept, in order.
+    games: [(i64, i64); TOP_GAMES as usize],
+    len: usize,
+}
+
+impl TopGames {
+    /// Keeps the game if it is among the best so far.
+    pub fn offer(&mut self, ratings: i64, id: i64) {
+        let order = |(ratings, id): (i64, i64)| (std::cmp::Reverse(ratings), id);
+        let at = self
+            .kept()
+            .partition_point(|&kept| order(kept) < order((ratings, id)));
+        if at == self.games.len() {
+            return;
+        }
+        let len = (self.len + 1).min(self.games.len());
+        self.games.copy_within(at..len - 1, at + 1);
+        self.games[at] = (ratings, id);
+        self.len = len;
+    }
+
+    /// The games kept, best first.
+    pub fn kept(&self) -> &[(i64, i64)] {
+        &self.games[..self.len]
+    }
+
+    /// The kept games' ratings and ids, as the row's two arrays (`None`
+    /// when there are none).
+    pub fn arrays(&self) -> (Option<Vec<i64>>, Option<Vec<i64>>) {
+        if self.len == 0 {
+            return (None, None);
+        }
+        (
+            Some(self.kept().iter().map(|game| game.0).collect()),
+            Some(self.kept().iter().map(|game| game.1).collect()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_keeps_its_best_rated_games_highest_ratings_then_lowest_ids_first() {
+        let mut top = TopGames::default();
+        assert!(top.kept().is_empty());
+        for (ratings, id) in [
+            (3000, 9),
+            (3100, 4),
+            (3000, 2),
+            (2900, 1),
+            (3000, 5),
+            (4000, 7),
+        ] {
+            top.offer(ratings, id);
+        }
+        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 2), (3000, 5)]);
+        // Worse than the last kept: not kept; better: the last one drops.
+        top.offer(3000, 6);
+        assert_eq!(top.kept().last(), Some(&(3000, 5)));
+        top.offer(3000, 1);
+        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 1), (3000, 2)]);
+        // Any ratings, negative included (the Elo tags are not bounded).
+        let mut low = TopGames::default();
+        low.offer(-5, 3);
+        low.offer(i64::from(i32::MIN) * 2, 1);
+        assert_eq!(low.kept(), [(-5, 3), (i64::from(i32::MIN) * 2, 1)]);
+    }
+}

@@ -1,0 +1,655 @@
+//! Every SQL text of the explorer counters, each a complete statement
+//! fixed at compile time: the pieces they share (the key, the counts, how
+//! a view's rows are counted, how two rows' best games merge) are written
+//! once as macros and joined by `concat!`, so the import, `explore`, the
+//! recount and the admin commands cannot count apart, and no text is
+//! rewritten at run time. (Only a sharded layout's shard expression and
+//! per-shard table names are known at run time: [`insert_by_shard`] and
+//! [`compact_shard`] put them into otherwise complete texts.)
+//!
+//! What a game contributes is defined by the view `explorer_game_moves` of
+//! `sql/0004_explorer.sql` (its categories and the move of its last visit
+//! to each position); [`super::Counts`] is the same arithmetic in Rust.
+
+/// The key columns of a counter row, in primary-key order.
+macro_rules! key {
+    () => {
+        "position_id, variant, speed, rating_group, month, move"
+    };
+}
+
+/// The value columns of a counter row, in the order every text gives them.
+macro_rules! counts {
+    () => {
+        "games, white, draws, black, rated_games, rating_sum, last_played, \
+         top_game_ratings, top_game_ids"
+    };
+}
+
+/// How many best-rated games a row keeps, as SQL text: the one
+/// definition of [`super::TOP_GAMES`].
+macro_rules! top_games {
+    () => {
+        "4"
+    };
+}
+
+/// The counts of the view's rows in one group: [`counts!`]. (Counts are
+/// cast to `integer`: a count past it is an error, never a clamp.) Inside
+/// the aggregates, `rating_sum` is the view's column, both ratings of the
+/// game added; the output column of that name sums their averages.
+macro_rules! counted {
+    () => {
+        concat!(
+            "count(*)::integer AS games, (count(*) FILTER (WHERE result = 1))::integer AS white, \
+             (count(*) FILTER (WHERE result = 0))::integer AS draws, \
+             (count(*) FILTER (WHERE result = -1))::integer AS black, \
+             count(average)::integer AS rated_games, \
+             coalesce(sum(average), 0)::bigint AS rating_sum, \
+             max(started_at) AS last_played, \
+             (array_agg(rating_sum ORDER BY rating_sum DESC, game_id) \
+                FILTER (WHERE rating_sum IS NOT NULL))[1:",
+            top_games!(),
+            "] AS top_game_ratings, \
+             (array_agg(game_id ORDER BY rating_sum DESC, game_id) \
+                FILTER (WHERE rating_sum IS NOT NULL))[1:",
+            top_games!(),
+            "] AS top_game_ids"
+        )
+    };
+}
+
+/// The counters of the view's rows matching `$filter` (a condition on
+/// `game_id` or `position_id`, which reach the moves indexes), grouped by
+/// key: [`key!`] then [`counts!`].
+macro_rules! grouped {
+    ($filter:tt) => {
+        concat!(
+            "SELECT ",
+            key!(),
+            ", ",
+            counted!(),
+            " FROM explorer_game_moves WHERE ",
+            $filter,
+            " GROUP BY ",
+            key!()
+        )
+    };
+}
+
+/// [`grouped!`] restricted to the positions that two games or more
+/// reached: what a single node keeps rows for (the others are counted
+/// from the view when asked), inserted into `explorer_moves`.
+macro_rules! insert_shared {
+    ($filter:tt) => {
+        concat!(
+            "INSERT INTO explorer_moves (",
+            key!(),
+            ", ",
+            counts!(),
+            ") SELECT ",
+            key!(),
+            ", ",
+            counts!(),
+            " FROM (SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games \
+                    FROM (",
+            grouped!($filter),
+            ") g) s WHERE position_games >= 2"
+        )
+    };
+}
+
+/// The rows of a sharded layout's counters (`$rows`, a `FROM` item with
+/// their columns) folded into one per key: [`key!`], [`counts!`] (summed;
+/// the best-rated games, the best of the rows' lists together), then
+/// `$anchor` (the anchor column selected, if any) computed by
+/// `$min_anchor`.
+macro_rules! folded {
+    ($rows:tt, $anchor:tt, $min_anchor:tt) => {
+        concat!(
+            "SELECT ",
+            key!(),
+            ", s.games, s.white, s.draws, s.black, s.rated_games, s.rating_sum, \
+               s.last_played, t.top_game_ratings, t.top_game_ids",
+            $anchor,
+            " FROM (SELECT ",
+            key!(),
+            ", sum(games)::integer AS games, sum(white)::integer AS white, \
+               sum(draws)::integer AS draws, sum(black)::integer AS black, \
+               sum(rated_games)::integer AS rated_games, sum(rating_sum)::bigint AS rating_sum, \
+               max(last_played) AS last_played",
+            $min_anchor,
+            " FROM ",
+            $rows,
+            " GROUP BY ",
+            key!(),
+            ") s LEFT JOIN (SELECT ",
+            key!(),
+            ", (array_agg(r ORDER BY r DESC, g))[1:",
+            top_games!(),
+            "] AS top_game_ratings, (array_agg(g ORDER BY r DESC, g))[1:",
+            top_games!(),
+            "] AS top_game_ids FROM ",
+            $rows,
+            " f, unnest(f.top_game_ratings, f.top_game_ids) AS t(r, g) GROUP BY ",
+            key!(),
+            ") t USING (",
+            key!(),
+            ")"
+        )
+    };
+}
+
+/// The upsert's value of `$column` (`top_game_ratings` or `top_game_ids`,
+/// `$pick` naming it in the subquery: `r` or `g`) when a row's list of
+/// best-rated games (`explorer_moves`) meets a batch's (`excluded`): the
+/// best [`top_games!`] of both. Both lists are sorted, so when one's worst
+/// game is better than the other's best (mostly, for lists of one game or
+/// two), they are concatenated; otherwise sorted by a subquery, written
+/// inline (`sql/0015_explorer_inline_top_games.sql` says why). The
+/// subquery in every update was a quarter of the upsert's time (50,000
+/// games). A game is compared as (ratings, -id): a larger one is better.
+macro_rules! merged_top {
+    ($column:tt, $pick:tt) => {
+        concat!(
+            "CASE WHEN excluded.top_game_ids IS NULL THEN explorer_moves.",
+            $column,
+            " WHEN explorer_moves.top_game_ids IS NULL THEN excluded.",
+            $column,
+            " WHEN (excluded.top_game_ratings[1], -excluded.top_game_ids[1]) \
+                 < (explorer_moves.top_game_ratings[cardinality(explorer_moves.top_game_ids)], \
+                    -explorer_moves.top_game_ids[cardinality(explorer_moves.top_game_ids)]) \
+               THEN (explorer_moves.",
+            $column,
+            " || excluded.",
+            $column,
+            ")[1:",
+            top_games!(),
+            "] WHEN (explorer_moves.top_game_ratings[1], -explorer_moves.top_game_ids[1]) \
+                 < (excluded.top_game_ratings[cardinality(excluded.top_game_ids)], \
+                    -excluded.top_game_ids[cardinality(excluded.top_game_ids)]) \
+               THEN (excluded.",
+            $column,
+            " || explorer_moves.",
+            $column,
+            ")[1:",
+            top_games!(),
+            "] ELSE (SELECT array_agg(",
+            $pick,
+            " ORDER BY r DESC, g) \
+               FROM (SELECT r, g \
+                     FROM unnest(explorer_moves.top_game_ratings || excluded.top_game_ratings, \
+                                 explorer_moves.top_game_ids || excluded.top_game_ids) AS u(r, g) \
+                     ORDER BY r DESC, g LIMIT ",
+            top_games!(),
+            ") t) END"
+        )
+    };
+}
+
+/// The key columns of a counter row, in primary-key order.
+pub const KEY: &str = key!();
+
+/// The value columns of a counter row.
+pub const COUNTS: &str = counts!();
+
+/// [`top_games!`] as a number (a decimal literal; checked at compile time).
+pub(super) const TOP_GAMES: u32 = {
+    let digits = top_games!().as_bytes();
+    let mut value = 0u32;
+    let mut at = 0;
+    while at < digits.len() {
+        assert!(
+            digits[at].is_ascii_digit(),
+            "top_games! is a decimal number"
+        );
+        value = value * 10 + (digits[at] - b'0') as u32;
+        at += 1;
+    }
+    value
+};
+
+// Counting (a batch of the import).
+
+/// The `COPY` of a batch's counter rows into the connection's
+/// `stage_explorer` (`crate::ingest::writer::prepare_connection` creates
+/// it), anchors included: [`key!`], [`counts!`], `anchor_game_id`.
+pub const COPY_STAGE: &str = concat!(
+    "COPY stage_explorer (",
+    key!(),
+    ", ",
+    counts!(),
+    ", anchor_game_id) FROM STDIN (FORMAT binary)"
+);
+
+/// The `COPY` of counter rows without anchors straight into a single
+/// node's `explorer_moves` (the first rows of their positions).
+pub const COPY_NEW_ROWS: &str = concat!(
+    "COPY explorer_moves (",
+    key!(),
+    ", ",
+    counts!(),
+    ") FROM STDIN (FORMAT binary)"
+);
+
+/// Adds the staged rows to a single node's `explorer_moves`, in key order
+/// (so that concurrent importers lock rows in the same order): counts
+/// summed, `last_played` the later, the best-rated games of both merged
+/// ([`merged_top!`]). The SQL twin of [`super::Counts::merge`].
+pub const ADD_STAGED: &str = concat!(
+    "INSERT INTO explorer_moves (",
+    key!(),
+    ", ",
+    counts!(),
+    ") SELECT * FROM (SELECT ",
+    key!(),
+    ", ",
+    counts!(),
+    " FROM stage_explorer ORDER BY ",
+    key!(),
+    ") d ON CONFLICT (",
+    key!(),
+    ") DO UPDATE SET \
+       games = explorer_moves.games + excluded.games, \
+       white = explorer_moves.white + excluded.white, \
+       draws = explorer_moves.draws + excluded.draws, \
+       black = explorer_moves.black + excluded.black, \
+       rated_games = explorer_moves.rated_games + excluded.rated_games, \
+       rating_sum = explorer_moves.rating_sum + excluded.rating_sum, \
+       last_played = greatest(explorer_moves.last_played, excluded.last_played), \
+       top_game_ratings = ",
+    merged_top!("top_game_ratings", "r"),
+    ", top_game_ids = ",
+    merged_top!("top_game_ids", "g")
+);
+
+/// Adds the staged rows to a sharded layout's `explorer_moves` as rows of
+/// their own, never updating one (no row of another importer to wait for).
+pub const INSERT_STAGED_SHARDED: &str = concat!(
+    "INSERT INTO explorer_moves (",
+    key!(),
+    ", ",
+    counts!(),
+    ", anchor_game_id) SELECT ",
+    key!(),
+    ", ",
+    counts!(),
+    ", anchor_game_id FROM stage_explorer"
+);
+
+/// Each game `$1` (an array of ids) with its shard on a sharded layout
+/// (`shard_of_id`, an expression of `id` from
+/// [`crate::store::shards::Shards::shard_of`]).
+pub fn shards_of_games(shard_of_id: &str) -> String {
+    format!("SELECT id, {shard_of_id} FROM unnest($1::bigint[]) AS id")
+}
+
+/// Queues the positions a bulk load merged duplicates into
+/// (`pgnload_position_remap`'s `keep_id`s) for a recount.
+pub const QUEUE_MERGED: &str = "INSERT INTO explorer_pending (position_id) \
+     SELECT DISTINCT keep_id FROM pgnload_position_remap ORDER BY keep_id \
+     ON CONFLICT DO NOTHING";
+
+/// Drops the rows of the positions a bulk load merged, both the
+/// duplicates and the position kept.
+pub const DELETE_MERGED: &str = "DELETE FROM explorer_moves e USING pgnload_position_remap r \
+     WHERE e.position_id = r.old_id OR e.position_id = r.keep_id";
+
+// Counting from the view (admin, recount, removal).
+
+/// Counts every game into a single node's `explorer_moves`: the rows of
+/// the positions two games or more reached.
+pub const INSERT_SHARED_ALL: &str = insert_shared!("true");
+
+/// Builds a single node's primary key of `explorer_moves` again, after
+/// [`INSERT_SHARED_ALL`] filled the table without it.
+pub const ADD_PRIMARY_KEY: &str = concat!(
+    "ALTER TABLE explorer_moves ADD CONSTRAINT explorer_moves_pkey PRIMARY KEY (",
+    key!(),
+    ")"
+);
+
+/// Counts the positions `$1` (an array) into a single node's
+/// `explorer_moves`, those two games or more reached.
+pub const INSERT_SHARED_OF_POSITIONS: &str = insert_shared!("position_id = ANY($1)");
+
+/// Counts every game into a sharded layout's `explorer_moves`: per shard
+/// of the games counted (`shard_of_game`, an expression of `game_id` from
+/// [`crate::store::shards::Shards::shard_of`]), with the lowest of their
+/// ids as each row's `anchor_game_id` (a sharded layout's counters live on
+/// the shard of the games they count).
+pub fn insert_by_shard(shard_of_game: &str) -> String {
+    format!(
+        concat!(
+            "INSERT INTO explorer_moves (",
+            key!(),
+            ", ",
+            counts!(),
+            ", anchor_game_id) SELECT ",
+            key!(),
+            ", ",
+            counted!(),
+            ", min(game_id) AS anchor_game_id FROM explorer_game_moves GROUP BY {shard}, ",
+            key!()
+        ),
+        shard = shard_of_game
+    )
+}
+
+/// Folds the counter rows of `table` (a shard's part of a sharded
+/// `explorer_moves`, or any table of its columns) into one per key, in
+/// place: its rows deleted and their sums inserted back, anchored on the
+/// lowest of their anchors. The SQL twin of [`super::Counts::merge`] for
+/// rows of one key.
+pub fn compact_shard(table: &str) -> String {
+    format!(
+        concat!(
+            "WITH d AS (DELETE FROM {table} RETURNING *) INSERT INTO {table} (",
+            key!(),
+            ", ",
+            counts!(),
+            ", anchor_game_id) ",
+            folded!(
+                "d",
+                ", s.anchor_game_id",
+                ", min(anchor_game_id) AS anchor_game_id"
+            )
+        ),
+        table = table
+    )
+}
+
+/// Counts the games `$1` (an array) into the temporary table
+/// `explorer_delta`, for their removal.
+pub const CREATE_DELTA: &str = concat!(
+    "CREATE TEMP TABLE explorer_delta ON COMMIT DROP AS ",
+    grouped!("game_id = ANY($1)")
+);
+
+/// Takes `explorer_delta` out of the rows it counts in: a row left at zero
+/// games keeps no `last_played` nor best games.
+pub const DECREMENT: &str = "UPDATE explorer_moves e SET games = e.games - d.games, \
+       white = e.white - d.white, draws = e.draws - d.draws, black = e.black - d.black, \
+       rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum, \
+       last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END, \
+       top_game_ratings = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ratings END, \
+       top_game_ids = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ids END \
+     FROM explorer_delta d \
+     WHERE e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed \
+       AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move";
+
+/// Recomputes `last_played` and the best games of the rows of
+/// `explorer_delta` that a removed game (`$1`) was the latest of or
+/// listed, from the other games of their positions.
+pub const RECOMPUTE_AFTER_REMOVAL: &str = concat!(
+    "UPDATE explorer_moves e SET last_played = o.last_played, \
+       top_game_ratings = o.top_game_ratings, top_game_ids = o.top_game_ids \
+     FROM explorer_delta d, (",
+    grouped!("position_id IN (SELECT position_id FROM explorer_delta) AND game_id <> ALL($1)"),
+    ") o \
+     WHERE e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed \
+       AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move \
+       AND e.games > 0 \
+       AND (e.last_played IS NOT DISTINCT FROM d.last_played OR e.top_game_ids && $1) \
+       AND o.position_id = e.position_id AND o.variant = e.variant AND o.speed = e.speed \
+       AND o.rating_group = e.rating_group AND o.month = e.month AND o.move = e.move"
+);
+
+// The recount (`verify --explorer`).
+
+/// The counts of a row aliased `$alias`, as a row value to compare.
+macro_rules! row_counts {
+    ($alias:tt) => {
+        concat!(
+            $alias,
+            ".games, ",
+            $alias,
+            ".white, ",
+            $alias,
+            ".draws, ",
+            $alias,
+            ".black, ",
+            $alias,
+            ".rated_games, ",
+            $alias,
+            ".rating_sum, ",
+            $alias,
+            ".last_played, ",
+            $alias,
+            ".top_game_ratings, ",
+            $alias,
+            ".top_game_ids"
+        )
+    };
+}
+
+/// The counts of a row aliased `$alias` as the report's text, `NULL` when
+/// the row is missing.
+macro_rules! row_text {
+    ($alias:tt) => {
+        concat!(
+            "CASE WHEN ",
+            $alias,
+            ".games IS NOT NULL THEN concat_ws(' ', ",
+            $alias,
+            ".games, ",
+            $alias,
+            ".white, ",
+            $alias,
+            ".draws, ",
+            $alias,
+            ".black, ",
+            $alias,
+            ".rated_games, ",
+            $alias,
+            ".rating_sum, \
+             coalesce(to_char(",
+            $alias,
+            ".last_played AT TIME ZONE 'UTC', \
+                              'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-'), \
+             coalesce(array_to_string(",
+            $alias,
+            ".top_game_ratings, ','), '-'), \
+             coalesce(array_to_string(",
+            $alias,
+            ".top_game_ids, ','), '-')) END"
+        )
+    };
+}
+
+/// The recount compared with the stored rows (`$stored`, a `FROM` item):
+/// what must be stored is the recount of every position that has rows,
+/// and of every one two games reached that is not queued. `$1`: how many
+/// differences to return; each row also has the total.
+macro_rules! recount {
+    ($($stored:tt)+) => {
+        concat!(
+            "WITH all_counts AS ( \
+                 SELECT *, sum(games) OVER (PARTITION BY position_id) AS position_games \
+                 FROM (",
+            grouped!("true"),
+            ") g \
+             ), r AS ( \
+                 SELECT ",
+            key!(),
+            ", ",
+            counts!(),
+            " FROM all_counts \
+                 WHERE position_id NOT IN (SELECT position_id FROM explorer_pending) \
+                   AND (position_games >= 2 \
+                        OR position_id IN (SELECT position_id FROM explorer_moves)) \
+             ), diff AS ( \
+                 SELECT concat_ws(' ', ",
+            key!(),
+            ") AS key, ",
+            row_text!("e"),
+            " AS stored, ",
+            row_text!("r"),
+            " AS expected FROM ",
+            $($stored)+,
+            " e FULL JOIN r USING (",
+            key!(),
+            ") WHERE (",
+            row_counts!("e"),
+            ") IS DISTINCT FROM (",
+            row_counts!("r"),
+            ")) SELECT key, stored, expected, count(*) OVER () FROM diff ORDER BY key LIMIT $1"
+        )
+    };
+}
+
+/// [`recount!`] on a single node: the rows of positions not queued. Rows
+/// left at zero games by a removal count nothing.
+pub const RECOUNT_SINGLE: &str = recount!(
+    "(SELECT * FROM explorer_moves WHERE games > 0 \
+      AND position_id NOT IN (SELECT position_id FROM explorer_pending))"
+);
+
+/// [`recount!`] on a sharded layout, whose counters are added rows: a
+/// key's rows folded into one.
+pub const RECOUNT_SHARDED: &str = recount!(concat!(
+    "(SELECT * FROM (",
+    folded!("explorer_moves", "", ""),
+    ") f WHERE games > 0)"
+));
+
+// The answers of `explore`.
+
+/// The conditions of a request's filter on the counters' categories, for
+/// `explorer_moves` and for the views that define them
+/// (`explorer_game_moves`, `explorer_games`): `$1` is the position, `$2`
+/// to `$6` the variant, speeds, rating groups, first and last month.
+macro_rules! conditions {
+    () => {
+        "variant = $2::text::game_variant \
+         AND ($3::smallint[] IS NULL OR speed = ANY($3)) \
+         AND ($4::smallint[] IS NULL OR rating_group = ANY($4)) \
+         AND ($5::integer IS NULL OR month >= $5) \
+         AND ($6::integer IS NULL OR month BETWEEN 0 AND $6)"
+    };
+}
+
+/// A position's counts read from its rows in `explorer_moves`.
+macro_rules! from_rows {
+    () => {
+        "explorer_moves"
+    };
+}
+
+/// A position's counts grouped from its games as the import counts them.
+macro_rules! from_games {
+    () => {
+        concat!("(", grouped!("position_id = $1"), ")")
+    };
+}
+
+/// Position `$1`'s moves under the filter, from `$counts`: move, games,
+/// white, draws, black, rated games, rating sum; the most played first.
+macro_rules! moves {
+    ($($counts:tt)+) => {
+        concat!(
+            "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint, \
+                    sum(black)::bigint, sum(rated_games)::bigint, sum(rating_sum)::bigint \
+             FROM ",
+            $($counts)+,
+            " c WHERE position_id = $1 AND ",
+            conditions!(),
+            " GROUP BY move HAVING sum(games) > 0 ORDER BY 2 DESC, move"
+        )
+    };
+}
+
+/// Position `$1`'s rated games under the filter per rating group, from
+/// `$counts`.
+macro_rules! rated_by_group {
+    ($($counts:tt)+) => {
+        concat!(
+            "SELECT rating_group, sum(games)::bigint FROM ",
+            $($counts)+,
+            " c WHERE position_id = $1 AND rating_group >= 0 AND ",
+            conditions!(),
+            " GROUP BY rating_group HAVING sum(games) > 0"
+        )
+    };
+}
+
+/// [`moves!`] from the position's rows.
+pub const MOVES_FROM_ROWS: &str = moves!(from_rows!());
+/// [`moves!`] from the position's games.
+pub const MOVES_FROM_GAMES: &str = moves!(from_games!());
+/// [`rated_by_group!`] from the position's rows.
+pub const RATED_BY_GROUP_FROM_ROWS: &str = rated_by_group!(from_rows!());
+/// [`rated_by_group!`] from the position's games.
+pub const RATED_BY_GROUP_FROM_GAMES: &str = rated_by_group!(from_games!());
+
+/// The top games chosen by `$candidates` (a select of `game_id,
+/// rating_sum`), with their players: source, external id, result, white's
+/// name and rating, black's, year, month.
+macro_rules! top_games_of {
+    ($($candidates:tt)+) => {
+        concat!(
+            "SELECT g.source, g.external_id, g.result, wp.username, g.white_elo, \
+                    bp.username, g.black_elo, \
+                    extract(year FROM g.started_at AT TIME ZONE 'UTC')::integer, \
+                    to_char(g.started_at AT TIME ZONE 'UTC', 'YYYY-MM') \
+             FROM (",
+            $($candidates)+,
+            ") t \
+             JOIN games g ON g.id = t.game_id \
+             LEFT JOIN players wp ON wp.id = g.white_player_id \
+             LEFT JOIN players bp ON bp.id = g.black_player_id \
+             ORDER BY t.rating_sum DESC, t.game_id"
+        )
+    };
+}
+
+/// The walk's candidates: rated games from the best average down, within
+/// `$bounds` (conditions on the sum of both ratings), with a moves row at
+/// position `$1`. The probe is a subquery (not EXISTS, which the planner
+/// may turn into a join driven by the position's moves rows, the very
+/// read the walk avoids): one lookup of moves (position_id, game_id), from
+/// the index alone (sql/0014_moves_position_game.sql).
+macro_rules! walk {
+    ($bounds:tt) => {
+        top_games_of!(concat!(
+            "SELECT game_id, rating_sum FROM explorer_games e WHERE rating_sum IS NOT NULL",
+            $bounds,
+            " AND ",
+            conditions!(),
+            " AND (SELECT 1 FROM moves m \
+                   WHERE m.position_id = $1 AND m.game_id = e.game_id LIMIT 1) IS NOT NULL \
+             ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
+        ))
+    };
+}
+
+/// The `$7` best games listed by position `$1`'s rows that the filter
+/// selects.
+pub const TOP_STORED: &str = top_games_of!(concat!(
+    "SELECT best.game_id, best.rating_sum FROM explorer_moves c, \
+            unnest(c.top_game_ratings, c.top_game_ids) AS best(rating_sum, game_id) \
+     WHERE c.position_id = $1 AND ",
+    conditions!(),
+    " ORDER BY best.rating_sum DESC, best.game_id LIMIT $7"
+));
+
+/// The `$7` best of every counted game at position `$1`, from its moves
+/// rows.
+pub const TOP_SCAN: &str = top_games_of!(concat!(
+    "SELECT game_id, rating_sum FROM explorer_game_moves \
+     WHERE position_id = $1 AND rating_sum IS NOT NULL AND ",
+    conditions!(),
+    " ORDER BY rating_sum DESC, game_id LIMIT $7"
+));
+
+/// The walk without bounds. On the sum of both ratings: an average
+/// (rounded down) of at least `low` is a sum of at least `2 * low`, one
+/// below `high` a sum below `2 * high`.
+pub const TOP_WALK: &str = walk!("");
+/// The walk from the lowest average `$8` up.
+pub const TOP_WALK_LOW: &str = walk!(" AND rating_sum >= 2 * $8::bigint");
+/// The walk below the average `$8`.
+pub const TOP_WALK_HIGH: &str = walk!(" AND rating_sum < 2 * $8::bigint");
+/// The walk from the average `$8` up to below `$9`.
+pub const TOP_WALK_BOTH: &str =
+    walk!(" AND rating_sum >= 2 * $8::bigint AND rating_sum < 2 * $9::bigint");
