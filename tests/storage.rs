@@ -1,6 +1,7 @@
 //! The storage migrations (0006, 0007, 0014): an existing database, with
 //! rows or with a bulk load left open, ends up with the same index kinds
-//! and options as a fresh one, and with the same rows.
+//! and options as a fresh one, and with the same rows; and an incremental
+//! import's rows go in key order.
 
 use std::{path::PathBuf, process::Output};
 
@@ -147,6 +148,29 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
     );
     assert_eq!(index_kinds(&db), index_kinds(&reference));
     assert_eq!(content_dump(&db), content_dump(&reference));
+}
+
+#[test]
+fn an_incremental_import_writes_moves_in_key_order() {
+    // Rows appended in (game_id, ply) order fill the primary key's leaves
+    // at its right edge; out of order they split leaves in the middle.
+    let dir = scratch_dir("pgnload-storage-order-");
+    let files = files(dir.path());
+    let db = migrated_db("storage_moves_order");
+    assert_ok(&import(&db, &["-q", "--mode", "incremental"], &files), &[0]);
+    let games: u64 = db
+        .psql("SELECT count(DISTINCT game_id) FROM moves")
+        .parse()
+        .expect("a count");
+    assert!(games > 10, "{games} games");
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM (SELECT game_id < lag(game_id) OVER (ORDER BY ctid) AS back
+                                   FROM moves) m
+             WHERE back"
+        ),
+        "0"
+    );
 }
 
 #[test]

@@ -90,8 +90,17 @@ pub async fn write_games(
 
     // 4. Moves of the inserted games (and the added ones of the extended
     //    games), their explorer counters, the rejects and the conflicts.
-    let written: Vec<Written<'_>> = (game_rows.iter())
+    //    The inserted games in id order: the ids were given in the insert's
+    //    key order, not the batch's, and rows copied out of key order split
+    //    the leaves of moves' primary key in the middle, leaving them half
+    //    empty (54 bytes a row against 29 in order, measured at 20,000
+    //    games).
+    let mut inserted: Vec<Written<'_>> = (game_rows.iter())
         .map(|(id, row)| (*id, row.game, row.keys, 0))
+        .collect();
+    inserted.sort_unstable_by_key(|&(id, ..)| id);
+    let written: Vec<Written<'_>> = inserted
+        .into_iter()
         .chain(
             extended
                 .iter()
