@@ -37,13 +37,15 @@
 #   way to get there), then VACUUMed; only the batch runs under the cap.
 #
 #   scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
-#                           [--keep] [--quick] [SIZE...]
+#                           [--keep | --reuse] [--setup-sql FILE] [--quick]
+#                           [SIZE...]
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
 Usage: scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
-                               [--keep] [--quick] [SIZE...]
+                               [--keep | --reuse] [--setup-sql FILE] [--quick]
+                               [SIZE...]
 
   SIZE...      games in the database before the batch, one database each,
                measured in ascending order (default: 0 250000 1000000 max);
@@ -61,6 +63,18 @@ Usage: scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
                and DIR/results.tsv
   --keep       keep each size's database (growth_<N>) instead of dropping it
                once measured; they use the disk the estimate assumed free
+  --reuse      keep the cluster and each size's base database
+               (growth_base_<N>, built once, with the schema of the binary
+               that built it) across runs: each measurement imports the
+               batch into a copy of it (CREATE DATABASE ... TEMPLATE),
+               migrated with `db migrate` first (timed, reported), so
+               comparing two commits skips the builds; twice the disk of
+               one database per size
+  --setup-sql FILE
+               run FILE with psql on each database after it is built (or
+               copied and migrated) and before the batch, then VACUUM
+               ANALYZE: to measure a schema change before writing it as a
+               migration (timed, reported, not in games/s)
   --quick      a check that the script runs end to end, in seconds: sizes
                0 and 2000, a 500-game batch, a 256M cap (no cap, said so, if
                the cgroup cannot be made)
@@ -72,6 +86,8 @@ batch=50000
 cap=1G
 out=target/bench-growth
 keep=0
+reuse=0
+setup_sql=
 quick=0
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -79,6 +95,8 @@ while [[ $# -gt 0 ]]; do
         --cap) cap=${2:?--cap needs a value}; shift 2 ;;
         --out) out=${2:?--out needs a value}; shift 2 ;;
         --keep) keep=1; shift ;;
+        --reuse) reuse=1; shift ;;
+        --setup-sql) setup_sql=$(realpath "${2:?--setup-sql needs a file}"); shift 2 ;;
         --quick) quick=1; shift ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "bench_growth.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -155,7 +173,7 @@ cleanup() {
         done <"$cgroup/cgroup.procs"
         rmdir "$cgroup" 2>/dev/null || echo "bench_growth.sh: could not remove the cgroup $cgroup" >&2
     fi
-    if ((!keep)) && [[ -d $cluster ]]; then
+    if ((!keep && !reuse)) && [[ -d $cluster ]]; then
         rm -rf -- "$cluster"
     fi
     # A base corpus left by an interrupted build (up to GBs).
@@ -196,7 +214,7 @@ if [[ -e $cluster ]]; then
         die "$cluster exists and is not a pgnload data directory; refusing to delete it"
     fi
     "$pgnload" --data-dir "$cluster" db stop >/dev/null 2>&1 || true
-    rm -rf -- "$cluster"
+    ((reuse)) || rm -rf -- "$cluster"
 fi
 q() { PGOPTIONS='-c client_min_messages=warning' "$psql" "$1" -X -q -v ON_ERROR_STOP=1 -At -c "$2"; }
 postmaster_pid() { "$pgnload" --data-dir "$cluster" db status | sed -n 's/^running, pid \([0-9]*\).*/\1/p'; }
@@ -263,9 +281,16 @@ ALTER SYSTEM SET work_mem = '$(clamp $((mb / 128)) 4 64)MB';"
     "$psql" "$url" -X -q -v ON_ERROR_STOP=1 <<<"$sql"
 }
 
-log "starting a fresh cluster in $cluster"
+log "starting ${reuse:+the }cluster in $cluster"
 start_server
 url=$("$pgnload" --data-dir "$cluster" db url)
+# A cluster kept by --reuse may have been stopped by an interrupted run
+# while it ran capped.
+if ((reuse)); then
+    size_server_for_cap reset
+    stop_server
+    start_server
+fi
 db_url() { printf '%s' "${url/\/\/\/pgnload\?/\/\/\/$1?}"; }
 
 record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
@@ -311,22 +336,48 @@ measure_size() {
         return 0
     fi
     q "$url" "DROP DATABASE IF EXISTS $db" >/dev/null
-    q "$url" "CREATE DATABASE $db" >/dev/null
+    local built=$db
+    ((reuse && n > 0)) && built=growth_base_$n
+    # A base kept by --reuse is complete only once its comment says so.
+    if [[ $built == "$db" || $(q "$url" "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '$built'") != built ]]; then
+        q "$url" "DROP DATABASE IF EXISTS $built" >/dev/null
+        q "$url" "CREATE DATABASE $built" >/dev/null
+        dburl=$(db_url "$built")
+        "$pgnload" --database-url "$dburl" db migrate >/dev/null
+        if ((n > 0)); then
+            log "size $n: generating its games (seed $seed_base)"
+            "$gen" --games "$n" --seed "$seed_base" --out "$out/base.pgn" 2>"$out/gen_$n.log" ||
+                die "gen_corpus failed for $n games: $(tail -5 "$out/gen_$n.log")"
+            log "size $n: import --mode bulk (uncapped, not measured)"
+            start=$(now_ns)
+            "$pgnload" --database-url "$dburl" import --mode bulk --quiet "$out/base.pgn" \
+                >"$out/build_$n.out" 2>"$out/build_$n.log" || rc=$?
+            end=$(now_ns)
+            ((rc == 0 || rc == 1)) || die "the bulk build of $n games failed (exit $rc); see $out/build_$n.log"
+            rm -f "$out/base.pgn"
+            record "$n" build_s "$(seconds "$start" "$end")"
+            log "size $n: VACUUM ANALYZE (not measured)"
+            q "$dburl" "VACUUM ANALYZE"
+        fi
+        [[ $built == "$db" ]] || q "$url" "COMMENT ON DATABASE $built IS 'built'"
+    fi
     dburl=$(db_url "$db")
-    "$pgnload" --database-url "$dburl" db migrate >/dev/null
-    if ((n > 0)); then
-        log "size $n: generating its games (seed $seed_base)"
-        "$gen" --games "$n" --seed "$seed_base" --out "$out/base.pgn" 2>"$out/gen_$n.log" ||
-            die "gen_corpus failed for $n games: $(tail -5 "$out/gen_$n.log")"
-        log "size $n: import --mode bulk (uncapped, not measured)"
+    if [[ $built != "$db" ]]; then
+        log "size $n: copying $built, then db migrate (uncapped, timed, not in games/s)"
+        q "$url" "CREATE DATABASE $db TEMPLATE $built" >/dev/null
         start=$(now_ns)
-        "$pgnload" --database-url "$dburl" import --mode bulk --quiet "$out/base.pgn" \
-            >"$out/build_$n.out" 2>"$out/build_$n.log" || rc=$?
+        "$pgnload" --database-url "$dburl" db migrate >"$out/migrate_$n.log" 2>&1 ||
+            die "db migrate of the copy of $built failed; see $out/migrate_$n.log"
         end=$(now_ns)
-        ((rc == 0 || rc == 1)) || die "the bulk build of $n games failed (exit $rc); see $out/build_$n.log"
-        rm -f "$out/base.pgn"
-        record "$n" build_s "$(seconds "$start" "$end")"
-        log "size $n: VACUUM ANALYZE (not measured)"
+        record "$n" migrate_s "$(seconds "$start" "$end")"
+    fi
+    if [[ -n $setup_sql ]]; then
+        log "size $n: running $setup_sql (uncapped, timed, not in games/s)"
+        start=$(now_ns)
+        "$psql" "$dburl" -X -q -v ON_ERROR_STOP=1 -f "$setup_sql" >"$out/setup_$n.log" 2>&1 ||
+            die "$setup_sql failed on $db; see $out/setup_$n.log"
+        end=$(now_ns)
+        record "$n" setup_s "$(seconds "$start" "$end")"
         q "$dburl" "VACUUM ANALYZE"
     fi
     local before after
@@ -433,6 +484,10 @@ empty_rate=$(rate "$(val 0 new_games)" "$(val 0 batch_s)")
             "$(val "$n" new_positions)" "$(per "$(val "$n" idx_reads)" "$(val "$n" new_positions)")" \
             "$(per "$(val "$n" heap_reads)" "$(val "$n" new_positions)")" "$(human "$(val "$n" server_peak_bytes)")" \
             "$(val "$n" load)"
+    done
+    for n in "${sizes[@]}"; do
+        [[ -z $(val "$n" migrate_s) ]] || echo "size $n: db migrate of the copy of growth_base_$n took $(val "$n" migrate_s) s"
+        [[ -z $(val "$n" setup_s) ]] || echo "size $n: $setup_sql took $(val "$n" setup_s) s"
     done
     for n in "${sizes[@]}"; do
         [[ -f $out/sizes_$n.txt ]] || continue
