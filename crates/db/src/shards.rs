@@ -7,9 +7,10 @@
 //! coordinator routes every row to its shard with PostgreSQL's own hash
 //! partitioning, so no client computes a shard, and every query, `verify`
 //! and `psql` session sees one database. What does not cross a foreign
-//! table is replaced by what does (see [`crate::ingest::writer`]): no
-//! unique index spans the partitions, so uniqueness is each shard's, on a
-//! key that includes the partition key; `ON CONFLICT` has no target;
+//! table is replaced by what does (see the application crate's
+//! `ingest::writer`): no unique index spans the partitions, so uniqueness
+//! is each shard's, on a key that includes the partition key; `ON
+//! CONFLICT` has no target;
 //! `RETURNING` would send rows one at a time, so ids are drawn first and
 //! rows inserted in batches.
 //!
