@@ -64,6 +64,9 @@ pub mod progress;
 pub mod query;
 pub mod verify;
 
+#[cfg(test)]
+mod testing;
+
 /// The errors of every layer in one place: the run-stopping [`Error`] of
 /// the database crate and the chess core's rejections of single games.
 pub mod error {

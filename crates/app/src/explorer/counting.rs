@@ -937,28 +937,12 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The game of `movetext` (a PGN without tags), replayed.
-    fn game(movetext: &str) -> GameRecord {
-        use crate::chess::{
-            reader::{GameSplitter, ParseLimits, take_game},
-            replay::replay_game,
-        };
-        let pgn = format!("{movetext}\n");
-        let limits = ParseLimits {
-            max_plies: 100,
-            max_game_bytes: 1 << 20,
-        };
-        let mut splitter = GameSplitter::new(pgn.as_bytes(), "t".into(), 0, 0, limits);
-        let mut chunk = splitter.next_chunk().expect("reads").expect("one game");
-        let raw = take_game(&mut chunk, limits).expect("parses");
-        replay_game(raw, chunk.pos.clone()).expect("replays")
-    }
+    use crate::testing::replayed;
 
     #[test]
     fn a_game_counts_in_each_position_once_with_the_move_of_its_last_visit() {
         // The start position again after four plies: its move is 3. e4.
-        let record = game("1. Nf3 Nf6 2. Ng1 Ng8 3. e4 *");
+        let record = replayed("1. Nf3 Nf6 2. Ng1 Ng8 3. e4 *");
         let keys: Vec<PositionKey> = record
             .positions
             .iter()

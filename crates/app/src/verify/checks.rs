@@ -1022,29 +1022,9 @@ mod tests {
     }
 
     fn game_fixture() -> (StoredGame, Vec<StoredMove>, HashMap<i64, String>) {
-        let game = crate::chess::replay::replay_game(
-            {
-                let limits = crate::chess::reader::ParseLimits {
-                    max_plies: 100,
-                    max_game_bytes: 1 << 16,
-                };
-                let mut splitter = crate::chess::reader::GameSplitter::new(
-                    &b"1. e4 d5 2. exd5 Nf6 3. Z0 Nxd5 4. Nf3 e5 5. Bc4 Be7 6. O-O *\n"[..],
-                    std::sync::Arc::from("t"),
-                    0,
-                    0,
-                    limits,
-                );
-                let mut chunk = splitter.next_chunk().expect("read").expect("game");
-                crate::chess::reader::take_game(&mut chunk, limits).expect("parses")
-            },
-            crate::error::SourcePos {
-                file: std::sync::Arc::from("t"),
-                game_number: 1,
-                byte_offset: 0,
-            },
-        )
-        .expect("legal");
+        let game = crate::testing::replayed(
+            "1. e4 d5 2. exd5 Nf6 3. Z0 Nxd5 4. Nf3 e5 5. Bc4 Be7 6. O-O *",
+        );
         let mut ids = HashMap::new();
         let mut fens = HashMap::new();
         for (fen, _) in game.positions.iter() {

@@ -136,15 +136,12 @@ mod tests {
     use tokio_postgres::types::Type;
 
     use super::*;
-    use crate::{
-        chess::reader::{GameSplitter, ParseLimits, take_game},
-        ingest::{
-            dedup::KeyMap,
-            writer::{
-                CopyRow, FileContext, TableRow,
-                copy::{decode_rows, encode_rows},
-                games::{NewGame, game_row, move_rows},
-            },
+    use crate::ingest::{
+        dedup::KeyMap,
+        writer::{
+            CopyRow, FileContext, TableRow,
+            copy::{decode_rows, encode_rows},
+            games::{NewGame, game_row, move_rows},
         },
     };
 
@@ -196,14 +193,7 @@ mod tests {
                    [Termination \"Normal\"]\n[Annotator \"someone\"]\n[SetUp \"1\"]\n\
                    [FEN \"rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1\"]\n\n\
                    1. e4 { [%clk 0:05:00] [%eval 0.3] } e5 $1 2. Nf3 Nc6 1-0\n";
-        let limits = ParseLimits {
-            max_plies: 100,
-            max_game_bytes: 1 << 20,
-        };
-        let mut splitter = GameSplitter::new(pgn.as_bytes(), "t".into(), 0, 0, limits);
-        let mut chunk = splitter.next_chunk().expect("reads").expect("one game");
-        let raw = take_game(&mut chunk, limits).expect("parses");
-        crate::chess::replay::replay_game(raw, chunk.pos.clone()).expect("replays")
+        crate::testing::replayed(pgn)
     }
 
     #[test]
