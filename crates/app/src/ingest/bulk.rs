@@ -254,6 +254,12 @@ async fn position_count(client: &Client, limit: u64) -> Result<u64, Error> {
         .map_err(db_err("estimating the positions table"))?
         .get(0);
     if estimate >= 0.0 && f64::from(estimate) > 1e6 {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "non-negative, checked above; a row estimate is far below 2^64 \
+                      (and an estimate's fraction means nothing)"
+        )]
         return Ok(estimate as u64);
     }
     let limit = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
@@ -341,108 +347,25 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
         .transaction()
         .await
         .map_err(db_err("beginning the bulk load"))?;
-    let open = tx
+    let open: Option<i64> = tx
         .query_opt(
             "SELECT id FROM import_bulk_loads WHERE state <> 'done' FOR UPDATE",
             &[],
         )
         .await
-        .map_err(db_err("reading import_bulk_loads"))?;
-    let open_before = open.as_ref().map(|row| row.get::<_, i64>("id"));
-    let id: i64 = match open {
-        Some(row) => {
-            let id: i64 = row.get("id");
-            // Positions loaded by earlier runs are not in this process's
-            // map, so they may come again.
-            tx.execute(
-                "UPDATE import_bulk_loads SET state = 'loading', needs_dedup = true,
-                     runs = runs + 1, updated_at = now() WHERE id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db_err("resuming the bulk load"))?;
-            // A finish that was cut short rebuilt some objects: drop them again.
-            let objects = tx
-                .query(
-                    "SELECT table_name, object_name, kind, drop_sql FROM import_bulk_objects
-                     WHERE load_id = $1 ORDER BY position DESC",
-                    &[&id],
-                )
-                .await
-                .map_err(db_err("reading import_bulk_objects"))?;
-            for object in objects {
-                let (table, name, kind, drop_sql): (String, String, String, String) = (
-                    object.get("table_name"),
-                    object.get("object_name"),
-                    object.get("kind"),
-                    object.get("drop_sql"),
-                );
-                let exists: bool = tx
-                    .query_one(EXISTS_SQL, &[&table, &name, &kind])
-                    .await
-                    .map_err(db_err("checking a dropped object"))?
-                    .get(0);
-                if exists {
-                    tx.batch_execute(&drop_sql)
-                        .await
-                        .map_err(db_err(format!("dropping {name} again")))?;
-                }
-            }
+        .map_err(db_err("reading import_bulk_loads"))?
+        .map(|row| row.get("id"));
+    let id = match open {
+        Some(id) => {
+            resume_load(&tx, id).await?;
             id
         }
-        None => {
-            let not_empty: bool = tx
-                .query_one("SELECT EXISTS (SELECT 1 FROM positions)", &[])
-                .await
-                .map_err(db_err("looking at positions"))?
-                .get(0);
-            let id: i64 = tx
-                .query_one(
-                    "INSERT INTO import_bulk_loads (state, needs_dedup) VALUES ('loading', $1) RETURNING id",
-                    &[&not_empty],
-                )
-                .await
-                .map_err(db_err("recording the bulk load"))?
-                .get("id");
-            let objects = tx
-                .query(OBJECTS_SQL, &[])
-                .await
-                .map_err(db_err("listing indexes and constraints"))?;
-            // Drop foreign keys before the keys they may depend on.
-            for (position, object) in objects.iter().enumerate() {
-                let position = i32::try_from(position)
-                    .expect("three tables have far fewer than 2^31 indexes and constraints");
-                tx.execute(
-                    "INSERT INTO import_bulk_objects
-                         (load_id, position, table_name, object_name, kind, drop_sql, create_sql)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[
-                        &id,
-                        &position,
-                        &object.get::<_, String>("table_name"),
-                        &object.get::<_, String>("object_name"),
-                        &object.get::<_, String>("kind"),
-                        &object.get::<_, String>("drop_sql"),
-                        &object.get::<_, String>("create_sql"),
-                    ],
-                )
-                .await
-                .map_err(db_err("recording a dropped object"))?;
-            }
-            for object in objects.iter().rev() {
-                let name: String = object.get("object_name");
-                let drop_sql: String = object.get("drop_sql");
-                tx.batch_execute(&drop_sql)
-                    .await
-                    .map_err(db_err(format!("dropping {name}")))?;
-            }
-            id
-        }
+        None => start_load(&tx).await?,
     };
     // Positions' primary key is gone while a load is open: only a fresh
     // load can look for the largest id cheaply (earlier runs of an open
     // load took their ids from the sequence, so it is already past them).
-    let positions = next_ids(&tx, "positions", open_before.is_none()).await?;
+    let positions = next_ids(&tx, "positions", open.is_none()).await?;
     let games = next_ids(&tx, "games", true).await?;
     tx.commit()
         .await
@@ -451,6 +374,100 @@ pub async fn begin(client: &mut Client) -> Result<BulkLoad, Error> {
         id,
         mode: WriteMode::Bulk { positions, games },
     })
+}
+
+/// Continues the unfinished load `id`: marks it loading again and drops
+/// once more whatever a finish that was cut short rebuilt.
+async fn resume_load(tx: &tokio_postgres::Transaction<'_>, id: i64) -> Result<(), Error> {
+    // Positions loaded by earlier runs are not in this process's
+    // map, so they may come again.
+    tx.execute(
+        "UPDATE import_bulk_loads SET state = 'loading', needs_dedup = true,
+             runs = runs + 1, updated_at = now() WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .map_err(db_err("resuming the bulk load"))?;
+    // A finish that was cut short rebuilt some objects: drop them again.
+    let objects = tx
+        .query(
+            "SELECT table_name, object_name, kind, drop_sql FROM import_bulk_objects
+             WHERE load_id = $1 ORDER BY position DESC",
+            &[&id],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_objects"))?;
+    for object in objects {
+        let (table, name, kind, drop_sql): (String, String, String, String) = (
+            object.get("table_name"),
+            object.get("object_name"),
+            object.get("kind"),
+            object.get("drop_sql"),
+        );
+        let exists: bool = tx
+            .query_one(EXISTS_SQL, &[&table, &name, &kind])
+            .await
+            .map_err(db_err("checking a dropped object"))?
+            .get(0);
+        if exists {
+            tx.batch_execute(&drop_sql)
+                .await
+                .map_err(db_err(format!("dropping {name} again")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Records a new load and drops the indexes and constraints it rebuilds
+/// when it finishes, each recorded with its statements first. Returns the
+/// load's id.
+async fn start_load(tx: &tokio_postgres::Transaction<'_>) -> Result<i64, Error> {
+    let not_empty: bool = tx
+        .query_one("SELECT EXISTS (SELECT 1 FROM positions)", &[])
+        .await
+        .map_err(db_err("looking at positions"))?
+        .get(0);
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO import_bulk_loads (state, needs_dedup) VALUES ('loading', $1) RETURNING id",
+            &[&not_empty],
+        )
+        .await
+        .map_err(db_err("recording the bulk load"))?
+        .get("id");
+    let objects = tx
+        .query(OBJECTS_SQL, &[])
+        .await
+        .map_err(db_err("listing indexes and constraints"))?;
+    for (position, object) in objects.iter().enumerate() {
+        let position = i32::try_from(position)
+            .expect("three tables have far fewer than 2^31 indexes and constraints");
+        tx.execute(
+            "INSERT INTO import_bulk_objects
+                 (load_id, position, table_name, object_name, kind, drop_sql, create_sql)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &id,
+                &position,
+                &object.get::<_, String>("table_name"),
+                &object.get::<_, String>("object_name"),
+                &object.get::<_, String>("kind"),
+                &object.get::<_, String>("drop_sql"),
+                &object.get::<_, String>("create_sql"),
+            ],
+        )
+        .await
+        .map_err(db_err("recording a dropped object"))?;
+    }
+    // Drop foreign keys before the keys they may depend on.
+    for object in objects.iter().rev() {
+        let name: String = object.get("object_name");
+        let drop_sql: String = object.get("drop_sql");
+        tx.batch_execute(&drop_sql)
+            .await
+            .map_err(db_err(format!("dropping {name}")))?;
+    }
+    Ok(id)
 }
 
 /// The table's identity sequence, moved past the largest id in the table
@@ -567,6 +584,10 @@ async fn merge_duplicates(client: &mut Client, load_id: i64, explorer: bool) -> 
 /// so that a later run can find the ones a killed run left behind.
 const REBUILD_APPLICATION: &str = "pgnload bulk rebuild";
 
+/// How long the index builds a killed run left may take to end once
+/// terminated (a backend ends at its next interrupt check).
+const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_mins(2);
+
 /// Ends the index builds a killed run left running on the server. A client
 /// killed mid-rebuild leaves its sessions building (the server notices the
 /// client is gone only when the statement ends), and a rerun's own DROP or
@@ -589,10 +610,11 @@ async fn end_orphaned_rebuilds(client: &Client) -> Result<(), Error> {
         if left == 0 {
             return Ok(());
         }
-        if started.elapsed() > std::time::Duration::from_secs(120) {
+        if started.elapsed() > ORPHAN_GRACE {
             return Err(Error::Conflict(format!(
                 "{left} index builds left by a stopped run (application_name '{REBUILD_APPLICATION}') \
-                 did not end within 120 s of pg_terminate_backend; end them, then rerun"
+                 did not end within {} s of pg_terminate_backend; end them, then rerun",
+                ORPHAN_GRACE.as_secs()
             )));
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -652,31 +674,7 @@ pub async fn finish(
         explorer::flush_once(client, held).await?;
         return Ok(None);
     }
-    let mut work: VecDeque<(String, String)> = VecDeque::new();
-    for row in client
-        .query(
-            "SELECT table_name, object_name, kind, create_sql FROM import_bulk_objects
-             WHERE load_id = $1 ORDER BY position",
-            &[&load_id],
-        )
-        .await
-        .map_err(db_err("reading import_bulk_objects"))?
-    {
-        let (table, name, kind, create_sql): (String, String, String, String) = (
-            row.get("table_name"),
-            row.get("object_name"),
-            row.get("kind"),
-            row.get("create_sql"),
-        );
-        let exists: bool = client
-            .query_one(EXISTS_SQL, &[&table, &name, &kind])
-            .await
-            .map_err(db_err("checking a dropped object"))?
-            .get(0);
-        if !exists {
-            work.push_back((name, create_sql));
-        }
-    }
+    let mut work = objects_to_rebuild(client, load_id).await?;
     say(&format!(
         "rebuilding {} indexes and constraints, then analyzing",
         work.len()
@@ -685,43 +683,7 @@ pub async fn finish(
         work.push_back((format!("statistics of {table}"), format!("ANALYZE {table}")));
     }
     let rebuild_started = Instant::now();
-    let work = Arc::new(Mutex::new(work));
-    let mut workers = Vec::new();
-    for _ in 0..REBUILD_CONNECTIONS {
-        let connection = db::connect(target).await?;
-        connection
-            .client
-            .execute(
-                "SELECT set_config('application_name', $1, false)",
-                &[&REBUILD_APPLICATION],
-            )
-            .await
-            .map_err(db_err("naming a rebuild session"))?;
-        workers.push(rebuild_worker(
-            connection,
-            Arc::clone(&work),
-            Arc::clone(interrupts),
-            &say,
-        ));
-    }
-    // Every worker is waited for, and the held rows' write, the first
-    // failure reported.
-    let rebuilding = async {
-        let mut failure = None;
-        let mut workers: FuturesUnordered<_> = workers.into_iter().collect();
-        while let Some(done) = workers.next().await {
-            let ended = match done {
-                Ok(connection) => connection.close(),
-                Err(error) => Err(error),
-            };
-            if let Err(error) = ended {
-                failure.get_or_insert(error);
-            }
-        }
-        failure.map_or(Ok(()), Err)
-    };
-    let (rebuilt, flushed) = tokio::join!(rebuilding, write_held_rows(target, held));
-    rebuilt.and(flushed)?;
+    rebuild(target, work, held, interrupts, &say).await?;
     if interrupts.load(Ordering::SeqCst) > 0 {
         return Ok(None);
     }
@@ -751,6 +713,89 @@ pub async fn finish(
         report.rebuild_s
     ));
     Ok(Some(report))
+}
+
+/// The recorded objects of load `load_id` that do not exist now (a finish
+/// cut short may have rebuilt some), as (name, `CREATE` statement) in the
+/// recorded order.
+async fn objects_to_rebuild(
+    client: &Client,
+    load_id: i64,
+) -> Result<VecDeque<(String, String)>, Error> {
+    let mut work = VecDeque::new();
+    for row in client
+        .query(
+            "SELECT table_name, object_name, kind, create_sql FROM import_bulk_objects
+             WHERE load_id = $1 ORDER BY position",
+            &[&load_id],
+        )
+        .await
+        .map_err(db_err("reading import_bulk_objects"))?
+    {
+        let (table, name, kind, create_sql): (String, String, String, String) = (
+            row.get("table_name"),
+            row.get("object_name"),
+            row.get("kind"),
+            row.get("create_sql"),
+        );
+        let exists: bool = client
+            .query_one(EXISTS_SQL, &[&table, &name, &kind])
+            .await
+            .map_err(db_err("checking a dropped object"))?
+            .get(0);
+        if !exists {
+            work.push_back((name, create_sql));
+        }
+    }
+    Ok(work)
+}
+
+/// Runs the statements of `work` on [`REBUILD_CONNECTIONS`] connections
+/// of their own ([`rebuild_worker`]) while the held rows are written
+/// ([`write_held_rows`]). Every worker is waited for, and the held rows'
+/// write; the first failure is returned.
+async fn rebuild(
+    target: &Target,
+    work: VecDeque<(String, String)>,
+    held: &mut Option<HeldRows>,
+    interrupts: &Arc<AtomicUsize>,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<(), Error> {
+    let work = Arc::new(Mutex::new(work));
+    let mut workers = Vec::new();
+    for _ in 0..REBUILD_CONNECTIONS {
+        let connection = db::connect(target).await?;
+        connection
+            .client
+            .execute(
+                "SELECT set_config('application_name', $1, false)",
+                &[&REBUILD_APPLICATION],
+            )
+            .await
+            .map_err(db_err("naming a rebuild session"))?;
+        workers.push(rebuild_worker(
+            connection,
+            Arc::clone(&work),
+            Arc::clone(interrupts),
+            say,
+        ));
+    }
+    let rebuilding = async {
+        let mut failure = None;
+        let mut workers: FuturesUnordered<_> = workers.into_iter().collect();
+        while let Some(done) = workers.next().await {
+            let ended = match done {
+                Ok(connection) => connection.close(),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = ended {
+                failure.get_or_insert(error);
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    };
+    let (rebuilt, flushed) = tokio::join!(rebuilding, write_held_rows(target, held));
+    rebuilt.and(flushed)
 }
 
 /// Writes the held counter rows, if not yet written, on a connection of
