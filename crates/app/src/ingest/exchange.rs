@@ -38,6 +38,7 @@
 //! as an incomplete export set.
 
 use std::{
+    fmt::Write as _,
     fs::File,
     io::{self, BufReader, Read},
     os::unix::fs::FileExt,
@@ -283,7 +284,7 @@ impl StoredGames {
             (Ok(Some(chunk)), Ok(None)) => chunk,
             _ => GameChunk::undecodable(
                 pos,
-                pgn.clone(),
+                pgn,
                 "its tags and comments do not read back as one PGN game".into(),
             ),
         }
@@ -350,7 +351,7 @@ pub fn fingerprint(
                 path: file.clone(),
                 source,
             })?;
-        lines.push_str(&format!("{name} {size} {digest:032x}\n"));
+        let _ = writeln!(lines, "{name} {size} {digest:032x}");
         total += size;
         if file == path {
             named = Some(size);
@@ -467,25 +468,7 @@ fn text(value: &Value, what: &str) -> Result<Option<String>, String> {
 
 /// Decodes one ocgdb game row (pure).
 pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
-    const REFS: [(&str, &str, &str); 4] = [
-        ("Event", "EventID", "Events"),
-        ("Site", "SiteID", "Sites"),
-        ("White", "WhiteID", "Players"),
-        ("Black", "BlackID", "Players"),
-    ];
-    let mut names: [Option<String>; 4] = Default::default();
-    for (slot, ((_, column, table), (id, found, name))) in REFS.iter().zip(&row.refs).enumerate() {
-        match (id, found) {
-            (Value::Null, _) => {}
-            (_, Value::Null) => {
-                return Err(format!(
-                    "{column} {} refers to no row of {table}",
-                    text(id, column)?.unwrap_or_default()
-                ));
-            }
-            _ => names[slot] = text(name, table)?.filter(|n| !n.trim().is_empty()),
-        }
-    }
+    let names = ref_names(row)?;
     let column = |i: usize| text(&row.columns[i], GAMES_OPTIONAL[i]);
     let [event, site, white, black] = names;
     let date = column(0)?.map(|d| d.replace('-', "."));
@@ -525,8 +508,49 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
             comments: Vec::new(),
         })
         .collect();
+    let lead = attach_comments(&row.comments, &mut moves)?;
+    Ok(Decoded {
+        tags,
+        lead,
+        moves,
+        result: result_marker(result.as_deref()),
+    })
+}
+
+/// The names an ocgdb row refers to (event, site, white, black; a blank
+/// name is none), or an error naming a reference to no row.
+fn ref_names(row: &OcgdbRow) -> Result<[Option<String>; 4], String> {
+    const REFS: [(&str, &str); 4] = [
+        ("EventID", "Events"),
+        ("SiteID", "Sites"),
+        ("WhiteID", "Players"),
+        ("BlackID", "Players"),
+    ];
+    let mut names: [Option<String>; 4] = Default::default();
+    for (slot, ((column, table), (id, found, name))) in REFS.iter().zip(&row.refs).enumerate() {
+        match (id, found) {
+            (Value::Null, _) => {}
+            (_, Value::Null) => {
+                return Err(format!(
+                    "{column} {} refers to no row of {table}",
+                    text(id, column)?.unwrap_or_default()
+                ));
+            }
+            _ => names[slot] = text(name, table)?.filter(|n| !n.trim().is_empty()),
+        }
+    }
+    Ok(names)
+}
+
+/// Puts each `(Ply, Comment)` after its move (a ply past the last move
+/// after the last); returns the comments before the first move (all of
+/// them when the game has no moves).
+fn attach_comments(
+    comments: &[(Value, Value)],
+    moves: &mut [AnnotatedMove],
+) -> Result<Vec<Vec<u8>>, String> {
     let mut lead = Vec::new();
-    for (ply, comment) in &row.comments {
+    for (ply, comment) in comments {
         let Some(comment) = text(comment, "Comments.Comment")? else {
             continue;
         };
@@ -543,12 +567,7 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
             _ => lead.push(comment.into_bytes()),
         }
     }
-    Ok(Decoded {
-        tags,
-        lead,
-        moves,
-        result: result_marker(result.as_deref()),
-    })
+    Ok(lead)
 }
 
 /// An ocgdb database's games, read, decoded and rendered by a thread of
@@ -628,7 +647,6 @@ impl OcgdbRows {
             )
             .map_err(sqlite)?;
         let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
-        // SQLite's names ignore ASCII case; so does the check.
         let columns = |table: &str| -> io::Result<Vec<String>> {
             let mut statement = connection
                 .prepare("SELECT name FROM pragma_table_info(?1)")
@@ -639,57 +657,12 @@ impl OcgdbRows {
                 .collect::<Result<_, _>>()
                 .map_err(sqlite)
         };
-        let mut missing = Vec::new();
-        let games = columns("Games")?;
-        if games.is_empty() {
-            missing.push("table Games".to_owned());
-        } else {
-            for c in GAMES_REQUIRED {
-                if !games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
-                    missing.push(format!("column Games.{c}"));
-                }
-            }
-        }
-        for table in ["Events", "Sites", "Players"] {
-            let have = columns(table)?;
-            if have.is_empty() {
-                missing.push(format!("table {table}"));
-            }
-            for c in ["ID", "Name"] {
-                if !have.is_empty() && !have.iter().any(|h| h.eq_ignore_ascii_case(c)) {
-                    missing.push(format!("column {table}.{c}"));
-                }
-            }
-        }
-        if !missing.is_empty() {
-            return Err(invalid(format!(
-                "a SQLite database, but not one in the ocgdb schema (pgnload reads ocgdb's \
-                 Games with a Moves2 column): missing {}",
-                missing.join(", ")
-            )));
-        }
+        let games = check_schema(&columns)?;
         let comments = columns("Comments")?;
         let with_comments = ["GameID", "Ply", "Comment"]
             .iter()
             .all(|c| comments.iter().any(|h| h.eq_ignore_ascii_case(c)));
-        let optional: Vec<String> = GAMES_OPTIONAL
-            .iter()
-            .map(|c| {
-                if games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
-                    format!("g.{c}")
-                } else {
-                    "NULL".to_owned()
-                }
-            })
-            .collect();
-        let sql = format!(
-            "SELECT g.ID, g.EventID, e.ID, e.Name, g.SiteID, s.ID, s.Name, g.WhiteID, w.ID, \
-             w.Name, g.BlackID, b.ID, b.Name, {}, g.Moves2 FROM Games g \
-             LEFT JOIN Events e ON e.ID = g.EventID LEFT JOIN Sites s ON s.ID = g.SiteID \
-             LEFT JOIN Players w ON w.ID = g.WhiteID LEFT JOIN Players b ON b.ID = g.BlackID \
-             ORDER BY g.ID LIMIT -1 OFFSET ?1",
-            optional.join(", ")
-        );
+        let sql = games_query(&games);
         // An ID that is no integer is a reject of its own, not the input's
         // failure: the progress counts integer IDs only.
         let max_id: Option<i64> = connection
@@ -744,6 +717,69 @@ impl OcgdbRows {
     fn progress(&self, id: u64) -> (u64, u64) {
         (id, self.max_id)
     }
+}
+
+/// The columns of `Games` once the ocgdb schema is checked (`columns`
+/// lists a table's columns, none for a missing table): an error lists
+/// every table and column missing. SQLite's names ignore ASCII case; so
+/// does the check.
+fn check_schema(columns: &dyn Fn(&str) -> io::Result<Vec<String>>) -> io::Result<Vec<String>> {
+    let mut missing = Vec::new();
+    let games = columns("Games")?;
+    if games.is_empty() {
+        missing.push("table Games".to_owned());
+    } else {
+        for c in GAMES_REQUIRED {
+            if !games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
+                missing.push(format!("column Games.{c}"));
+            }
+        }
+    }
+    for table in ["Events", "Sites", "Players"] {
+        let have = columns(table)?;
+        if have.is_empty() {
+            missing.push(format!("table {table}"));
+        }
+        for c in ["ID", "Name"] {
+            if !have.is_empty() && !have.iter().any(|h| h.eq_ignore_ascii_case(c)) {
+                missing.push(format!("column {table}.{c}"));
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(games);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "a SQLite database, but not one in the ocgdb schema (pgnload reads ocgdb's \
+             Games with a Moves2 column): missing {}",
+            missing.join(", ")
+        ),
+    ))
+}
+
+/// The query of the games past `?1`, with their names, in ID order; an
+/// optional column `Games` lacks (`games` are its columns) reads as NULL.
+fn games_query(games: &[String]) -> String {
+    let optional: Vec<String> = GAMES_OPTIONAL
+        .iter()
+        .map(|c| {
+            if games.iter().any(|g| g.eq_ignore_ascii_case(c)) {
+                format!("g.{c}")
+            } else {
+                "NULL".to_owned()
+            }
+        })
+        .collect();
+    format!(
+        "SELECT g.ID, g.EventID, e.ID, e.Name, g.SiteID, s.ID, s.Name, g.WhiteID, w.ID, \
+         w.Name, g.BlackID, b.ID, b.Name, {}, g.Moves2 FROM Games g \
+         LEFT JOIN Events e ON e.ID = g.EventID LEFT JOIN Sites s ON s.ID = g.SiteID \
+         LEFT JOIN Players w ON w.ID = g.WhiteID LEFT JOIN Players b ON b.ID = g.BlackID \
+         ORDER BY g.ID LIMIT -1 OFFSET ?1",
+        optional.join(", ")
+    )
 }
 
 /// A value as read, text that is not UTF-8 decoded lossily: a bad byte in
@@ -1198,8 +1234,41 @@ impl DcgBase {
         }
     }
 
+    /// The game of index entry `e`, whose record is at `offset`: its PGN,
+    /// or the bytes to store and why it cannot be decoded.
     fn game(&self, e: &[u8; dcg::ENTRY], offset: u64, limits: ParseLimits) -> io::Result<Stored> {
-        let undecodable = |raw: Vec<u8>, reason: String| Ok(Err((raw, reason)));
+        let record = match self.record(offset, limits)? {
+            Ok(record) => record,
+            Err(reason) => return Ok(Err((e.to_vec(), reason))),
+        };
+        let names = match self.names(e)? {
+            Ok(names) => names,
+            Err(reason) => return Ok(Err((record, reason))),
+        };
+        let (fen, moves) = match dcg::parse_game(&record, limits.max_plies, limits.max_game_bytes) {
+            Ok(parsed) => parsed,
+            Err(reason) => {
+                return Ok(Err((record, format!("record at byte {offset}: {reason}"))));
+            }
+        };
+        let result = match e[31] {
+            1 => "1-0",
+            2 => "0-1",
+            3 => "1/2-1/2",
+            0 => "*",
+            other => return Ok(Err((record, format!("result code {other} in the index")))),
+        };
+        Ok(Ok(render(&Decoded {
+            tags: entry_tags(e, names, result, fen),
+            lead: Vec::new(),
+            moves,
+            result,
+        })))
+    }
+
+    /// The game record at `offset` (the length header checked against the
+    /// file's end and the per-game limit), or why it cannot be read.
+    fn record(&self, offset: u64, limits: ParseLimits) -> io::Result<Result<Vec<u8>, String>> {
         let truncated = || {
             format!(
                 "the record at byte {offset} runs past the end of the .dcg ({} bytes): the \
@@ -1215,25 +1284,27 @@ impl DcgBase {
             } else {
                 format!("no record length at byte {offset} of the .dcg")
             };
-            return undecodable(e.to_vec(), reason);
+            return Ok(Err(reason));
         };
         let end = offset
             .checked_add(header as u64)
             .and_then(|start| start.checked_add(len));
         if end.is_none_or(|end| end > self.games.len) {
-            return undecodable(e.to_vec(), truncated());
+            return Ok(Err(truncated()));
         }
         if len > limits.max_game_bytes {
-            return undecodable(
-                e.to_vec(),
-                format!(
-                    "the record at byte {offset} is {len} bytes, more than the limit of {}",
-                    limits.max_game_bytes
-                ),
-            );
+            return Ok(Err(format!(
+                "the record at byte {offset} is {len} bytes, more than the limit of {}",
+                limits.max_game_bytes
+            )));
         }
         let len = usize::try_from(len).expect("at most max_game_bytes, which fits in memory");
-        let record = self.games.read(offset + header as u64, len)?;
+        Ok(Ok(self.games.read(offset + header as u64, len)?))
+    }
+
+    /// The names index entry `e` refers to (white, black, site, event), or
+    /// why one cannot be read.
+    fn names(&self, e: &[u8; dcg::ENTRY]) -> io::Result<Result<[Option<String>; 4], String>> {
         let names = [
             (9, &self.names, "white name"),
             (13, &self.names, "black name"),
@@ -1245,74 +1316,10 @@ impl DcgBase {
             let r = u32::from_be_bytes(e[at..at + 4].try_into().expect("four bytes"));
             match name(part, r)? {
                 Ok(n) => found[slot] = n,
-                Err(reason) => return undecodable(record, format!("{what}: {reason}")),
+                Err(reason) => return Ok(Err(format!("{what}: {reason}"))),
             }
         }
-        let (fen, moves) = match dcg::parse_game(&record, limits.max_plies, limits.max_game_bytes) {
-            Ok(parsed) => parsed,
-            Err(reason) => {
-                return undecodable(record, format!("record at byte {offset}: {reason}"));
-            }
-        };
-        let result = match e[31] {
-            1 => "1-0",
-            2 => "0-1",
-            3 => "1/2-1/2",
-            0 => "*",
-            other => return undecodable(record, format!("result code {other} in the index")),
-        };
-        let [white, black, site, event] = found;
-        let round = u16::from_be_bytes([e[17], e[18]]);
-        let elo = |at: usize| u16::from_be_bytes([e[at], e[at + 1]]);
-        let year = u16::from_be_bytes([e[35], e[36]]);
-        let (month, day) = (e[37], e[38]);
-        let two = |n: u8| {
-            if n == 0 {
-                "??".to_owned()
-            } else {
-                format!("{n:02}")
-            }
-        };
-        let mut tags = Vec::with_capacity(12);
-        let mut tag = |name: &'static str, value: Option<String>| {
-            if let Some(value) = value {
-                tags.push((name, value));
-            }
-        };
-        tag("Event", event);
-        tag("Site", site);
-        tag(
-            "Date",
-            (year, month, day).ne(&(0, 0, 0)).then(|| {
-                let year = if year == 0 {
-                    "????".to_owned()
-                } else {
-                    format!("{year:04}")
-                };
-                format!("{year}.{}.{}", two(month), two(day))
-            }),
-        );
-        tag("Round", (round != 0).then(|| round.to_string()));
-        tag("White", white);
-        tag("Black", black);
-        tag("Result", Some(result.to_owned()));
-        tag("WhiteElo", (elo(27) != 0).then(|| elo(27).to_string()));
-        tag("BlackElo", (elo(29) != 0).then(|| elo(29).to_string()));
-        tag(
-            "ECO",
-            (e[32..35] != [0, 0, 0]).then(|| String::from_utf8_lossy(&e[32..35]).into_owned()),
-        );
-        let fen = fen.map(|f| String::from_utf8_lossy(&f).into_owned());
-        if fen.is_some() {
-            tag("SetUp", Some("1".into()));
-        }
-        tag("FEN", fen);
-        Ok(Ok(render(&Decoded {
-            tags,
-            lead: Vec::new(),
-            moves,
-            result,
-        })))
+        Ok(Ok(found))
     }
 
     fn progress(&self) -> (u64, u64) {
@@ -1322,6 +1329,64 @@ impl DcgBase {
 
 /// Status byte of an index entry marked deleted (the spec's 0xFF).
 const DELETED: u8 = 0xFF;
+
+/// The tags of a dcg game: its index entry `e` (round, ratings, date,
+/// ECO), the `names` it refers to (white, black, site, event), its
+/// `result` and its record's starting position.
+fn entry_tags(
+    e: &[u8; dcg::ENTRY],
+    names: [Option<String>; 4],
+    result: &str,
+    fen: Option<Vec<u8>>,
+) -> Vec<(&'static str, String)> {
+    let [white, black, site, event] = names;
+    let round = u16::from_be_bytes([e[17], e[18]]);
+    let elo = |at: usize| u16::from_be_bytes([e[at], e[at + 1]]);
+    let year = u16::from_be_bytes([e[35], e[36]]);
+    let (month, day) = (e[37], e[38]);
+    let two = |n: u8| {
+        if n == 0 {
+            "??".to_owned()
+        } else {
+            format!("{n:02}")
+        }
+    };
+    let mut tags = Vec::with_capacity(12);
+    let mut tag = |name: &'static str, value: Option<String>| {
+        if let Some(value) = value {
+            tags.push((name, value));
+        }
+    };
+    tag("Event", event);
+    tag("Site", site);
+    tag(
+        "Date",
+        (year, month, day).ne(&(0, 0, 0)).then(|| {
+            let year = if year == 0 {
+                "????".to_owned()
+            } else {
+                format!("{year:04}")
+            };
+            format!("{year}.{}.{}", two(month), two(day))
+        }),
+    );
+    tag("Round", (round != 0).then(|| round.to_string()));
+    tag("White", white);
+    tag("Black", black);
+    tag("Result", Some(result.to_owned()));
+    tag("WhiteElo", (elo(27) != 0).then(|| elo(27).to_string()));
+    tag("BlackElo", (elo(29) != 0).then(|| elo(29).to_string()));
+    tag(
+        "ECO",
+        (e[32..35] != [0, 0, 0]).then(|| String::from_utf8_lossy(&e[32..35]).into_owned()),
+    );
+    let fen = fen.map(|f| String::from_utf8_lossy(&f).into_owned());
+    if fen.is_some() {
+        tag("SetUp", Some("1".into()));
+    }
+    tag("FEN", fen);
+    tags
+}
 
 /// The name a reference points at: `None` for pgn2dcg's reference into
 /// the magic (it writes 0 for a name over 36 bytes) and for `?`; an error
@@ -1396,7 +1461,7 @@ mod tests {
     fn tiny_base(dir: &Path) -> PathBuf {
         let base = dir.join("tiny");
         let write = |ext: &str, bytes: &[u8]| {
-            std::fs::write(base.with_extension(ext), bytes).expect("write a base file")
+            std::fs::write(base.with_extension(ext), bytes).expect("write a base file");
         };
         let mut names = b"SimpleCDbn".to_vec();
         names.extend(dcg::record("Ann"));
