@@ -30,6 +30,24 @@ use crate::{
     progress::Snapshot,
 };
 
+/// What [`Importer::stream_batches`] knows of the input upstream of the
+/// writer.
+struct Upstream {
+    /// How the input ended upstream, once it did (the batches before are
+    /// still written).
+    end: Option<InputEnd>,
+    /// The input's bytes read, once it opened.
+    consumed: Option<Arc<AtomicU64>>,
+    /// The run's rejects, committed or in a batch on its way to the
+    /// database: what `--max-rejects` is checked against before a batch
+    /// is written, so that the run commits one reject past the limit,
+    /// never more.
+    rejects_handed: u64,
+    /// Whether the next batch is the first of an input read from its
+    /// start: it is checked to be PGN before anything of it is written.
+    first: bool,
+}
+
 impl Importer<'_> {
     /// Streams the input from its checkpoint through the parse pipeline
     /// and the two write phases. `Err` when a data connection was lost
@@ -39,16 +57,7 @@ impl Importer<'_> {
         name: &str,
         checkpoint: Checkpoint,
     ) -> Result<InputEnd, Error> {
-        let source =
-            (self.run.settings.source.clone()).unwrap_or_else(|| DEFAULT_SOURCE.to_owned());
-        let mut file = FileContext {
-            file_id: checkpoint.file_id,
-            source,
-            expected_bytes_done: checkpoint.bytes_done,
-            explorer: self.run.explorer,
-            positions_max_ply: self.run.settings.scope.positions_max_ply,
-            shards: self.run.shards,
-        };
+        let mut file = self.file_context(&checkpoint);
         let spec = InputSpec {
             name: name.to_owned(),
             skip_bytes: checkpoint.skip_bytes,
@@ -59,45 +68,22 @@ impl Importer<'_> {
             self.run.settings.pipeline,
             Arc::clone(&self.run.interrupts),
         );
-        let mut consumed = None;
+        let mut upstream = Upstream {
+            end: None,
+            consumed: None,
+            rejects_handed: self.tally.totals.games.rejected,
+            first: checkpoint.skip_bytes == 0 && checkpoint.skip_games == 0,
+        };
+        if self.past_max_rejects(upstream.rejects_handed) {
+            upstream.end = Some(InputEnd::TooManyRejects);
+        }
         // Batches move through two phases (see `Self::step`): `ready` has
         // its positions committed and waits for its games to be written.
         let mut ready: Option<(Batch, ResolvedBatch)> = None;
-        let mut upstream_end = None;
-        // The run's rejects, committed or in a batch on its way to the
-        // database: what `--max-rejects` is checked against before a batch
-        // is written, so that the run commits one reject past the limit,
-        // never more.
-        let mut rejects_handed = self.tally.totals.games.rejected;
-        if self.past_max_rejects(rejects_handed) {
-            upstream_end = Some(InputEnd::TooManyRejects);
-        }
-        // An input read from its start is checked to be PGN on its first
-        // batch, before anything of it is written.
-        let mut first = checkpoint.skip_bytes == 0 && checkpoint.skip_games == 0;
         let end = loop {
-            let next = match upstream_end {
-                Some(_) => None,
-                None => match self.next_batch(&pipeline, name, &mut consumed) {
-                    Ok(batch) if std::mem::take(&mut first) && !batch.reads_as_pgn() => {
-                        upstream_end = Some(InputEnd::Failed(not_pgn(name, &batch)));
-                        None
-                    }
-                    Ok(mut batch) => {
-                        if self.cut_at_max_rejects(&mut batch, &mut rejects_handed) {
-                            upstream_end = Some(InputEnd::TooManyRejects);
-                        }
-                        batch.apply_scope(&self.run.settings.scope);
-                        Some(batch)
-                    }
-                    Err(end) => {
-                        upstream_end = Some(end);
-                        None
-                    }
-                },
-            };
+            let next = self.pull(&pipeline, name, &mut upstream);
             if next.is_none() && ready.is_none() {
-                break Ok(upstream_end.unwrap_or(InputEnd::Done));
+                break Ok(upstream.end.unwrap_or(InputEnd::Done));
             }
             // A pending bulk load begins (dropping the indexes) with the
             // first batch read, so once the input opened and yielded games:
@@ -128,7 +114,7 @@ impl Importer<'_> {
                     break self.lost_or_failed(error);
                 }
                 file.expected_bytes_done = to_i64(batch.end_offset);
-                if let Some(end) = self.after_batch(&batch, consumed.as_deref()) {
+                if let Some(end) = self.after_batch(&batch, upstream.consumed.as_deref()) {
                     break Ok(end);
                 }
             }
@@ -141,6 +127,44 @@ impl Importer<'_> {
         pipeline.stop();
         drop(pipeline);
         end
+    }
+
+    /// What the writer needs to know of the input at `checkpoint`.
+    fn file_context(&self, checkpoint: &Checkpoint) -> FileContext {
+        FileContext {
+            file_id: checkpoint.file_id,
+            source: (self.run.settings.source.clone()).unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
+            expected_bytes_done: checkpoint.bytes_done,
+            explorer: self.run.explorer,
+            positions_max_ply: self.run.settings.scope.positions_max_ply,
+            shards: self.run.shards,
+        }
+    }
+
+    /// The next batch to write, checked and cut as the run's settings say
+    /// (PGN on an input's first batch, `--max-rejects`, the scope); `None`
+    /// once the input ended upstream (`upstream.end` says how).
+    fn pull(&self, pipeline: &Pipeline, name: &str, upstream: &mut Upstream) -> Option<Batch> {
+        if upstream.end.is_some() {
+            return None;
+        }
+        match self.next_batch(pipeline, name, &mut upstream.consumed) {
+            Ok(batch) if std::mem::take(&mut upstream.first) && !batch.reads_as_pgn() => {
+                upstream.end = Some(InputEnd::Failed(not_pgn(name, &batch)));
+                None
+            }
+            Ok(mut batch) => {
+                if self.cut_at_max_rejects(&mut batch, &mut upstream.rejects_handed) {
+                    upstream.end = Some(InputEnd::TooManyRejects);
+                }
+                batch.apply_scope(&self.run.settings.scope);
+                Some(batch)
+            }
+            Err(end) => {
+                upstream.end = Some(end);
+                None
+            }
+        }
     }
 
     /// Begins the bulk load this run chose, if it has not begun yet.
