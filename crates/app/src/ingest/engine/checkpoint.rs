@@ -90,6 +90,21 @@ impl GameCounts {
     }
 }
 
+/// How a changed input is refused: `message` says why.
+fn refused(name: &str, message: String) -> Predecessor {
+    Predecessor::Refused(InputEnd::Failed(Error::Input {
+        file: name.to_owned(),
+        message,
+    }))
+}
+
+/// A file's size as `import_files.size_bytes` holds it.
+fn size_bytes(size: Option<u64>) -> Option<i64> {
+    size.map(|size| {
+        i64::try_from(size).expect("a file size comes from st_size, a non-negative 64-bit off_t")
+    })
+}
+
 impl Importer<'_> {
     /// Reads (or registers) the input's checkpoint and marks it running:
     /// where to resume, or how the input ends without reading it (already
@@ -119,36 +134,10 @@ impl Importer<'_> {
             }
         }
         let (file_id, games_done, bytes_done) = match row {
-            Some(row) => {
-                let state: String = row.get(1);
-                let recorded: String = row.get(8);
-                if !restart && recorded != scope {
-                    return Ok(Err(InputEnd::Failed(scope_changed(
-                        name, &recorded, &scope,
-                    ))));
-                }
-                if state == "done" && !restart {
-                    if retrying {
-                        // The attempt that lost its connection had finished.
-                        self.account_input(GameCounts::from_row(&row, 4))?;
-                        return Ok(Err(InputEnd::Done));
-                    }
-                    return Ok(Err(InputEnd::AlreadyImported));
-                }
-                let (games, bytes): (i64, i64) = if restart {
-                    (0, 0)
-                } else {
-                    (row.get(2), row.get(3))
-                };
-                if bytes > 0 {
-                    self.run.reporter.notice(&Notice::Resuming {
-                        input: name,
-                        games,
-                        bytes,
-                    });
-                }
-                (row.get::<_, i64>(0), games, bytes)
-            }
+            Some(row) => match self.recorded(&row, name, restart, retrying, &scope)? {
+                Ok((games, bytes)) => (row.get::<_, i64>(0), games, bytes),
+                Err(end) => return Ok(Err(end)),
+            },
             None => (
                 self.register_input(name, path, fingerprint, size, &scope)
                     .await?,
@@ -156,15 +145,13 @@ impl Importer<'_> {
                 0,
             ),
         };
-        let (skip_bytes, skip_games) = match (u64::try_from(bytes_done), u64::try_from(games_done))
-        {
-            (Ok(bytes), Ok(games)) => (bytes, games),
-            _ => {
-                return Ok(Err(InputEnd::Failed(Error::inconsistent(format!(
-                    "import_files row {file_id} holds a negative checkpoint \
-                     ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
-                )))));
-            }
+        let (Ok(skip_bytes), Ok(skip_games)) =
+            (u64::try_from(bytes_done), u64::try_from(games_done))
+        else {
+            return Ok(Err(InputEnd::Failed(Error::inconsistent(format!(
+                "import_files row {file_id} holds a negative checkpoint \
+                 ({games_done} games, byte {bytes_done}); refusing to guess where to resume"
+            )))));
         };
         let committed = self
             .mark_running(file_id, path, (games_done, bytes_done), restart, &scope)
@@ -187,6 +174,47 @@ impl Importer<'_> {
             skip_bytes,
             skip_games,
         }))
+    }
+
+    /// Where the input recorded in `row` ([`Self::checkpoint_row`])
+    /// resumes, as `(games_done, bytes_done)` (from the start on
+    /// `restart`), or how it ends without reading it: recorded under
+    /// another scope, or done (when `retrying`, by the attempt that lost
+    /// its connection: its counts are the run's).
+    fn recorded(
+        &mut self,
+        row: &tokio_postgres::Row,
+        name: &str,
+        restart: bool,
+        retrying: bool,
+        scope: &str,
+    ) -> Result<Result<(i64, i64), InputEnd>, Error> {
+        let state: String = row.get(1);
+        let recorded: String = row.get(8);
+        if !restart && recorded != scope {
+            return Ok(Err(InputEnd::Failed(scope_changed(name, &recorded, scope))));
+        }
+        if state == "done" && !restart {
+            if retrying {
+                // The attempt that lost its connection had finished.
+                self.account_input(GameCounts::from_row(row, 4))?;
+                return Ok(Err(InputEnd::Done));
+            }
+            return Ok(Err(InputEnd::AlreadyImported));
+        }
+        let (games, bytes): (i64, i64) = if restart {
+            (0, 0)
+        } else {
+            (row.get(2), row.get(3))
+        };
+        if bytes > 0 {
+            self.run.reporter.notice(&Notice::Resuming {
+                input: name,
+                games,
+                bytes,
+            });
+        }
+        Ok(Ok((games, bytes)))
     }
 
     /// The input's row in `import_files`, by fingerprint: `(id, state,
@@ -249,12 +277,6 @@ impl Importer<'_> {
                 .map_err(db_err("retiring the old checkpoint"))?;
             return Ok(Predecessor::None);
         }
-        let refused = |message: String| {
-            Ok(Predecessor::Refused(InputEnd::Failed(Error::Input {
-                file: name.to_owned(),
-                message,
-            })))
-        };
         // Exchange inputs resume by game number, and their files are
         // rewritten in place rather than appended to: never "grown".
         let stored = matches!(
@@ -269,11 +291,14 @@ impl Importer<'_> {
         let from = match grown {
             Ok(Some(from)) => from,
             Ok(None) => {
-                return refused(format!(
-                    "changed inside the part its interrupted import read (fingerprint {old} then, \
+                return Ok(refused(
+                    name,
+                    format!(
+                        "changed inside the part its interrupted import read (fingerprint {old} then, \
                      {fingerprint} now; not a file that only grew); refusing to resume. Pass \
                      --restart to import it from the start (games already imported are \
                      recognized and skipped)"
+                    ),
                 ));
             }
             Err(e) if source::is_cancelled(&e) => {
@@ -281,24 +306,41 @@ impl Importer<'_> {
             }
             Err(e) => return Ok(Predecessor::Refused(InputEnd::Failed(e))),
         };
+        self.adopt(name, (old_id, &old), fingerprint, size, from)
+            .await
+    }
+
+    /// Adopts the interrupted import `(old_id, old)` (its id and
+    /// fingerprint) of a file that grew from `from` bytes to `size`: its
+    /// row takes the new fingerprint and size, unless another pgnload is
+    /// still running it.
+    async fn adopt(
+        &self,
+        name: &str,
+        (old_id, old): (i64, &str),
+        fingerprint: &str,
+        size: Option<u64>,
+        from: u64,
+    ) -> Result<Predecessor, Error> {
+        let client = &self.conns.control.client;
         // The old import may still be running in another pgnload (it holds
         // the old fingerprint's lock): its row is not ours to take.
-        let old_key = super::lock_key(&old);
+        let old_key = super::lock_key(old);
         let free: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&old_key])
             .await
             .map_err(db_err("locking the input's earlier import"))?
             .get(0);
         if !free {
-            return refused(format!(
-                "grew since another pgnload began importing it (fingerprint {old}), and that \
-                 import is still running; rerun once it ends"
+            return Ok(refused(
+                name,
+                format!(
+                    "grew since another pgnload began importing it (fingerprint {old}), and that \
+                     import is still running; rerun once it ends"
+                ),
             ));
         }
-        let size_bytes = size.map(|size| {
-            i64::try_from(size)
-                .expect("a file size comes from st_size, a non-negative 64-bit off_t")
-        });
+        let size_bytes = size_bytes(size);
         let adopted = client
             .execute(
                 "UPDATE import_files SET fingerprint = $2, size_bytes = $3, updated_at = now()
@@ -334,10 +376,7 @@ impl Importer<'_> {
         } else {
             sniff_compression(Path::new(name)).to_string()
         };
-        let size_bytes = size.map(|size| {
-            i64::try_from(size)
-                .expect("a file size comes from st_size, a non-negative 64-bit off_t")
-        });
+        let size_bytes = size_bytes(size);
         Ok(self
             .conns
             .control
@@ -398,11 +437,10 @@ impl Importer<'_> {
         end: InputEnd,
     ) -> Result<InputEnd, Error> {
         let (state, error) = match end {
-            InputEnd::Done => ("done", None),
+            InputEnd::Done | InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
             InputEnd::Interrupted | InputEnd::TooManyRejects => ("interrupted", None),
             // With its causes, as the final message prints it.
             InputEnd::Failed(ref e) => ("failed", Some(crate::error::report(e))),
-            InputEnd::AlreadyImported | InputEnd::Busy => ("done", None),
         };
         let committed = self
             .retrying_control(async |this: &mut Self| {
