@@ -176,41 +176,7 @@ pub fn open_input_interruptible(
         path: PathBuf::from(name),
         source,
     };
-    let (raw, len): (Box<dyn Read + Send>, Option<u64>) = if name == "-" {
-        // A duplicate of fd 0 rather than `io::stdin()`, whose own buffer
-        // would hide data from the wait for readable data.
-        let stdin = io::stdin().as_fd().try_clone_to_owned().map_err(open_err)?;
-        let stream = Stream::new(Arc::from(name), File::from(stdin), interrupts);
-        (Box::new(stream), None)
-    } else {
-        // Non-blocking: opening a FIFO for reading otherwise waits, beyond
-        // the reach of any signal handler, until some process opens it for
-        // writing. Reads block again once it is open.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(OFlag::O_NONBLOCK.bits())
-            .open(name)
-            .map_err(open_err)?;
-        let flags = fcntl(&file, FcntlArg::F_GETFL).map_err(|e| open_err(e.into()))?;
-        fcntl(
-            &file,
-            FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) & !OFlag::O_NONBLOCK),
-        )
-        .map_err(|e| open_err(e.into()))?;
-        let meta = file.metadata().map_err(open_err)?;
-        if meta.is_dir() {
-            return Err(open_err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "is a directory",
-            )));
-        }
-        if meta.is_file() {
-            (Box::new(file), Some(meta.len()))
-        } else {
-            let stream = Stream::new(Arc::from(name), file, interrupts);
-            (Box::new(stream), None)
-        }
-    };
+    let (raw, len) = open_raw(name, interrupts).map_err(open_err)?;
     let consumed = Arc::new(AtomicU64::new(0));
     let mut counted = BufReader::with_capacity(
         1 << 20,
@@ -222,13 +188,69 @@ pub fn open_input_interruptible(
     let head = read_head(&mut counted, SNIFF_LEN).map_err(open_err)?;
     let compression = Compression::sniff(&head);
     let stream = io::Cursor::new(head).chain(counted);
-    let reader: Box<dyn Read + Send> = match compression {
+    let reader = decompress(stream, compression, options).map_err(open_err)?;
+    Ok(Input {
+        name: Arc::from(name),
+        len,
+        consumed,
+        reader,
+    })
+}
+
+/// `name` (a path, or `-` for stdin) opened as it is, with its length if
+/// it is a regular file; a stream waits for data interruptibly
+/// ([`Stream`]).
+fn open_raw(
+    name: &str,
+    interrupts: Arc<AtomicUsize>,
+) -> io::Result<(Box<dyn Read + Send>, Option<u64>)> {
+    if name == "-" {
+        // A duplicate of fd 0 rather than `io::stdin()`, whose own buffer
+        // would hide data from the wait for readable data.
+        let stdin = io::stdin().as_fd().try_clone_to_owned()?;
+        let stream = Stream::new(Arc::from(name), File::from(stdin), interrupts);
+        return Ok((Box::new(stream), None));
+    }
+    // Non-blocking: opening a FIFO for reading otherwise waits, beyond
+    // the reach of any signal handler, until some process opens it for
+    // writing. Reads block again once it is open.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(name)?;
+    let flags = fcntl(&file, FcntlArg::F_GETFL)?;
+    fcntl(
+        &file,
+        FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) & !OFlag::O_NONBLOCK),
+    )?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is a directory",
+        ));
+    }
+    if meta.is_file() {
+        Ok((Box::new(file), Some(meta.len())))
+    } else {
+        let stream = Stream::new(Arc::from(name), file, interrupts);
+        Ok((Box::new(stream), None))
+    }
+}
+
+/// The PGN of `stream` (whose head was sniffed as `compression`):
+/// decompressed, or an error for a format read only from a file or not at
+/// all.
+fn decompress(
+    stream: impl Read + Send + 'static,
+    compression: Compression,
+    options: SourceOptions,
+) -> io::Result<Box<dyn Read + Send>> {
+    Ok(match compression {
         Compression::None => Box::new(stream),
         Compression::Zstd => {
-            let mut decoder = zstd::stream::read::Decoder::new(stream).map_err(open_err)?;
-            decoder
-                .window_log_max(options.zstd_window_log_max)
-                .map_err(open_err)?;
+            let mut decoder = zstd::stream::read::Decoder::new(stream)?;
+            decoder.window_log_max(options.zstd_window_log_max)?;
             Box::new(decoder)
         }
         Compression::Bzip2 => Box::new(BufReader::with_capacity(
@@ -240,29 +262,23 @@ pub fn open_input_interruptible(
             flate2::read::MultiGzDecoder::new(stream),
         )),
         Compression::Sqlite | Compression::Dcg => {
-            return Err(open_err(io::Error::new(
+            return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
                     "{compression} database: pgnload import reads it from a file, not from a \
                      stream nor as PGN"
                 ),
-            )));
+            ));
         }
         Compression::Unsupported(format) => {
-            return Err(open_err(io::Error::new(
+            return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
                     "unsupported format: {format} (pgnload reads plain PGN, zstd, bzip2 and gzip; \
                      extract or recompress it first)"
                 ),
-            )));
+            ));
         }
-    };
-    Ok(Input {
-        name: Arc::from(name),
-        len,
-        consumed,
-        reader,
     })
 }
 
@@ -280,6 +296,10 @@ pub fn cancelled() -> io::Error {
 
 /// Whether `error` means the run was interrupted while an input was being
 /// fingerprinted, waited for or read, rather than that the input is broken.
+#[expect(
+    clippy::redundant_closure_for_method_calls,
+    reason = "the method's path would spell out the trait object's whole type"
+)]
 pub fn is_cancelled(error: &Error) -> bool {
     match error {
         Error::Open { source, .. } | Error::InputBroken { source, .. } => source
