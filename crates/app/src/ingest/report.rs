@@ -261,33 +261,23 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::ingest::writer::Holder;
 
-    /// The lines the engine printed before it had a reporter, byte for
-    /// byte (after the `pgnload: ` that `cmd::import` puts first).
+    /// Each notice's line as the engine printed it before it had a
+    /// reporter, byte for byte (after the `pgnload: ` that `cmd::import`
+    /// puts first).
+    fn assert_read_as_printed<const N: usize>(cases: [(Notice<'_>, String); N]) {
+        for (notice, text) in cases {
+            assert_eq!(notice.to_string(), text, "{notice:?}");
+        }
+    }
+
+    /// The notices about the run: the database, locks, retries, the bulk
+    /// load, rejects.
     #[test]
-    fn notices_read_as_the_engine_printed_them() {
+    fn run_notices_read_as_the_engine_printed_them() {
         let error = Error::Conflict("lost the import lock".into());
-        let game = SourcePos {
-            file: Arc::from("a.pgn"),
-            game_number: 7,
-            byte_offset: 120,
-        };
-        let conflict = |game_id, path: Option<&str>, game_number, byte_offset| {
-            let mut conflict = Conflict {
-                index: 0,
-                source: "lichess".into(),
-                external_id: "abcd1234".into(),
-                holder: Default::default(),
-            };
-            let holder = &mut conflict.holder;
-            (holder.game_id, holder.file_id) = (game_id, Some(3));
-            holder.path = path.map(str::to_owned);
-            (holder.game_number, holder.byte_offset) = (game_number, byte_offset);
-            conflict
-        };
-        let held = conflict(Some(42), Some("/d/b.pgn"), Some(2), Some(0));
-        let same_input = conflict(None, None, Some(5), None);
-        let cases: [(Notice<'_>, String); 19] = [
+        let cases: [(Notice<'_>, String); 9] = [
             (
                 Notice::Advice("raise work_mem"),
                 "advice: raise work_mem".into(),
@@ -312,6 +302,32 @@ mod tests {
                 Notice::ReconnectFailed(&error),
                 format!("reconnect: {error}"),
             ),
+            (
+                Notice::TooManyRejects(5),
+                "more than 5 games rejected; stopping (rerun to continue)".into(),
+            ),
+            (
+                Notice::BulkLoad("merging duplicate positions"),
+                "bulk load: merging duplicate positions".into(),
+            ),
+            (
+                Notice::WaitingForImports,
+                "waiting for the other imports to end (bulk mode needs the database to itself)"
+                    .into(),
+            ),
+            (
+                Notice::WaitingForBulkLoad,
+                "waiting for a bulk load to finish".into(),
+            ),
+        ];
+        assert_read_as_printed(cases);
+    }
+
+    /// The notices about one input.
+    #[test]
+    fn input_notices_read_as_the_engine_printed_them() {
+        let error = Error::Conflict("lost the import lock".into());
+        let cases: [(Notice<'_>, String); 7] = [
             (
                 Notice::AlreadyImported("a.pgn"),
                 "a.pgn: already imported, skipped".into(),
@@ -343,10 +359,6 @@ mod tests {
                     .into(),
             ),
             (
-                Notice::TooManyRejects(5),
-                "more than 5 games rejected; stopping (rerun to continue)".into(),
-            ),
-            (
                 Notice::RejectedBefore {
                     input: "a.pgn",
                     games: 3,
@@ -362,6 +374,39 @@ mod tests {
                 },
                 format!("a.pgn: {}", crate::error::report(&error)),
             ),
+        ];
+        assert_read_as_printed(cases);
+    }
+
+    /// The notices about a game whose identity another game holds.
+    #[test]
+    fn conflict_notices_read_as_the_engine_printed_them() {
+        let game = SourcePos {
+            file: Arc::from("a.pgn"),
+            game_number: 7,
+            byte_offset: 120,
+        };
+        let conflict = |holder| Conflict {
+            index: 0,
+            source: "lichess".into(),
+            external_id: "abcd1234".into(),
+            holder,
+        };
+        let held = conflict(Holder {
+            game_id: Some(42),
+            file_id: Some(3),
+            path: Some("/d/b.pgn".into()),
+            game_number: Some(2),
+            byte_offset: Some(0),
+        });
+        let same_input = conflict(Holder {
+            game_id: None,
+            file_id: Some(3),
+            path: None,
+            game_number: Some(5),
+            byte_offset: None,
+        });
+        let cases: [(Notice<'_>, String); 3] = [
             (
                 Notice::Conflict {
                     game: &game,
@@ -387,23 +432,8 @@ mod tests {
                 Notice::MoreConflicts,
                 "more conflicts are not shown; see import_conflicts".into(),
             ),
-            (
-                Notice::BulkLoad("merging duplicate positions"),
-                "bulk load: merging duplicate positions".into(),
-            ),
-            (
-                Notice::WaitingForImports,
-                "waiting for the other imports to end (bulk mode needs the database to itself)"
-                    .into(),
-            ),
-            (
-                Notice::WaitingForBulkLoad,
-                "waiting for a bulk load to finish".into(),
-            ),
         ];
-        for (notice, text) in cases {
-            assert_eq!(notice.to_string(), text, "{notice:?}");
-        }
+        assert_read_as_printed(cases);
     }
 
     /// A failed input whose error names it already is not named twice.

@@ -52,6 +52,10 @@ mod sharded;
 mod single;
 
 pub(crate) use self::copy::{CopyRow, TableRow, WriteError, copy_rows};
+/// Where a conflict's identity is held ([`Conflict::holder`]), named for
+/// the report's tests, which build conflicts.
+#[cfg(test)]
+pub(crate) use self::existing::Holder;
 pub(crate) use self::existing::legacy_holders;
 use self::rows::{EventRow, GameRow, MoveRow, PlayerRow, PositionRow};
 pub use self::{
