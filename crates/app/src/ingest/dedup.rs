@@ -38,10 +38,12 @@ impl PositionKey {
     /// The key of a normalized FEN.
     pub fn of(fen: &str) -> PositionKey {
         let digest = xxhash_rust::xxh3::xxh3_128(fen.as_bytes());
-        PositionKey {
-            high: (digest >> 64) as u64,
-            low: digest as u64,
-        }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the digest's two halves, cut on purpose"
+        )]
+        let (high, low) = ((digest >> 64) as u64, digest as u64);
+        PositionKey { high, low }
     }
 }
 
@@ -160,7 +162,7 @@ impl PositionCache {
 mod tests {
     use super::*;
 
-    fn key(i: usize) -> PositionKey {
+    fn key(i: i64) -> PositionKey {
         PositionKey::of(&format!("fen {i}"))
     }
 
@@ -168,7 +170,7 @@ mod tests {
     fn cache_never_exceeds_its_capacity_and_counts_evictions() {
         let mut cache = PositionCache::new(100);
         for i in 0..10_000 {
-            cache.insert(key(i), i as i64);
+            cache.insert(key(i), i);
             assert!(cache.len() <= 100, "{} entries", cache.len());
         }
         assert_eq!(cache.evicted() + cache.len() as u64, 10_000);
@@ -178,11 +180,11 @@ mod tests {
     fn nothing_is_evicted_below_capacity() {
         let mut cache = PositionCache::new(1000);
         for i in 0..1000 {
-            cache.insert(key(i), i as i64);
+            cache.insert(key(i), i);
         }
         assert_eq!(cache.evicted(), 0);
         for i in 0..1000 {
-            assert_eq!(cache.get(key(i)), Some(i as i64), "{i}");
+            assert_eq!(cache.get(key(i)), Some(i), "{i}");
         }
     }
 
@@ -192,7 +194,7 @@ mod tests {
         let start = PositionKey::of("start");
         cache.insert(start, 1);
         for i in 0..100 {
-            cache.insert(key(i), i as i64);
+            cache.insert(key(i), i);
             assert_eq!(cache.get(start), Some(1), "round {i}");
         }
         assert_eq!(cache.get(key(0)), None);

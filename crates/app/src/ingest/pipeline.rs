@@ -334,7 +334,7 @@ impl Pipeline {
             .spawn(move || process_loop(&read_rx, &event_tx, config.limits));
         let threads = [reader, processor]
             .into_iter()
-            .filter_map(|spawned| spawned.ok())
+            .filter_map(Result::ok)
             .collect();
         Pipeline {
             events: event_rx,

@@ -10,7 +10,10 @@ use tokio_postgres::{Transaction, types::Json};
 
 use super::{FileContext, to_i64};
 use crate::{
-    chess::{model::termination_label, replay::GameRecord},
+    chess::{
+        model::{GameResult, termination_label},
+        replay::GameRecord,
+    },
     ingest::pipeline::{Batch, Outcome},
 };
 
@@ -309,7 +312,7 @@ pub(crate) async fn legacy_holders(
         let same = game.meta.lichess_id.is_none()
             && row.get::<_, &[u8]>("moves") == game.encoded_moves().as_slice()
             && row.get::<_, Option<&str>>("start_fen") == game.start_fen.as_deref()
-            && row.get::<_, Option<i16>>("result") == game.result.and_then(|r| r.score())
+            && row.get::<_, Option<i16>>("result") == game.result.and_then(GameResult::score)
             && row.get::<_, Option<i32>>("white_elo") == meta.white.elo
             && row.get::<_, Option<i32>>("black_elo") == meta.black.elo
             && row.get::<_, Option<i32>>("white_rating_diff") == meta.white.rating_diff

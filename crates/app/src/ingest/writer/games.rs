@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     chess::{
-        model::{termination_label, username_key},
+        model::{GameResult, termination_label, username_key},
         replay::GameRecord,
         scope::recorded_cap,
     },
@@ -300,7 +300,7 @@ pub(super) fn game_row<'a>(
         time_increment_s: meta.clock.map(|c| c.increment_s),
         variant: game.variant.as_db_label(),
         termination: meta.termination.as_deref().map(termination_label),
-        result: game.result.and_then(|r| r.score()),
+        result: game.result.and_then(GameResult::score),
         eco: meta.eco.as_deref(),
         opening: meta.opening.as_deref(),
         started_at: meta.started_at,
@@ -528,20 +528,21 @@ async fn extend_games<'g, 'a>(
         updates.push((extends.game_id, extends.stored_cap, new_cap, final_id));
         by_id.insert(extends.game_id, (new, from));
     }
-    let updated = layout.update_caps(tx, at, &updates).await?;
-    let mut extended: Vec<(i64, &NewGame<'a>, usize)> = updated
+    let mut grown: Vec<(i64, &NewGame<'a>, usize)> = layout
+        .update_caps(tx, at, &updates)
+        .await?
         .into_iter()
         .filter_map(|id| {
             let &(new, from) = by_id.get(&id)?;
             Some((id, new, from))
         })
         .collect();
-    extended.sort_unstable_by_key(|(id, _, _)| *id);
-    if at.file.explorer && !extended.is_empty() {
-        let ids: Vec<i64> = extended.iter().map(|(id, _, _)| *id).collect();
+    grown.sort_unstable_by_key(|(id, _, _)| *id);
+    if at.file.explorer && !grown.is_empty() {
+        let ids: Vec<i64> = grown.iter().map(|(id, _, _)| *id).collect();
         layout.take_out_counts(tx, &ids).await?;
     }
-    Ok(extended)
+    Ok(grown)
 }
 
 /// A ply number or count as the `integer` columns hold it.

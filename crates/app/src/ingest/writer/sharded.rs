@@ -1,5 +1,5 @@
 //! The writer's steps on a sharded layout ([`crate::store::shards`]),
-//! where positions, games, moves and game_keys are partitioned tables
+//! where positions, games, moves and `game_keys` are partitioned tables
 //! whose partitions are `postgres_fdw` foreign tables. Three things that
 //! a single node relies on do not cross a foreign table, and this module
 //! replaces each:
@@ -10,7 +10,7 @@
 //!   one at a time, where `INSERT … SELECT` sends them in batches: new
 //!   rows are inserted from the staging tables without `RETURNING`, and
 //!   ids are read back or drawn beforehand;
-//! * a commit is not atomic across shards (postgres_fdw commits each
+//! * a commit is not atomic across shards (`postgres_fdw` commits each
 //!   shard in turn), so a batch can be half committed. Nothing depends on
 //!   it being whole: a game and its moves are on one shard (one remote
 //!   transaction); positions are shared rows a rerun reuses; and a game's
@@ -152,10 +152,10 @@ pub(super) async fn claim_games(
 /// The get-or-create of positions: `misses` inserted where absent (each
 /// shard's unique index on `normalized_fen` decides), then every one's id
 /// read back, in two statements that each send rows to a shard in batches.
-pub(super) async fn get_or_create_positions<'a>(
+pub(super) async fn get_or_create_positions(
     tx: &Transaction<'_>,
     shards: Shards,
-    misses: &[(PositionRow<'a>, PositionKey)],
+    misses: &[(PositionRow<'_>, PositionKey)],
     position_ids: &mut KeyMap<i64>,
     pending: &mut PendingIds,
     stats: &mut BatchStats,
