@@ -121,34 +121,7 @@ pub async fn put_game(
     lock_for_one_game(&tx, "put games", waiting).await?;
     // FOR SHARE, as a delete: the counters stay on or off until the commit.
     let explorer = explorer::enabled(&tx, true).await?;
-    let mut holder = holder_of(&tx, source, &external_id).await?;
-    // Stored by a version before the v2 digest: found by its old one, as an
-    // import finds it, and re-keyed by the put rather than stored twice.
-    if holder.is_none()
-        && let [Some((id, _))] = legacy_holders(&tx, &[game])
-            .await
-            .map_err(db_err("looking up the game's legacy identity"))?[..]
-    {
-        holder = locate(&tx, &GameRef::Id(id)).await?;
-    }
-    let target = match replace {
-        None => holder,
-        Some(named) => {
-            let target = locate(&tx, named).await?.ok_or_else(|| {
-                Error::Request(format!(
-                    "no game {named} in the database: nothing to replace"
-                ))
-            })?;
-            if let Some(holder) = holder.filter(|h| h.id != target.id) {
-                return Err(Error::Conflict(format!(
-                    "the game put is already stored as game {} ({}:{}), not as game {named}; \
-                     replace game {} instead, or delete one of them first",
-                    holder.id, holder.source, holder.external_id, holder.id
-                )));
-            }
-            Some(target)
-        }
-    };
+    let target = target_of(&tx, game, source, &external_id, replace).await?;
     let prepared = prepare_game(&tx, game, &keys, source, external_id).await?;
     let (outcome, id) = match target {
         Some(target) if prepared.same_as(&tx, target.id).await? => {
@@ -184,6 +157,44 @@ pub async fn put_game(
         moves: inserted.moves,
         positions_new: prepared.positions_new,
     })
+}
+
+/// The stored game the put writes over, locked: the game `replace` names
+/// (an error if there is none, or if the game put is stored as another),
+/// else the holder of the game's identity, if any.
+async fn target_of(
+    tx: &Transaction<'_>,
+    game: &GameRecord,
+    source: &str,
+    external_id: &str,
+    replace: Option<&GameRef>,
+) -> Result<Option<Located>, Error> {
+    let mut holder = holder_of(tx, source, external_id).await?;
+    // Stored by a version before the v2 digest: found by its old one, as an
+    // import finds it, and re-keyed by the put rather than stored twice.
+    if holder.is_none()
+        && let [Some((id, _))] = legacy_holders(tx, &[game])
+            .await
+            .map_err(db_err("looking up the game's legacy identity"))?[..]
+    {
+        holder = locate(tx, &GameRef::Id(id)).await?;
+    }
+    let Some(named) = replace else {
+        return Ok(holder);
+    };
+    let target = locate(tx, named).await?.ok_or_else(|| {
+        Error::Request(format!(
+            "no game {named} in the database: nothing to replace"
+        ))
+    })?;
+    if let Some(holder) = holder.filter(|h| h.id != target.id) {
+        return Err(Error::Conflict(format!(
+            "the game put is already stored as game {} ({}:{}), not as game {named}; \
+             replace game {} instead, or delete one of them first",
+            holder.id, holder.source, holder.external_id, holder.id
+        )));
+    }
+    Ok(Some(target))
 }
 
 /// The stored game with the identity of a game keyed `(source,
