@@ -90,23 +90,7 @@ pub async fn write_games(
 
     // 4. Moves of the inserted games (and the added ones of the extended
     //    games), their explorer counters, the rejects and the conflicts.
-    //    The inserted games in id order: the ids were given in the insert's
-    //    key order, not the batch's, and rows copied out of key order split
-    //    the leaves of moves' primary key in the middle, leaving them half
-    //    empty (54 bytes a row against 29 in order, measured at 20,000
-    //    games).
-    let mut inserted: Vec<Written<'_>> = (game_rows.iter())
-        .map(|(id, row)| (*id, row.game, row.keys, 0))
-        .collect();
-    inserted.sort_unstable_by_key(|&(id, ..)| id);
-    let written: Vec<Written<'_>> = inserted
-        .into_iter()
-        .chain(
-            extended
-                .iter()
-                .map(|(id, new, from)| (*id, new.game, new.keys, *from)),
-        )
-        .collect();
+    let written = written_in_id_order(&game_rows, &extended);
     let move_rows = move_rows(written.iter().copied(), position_ids)?;
     let moves = layout.insert_moves(&tx, &at, &move_rows).await?;
     let learnt = if file.explorer {
@@ -144,6 +128,30 @@ pub async fn write_games(
         conflicts,
         learnt,
     })
+}
+
+/// The games whose moves a batch writes: the inserted games in id order,
+/// then the extended ones. Why in id order: the ids were given in the
+/// insert's key order, not the batch's, and rows copied out of key order
+/// split the leaves of moves' primary key in the middle, leaving them half
+/// empty (54 bytes a row against 29 in order, measured at 20,000 games).
+fn written_in_id_order<'w>(
+    inserted: &'w [(i64, GameRow<'_>)],
+    extended: &[(i64, &'w NewGame<'_>, usize)],
+) -> Vec<Written<'w>> {
+    let mut written: Vec<Written<'w>> = Vec::with_capacity(inserted.len() + extended.len());
+    written.extend(
+        inserted
+            .iter()
+            .map(|(id, row)| (*id, row.game, row.keys, 0)),
+    );
+    written.sort_unstable_by_key(|&(id, ..)| id);
+    written.extend(
+        extended
+            .iter()
+            .map(|(id, new, from)| (*id, new.game, new.keys, *from)),
+    );
+    written
 }
 
 /// Steps 2 and 3 of [`write_games`]: the players and events of the
