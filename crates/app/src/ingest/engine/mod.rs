@@ -255,19 +255,7 @@ pub async fn import(
     reporter: &dyn Reporter,
 ) -> Result<ExitStatus, Error> {
     let target = settings.target();
-    let rejects_file = match job.rejects {
-        Some(path) => Some(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|source| Error::Open {
-                    path: path.to_path_buf(),
-                    source,
-                })?,
-        ),
-        None => None,
-    };
+    let rejects_file = job.rejects.map(open_rejects_file).transpose()?;
     let Start {
         conns,
         run_id,
@@ -328,6 +316,18 @@ pub async fn import(
     reporter.summary(&importer.summary());
     importer.conns.close()?;
     status
+}
+
+/// The `--rejects` file, opened to append to.
+fn open_rejects_file(path: &Path) -> Result<File, Error> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// [`start`], retried as a whole after a transient failure.
