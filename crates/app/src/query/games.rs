@@ -107,15 +107,12 @@ type Fetched = (StoredGame, Option<Vec<u8>>);
 impl StoredGame {
     fn from_row(row: &Row) -> Result<Fetched, Error> {
         let variant: String = row.get(18);
-        let variant = GameVariant::ALL
-            .into_iter()
-            .find(|v| v.as_db_label() == variant)
-            .ok_or_else(|| {
-                Error::inconsistent(format!(
-                    "game {}: unknown variant {variant:?}",
-                    row.get::<_, i64>(0)
-                ))
-            })?;
+        let variant = GameVariant::from_db_label(&variant).ok_or_else(|| {
+            Error::inconsistent(format!(
+                "game {}: unknown variant {variant:?}",
+                row.get::<_, i64>(0)
+            ))
+        })?;
         let tags = match row.get::<_, Json<serde_json::Value>>(23).0 {
             serde_json::Value::Object(map) => map,
             other => {
