@@ -78,7 +78,7 @@ impl Cli {
         };
         match &self.command {
             Command::Import(args) => {
-                overrides.source = args.source.clone();
+                overrides.source.clone_from(&args.source);
                 overrides.cache_positions = args.cache_positions;
                 overrides.batch_games = args.batch_games;
                 overrides.max_rejects = args.max_rejects;
@@ -91,7 +91,7 @@ impl Cli {
                     games_only: args.games_only,
                 };
             }
-            Command::Game(GameCommand::Put(args)) => overrides.source = args.source.clone(),
+            Command::Game(GameCommand::Put(args)) => overrides.source.clone_from(&args.source),
             _ => {}
         }
         overrides
@@ -112,7 +112,7 @@ pub enum Command {
     Db(DbCommand),
     /// Print normalized FEN and signed/unsigned xxh64 digests of FENs.
     Hash(HashArgs),
-    /// Print every position of every game: game_key, ply, normalized FEN, signed digest.
+    /// Print every position of every game: `game_key`, ply, normalized FEN, signed digest.
     Positions(PositionsArgs),
     /// List the games a filter selects (player, opponent, position, dates, …).
     Games(GamesArgs),
@@ -167,7 +167,7 @@ pub struct SelectionFlags {
     #[command(flatten)]
     pub speed: SpeedFlags,
     /// Only games played on or after this UTC day (YYYY-MM-DD; a month,
-    /// YYYY-MM, from its first day), from UTCDate, else Date; a game
+    /// YYYY-MM, from its first day), from `UTCDate`, else Date; a game
     /// without a full date is left out.
     #[arg(long, value_parser = parse_since)]
     pub since: Option<NaiveDate>,

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         return ExitCode::from(store::child::run_guard(args));
     }
     let cli = Cli::parse();
-    match cmd::run(cli) {
+    match cmd::run(&cli) {
         Ok(status) => ExitCode::from(status.code()),
         // What is said and the exit code follow the error's kind (see
         // `ErrorKind::policy`): a reader gone (`| head`) ends it with

@@ -2,6 +2,7 @@
 //! and restore.
 
 use std::{
+    fmt::Write as _,
     num::NonZeroUsize,
     path::PathBuf,
     sync::{Arc, atomic::AtomicUsize},
@@ -36,9 +37,9 @@ pub enum DbCommand {
     /// Print a connection URL for psql (`psql "$(pgnload db url)"`); warns
     /// when the cluster is stopped or missing.
     Url,
-    /// Back the database up with pg_dump: one file, or a directory (parallel jobs).
+    /// Back the database up with `pg_dump`: one file, or a directory (parallel jobs).
     Backup(BackupArgs),
-    /// Restore a backup with pg_restore into an empty database (a new --data-dir).
+    /// Restore a backup with `pg_restore` into an empty database (a new --data-dir).
     Restore(RestoreArgs),
     /// Switch the opening explorer's counters on or off for this database.
     #[command(subcommand)]
@@ -66,7 +67,7 @@ pub enum ExplorerCommand {
 pub struct MigrateArgs {
     /// Connection URLs of the shard servers, comma-separated, shard 0
     /// first: positions, games and moves are hash-partitioned over them
-    /// through postgres_fdw (docs/scaling-out.md). Each must be reachable
+    /// through `postgres_fdw` (docs/scaling-out.md). Each must be reachable
     /// from the database server itself. In the environment, the URLs (and
     /// their passwords) stay out of the process list.
     #[arg(
@@ -88,7 +89,7 @@ pub struct BackupArgs {
     /// existing directory, else custom].
     #[arg(long, value_parser = crate::cli::choice::<Format>())]
     pub format: Option<Format>,
-    /// Parallel pg_dump jobs, directory format only [default: one per core].
+    /// Parallel `pg_dump` jobs, directory format only [default: one per core].
     #[arg(long)]
     pub jobs: Option<NonZeroUsize>,
 }
@@ -96,9 +97,9 @@ pub struct BackupArgs {
 /// Options of `pgnload db restore`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RestoreArgs {
-    /// A backup written by `pgnload db backup` (or pg_dump -Fc / -Fd).
+    /// A backup written by `pgnload db backup` (or `pg_dump` -Fc / -Fd).
     pub path: PathBuf,
-    /// Parallel pg_restore jobs; with one, the restore is a single
+    /// Parallel `pg_restore` jobs; with one, the restore is a single
     /// transaction [default: one per core for a directory, else 1].
     #[arg(long)]
     pub jobs: Option<NonZeroUsize>,
@@ -122,7 +123,7 @@ fn done(what: &str, path: &std::path::Path, outcome: &Outcome) -> String {
         outcome.seconds
     );
     for name in &outcome.migrations {
-        message.push_str(&format!("\napplied {name}"));
+        let _ = write!(message, "\napplied {name}");
     }
     message
 }

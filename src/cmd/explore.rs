@@ -192,18 +192,20 @@ pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
          counts: games white draws black rated_games rating_sum last_played)\n"
     );
     for difference in differences.iter().take(20) {
-        text.push_str(&format!(
-            "  {}: stored {}, recount {}\n",
+        let _ = writeln!(
+            text,
+            "  {}: stored {}, recount {}",
             difference.key,
             difference.stored.as_deref().unwrap_or("none"),
             difference.expected.as_deref().unwrap_or("none")
-        ));
+        );
     }
-    text.push_str(&format!(
-        "report: {} (the first {} rows)\n",
+    let _ = writeln!(
+        text,
+        "report: {} (the first {} rows)",
         report.display(),
         differences.len()
-    ));
+    );
     super::print_outcome(&text)?;
     Ok(ExitStatus::CompletedWithRejects)
 }

@@ -164,6 +164,44 @@ fn was_interrupted(interrupts: &AtomicUsize) -> bool {
     stopped
 }
 
+/// The writer of an exchange format, created once the filter is known
+/// good (no partial files for a mistyped player).
+enum Writer {
+    Dcg(DcgWriter),
+    Ocgdb(OcgdbWriter),
+}
+
+impl Writer {
+    fn create(format: Format, target: &Path) -> Result<Writer, Error> {
+        Ok(match format {
+            Format::Dcg => Writer::Dcg(DcgWriter::create(target)?),
+            _ => Writer::Ocgdb(OcgdbWriter::create(target)?),
+        })
+    }
+
+    /// Writes one standard-chess game: `Some(true)` written, `Some(false)`
+    /// left out for its null move, `None` a value the format cannot say
+    /// (counted in `unwritable`).
+    fn write(
+        &mut self,
+        game: &games::StoredGame,
+        moves: &[games::StoredMove],
+        unwritable: &mut Unwritten,
+    ) -> Result<Option<bool>, Error> {
+        match self {
+            Writer::Dcg(w) => unwritable.skip(w.write(game, moves).map(|()| true)),
+            Writer::Ocgdb(w) => unwritable.skip(w.write(game, moves)),
+        }
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        match self {
+            Writer::Dcg(w) => w.finish(),
+            Writer::Ocgdb(w) => w.finish(),
+        }
+    }
+}
+
 /// Runs `pgnload export --format dcg|ocgdb`: both formats' writers behind
 /// one stream, one progress reporter and one summary.
 fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
@@ -183,10 +221,6 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         _ => (vec![OcgdbWriter::partial(&target)], vec![target.clone()]),
     };
     check_targets(finals.iter().map(PathBuf::as_path))?;
-    enum Writer {
-        Dcg(DcgWriter),
-        Ocgdb(OcgdbWriter),
-    }
     let mut skipped = Skipped::default();
     let mut exported = 0u64;
     let runtime = db::runtime()?;
@@ -196,12 +230,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
         let filter = args.filter.filter().resolve(&database.client).await?;
-        // Created once the filter is known good: no partial files for a
-        // mistyped player.
-        let mut writer = match args.format {
-            Format::Dcg => Writer::Dcg(DcgWriter::create(&target)?),
-            _ => Writer::Ocgdb(OcgdbWriter::create(&target)?),
-        };
+        let mut writer = Writer::create(args.format, &target)?;
         let mut progress = Progress::counting_for(quiet, "export", "games");
         progress.set_total(Some(games::count(&database.client, &filter).await?));
         let mut helper = db::connect(&settings.target()).await?;
@@ -217,13 +246,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
                     skipped.variant += 1;
                     return Ok(());
                 }
-                let written = match &mut writer {
-                    Writer::Dcg(w) => skipped
-                        .unwritable
-                        .skip(w.write(game, moves).map(|()| true))?,
-                    Writer::Ocgdb(w) => skipped.unwritable.skip(w.write(game, moves))?,
-                };
-                match written {
+                match writer.write(game, moves, &mut skipped.unwritable)? {
                     Some(true) => exported += 1,
                     Some(false) => skipped.null_move += 1,
                     None => {}
@@ -242,11 +265,19 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         return Ok(ExitStatus::Interrupted);
     }
     let (selected, writer) = result?;
-    match writer {
-        Writer::Dcg(w) => w.finish()?,
-        Writer::Ocgdb(w) => w.finish()?,
-    }
+    writer.finish()?;
     leftovers.keep();
+    exchange_summary(&target, exported, &skipped, selected)
+}
+
+/// Says what an exchange export did, once its files are in place: the
+/// counts must add up to the games selected.
+fn exchange_summary(
+    target: &Path,
+    exported: u64,
+    skipped: &Skipped,
+    selected: u64,
+) -> Result<ExitStatus, Error> {
     let unwritable = skipped.unwritable.count;
     let skipped_total = skipped.variant + skipped.null_move + unwritable;
     if exported + skipped_total != selected {
@@ -295,24 +326,11 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             name.push(".partial");
             PathBuf::from(name)
         });
-    let open_err = |path: &PathBuf| {
-        let path = path.clone();
-        move |source| Error::Open { path, source }
-    };
     let runtime = db::runtime()?;
     let interrupts = watch_interrupts(&runtime)?;
     let leftovers = Leftovers(partial.iter().cloned().collect());
-    let sink: Box<dyn Write> = match (&partial, &target) {
-        (Some(path), _) => Box::new(fs::File::create(path).map_err(open_err(path))?),
-        (None, Some(device)) => Box::new(
-            fs::OpenOptions::new()
-                .write(true)
-                .open(device)
-                .map_err(open_err(device))?,
-        ),
-        (None, None) => Box::new(io::stdout().lock()),
-    };
-    let mut out = io::BufWriter::with_capacity(1 << 16, sink);
+    let mut out =
+        io::BufWriter::with_capacity(1 << 16, pgn_sink(partial.as_ref(), target.as_ref())?);
     let mut unwritable = Unwritten::default();
     let result = runtime.block_on(until_interrupted(&interrupts, async {
         let mut database = db::connect(&settings.target()).await?;
@@ -328,29 +346,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
             Order::Imported,
             true,
             |batch| {
-                // Formatting is most of the client's work: the batch's
-                // games are formatted in parallel, a run of games into one
-                // text (one allocation and one write per run, not per
-                // game), then written in order. A game that cannot be
-                // written is taken back out of its run's text.
-                let texts = batch
-                    .par_chunks(FORMATTED_TOGETHER)
-                    .map(|games| {
-                        let mut text = String::with_capacity(games.len() * 2560);
-                        let mut skipped = Unwritten::default();
-                        for (game, moves) in games {
-                            let start = text.len();
-                            if skipped
-                                .skip(pgn::write_game(game, moves, &mut text))?
-                                .is_none()
-                            {
-                                text.truncate(start);
-                            }
-                        }
-                        Ok((text, skipped))
-                    })
-                    .collect::<Result<Vec<(String, Unwritten)>, Error>>()?;
-                for (text, skipped) in texts {
+                for (text, skipped) in format_batch(batch)? {
                     out.write_all(text.as_bytes()).map_err(Error::Output)?;
                     unwritable.merge(skipped);
                 }
@@ -372,6 +368,25 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     let selected = result?;
     out.flush().map_err(Error::Output)?;
     drop(out);
+    finish_pgn(
+        selected,
+        &unwritable,
+        partial.as_ref(),
+        target.as_ref(),
+        leftovers,
+    )
+}
+
+/// Puts a PGN export's file in place (`partial` renamed to its target)
+/// and says what it did; a game that could not be written makes it exit
+/// with code 1.
+fn finish_pgn(
+    selected: u64,
+    unwritable: &Unwritten,
+    partial: Option<&PathBuf>,
+    target: Option<&PathBuf>,
+    leftovers: Leftovers,
+) -> Result<ExitStatus, Error> {
     for line in unwritable.report() {
         stderr_line!("pgnload: {line}");
     }
@@ -389,7 +404,7 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     } else {
         String::new()
     };
-    match (&partial, &target) {
+    match (partial, target) {
         (Some(partial), Some(target)) => {
             fs::rename(partial, target).map_err(open_err(target))?;
             leftovers.keep();
@@ -411,4 +426,50 @@ pub fn run(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     } else {
         ExitStatus::Clean
     })
+}
+
+/// An error opening `path` for the export.
+fn open_err(path: &Path) -> impl FnOnce(io::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::Open { path, source }
+}
+
+/// Where PGN goes: the `partial` file (created), a device or pipe that
+/// `target` names (opened as it is), or stdout.
+fn pgn_sink(partial: Option<&PathBuf>, target: Option<&PathBuf>) -> Result<Box<dyn Write>, Error> {
+    Ok(match (partial, target) {
+        (Some(path), _) => Box::new(fs::File::create(path).map_err(open_err(path))?),
+        (None, Some(device)) => Box::new(
+            fs::OpenOptions::new()
+                .write(true)
+                .open(device)
+                .map_err(open_err(device))?,
+        ),
+        (None, None) => Box::new(io::stdout().lock()),
+    })
+}
+
+/// A batch's games as PGN, with what could not be written of them.
+/// Formatting is most of the client's work: the batch's games are
+/// formatted in parallel, a run of games into one text (one allocation and
+/// one write per run, not per game), then written in order. A game that
+/// cannot be written is taken back out of its run's text.
+fn format_batch(batch: &[games::GameWithMoves]) -> Result<Vec<(String, Unwritten)>, Error> {
+    batch
+        .par_chunks(FORMATTED_TOGETHER)
+        .map(|games| {
+            let mut text = String::with_capacity(games.len() * 2560);
+            let mut skipped = Unwritten::default();
+            for (game, moves) in games {
+                let start = text.len();
+                if skipped
+                    .skip(pgn::write_game(game, moves, &mut text))?
+                    .is_none()
+                {
+                    text.truncate(start);
+                }
+            }
+            Ok((text, skipped))
+        })
+        .collect()
 }

@@ -23,7 +23,7 @@ pub enum GameCommand {
     /// Delete a game and its moves, and take it out of the explorer
     /// counters, in one transaction (positions stay).
     Delete {
-        /// The game: its id, or SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH).
+        /// The game: its id, or `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH).
         #[arg(value_name = "ID|SOURCE:EXTERNAL_ID")]
         game: GameRef,
     },
@@ -42,7 +42,7 @@ pub struct PutArgs {
     /// Source label for a game without a Lichess id [default: pgn].
     #[arg(long, env = "PGNLOAD_SOURCE")]
     pub source: Option<String>,
-    /// Replace this game (its id, or SOURCE:EXTERNAL_ID) with the file's
+    /// Replace this game (its id, or `SOURCE:EXTERNAL_ID`) with the file's
     /// game, which keeps its id and takes the file's key: the way to store
     /// an edited game, whose content digest (its key) changed.
     #[arg(long, value_name = "ID|SOURCE:EXTERNAL_ID")]
@@ -52,7 +52,7 @@ pub struct PutArgs {
 /// Options of `pgnload game show`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShowArgs {
-    /// The game: its id, or SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH).
+    /// The game: its id, or `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH).
     #[arg(value_name = "ID|SOURCE:EXTERNAL_ID")]
     pub game: GameRef,
 }

@@ -26,6 +26,10 @@ use crate::{
 
 /// Options of `pgnload import`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each bool is a command-line switch, as clap declares them"
+)]
 pub struct ImportArgs {
     /// PGN files (plain, .zst, .bz2, .gz, detected from their first bytes) or
     /// `-` for stdin.
@@ -213,7 +217,7 @@ fn print_summary(summary: &Summary) {
         BulkOutcome::NothingToLoad => {
             stderr_line!(
                 "  mode:      bulk, but nothing to import: no load begun, indexes untouched"
-            )
+            );
         }
         BulkOutcome::Incremental => stderr_line!("  mode:      incremental"),
         BulkOutcome::Finished { load, report: r } => stderr_line!(

@@ -17,6 +17,7 @@ pub mod verify;
 
 use std::{
     borrow::Cow,
+    fmt::Write as _,
     io::Write,
     sync::{
         Arc,
@@ -27,7 +28,7 @@ use std::{
 use crate::{cli, config, error};
 
 /// Runs one command line.
-pub fn run(cli: cli::Cli) -> crate::Result<error::ExitStatus> {
+pub fn run(cli: &cli::Cli) -> crate::Result<error::ExitStatus> {
     let file = match &cli.global.config {
         Some(path) => config::load_file(path)?,
         None => config::FileConfig::default(),
@@ -73,7 +74,7 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 8);
     for ch in text.chars() {
         if ch.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(ch)));
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(ch));
         } else {
             out.push(ch);
         }

@@ -1,7 +1,7 @@
 //! `pgnload positions`: the contract in a form any script can diff.
 //!
 //! For every position of every accepted game:
-//! `game_key<TAB>ply<TAB>normalized_fen<TAB>signed_digest`, with game_key the
+//! `game_key<TAB>ply<TAB>normalized_fen<TAB>signed_digest`, with `game_key` the
 //! Lichess id, else the game number within its file. Rejected games go to
 //! stderr with their reason. `scripts/py_digests.py` prints the same lines
 //! from python-chess.

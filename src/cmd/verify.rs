@@ -9,6 +9,7 @@
 //! found, 2 an error stopped the run, 3 a signal stopped it (partial).
 
 use std::{
+    fmt::Write as _,
     path::PathBuf,
     sync::{Arc, atomic::AtomicUsize},
     time::Instant,
@@ -28,8 +29,12 @@ use crate::{
 
 /// Options of `pgnload verify`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each bool is a command-line switch, as clap declares them"
+)]
 pub struct VerifyArgs {
-    /// Recount the opening explorer's counters (explorer_moves) from games
+    /// Recount the opening explorer's counters (`explorer_moves`) from games
     /// and moves and report every row that differs.
     #[arg(long, conflicts_with_all = ["games", "digests", "canonical", "sample", "id_range", "limit"])]
     pub explorer: bool,
@@ -38,13 +43,13 @@ pub struct VerifyArgs {
     #[arg(long, conflicts_with = "digests")]
     pub games: bool,
     /// Check a digest file instead: TSV or CSV lines of `fen,digest`,
-    /// `fen,signed,unsigned` (py_digests.py --fens, pgnload hash) or
-    /// `game_key,ply,fen,digest` (py_digests.py FILE, pgnload positions);
+    /// `fen,signed,unsigned` (`py_digests.py` --fens, pgnload hash) or
+    /// `game_key,ply,fen,digest` (`py_digests.py` FILE, pgnload positions);
     /// plain, gzip or zstd; `-` for stdin.
     #[arg(long, value_name = "FILE", value_parser = utf8_file_name())]
     pub digests: Option<String>,
     /// With --digests: also look every FEN up in `positions` and report FENs
-    /// that are missing or have another fen_hash.
+    /// that are missing or have another `fen_hash`.
     #[arg(long, requires = "digests")]
     pub against_db: bool,
     /// With --digests: the file's digests are unsigned (of a
@@ -194,34 +199,38 @@ pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result
     if !complete {
         text.push_str("verify interrupted: partial result, not every row was checked\n");
     }
-    text.push_str(&format!(
-        "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)\n",
+    let _ = writeln!(
+        text,
+        "verified {} {noun} in {elapsed:.2} s ({:.0} {noun}/s)",
         progress.done(),
         progress.done() as f64 / elapsed.max(1e-9)
-    ));
+    );
     for line in extra {
-        text.push_str(&format!("{line}\n"));
+        let _ = writeln!(text, "{line}");
     }
     if counts.total() == 0 {
-        text.push_str(&format!(
-            "no mismatches{}\n",
+        let _ = writeln!(
+            text,
+            "no mismatches{}",
             if complete { "" } else { " so far" }
-        ));
+        );
     } else {
-        text.push_str(&format!(
-            "{} mismatches{}:\n",
+        let _ = writeln!(
+            text,
+            "{} mismatches{}:",
             counts.total(),
             if complete { "" } else { " so far" }
-        ));
+        );
         for (kind, n) in counts.nonzero() {
-            text.push_str(&format!("  {:<18} {n}\n", kind.label()));
+            let _ = writeln!(text, "  {:<18} {n}", kind.label());
         }
     }
-    text.push_str(&format!(
-        "report: {}{}\n",
+    let _ = writeln!(
+        text,
+        "report: {}{}",
         path.display(),
         if complete { "" } else { " (partial)" }
-    ));
+    );
     super::print_outcome(&text)?;
     Ok(if !complete {
         ExitStatus::Interrupted
@@ -307,7 +316,7 @@ mod tests {
     /// The message clap prints for `argv`, which must be refused.
     fn refusal(argv: &[&str]) -> String {
         match parse(argv) {
-            Ok(args) => panic!("{argv:?} accepted: {args:?}"),
+            Ok(parsed) => panic!("{argv:?} accepted: {parsed:?}"),
             Err(e) => e.to_string(),
         }
     }
@@ -363,8 +372,8 @@ mod tests {
             message.contains("--digests") && message.contains("not UTF-8"),
             "{message}"
         );
-        let args = parse(&["--digests", "-"]).expect("stdin");
-        assert_eq!(args.digests.as_deref(), Some("-"));
+        let parsed = parse(&["--digests", "-"]).expect("stdin");
+        assert_eq!(parsed.digests.as_deref(), Some("-"));
     }
 
     #[test]

@@ -220,7 +220,7 @@ fn origin(flag: Option<&str>, key: &str) -> String {
 
 /// `value` if it is within `min..=max`; else an error naming the setting
 /// (`origin`), the bounds and why they exist.
-fn within<T: PartialOrd + std::fmt::Display>(
+fn within<T: PartialOrd + std::fmt::Display + Copy>(
     value: T,
     min: T,
     max: T,
@@ -245,71 +245,7 @@ impl Settings {
     /// make a run hang, overflow or exhaust memory, naming the setting as
     /// the user gave it (flag or key).
     pub fn resolve(file: FileConfig, cli: Overrides) -> Result<Settings, Error> {
-        let defaults = PipelineConfig::default();
-        let p = file.pipeline;
-        let zstd_window_log_max = within(
-            p.zstd_window_log_max
-                .unwrap_or(defaults.source.zstd_window_log_max),
-            10,
-            31,
-            &origin(None, "pipeline.zstd_window_log_max"),
-            "a power of two; zstd allows no more",
-        )?;
-        let batch_games = within(
-            cli.batch_games
-                .or(p.batch_games)
-                .map_or(defaults.batch_games, NonZeroUsize::get),
-            1,
-            MAX_BATCH_GAMES,
-            &origin(
-                cli.batch_games
-                    .and(Some("--batch-games (or PGNLOAD_BATCH_GAMES)")),
-                "pipeline.batch_games",
-            ),
-            "games per transaction",
-        )?;
-        let batch_bytes = p
-            .batch_bytes
-            .map_or(defaults.batch_bytes, NonZeroUsize::get);
-        let channel_capacity = p
-            .channel_capacity
-            .map_or(defaults.channel_capacity, NonZeroUsize::get);
-        within(
-            batch_bytes,
-            1,
-            MAX_QUEUED_BYTES / channel_capacity,
-            &origin(None, "pipeline.batch_bytes"),
-            &format!(
-                "pipeline.channel_capacity = {channel_capacity} batches of it are queued per stage,                  at most {MAX_QUEUED_BYTES} bytes"
-            ),
-        )?;
-        let max_game_bytes = within(
-            p.max_game_bytes
-                .map_or(defaults.limits.max_game_bytes, |n| n.get() as u64),
-            1,
-            MAX_GAME_BYTES as u64,
-            &origin(None, "pipeline.max_game_bytes"),
-            "a game is held in memory whole up to this size",
-        )?;
-        let max_plies = within(
-            p.max_plies.unwrap_or(defaults.limits.max_plies),
-            1,
-            MAX_PLIES,
-            &origin(None, "pipeline.max_plies"),
-            "every position of a game is kept in memory",
-        )?;
-        let pipeline = PipelineConfig {
-            batch_games,
-            batch_bytes,
-            channel_capacity,
-            limits: ParseLimits {
-                max_plies,
-                max_game_bytes,
-            },
-            source: SourceOptions {
-                zstd_window_log_max,
-            },
-        };
+        let pipeline = resolve_pipeline(&file.pipeline, cli.batch_games)?;
         let threads = within(
             cli.threads.or(file.threads).unwrap_or(0),
             0,
@@ -367,18 +303,90 @@ impl Settings {
     }
 }
 
+/// The `[pipeline]` section over its defaults, with `--batch-games`
+/// (`cli_batch_games`) over its key: every size the import's memory and
+/// transactions depend on, each within its bounds.
+fn resolve_pipeline(
+    p: &PipelineSection,
+    cli_batch_games: Option<NonZeroUsize>,
+) -> Result<PipelineConfig, Error> {
+    let defaults = PipelineConfig::default();
+    let zstd_window_log_max = within(
+        p.zstd_window_log_max
+            .unwrap_or(defaults.source.zstd_window_log_max),
+        10,
+        31,
+        &origin(None, "pipeline.zstd_window_log_max"),
+        "a power of two; zstd allows no more",
+    )?;
+    let batch_games = within(
+        cli_batch_games
+            .or(p.batch_games)
+            .map_or(defaults.batch_games, NonZeroUsize::get),
+        1,
+        MAX_BATCH_GAMES,
+        &origin(
+            cli_batch_games.and(Some("--batch-games (or PGNLOAD_BATCH_GAMES)")),
+            "pipeline.batch_games",
+        ),
+        "games per transaction",
+    )?;
+    let batch_bytes = p
+        .batch_bytes
+        .map_or(defaults.batch_bytes, NonZeroUsize::get);
+    let channel_capacity = p
+        .channel_capacity
+        .map_or(defaults.channel_capacity, NonZeroUsize::get);
+    within(
+        batch_bytes,
+        1,
+        MAX_QUEUED_BYTES / channel_capacity,
+        &origin(None, "pipeline.batch_bytes"),
+        &format!(
+            "pipeline.channel_capacity = {channel_capacity} batches of it are queued per stage,                  at most {MAX_QUEUED_BYTES} bytes"
+        ),
+    )?;
+    let max_game_bytes = within(
+        p.max_game_bytes
+            .map_or(defaults.limits.max_game_bytes, |n| n.get() as u64),
+        1,
+        MAX_GAME_BYTES as u64,
+        &origin(None, "pipeline.max_game_bytes"),
+        "a game is held in memory whole up to this size",
+    )?;
+    let max_plies = within(
+        p.max_plies.unwrap_or(defaults.limits.max_plies),
+        1,
+        MAX_PLIES,
+        &origin(None, "pipeline.max_plies"),
+        "every position of a game is kept in memory",
+    )?;
+    Ok(PipelineConfig {
+        batch_games,
+        batch_bytes,
+        channel_capacity,
+        limits: ParseLimits {
+            max_plies,
+            max_game_bytes,
+        },
+        source: SourceOptions {
+            zstd_window_log_max,
+        },
+    })
+}
+
 /// The import scope: each flag given replaces its key of the config file
 /// (a flag can only narrow: `rated_only = true` in the file is not undone
 /// from the command line). Refuses an unknown speed or variant, a day that
 /// is not `YYYY-MM-DD` (or a month), and `since` after `until` (a scope keeping nothing
 /// is a mistake, not a request).
 fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Error> {
-    let positions_max_ply = positions_cap(file, &cli)?;
-    let flags = cli.selection;
-    let file_selection = file_selection(file)?;
     fn given<T>(flag: Vec<T>, file: Vec<T>) -> Vec<T> {
         if flag.is_empty() { file } else { flag }
     }
+    let positions_max_ply = positions_cap(file, &cli)?;
+    let flags = cli.selection;
+    let file_selection = file_selection(file)?;
     let selection = Selection {
         speeds: given(flags.speeds, file_selection.speeds),
         variants: given(flags.variants, file_selection.variants),
@@ -406,10 +414,10 @@ fn resolve_scope(file: &ImportSection, cli: ScopeOverrides) -> Result<Scope, Err
 fn file_selection(file: &ImportSection) -> Result<Selection, Error> {
     fn each<T: std::str::FromStr<Err: std::fmt::Display>>(
         name: &str,
-        texts: &Option<Vec<String>>,
+        texts: Option<&[String]>,
     ) -> Result<Vec<T>, Error> {
         texts
-            .iter()
+            .into_iter()
             .flatten()
             .map(|text| {
                 text.parse()
@@ -426,8 +434,8 @@ fn file_selection(file: &ImportSection) -> Result<Selection, Error> {
             .transpose()
     };
     Ok(Selection {
-        speeds: each("speeds", &file.speeds)?,
-        variants: each("variants", &file.variants)?,
+        speeds: each("speeds", file.speeds.as_deref())?,
+        variants: each("variants", file.variants.as_deref())?,
         since: day("since", &file.since, parse_since)?,
         until: day("until", &file.until, parse_until)?,
         min_rating: file.min_rating,

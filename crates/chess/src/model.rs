@@ -177,6 +177,16 @@ impl GameVariant {
             GameVariant::ThreeCheck => "three_check",
         }
     }
+
+    /// The variant whose `game_variant` label is exactly `label`, the
+    /// inverse of [`GameVariant::as_db_label`]: rows read back are matched
+    /// exactly, not through the aliases [`GameVariant::from_str`] accepts
+    /// from people.
+    pub fn from_db_label(label: &str) -> Option<GameVariant> {
+        GameVariant::ALL
+            .into_iter()
+            .find(|v| v.as_db_label() == label)
+    }
 }
 
 /// Every `Variant` tag value python-chess 1.11 reads (lowercase), and the

@@ -191,56 +191,19 @@ pub fn parse_game(
     max_plies: u32,
     max_bytes: u64,
 ) -> Result<(Option<Vec<u8>>, Vec<AnnotatedMove>), String> {
-    let cut = |at: usize| format!("the record ends inside the item at byte {at}");
-    // A length-prefixed item at `at`: its bytes, and where the next starts.
-    let item = |at: usize| -> Result<(&[u8], usize), String> {
-        let (len, header) = body
-            .get(at..)
-            .and_then(read_length)
-            .ok_or_else(|| cut(at))?;
-        let start = at + header;
-        let end = usize::try_from(len)
-            .ok()
-            .and_then(|len| start.checked_add(len))
-            .filter(|&end| end <= body.len())
-            .ok_or_else(|| cut(at))?;
-        Ok((&body[start..end], end))
-    };
-    let (start_fen, mut at) = match body.first() {
-        Some(0x00) => (None, 1),
-        Some(0x01) => {
-            let (fen, next) = item(1)?;
-            (Some(fen.to_vec()), next)
-        }
-        Some(other) => {
-            return Err(format!(
-                "start marker {other:#04x} is neither 0x00 nor 0x01"
-            ));
-        }
-        None => return Err("the record is empty".into()),
-    };
+    let record = Record { body };
+    let (start_fen, mut at) = record.start()?;
     let mut moves: Vec<AnnotatedMove> = Vec::new();
     let mut cost = body.len() as u64;
     while let Some(&first) = body.get(at) {
-        match first {
-            NULL_MOVE => {
-                if moves.len() >= max_plies as usize {
-                    return Err(format!("more than {max_plies} moves (max_plies)"));
-                }
-                moves.push(AnnotatedMove {
-                    plain: PlainMove::Null,
-                    nags: Vec::new(),
-                    comments: Vec::new(),
-                });
-                at += 1;
-            }
+        at = match first {
             NAGS => {
-                let (nags, next) = item(at + 1)?;
+                let (nags, next) = record.item(at + 1)?;
                 last_move(&mut moves, at)?.nags.extend_from_slice(nags);
-                at = next;
+                next
             }
             COMMENT => {
-                let (text, next) = item(at + 1)?;
+                let (text, next) = record.item(at + 1)?;
                 cost += COMMENT_COST;
                 if cost > max_bytes {
                     return Err(format!(
@@ -249,34 +212,89 @@ pub fn parse_game(
                     ));
                 }
                 last_move(&mut moves, at)?.comments.push(text.to_vec());
-                at = next;
+                next
             }
             _ => {
                 if moves.len() >= max_plies as usize {
                     return Err(format!("more than {max_plies} moves (max_plies)"));
                 }
-                let second = *body.get(at + 1).ok_or_else(|| cut(at))?;
-                let code = u16::from_be_bytes([first, second]);
-                let bits =
-                    |shift: u16| u8::try_from((code >> shift) & 63).expect("six bits fit a u8");
-                let (promotion, from, to) = (bits(12), bits(6), bits(0));
-                if from == to || !matches!(promotion, 0 | 2..=5) {
-                    return Err(format!("code {code:#06x} at byte {at} is not a move"));
-                }
+                let (plain, next) = record.move_at(at)?;
                 moves.push(AnnotatedMove {
-                    plain: PlainMove::Move {
-                        from,
-                        to,
-                        promotion,
-                    },
+                    plain,
                     nags: Vec::new(),
                     comments: Vec::new(),
                 });
-                at += 2;
+                next
             }
-        }
+        };
     }
     Ok((start_fen, moves))
+}
+
+/// A `.dcg` record's body as [`parse_game`] reads it, item by item, each
+/// error naming the byte it is at.
+struct Record<'b> {
+    body: &'b [u8],
+}
+
+impl<'b> Record<'b> {
+    fn cut(at: usize) -> String {
+        format!("the record ends inside the item at byte {at}")
+    }
+
+    /// A length-prefixed item at `at`: its bytes, and where the next starts.
+    fn item(&self, at: usize) -> Result<(&'b [u8], usize), String> {
+        let body = self.body;
+        let (len, header) = body
+            .get(at..)
+            .and_then(read_length)
+            .ok_or_else(|| Self::cut(at))?;
+        let start = at + header;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .filter(|&end| end <= body.len())
+            .ok_or_else(|| Self::cut(at))?;
+        Ok((&body[start..end], end))
+    }
+
+    /// The start position (`None`: the standard one) and where the moves
+    /// begin.
+    fn start(&self) -> Result<(Option<Vec<u8>>, usize), String> {
+        match self.body.first() {
+            Some(0x00) => Ok((None, 1)),
+            Some(0x01) => {
+                let (fen, next) = self.item(1)?;
+                Ok((Some(fen.to_vec()), next))
+            }
+            Some(other) => Err(format!(
+                "start marker {other:#04x} is neither 0x00 nor 0x01"
+            )),
+            None => Err("the record is empty".into()),
+        }
+    }
+
+    /// The move at `at` (a null move's one byte, or a two-byte code), and
+    /// where the next item starts.
+    fn move_at(&self, at: usize) -> Result<(PlainMove, usize), String> {
+        let first = *self.body.get(at).ok_or_else(|| Self::cut(at))?;
+        if first == NULL_MOVE {
+            return Ok((PlainMove::Null, at + 1));
+        }
+        let second = *self.body.get(at + 1).ok_or_else(|| Self::cut(at))?;
+        let code = u16::from_be_bytes([first, second]);
+        let bits = |shift: u16| u8::try_from((code >> shift) & 63).expect("six bits fit a u8");
+        let (promotion, from, to) = (bits(12), bits(6), bits(0));
+        if from == to || !matches!(promotion, 0 | 2..=5) {
+            return Err(format!("code {code:#06x} at byte {at} is not a move"));
+        }
+        let plain = PlainMove::Move {
+            from,
+            to,
+            promotion,
+        };
+        Ok((plain, at + 2))
+    }
 }
 
 /// The move an annotation at byte `at` belongs to.
@@ -330,16 +348,14 @@ impl Dictionary {
         for (name, number) in names {
             let bytes = record(&name);
             let next = MAGIC_LEN + RECORD * written.len();
-            let offset = match written.get(&bytes) {
-                Some(&offset) => offset,
-                None => {
-                    let offset = u32::try_from(next).map_err(|_| {
-                        beyond_format("a reference into a name file past 4 GiB".into())
-                    })?;
-                    out.write_all(&bytes).map_err(Error::Output)?;
-                    written.insert(bytes, offset);
-                    offset
-                }
+            let offset = if let Some(&offset) = written.get(&bytes) {
+                offset
+            } else {
+                let offset = u32::try_from(next)
+                    .map_err(|_| beyond_format("a reference into a name file past 4 GiB".into()))?;
+                out.write_all(&bytes).map_err(Error::Output)?;
+                written.insert(bytes, offset);
+                offset
             };
             let slot = usize::try_from(number)
                 .map_err(|_| Error::bug(format!("name number {number} does not fit usize")))?;
@@ -422,7 +438,9 @@ impl Write for Hashed {
 
 impl std::fmt::Debug for Hashed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hashed").field("len", &self.len).finish()
+        f.debug_struct("Hashed")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
     }
 }
 
@@ -490,9 +508,10 @@ pub struct SetManifest {
 
 impl SetManifest {
     fn text(&self) -> String {
+        use std::fmt::Write as _;
         let mut text = format!("{MANIFEST_HEAD}\n");
         for (ext, (size, digest)) in FILES.iter().zip(self.files) {
-            text.push_str(&format!("{ext} {size} {digest:032x}\n"));
+            let _ = writeln!(text, "{ext} {size} {digest:032x}");
         }
         text
     }
@@ -782,7 +801,8 @@ mod tests {
         )
         .expect("a short game encodes");
         let (len, header) = read_length(&out).expect("a length");
-        assert_eq!(len as usize + header, out.len());
+        let len = usize::try_from(len).expect("a short game's length fits");
+        assert_eq!(len + header, out.len());
         let (fen, moves) = parse_game(&out[header..], 3, 1 << 20).expect("reads back");
         assert_eq!(fen.as_deref(), Some(&b"8/8/8/8/8/8/8/K6k w - - 0 1"[..]));
         let plain: Vec<PlainMove> = moves.iter().map(|m| m.plain).collect();

@@ -90,6 +90,10 @@ pub fn moves2(moves: &[PlainMove]) -> Option<Vec<u8>> {
 /// promotion code outside N = 2 … Q = 5 or a move from a square to itself is
 /// not a move list (the error says which ply); whether a move is legal is
 /// the replay's question.
+#[expect(
+    clippy::missing_panics_doc,
+    reason = "its one expect is on six masked bits fitting a u8: it cannot panic"
+)]
 pub fn moves_of_moves2(blob: &[u8]) -> Result<Vec<PlainMove>, String> {
     if !blob.len().is_multiple_of(2) {
         return Err(format!(
@@ -260,47 +264,19 @@ impl OcgdbWriter {
         };
         // Every comment before the first row: a game that cannot be
         // written leaves nothing of itself in the file.
-        let mut comments = Vec::new();
-        for (ply, m) in moves.iter().enumerate() {
-            let comment = move_comment(game.id, ply, m)?;
-            if !comment.is_empty() {
-                let ply = i64::try_from(ply)
-                    .map_err(|_| Error::bug(format!("game {}: too many moves", game.id)))?;
-                comments.push((ply, comment));
-            }
-        }
+        let comments = comments_of(game, moves)?;
         let c = &self.connection;
-        let named = |names: &mut Names,
-                     table: &'static str,
-                     name: Option<&str>,
-                     elo: Option<i32>| {
-            let (id, new) = names.id(name);
-            if new {
-                let name = name.map(str::trim);
-                let result = match table {
-                    "Players" => c
-                        .prepare_cached("INSERT INTO Players (ID, Name, Elo) VALUES (?1, ?2, ?3)")
-                        .and_then(|mut s| s.execute(params![id, name, elo.filter(|&e| e > 0)])),
-                    "Events" => c
-                        .prepare_cached("INSERT INTO Events (ID, Name) VALUES (?1, ?2)")
-                        .and_then(|mut s| s.execute(params![id, name])),
-                    _ => c
-                        .prepare_cached("INSERT INTO Sites (ID, Name) VALUES (?1, ?2)")
-                        .and_then(|mut s| s.execute(params![id, name])),
-                };
-                result.map_err(sql(table))?;
-            }
-            Ok::<_, Error>(id)
-        };
-        let event = named(&mut self.events, "Events", game.event.as_deref(), None)?;
-        let site = named(&mut self.sites, "Sites", game.site.as_deref(), None)?;
+        let event = named(c, &mut self.events, "Events", game.event.as_deref(), None)?;
+        let site = named(c, &mut self.sites, "Sites", game.site.as_deref(), None)?;
         let white = named(
+            c,
             &mut self.players,
             "Players",
             game.white.as_deref(),
             game.white_elo,
         )?;
         let black = named(
+            c,
             &mut self.players,
             "Players",
             game.black.as_deref(),
@@ -396,6 +372,49 @@ impl OcgdbWriter {
             source,
         })
     }
+}
+
+/// The non-empty comments of a game's moves, by ply (0-based), as
+/// `Comments` rows hold them.
+fn comments_of(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<(i64, String)>, Error> {
+    let mut comments = Vec::new();
+    for (ply, m) in moves.iter().enumerate() {
+        let comment = move_comment(game.id, ply, m)?;
+        if !comment.is_empty() {
+            let ply = i64::try_from(ply)
+                .map_err(|_| Error::bug(format!("game {}: too many moves", game.id)))?;
+            comments.push((ply, comment));
+        }
+    }
+    Ok(comments)
+}
+
+/// The id of `name` in `table` (`Players`, `Events` or `Sites`), its row
+/// inserted the first time it is seen (a player's with `elo`).
+fn named(
+    c: &Connection,
+    names: &mut Names,
+    table: &'static str,
+    name: Option<&str>,
+    elo: Option<i32>,
+) -> Result<i64, Error> {
+    let (id, new) = names.id(name);
+    if new {
+        let name = name.map(str::trim);
+        let result = match table {
+            "Players" => c
+                .prepare_cached("INSERT INTO Players (ID, Name, Elo) VALUES (?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![id, name, elo.filter(|&e| e > 0)])),
+            "Events" => c
+                .prepare_cached("INSERT INTO Events (ID, Name) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![id, name])),
+            _ => c
+                .prepare_cached("INSERT INTO Sites (ID, Name) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![id, name])),
+        };
+        result.map_err(sql(table))?;
+    }
+    Ok(id)
 }
 
 #[cfg(test)]

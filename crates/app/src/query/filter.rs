@@ -127,6 +127,10 @@ fn should_walk(reached: u64, limit: Option<u32>, games: u64) -> bool {
 fn walk_cap(limit: Option<u32>, games: u64) -> i64 {
     let product = limit.map_or(0, |l| u64::from(l) * games);
     // Square root by f64: exact enough for a threshold, and far from 2^53.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the square root of a u64 is below 2^32"
+    )]
     let root = (product as f64).sqrt().ceil() as i64;
     root.saturating_add(1)
 }
@@ -147,12 +151,12 @@ impl Where {
         format!("${}", self.params.len())
     }
 
-    fn and(&mut self, condition: String) {
+    fn and(&mut self, condition: &str) {
         if !self.clause.is_empty() {
             self.clause.push_str(" AND ");
         }
         self.clause.push('(');
-        self.clause.push_str(&condition);
+        self.clause.push_str(condition);
         self.clause.push(')');
     }
 
@@ -205,7 +209,11 @@ async fn reached(client: &Client, id: i64, limit: Option<u32>) -> Result<Reached
         .await
         .map_err(db_err("estimating the number of games"))?
         .get(0);
-    // A float estimate of a row count: non-negative, far below 2^64.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a float estimate of a row count: non-negative (greatest), far below 2^64"
+    )]
     let games = games as u64;
     let count: i64 = client
         .query_one(
@@ -285,7 +293,7 @@ impl GameFilter {
                 Some(o) => format!("g.black_player_id = ANY({p}) AND g.white_player_id = ANY({o})"),
                 None => format!("g.black_player_id = ANY({p})"),
             };
-            w.and(match self.color {
+            w.and(&match self.color {
                 Some(Side::White) => as_white,
                 Some(Side::Black) => as_black,
                 None => format!("({as_white}) OR ({as_black})"),
@@ -296,7 +304,7 @@ impl GameFilter {
             // hash of every game that reached the position.
             Some(Some(Reached { id, walk: true })) => {
                 let x = w.param(id);
-                w.and(format!(
+                w.and(&format!(
                     "EXISTS (SELECT 1 FROM moves m WHERE m.game_id = g.id AND m.position_id = {x}
                              OFFSET 0)
                      OR g.final_position_id = {x}"
@@ -304,20 +312,20 @@ impl GameFilter {
             }
             Some(Some(Reached { id, walk: false })) => {
                 let x = w.param(id);
-                w.and(format!(
+                w.and(&format!(
                     "g.id IN (SELECT m.game_id FROM moves m WHERE m.position_id = {x}
                               UNION ALL SELECT f.id FROM games f WHERE f.final_position_id = {x})"
                 ));
             }
-            Some(None) => w.and("false".to_owned()),
+            Some(None) => w.and("false"),
             None => {}
         }
         match self.result.map(GameResult::score) {
             Some(Some(score)) => {
                 let r = w.param(score);
-                w.and(format!("g.result = {r}"));
+                w.and(&format!("g.result = {r}"));
             }
-            Some(None) => w.and("g.result IS NULL".to_owned()),
+            Some(None) => w.and("g.result IS NULL"),
             None => {}
         }
         self.select(&mut w);
@@ -332,7 +340,7 @@ impl GameFilter {
         let selection = &self.selection;
         if let Some(since) = selection.since {
             let at = w.param(since.and_time(NaiveTime::MIN).and_utc());
-            w.and(format!("g.started_at >= {at}"));
+            w.and(&format!("g.started_at >= {at}"));
         }
         if let Some(until) = selection.until {
             // Inclusive: before the first instant of the next day (none
@@ -340,21 +348,21 @@ impl GameFilter {
             match until.succ_opt() {
                 Some(next) => {
                     let at = w.param(next.and_time(NaiveTime::MIN).and_utc());
-                    w.and(format!("g.started_at < {at}"));
+                    w.and(&format!("g.started_at < {at}"));
                 }
-                None => w.and("g.started_at IS NOT NULL".to_owned()),
+                None => w.and("g.started_at IS NOT NULL"),
             }
         }
         match selection.variants.as_slice() {
             [] => {}
             [variant] => {
                 let v = w.param(variant.as_db_label().to_owned());
-                w.and(format!("g.variant::text = {v}"));
+                w.and(&format!("g.variant::text = {v}"));
             }
             variants => {
-                let labels: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+                let labels: Vec<String> = variants.iter().map(ToString::to_string).collect();
                 let v = w.param(labels);
-                w.and(format!("g.variant::text = ANY({v})"));
+                w.and(&format!("g.variant::text = ANY({v})"));
             }
         }
         if !selection.speeds.is_empty() {
@@ -363,11 +371,11 @@ impl GameFilter {
                 .iter()
                 .map(|&s| speed_condition(s))
                 .collect();
-            w.and(ranges.join(" OR "));
+            w.and(&ranges.join(" OR "));
         }
         if let Some(min) = selection.min_rating {
             let m = w.param(i32::from(min));
-            w.and(format!("g.white_elo >= {m} AND g.black_elo >= {m}"));
+            w.and(&format!("g.white_elo >= {m} AND g.black_elo >= {m}"));
         }
     }
 }

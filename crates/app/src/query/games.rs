@@ -29,7 +29,7 @@ use crate::{
 
 /// Games fetched per round trip of the cursor (and moves per query: the
 /// moves of this many games).
-const BATCH: i64 = 500;
+const BATCH: usize = 500;
 
 /// The columns of [`StoredGame`], over `games g` and its joins, then the
 /// move codes of a game whose positions are capped (null for the others):
@@ -107,15 +107,12 @@ type Fetched = (StoredGame, Option<Vec<u8>>);
 impl StoredGame {
     fn from_row(row: &Row) -> Result<Fetched, Error> {
         let variant: String = row.get(18);
-        let variant = GameVariant::ALL
-            .into_iter()
-            .find(|v| v.as_db_label() == variant)
-            .ok_or_else(|| {
-                Error::inconsistent(format!(
-                    "game {}: unknown variant {variant:?}",
-                    row.get::<_, i64>(0)
-                ))
-            })?;
+        let variant = GameVariant::from_db_label(&variant).ok_or_else(|| {
+            Error::inconsistent(format!(
+                "game {}: unknown variant {variant:?}",
+                row.get::<_, i64>(0)
+            ))
+        })?;
         let tags = match row.get::<_, Json<serde_json::Value>>(23).0 {
             serde_json::Value::Object(map) => map,
             other => {
@@ -250,6 +247,27 @@ async fn attach_moves<C: CopyOut>(
     if games.is_empty() {
         return Ok(Vec::new());
     }
+    let mut moves = read_moves(client, &moves_sql(&games), games.len()).await?;
+    let asked: HashSet<i64> = games.iter().map(|(game, _)| game.id).collect();
+    if let Some(other) = moves.keys().find(|id| !asked.contains(id)) {
+        return Err(Error::bug(format!(
+            "reading moves: a row of game {other}, not asked for"
+        )));
+    }
+    games
+        .into_iter()
+        .map(|(game, codes)| {
+            let mut game_moves = moves.remove(&game.id).unwrap_or_default();
+            if let Some(codes) = codes {
+                complete_capped(&game, &codes, &mut game_moves)?;
+            }
+            Ok((game, game_moves))
+        })
+        .collect()
+}
+
+/// The `COPY` of [`attach_moves`] for the moves of `games` (not empty).
+fn moves_sql(games: &[Fetched]) -> String {
     // COPY takes no parameters; ids are integers, so written in the text.
     let mut ids = String::with_capacity(games.len() * 8);
     for (i, (game, _)) in games.iter().enumerate() {
@@ -264,7 +282,7 @@ async fn attach_moves<C: CopyOut>(
         .fold((i64::MAX, i64::MIN), |(low, high), (game, _)| {
             (low.min(game.id), high.max(game.id))
         });
-    let sql = format!(
+    format!(
         "COPY (SELECT game_id, string_agg(san, ' '), array_agg(ply), array_agg(clock_ms),
                       array_agg(eval_cp), array_agg(eval_mate), array_agg(nag)
                FROM (SELECT game_id, ply, san, clock_ms, eval_cp, eval_mate, nag FROM moves
@@ -272,9 +290,19 @@ async fn attach_moves<C: CopyOut>(
                      ORDER BY game_id, ply) m
                GROUP BY game_id)
          TO STDOUT (FORMAT binary)"
-    );
+    )
+}
+
+/// Runs the `COPY` of [`moves_sql`] and decodes its rows: each game's
+/// moves by its id (room for `games` of them), a game that comes twice
+/// being a bug.
+async fn read_moves<C: CopyOut>(
+    client: &C,
+    sql: &str,
+    games: usize,
+) -> Result<HashMap<i64, Vec<StoredMove>>, Error> {
     let stream = client
-        .copy_out_of(&sql)
+        .copy_out_of(sql)
         .await
         .map_err(db_err("reading moves"))?;
     // The types of the columns selected (`moves` in sql/0001_schema.sql).
@@ -291,7 +319,7 @@ async fn attach_moves<C: CopyOut>(
         ],
     );
     let mut rows = std::pin::pin!(rows);
-    let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::with_capacity(games.len());
+    let mut moves: HashMap<i64, Vec<StoredMove>> = HashMap::with_capacity(games);
     // The error's context built only on an error, not per row.
     let read_err = |cause| Error::Database {
         context: "reading moves".to_owned(),
@@ -316,22 +344,7 @@ async fn attach_moves<C: CopyOut>(
             )));
         }
     }
-    let asked: HashSet<i64> = games.iter().map(|(game, _)| game.id).collect();
-    if let Some(other) = moves.keys().find(|id| !asked.contains(id)) {
-        return Err(Error::bug(format!(
-            "reading moves: a row of game {other}, not asked for"
-        )));
-    }
-    games
-        .into_iter()
-        .map(|(game, codes)| {
-            let mut game_moves = moves.remove(&game.id).unwrap_or_default();
-            if let Some(codes) = codes {
-                complete_capped(&game, &codes, &mut game_moves)?;
-            }
-            Ok((game, game_moves))
-        })
-        .collect()
+    Ok(moves)
 }
 
 /// One game's `moves` columns as [`attach_moves`] reads them: the SANs
@@ -478,7 +491,7 @@ pub async fn for_each(
 /// export was the sum of the two before.
 ///
 /// With `helper`, the moves of every other batch are read through it, in
-/// a transaction on the same snapshot (`pg_export_snapshot`, as pg_dump's
+/// a transaction on the same snapshot (`pg_export_snapshot`, as `pg_dump`'s
 /// parallel jobs do): one server process reading the moves was export's
 /// slowest stage, busy all the time while the client waited on it. At
 /// most three rounds of batches are held (one read, one queued, one in
@@ -492,6 +505,37 @@ pub async fn for_each_batch(
     mut each: impl FnMut(&[GameWithMoves]) -> Result<(), Error>,
 ) -> Result<u64, Error> {
     let w = filter.where_clause();
+    let selection = cursor_selection(&w.clause, order, filter.limit);
+    let tx = read_transaction(client).await?;
+    let helper = match helper.filter(|_| with_moves) {
+        Some(helper) => Some(on_same_snapshot(&tx, helper).await?),
+        None => None,
+    };
+    tx.execute(
+        &format!("DECLARE pgnload_games NO SCROLL CURSOR FOR {SELECT} WHERE {selection}"),
+        &w.values(),
+    )
+    .await
+    .map_err(db_err("opening the games cursor"))?;
+    // The connections that read moves, a batch each per round.
+    let readers: Vec<&Transaction<'_>> = std::iter::once(&tx).chain(helper.as_ref()).collect();
+    let done = read_while_each(&tx, &readers, with_moves, &mut each)?;
+    drop(readers);
+    if let Some(helper) = helper {
+        helper
+            .commit()
+            .await
+            .map_err(db_err("ending the second read transaction"))?;
+    }
+    tx.commit()
+        .await
+        .map_err(db_err("ending the read transaction"))?;
+    Ok(done)
+}
+
+/// What follows `WHERE` in [`for_each_batch`]'s cursor: the filter's
+/// `clause` and the order, or with a limit the chosen ids.
+fn cursor_selection(clause: &str, order: Order, limit: Option<u32>) -> String {
     let order_by = match order {
         Order::Newest => "g.started_at DESC NULLS LAST, g.id DESC",
         Order::Imported => "g.id",
@@ -503,103 +547,62 @@ pub async fn for_each_batch(
     // The outer LIMIT too: without it, a cursor (planned for its first
     // rows) walked every game newest first asking each whether it was
     // chosen (3.5 s for the frequent positions at 1M games).
-    // What follows `WHERE` in the cursor: the filter and the order, or
-    // with a limit the chosen ids.
-    let selection = match filter.limit {
-        None => format!("{} ORDER BY {order_by}", w.clause),
+    match limit {
+        None => format!("{clause} ORDER BY {order_by}"),
         Some(limit) => format!(
-            "g.id IN (SELECT g.id FROM games g WHERE {} ORDER BY {order_by} LIMIT {limit})
-             ORDER BY {order_by} LIMIT {limit}",
-            w.clause
+            "g.id IN (SELECT g.id FROM games g WHERE {clause} ORDER BY {order_by} LIMIT {limit})
+             ORDER BY {order_by} LIMIT {limit}"
         ),
-    };
-    let tx = read_transaction(client).await?;
-    let helper = match helper.filter(|_| with_moves) {
-        Some(helper) => {
-            let snapshot: String = tx
-                .query_one("SELECT pg_export_snapshot()", &[])
-                .await
-                .map_err(db_err("exporting the read snapshot"))?
-                .get(0);
-            let helper = read_transaction(helper).await?;
-            // The server's own name for it (hex digits and dashes), checked
-            // all the same since SET takes no parameter.
-            if !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-                return Err(Error::inconsistent(format!(
-                    "pg_export_snapshot() named its snapshot {snapshot:?}"
-                )));
-            }
-            helper
-                .batch_execute(&format!("SET TRANSACTION SNAPSHOT '{snapshot}'"))
-                .await
-                .map_err(db_err(
-                    "reading the export's snapshot on a second connection",
-                ))?;
-            Some(helper)
-        }
-        None => None,
-    };
-    tx.execute(
-        &format!("DECLARE pgnload_games NO SCROLL CURSOR FOR {SELECT} WHERE {selection}"),
-        &w.values(),
-    )
-    .await
-    .map_err(db_err("opening the games cursor"))?;
-    // The connections that read moves, a batch each per round.
-    let readers: Vec<&Transaction<'_>> = std::iter::once(&tx).chain(helper.as_ref()).collect();
-    let round = BATCH * readers.len() as i64;
+    }
+}
+
+/// Starts `helper`'s read transaction on the snapshot of `tx`
+/// (`pg_export_snapshot`), so that the moves it reads are those of the
+/// games `tx` reads.
+async fn on_same_snapshot<'h>(
+    tx: &Transaction<'_>,
+    helper: &'h mut Client,
+) -> Result<Transaction<'h>, Error> {
+    let snapshot: String = tx
+        .query_one("SELECT pg_export_snapshot()", &[])
+        .await
+        .map_err(db_err("exporting the read snapshot"))?
+        .get(0);
+    let helper = read_transaction(helper).await?;
+    // The server's own name for it (hex digits and dashes), checked
+    // all the same since SET takes no parameter.
+    if !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(Error::inconsistent(format!(
+            "pg_export_snapshot() named its snapshot {snapshot:?}"
+        )));
+    }
+    helper
+        .batch_execute(&format!("SET TRANSACTION SNAPSHOT '{snapshot}'"))
+        .await
+        .map_err(db_err(
+            "reading the export's snapshot on a second connection",
+        ))?;
+    Ok(helper)
+}
+
+/// Reads the open cursor's batches on a thread of its own while this one
+/// calls `each` on them; returns the number of games `each` took.
+fn read_while_each(
+    tx: &Transaction<'_>,
+    readers: &[&Transaction<'_>],
+    with_moves: bool,
+    each: &mut impl FnMut(&[GameWithMoves]) -> Result<(), Error>,
+) -> Result<u64, Error> {
     // The reader runs the queries on its own thread (the runtime's worker
     // drives the connection); this thread stays with `each`, which need
     // not be Send (export's output may be stdout's lock).
     let handle = tokio::runtime::Handle::current();
     let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<GameWithMoves>>(readers.len());
-    let read = (&handle, &tx, &readers);
-    let done = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         // `move`: the reader owns the sender, so the channel closes when
         // it stops, which ends the loop below.
-        let reader = scope.spawn(move || {
-            let (handle, tx, readers) = read;
-            handle.block_on(async {
-                let mut games = next_games(tx, round).await?;
-                while !games.is_empty() {
-                    let mut parts = Vec::with_capacity(readers.len());
-                    while games.len() > BATCH as usize {
-                        let rest = games.split_off(BATCH as usize);
-                        parts.push(games);
-                        games = rest;
-                    }
-                    parts.push(games);
-                    // The next games are asked for with this round's
-                    // moves: the server has its next query at hand
-                    // instead of waiting a round trip for it.
-                    let (batches, next) = if with_moves {
-                        let moves = parts
-                            .into_iter()
-                            .zip(readers.iter())
-                            .map(|(part, reader)| attach_moves(*reader, part));
-                        tokio::try_join!(try_join_all(moves), next_games(tx, round))?
-                    } else {
-                        let batches = parts
-                            .into_iter()
-                            .map(|part| {
-                                part.into_iter()
-                                    .map(|(game, _)| (game, Vec::new()))
-                                    .collect()
-                            })
-                            .collect();
-                        (batches, next_games(tx, round).await?)
-                    };
-                    for batch in batches {
-                        if sender.send(batch).is_err() {
-                            // `each` failed and stopped listening.
-                            return Ok(());
-                        }
-                    }
-                    games = next;
-                }
-                Ok::<_, Error>(())
-            })
-        });
+        let reader =
+            scope.spawn(move || handle.block_on(read_rounds(tx, readers, with_moves, sender)));
         let mut done = 0u64;
         let mut outcome = Ok(());
         for batch in &batches {
@@ -615,18 +618,57 @@ pub async fn for_each_batch(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         outcome.and(read).map(|()| done)
-    })?;
-    drop(readers);
-    if let Some(helper) = helper {
-        helper
-            .commit()
-            .await
-            .map_err(db_err("ending the second read transaction"))?;
+    })
+}
+
+/// The reader's side of [`read_while_each`]: rounds of games from the
+/// cursor, a batch for each of `readers` to read the moves of, each batch
+/// sent to `sender` until the cursor is done or the receiver gone.
+async fn read_rounds(
+    tx: &Transaction<'_>,
+    readers: &[&Transaction<'_>],
+    with_moves: bool,
+    sender: std::sync::mpsc::SyncSender<Vec<GameWithMoves>>,
+) -> Result<(), Error> {
+    let round = BATCH * readers.len();
+    let mut games = next_games(tx, round).await?;
+    while !games.is_empty() {
+        let mut parts = Vec::with_capacity(readers.len());
+        while games.len() > BATCH {
+            let rest = games.split_off(BATCH);
+            parts.push(games);
+            games = rest;
+        }
+        parts.push(games);
+        // The next games are asked for with this round's
+        // moves: the server has its next query at hand
+        // instead of waiting a round trip for it.
+        let (batches, next) = if with_moves {
+            let moves = parts
+                .into_iter()
+                .zip(readers.iter())
+                .map(|(part, reader)| attach_moves(*reader, part));
+            tokio::try_join!(try_join_all(moves), next_games(tx, round))?
+        } else {
+            let batches = parts
+                .into_iter()
+                .map(|part| {
+                    part.into_iter()
+                        .map(|(game, _)| (game, Vec::new()))
+                        .collect()
+                })
+                .collect();
+            (batches, next_games(tx, round).await?)
+        };
+        for batch in batches {
+            if sender.send(batch).is_err() {
+                // `each` failed and stopped listening.
+                return Ok(());
+            }
+        }
+        games = next;
     }
-    tx.commit()
-        .await
-        .map_err(db_err("ending the read transaction"))?;
-    Ok(done)
+    Ok(())
 }
 
 /// Starts a read-only repeatable-read transaction: one snapshot for all
@@ -643,7 +685,7 @@ async fn read_transaction(client: &mut Client) -> Result<Transaction<'_>, Error>
 
 /// The next `count` games of the `pgnload_games` cursor, without moves
 /// yet; empty at the end.
-async fn next_games(tx: &Transaction<'_>, count: i64) -> Result<Vec<Fetched>, Error> {
+async fn next_games(tx: &Transaction<'_>, count: usize) -> Result<Vec<Fetched>, Error> {
     let rows = tx
         .query(&format!("FETCH {count} FROM pgnload_games"), &[])
         .await

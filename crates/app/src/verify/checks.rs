@@ -22,7 +22,7 @@
 //! | `precision_loss` | the digest rounded to a 64-bit float | went through a float column (pandas with NULLs, JSON in JavaScript) |
 //! | `hash_mismatch` | anything else | hashed different text, corrupted, or computed with another function |
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use shakmaty::{
     CastlingMode, Position,
@@ -233,7 +233,7 @@ pub fn classify_stored_hash(fen: &str, stored: i64) -> Option<MismatchKind> {
         MismatchKind::UnsignedDigest
     } else if stored == signed.swap_bytes() {
         MismatchKind::ByteSwapped
-    } else if is_float_rounding_of(stored, signed) || (!high && stored == unsigned as f64 as i64) {
+    } else if is_float_rounding_of(stored, signed) {
         MismatchKind::PrecisionLoss
     } else {
         MismatchKind::HashMismatch
@@ -243,10 +243,22 @@ pub fn classify_stored_hash(fen: &str, stored: i64) -> Option<MismatchKind> {
 
 /// Whether `stored` is `value` after a round trip through an f64 (which
 /// keeps 53 significant bits, so digests above 2^53 lose their low bits).
+/// Below 2^63 the unsigned digest is the signed one, so this also covers an
+/// unsigned digest that went through a float.
 fn is_float_rounding_of(stored: i64, value: i64) -> bool {
-    // `as` saturates, as a database cast of an out-of-range double would fail
-    // or clamp; either way a rounded digest is within one float step.
-    stored != value && stored == value as f64 as i64
+    stored != value && stored == through_float(value)
+}
+
+/// `value` after a round trip through an f64, the way a float column or a
+/// JavaScript number leaves a digest.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the rounding is what this models; `as` saturates, as a database cast \
+              of an out-of-range double would fail or clamp, and either way a rounded \
+              digest is within one float step"
+)]
+fn through_float(value: i64) -> i64 {
+    value as f64 as i64
 }
 
 /// Whether `fen` is in the stored form: exactly four non-empty fields
@@ -304,16 +316,13 @@ pub fn check_position(row: &StoredPosition<'_>, canonical: bool, out: &mut Vec<F
             .filter(|_| normalize_fen_text(fen) == fen)
             .map(|p| [p.piece_placement, p.active_color, p.castling, p.en_passant])
     });
-    let fields = match fields {
-        Some(fields) => fields,
-        None => {
-            out.push(finding(
-                MismatchKind::NotNormalized,
-                fen.to_owned(),
-                normalize_fen_text(fen),
-            ));
-            return;
-        }
+    let Some(fields) = fields else {
+        out.push(finding(
+            MismatchKind::NotNormalized,
+            fen.to_owned(),
+            normalize_fen_text(fen),
+        ));
+        return;
     };
     let columns = [
         ("piece_placement", row.piece_placement, fields[0]),
@@ -452,13 +461,6 @@ pub struct StoredMove {
     pub position_after_id: i64,
 }
 
-/// The variant whose database label is `label`.
-pub fn variant_from_label(label: &str) -> Option<GameVariant> {
-    GameVariant::ALL
-        .into_iter()
-        .find(|v| v.as_db_label() == label)
-}
-
 /// The position a game starts from, as `replay_game` sets it up: the FEN tag
 /// under the variant's rules, else the variant's start position.
 pub fn start_position(
@@ -540,175 +542,234 @@ pub fn check_game<'a>(
     moves: &[StoredMove],
     fen_of: impl Fn(i64) -> Option<&'a str>,
 ) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let finding = |kind, fen: &str, stored: String, expected: String| Finding {
-        id: game.id,
-        normalized_fen: fen.to_owned(),
-        stored,
-        expected,
-        kind,
+    let mut check = GameCheck {
+        game,
+        fen_of,
+        out: Vec::new(),
     };
-    let describe = |id: i64| match fen_of(id) {
-        Some(fen) => format!("position {id}: {fen}"),
-        None => format!("position {id}: (no such row)"),
+    let Some(board) = check.start_board() else {
+        return check.out;
     };
-    let Some(variant) = variant_from_label(&game.variant) else {
-        out.push(finding(
-            MismatchKind::ReplayFailed,
-            "",
-            format!("variant {}", game.variant),
-            "a variant pgnload replays".into(),
-        ));
-        return out;
-    };
-    let board = match start_position(variant, game.start_fen.as_deref()) {
-        Ok(board) => board,
-        Err(reason) => {
-            out.push(finding(
-                MismatchKind::ReplayFailed,
-                "",
-                format!("start_fen {:?}", game.start_fen.as_deref().unwrap_or("")),
-                format!("a valid start position: {reason}"),
-            ));
-            return out;
-        }
-    };
-    if !game.moves.len().is_multiple_of(2)
-        || i64::from(game.ply_count) * 2 != game.moves.len() as i64
-    {
-        out.push(finding(
-            MismatchKind::PlyCount,
-            "",
-            format!("ply_count {}", game.ply_count),
-            format!(
-                "{} bytes of moves = {} plies",
-                game.moves.len(),
-                game.moves.len() / 2
-            ),
-        ));
-    }
+    check.ply_count();
     let codes: Vec<u16> = game
         .moves
         .chunks_exact(2)
         .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
         .collect();
     let replayed = replay_codes(board, &codes);
-    let fens = &replayed.fens;
-    if let Some((ply, reason)) = &replayed.failure {
-        out.push(finding(
-            MismatchKind::ReplayFailed,
-            &fens[ply - 1],
-            format!("ply {ply}: {reason}"),
-            "a legal move".into(),
-        ));
+    check.replay_and_start(&replayed);
+    let plies = check.stored_plies(codes.len());
+    if replayed.failure.is_none() {
+        check.final_position(&replayed.fens[plies]);
     }
-    if fen_of(game.initial_position_id) != Some(fens[0].as_str()) {
-        out.push(finding(
-            MismatchKind::InitialPosition,
-            &fens[0],
-            describe(game.initial_position_id),
-            fens[0].clone(),
-        ));
+    check.move_rows(moves, &replayed, plies);
+    check.out
+}
+
+/// One game's check in progress: the game, where the FENs of its positions
+/// come from, and the findings so far, in the order the steps of
+/// [`check_game`] append them.
+struct GameCheck<'g, F> {
+    game: &'g StoredGame,
+    fen_of: F,
+    out: Vec<Finding>,
+}
+
+impl<'a, F: Fn(i64) -> Option<&'a str>> GameCheck<'_, F> {
+    fn push(&mut self, kind: MismatchKind, fen: &str, stored: String, expected: String) {
+        self.out.push(Finding {
+            id: self.game.id,
+            normalized_fen: fen.to_owned(),
+            stored,
+            expected,
+            kind,
+        });
     }
-    // A capped game stores plies 1..=N and ends at the position after ply
-    // N. A cap outside 0..plies (which the importer never writes and the
-    // column's check refuses) is a finding, and the rows are then checked
-    // against every ply.
-    let plies = match game.positions_max_ply {
-        None => codes.len(),
-        Some(cap) => match usize::try_from(cap) {
-            Ok(cap) if cap < codes.len() => cap,
+
+    /// A stored position id as a finding shows it: with its FEN, or saying
+    /// it has no row.
+    fn describe(&self, id: i64) -> String {
+        match (self.fen_of)(id) {
+            Some(fen) => format!("position {id}: {fen}"),
+            None => format!("position {id}: (no such row)"),
+        }
+    }
+
+    /// The position the game starts from; `None`, with the finding, when its
+    /// variant or start FEN cannot be replayed (nothing else is checked then).
+    fn start_board(&mut self) -> Option<VariantPosition> {
+        let game = self.game;
+        let Some(variant) = GameVariant::from_db_label(&game.variant) else {
+            self.push(
+                MismatchKind::ReplayFailed,
+                "",
+                format!("variant {}", game.variant),
+                "a variant pgnload replays".into(),
+            );
+            return None;
+        };
+        match start_position(variant, game.start_fen.as_deref()) {
+            Ok(board) => Some(board),
+            Err(reason) => {
+                self.push(
+                    MismatchKind::ReplayFailed,
+                    "",
+                    format!("start_fen {:?}", game.start_fen.as_deref().unwrap_or("")),
+                    format!("a valid start position: {reason}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `ply_count` against the length of `moves`, two bytes a ply.
+    fn ply_count(&mut self) {
+        let game = self.game;
+        let bytes = game.moves.len();
+        let consistent = bytes.is_multiple_of(2)
+            && i64::try_from(bytes).is_ok_and(|bytes| i64::from(game.ply_count) * 2 == bytes);
+        if !consistent {
+            self.push(
+                MismatchKind::PlyCount,
+                "",
+                format!("ply_count {}", game.ply_count),
+                format!("{bytes} bytes of moves = {} plies", bytes / 2),
+            );
+        }
+    }
+
+    /// Where the replay of `moves` stopped, if it did, and the game's
+    /// initial position against the replay's first.
+    fn replay_and_start(&mut self, replayed: &Replayed) {
+        let fens = &replayed.fens;
+        if let Some((ply, reason)) = &replayed.failure {
+            self.push(
+                MismatchKind::ReplayFailed,
+                &fens[ply - 1],
+                format!("ply {ply}: {reason}"),
+                "a legal move".into(),
+            );
+        }
+        let initial = self.game.initial_position_id;
+        if (self.fen_of)(initial) != Some(fens[0].as_str()) {
+            let stored = self.describe(initial);
+            self.push(
+                MismatchKind::InitialPosition,
+                &fens[0],
+                stored,
+                fens[0].clone(),
+            );
+        }
+    }
+
+    /// How many plies have stored rows, of the `replayed` the moves hold.
+    /// A capped game stores plies 1..=N and ends at the position after ply
+    /// N. A cap outside 0..plies (which the importer never writes and the
+    /// column's check refuses) is a finding, and the rows are then checked
+    /// against every ply.
+    fn stored_plies(&mut self, replayed: usize) -> usize {
+        let Some(cap) = self.game.positions_max_ply else {
+            return replayed;
+        };
+        match usize::try_from(cap) {
+            Ok(cap) if cap < replayed => cap,
             _ => {
-                out.push(finding(
+                self.push(
                     MismatchKind::PlyCount,
                     "",
                     format!("positions_max_ply {cap}"),
                     format!(
                         "a cap from 0 to {} plies, or none",
-                        codes.len().saturating_sub(1)
+                        replayed.saturating_sub(1)
                     ),
-                ));
-                codes.len()
+                );
+                replayed
             }
-        },
-    };
-    if replayed.failure.is_none() {
-        let last = &fens[plies];
-        if fen_of(game.final_position_id) != Some(last.as_str()) {
-            out.push(finding(
-                MismatchKind::FinalPosition,
-                last,
-                describe(game.final_position_id),
-                last.clone(),
-            ));
         }
     }
-    // Rows: one per stored ply 1..=plies; replayed plies can be checked.
-    let mut seen = vec![false; plies];
-    let mut extra = Vec::new();
-    for row in moves {
-        let index = usize::try_from(row.ply)
-            .ok()
-            .and_then(|p| p.checked_sub(1))
-            .filter(|&i| i < plies);
-        let Some(i) = index else {
-            extra.push(row.ply);
-            continue;
-        };
-        if std::mem::replace(&mut seen[i], true) {
-            extra.push(row.ply);
-            continue;
+
+    /// The game's final position against the replay's position after the
+    /// last stored ply.
+    fn final_position(&mut self, last: &str) {
+        let id = self.game.final_position_id;
+        if (self.fen_of)(id) != Some(last) {
+            let stored = self.describe(id);
+            self.push(MismatchKind::FinalPosition, last, stored, last.to_owned());
         }
-        let Some(uci) = replayed.ucis.get(i) else {
-            continue; // after a failed replay: nothing to compare with
-        };
+    }
+
+    /// The `moves` rows: one per stored ply 1..=`plies`, each compared with
+    /// the replay where it got that far; then the plies with no row and the
+    /// rows of no ply (or a second row of one).
+    fn move_rows(&mut self, moves: &[StoredMove], replayed: &Replayed, plies: usize) {
+        let mut seen = vec![false; plies];
+        let mut extra = Vec::new();
+        for row in moves {
+            let index = usize::try_from(row.ply)
+                .ok()
+                .and_then(|p| p.checked_sub(1))
+                .filter(|&i| i < plies);
+            let Some(i) = index else {
+                extra.push(row.ply);
+                continue;
+            };
+            if std::mem::replace(&mut seen[i], true) {
+                extra.push(row.ply);
+                continue;
+            }
+            if i < replayed.ucis.len() {
+                self.move_row(row, replayed, i);
+            } // else after a failed replay: nothing to compare with
+        }
+        let missing: Vec<usize> = (0..plies).filter(|&i| !seen[i]).map(|i| i + 1).collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            let mut stored = format!("{} rows", moves.len());
+            if !missing.is_empty() {
+                let _ = write!(stored, "; missing plies {}", first_plies(&missing));
+            }
+            if !extra.is_empty() {
+                let _ = write!(stored, "; unexpected plies {}", first_plies(&extra));
+            }
+            self.push(
+                MismatchKind::MissingMoves,
+                &replayed.fens[0],
+                stored,
+                format!("{plies} rows (plies 1..={plies})"),
+            );
+        }
+    }
+
+    /// One `moves` row of a replayed ply (index `i`): its UCI and its
+    /// positions before and after.
+    fn move_row(&mut self, row: &StoredMove, replayed: &Replayed, i: usize) {
+        let (uci, fens) = (&replayed.ucis[i], &replayed.fens);
         let ply = row.ply;
         if &row.uci != uci {
-            out.push(finding(
+            self.push(
                 MismatchKind::MoveMismatch,
                 &fens[i],
                 format!("ply {ply}: {}", row.uci),
                 format!("ply {ply}: {uci}"),
-            ));
+            );
         }
         for (column, id, want) in [
             ("position_id", row.position_id, &fens[i]),
             ("position_after_id", row.position_after_id, &fens[i + 1]),
         ] {
-            if fen_of(id) != Some(want.as_str()) {
-                out.push(finding(
-                    MismatchKind::PositionMismatch,
-                    want,
-                    format!("ply {ply} {column}: {}", describe(id)),
-                    want.clone(),
-                ));
+            if (self.fen_of)(id) != Some(want.as_str()) {
+                let stored = format!("ply {ply} {column}: {}", self.describe(id));
+                self.push(MismatchKind::PositionMismatch, want, stored, want.clone());
             }
         }
     }
-    let missing: Vec<usize> = (0..plies).filter(|&i| !seen[i]).map(|i| i + 1).collect();
-    if !missing.is_empty() || !extra.is_empty() {
-        let list = |v: &[String]| {
-            let shown: Vec<&str> = v.iter().take(20).map(String::as_str).collect();
-            let more = if v.len() > 20 { ", …" } else { "" };
-            format!("{}{more}", shown.join(","))
-        };
-        let mut stored = format!("{} rows", moves.len());
-        if !missing.is_empty() {
-            let v: Vec<String> = missing.iter().map(ToString::to_string).collect();
-            stored.push_str(&format!("; missing plies {}", list(&v)));
-        }
-        if !extra.is_empty() {
-            let v: Vec<String> = extra.iter().map(ToString::to_string).collect();
-            stored.push_str(&format!("; unexpected plies {}", list(&v)));
-        }
-        out.push(finding(
-            MismatchKind::MissingMoves,
-            &fens[0],
-            stored,
-            format!("{plies} rows (plies 1..={plies})"),
-        ));
-    }
-    out
+}
+
+/// Ply numbers as a finding lists them: the first 20, comma-separated, then
+/// an ellipsis if there are more.
+fn first_plies<T: fmt::Display>(plies: &[T]) -> String {
+    let shown: Vec<String> = plies.iter().take(20).map(ToString::to_string).collect();
+    let more = if plies.len() > 20 { ", …" } else { "" };
+    format!("{}{more}", shown.join(","))
 }
 
 /// Which rows `verify` reads: `--id-range`. Written `A..B` (half-open, as in
@@ -809,11 +870,14 @@ mod tests {
         let s = to_signed(d);
         let cases = [
             (s ^ (1 << 12), MismatchKind::HashMismatch),
-            ((d & (i64::MAX as u64)) as i64, MismatchKind::UnsignedDigest),
+            (
+                (d & (i64::MAX as u64)).cast_signed(),
+                MismatchKind::UnsignedDigest,
+            ),
             (i64::MAX, MismatchKind::UnsignedDigest),
-            ((d >> 1) as i64, MismatchKind::UnsignedDigest),
+            ((d >> 1).cast_signed(), MismatchKind::UnsignedDigest),
             (s.swap_bytes(), MismatchKind::ByteSwapped),
-            (s as f64 as i64, MismatchKind::PrecisionLoss),
+            (through_float(s), MismatchKind::PrecisionLoss),
         ];
         for (stored, kind) in cases {
             assert_eq!(classify_stored_hash(&high, stored), Some(kind), "{stored}");
@@ -822,14 +886,15 @@ mod tests {
         // Below 2^63 the unsigned digest *is* the signed one: nothing to find,
         // but the offset mapping d - 2^63 still shows.
         let d = fen_digest_unsigned(&low);
-        assert_eq!(classify_stored_hash(&low, d as i64), None);
+        let d = d.cast_signed();
+        assert_eq!(classify_stored_hash(&low, d), None);
         assert_eq!(
-            classify_stored_hash(&low, (d as i64).wrapping_sub(i64::MIN)),
+            classify_stored_hash(&low, d.wrapping_sub(i64::MIN)),
             Some(MismatchKind::UnsignedDigest)
         );
         assert_eq!(
-            classify_stored_hash(&low, d as f64 as i64),
-            (d as f64 as i64 != d as i64).then_some(MismatchKind::PrecisionLoss)
+            classify_stored_hash(&low, through_float(d)),
+            (through_float(d) != d).then_some(MismatchKind::PrecisionLoss)
         );
     }
 
@@ -1028,7 +1093,7 @@ mod tests {
         let mut ids = HashMap::new();
         let mut fens = HashMap::new();
         for (fen, _) in game.positions.iter() {
-            let next = ids.len() as i64 + 1;
+            let next = i64::try_from(ids.len() + 1).expect("a fixture has few positions");
             let id = *ids.entry(fen.to_owned()).or_insert(next);
             fens.insert(id, fen.to_owned());
         }
@@ -1038,7 +1103,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, p)| StoredMove {
-                ply: i as i32 + 1,
+                ply: i32::try_from(i + 1).expect("a fixture has few plies"),
                 uci: p.uci.to_string(),
                 position_id: id(i),
                 position_after_id: id(i + 1),
@@ -1049,7 +1114,7 @@ mod tests {
             variant: game.variant.as_db_label().to_owned(),
             start_fen: None,
             moves: game.encoded_moves(),
-            ply_count: game.plies.len() as i32,
+            ply_count: i32::try_from(game.plies.len()).expect("a fixture has few plies"),
             initial_position_id: id(0),
             final_position_id: id(game.plies.len()),
             positions_max_ply: None,

@@ -4,7 +4,7 @@
 //! Pure like [`super::checks`]: reading the file and querying the
 //! database belong to the engine, not here.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, hash::BuildHasher};
 
 use super::checks::{Finding, MismatchKind, is_normalized};
 use crate::chess::{
@@ -256,6 +256,10 @@ pub struct LineCheck {
 /// Checks one parsed line (number `line_no`): each digest column that `mode`
 /// selects must be a value of its column's signedness and equal the FEN's
 /// xxh64; the FEN must be normalized. Single-digest columns feed `detector`.
+///
+/// # Panics
+///
+/// Only on a line number beyond `i64::MAX`, which no file reaches.
 pub fn check_digest_line(
     line_no: u64,
     line: &DigestLine,
@@ -263,7 +267,7 @@ pub fn check_digest_line(
     detector: &mut SignDetector,
 ) -> LineCheck {
     let id = i64::try_from(line_no).expect("a digest file has far fewer than 2^63 lines");
-    let finding = |kind, stored: String, expected: String| Finding {
+    let finding = |(kind, stored, expected)| Finding {
         id,
         normalized_fen: line.fen.clone(),
         stored,
@@ -274,66 +278,21 @@ pub fn check_digest_line(
     let mut first_problem = None;
     let mut claimed = None;
     for (column, text) in &line.digests {
-        let wanted = match (column, mode) {
-            (DigestColumn::Signed, SignMode::Unsigned)
-            | (DigestColumn::Unsigned, SignMode::Signed) => continue,
-            _ => column,
-        };
-        let Some(value) = FileDigest::parse(text) else {
-            first_problem.get_or_insert_with(|| {
-                finding(
-                    MismatchKind::BadLine,
-                    text.clone(),
-                    "a 64-bit integer".into(),
-                )
-            });
-            continue;
-        };
-        if *wanted == DigestColumn::Single {
-            detector.note(value);
-        }
-        let unsigned_column = match (wanted, mode) {
-            (DigestColumn::Unsigned, _) | (DigestColumn::Single, SignMode::Unsigned) => Some(true),
-            (DigestColumn::Signed, _) | (DigestColumn::Single, SignMode::Signed) => Some(false),
-            (DigestColumn::Single, SignMode::Auto) => None,
-        };
-        let misfit = matches!(
-            (unsigned_column, value.notation),
-            (Some(true), Notation::Negative) | (Some(false), Notation::High)
-        );
-        if misfit {
-            first_problem.get_or_insert_with(|| {
-                let want = if unsigned_column == Some(true) {
-                    "an unsigned digest (0 ≤ d < 2^64)"
-                } else {
-                    "a signed digest (-2^63 ≤ d < 2^63)"
-                };
-                finding(MismatchKind::BadLine, text.clone(), want.into())
-            });
-            continue;
-        }
-        if value.bits != digest {
-            // Show the expected value in the notation the line uses.
-            let as_unsigned = unsigned_column.unwrap_or(value.notation == Notation::High);
-            let expected = if as_unsigned {
-                digest.to_string()
-            } else {
-                to_signed(digest).to_string()
-            };
-            first_problem.get_or_insert_with(|| {
-                finding(MismatchKind::DigestMismatch, text.clone(), expected)
-            });
-        } else {
-            claimed = Some(value.signed());
+        match check_column(*column, text, mode, digest, detector) {
+            None => {}
+            Some(Ok(value)) => claimed = Some(value),
+            Some(Err(problem)) => {
+                first_problem.get_or_insert_with(|| finding(problem));
+            }
         }
     }
     let normalized = is_normalized(&line.fen);
     if first_problem.is_none() && !normalized {
-        first_problem = Some(finding(
+        first_problem = Some(finding((
             MismatchKind::NotNormalized,
             line.fen.clone(),
             normalize_fen_text(&line.fen),
-        ));
+        )));
     }
     let clean = first_problem.is_none();
     LineCheck {
@@ -343,13 +302,78 @@ pub fn check_digest_line(
     }
 }
 
+/// One digest column (`text`) of a line whose FEN's digest is `digest`:
+/// `None` when `mode` skips the column, else the stored (signed) value it
+/// claims when it is right, or what is wrong with it (kind, stored,
+/// expected). A single-digest column feeds `detector`.
+fn check_column(
+    column: DigestColumn,
+    text: &str,
+    mode: SignMode,
+    digest: u64,
+    detector: &mut SignDetector,
+) -> Option<Result<i64, (MismatchKind, String, String)>> {
+    if matches!(
+        (column, mode),
+        (DigestColumn::Signed, SignMode::Unsigned) | (DigestColumn::Unsigned, SignMode::Signed)
+    ) {
+        return None;
+    }
+    let Some(value) = FileDigest::parse(text) else {
+        return Some(Err((
+            MismatchKind::BadLine,
+            text.to_owned(),
+            "a 64-bit integer".into(),
+        )));
+    };
+    if column == DigestColumn::Single {
+        detector.note(value);
+    }
+    let unsigned_column = match (column, mode) {
+        (DigestColumn::Unsigned, _) | (DigestColumn::Single, SignMode::Unsigned) => Some(true),
+        (DigestColumn::Signed, _) | (DigestColumn::Single, SignMode::Signed) => Some(false),
+        (DigestColumn::Single, SignMode::Auto) => None,
+    };
+    let misfit = matches!(
+        (unsigned_column, value.notation),
+        (Some(true), Notation::Negative) | (Some(false), Notation::High)
+    );
+    if misfit {
+        let want = if unsigned_column == Some(true) {
+            "an unsigned digest (0 ≤ d < 2^64)"
+        } else {
+            "a signed digest (-2^63 ≤ d < 2^63)"
+        };
+        return Some(Err((MismatchKind::BadLine, text.to_owned(), want.into())));
+    }
+    if value.bits == digest {
+        return Some(Ok(value.signed()));
+    }
+    // Show the expected value in the notation the line uses.
+    let as_unsigned = unsigned_column.unwrap_or(value.notation == Notation::High);
+    let expected = if as_unsigned {
+        digest.to_string()
+    } else {
+        to_signed(digest).to_string()
+    };
+    Some(Err((
+        MismatchKind::DigestMismatch,
+        text.to_owned(),
+        expected,
+    )))
+}
+
 /// Compares one line with what the database holds for its FEN
 /// (`--against-db`): missing, or a different `fen_hash` when the file's
 /// digest is right.
-pub fn check_against_db(
+///
+/// # Panics
+///
+/// Only on a line number beyond `i64::MAX`, which no file reaches.
+pub fn check_against_db<S: BuildHasher>(
     line_no: u64,
     check: &LineCheck,
-    db: &HashMap<String, i64>,
+    db: &HashMap<String, i64, S>,
 ) -> Option<Finding> {
     let fen = check.lookup.as_ref()?;
     let id = i64::try_from(line_no).expect("a digest file has far fewer than 2^63 lines");

@@ -11,8 +11,11 @@ use std::{
 
 use rayon::prelude::*;
 
-use super::{Checked, Run};
+use tokio::runtime::Runtime;
+
+use super::{Checked, Interrupt, Run};
 use crate::{
+    config::Settings,
     error::Error,
     ingest::source::open_input,
     store::db::{self, db_err},
@@ -79,7 +82,6 @@ fn check_raw_line(line: &RawLine, mode: SignMode) -> (Option<LineCheck>, SignDet
     (checked, detector)
 }
 
-/// Whether the first data line is a header (`fen,digest`, …): it does not
 /// Removes a header from `lines`, the first lines of the file read since
 /// none held data: the first line that is not blank or a comment is the
 /// header if it does not parse as a digest line. Returns whether that
@@ -100,6 +102,7 @@ fn take_header(lines: &mut Vec<RawLine>) -> (bool, Option<u64>) {
     }
 }
 
+/// Whether the first data line is a header (`fen,digest`, …): it does not
 /// parse, and its last field is not a number.
 fn is_header(text: &str) -> bool {
     parse_digest_line(text).is_err()
@@ -108,6 +111,9 @@ fn is_header(text: &str) -> bool {
             .is_some_and(|f| FileDigest::parse(f).is_none())
 }
 
+/// `verify --digests` over `file`: each line checked against its FEN, and
+/// with `against_db` looked up in `positions` a batch at a time; the
+/// summary says how the file's digests read and which line was a header.
 pub(super) fn verify_digests(
     file: &str,
     against_db: bool,
@@ -125,27 +131,13 @@ pub(super) fn verify_digests(
     let input = open_input(file, settings.pipeline.source)?;
     meter.set_total(None);
     let mut reader = BufReader::with_capacity(1 << 20, input.reader);
-    let database = match against_db {
-        true => {
-            match runtime
-                .block_on(interrupt.or_stop(db::connect(&settings.target())))
-                .transpose()?
-            {
-                Some(database) => Some(database),
-                None => return Ok(Checked::stopped()),
-            }
+    let lookup = if against_db {
+        match Lookup::open(settings, runtime, interrupt)? {
+            Some(lookup) => Some(lookup),
+            None => return Ok(Checked::stopped()),
         }
-        false => None,
-    };
-    let lookup = match &database {
-        Some(database) => Some(
-            runtime
-                .block_on(database.client.prepare(
-                    "SELECT normalized_fen, fen_hash FROM positions WHERE normalized_fen = ANY($1)",
-                ))
-                .map_err(db_err("preparing the positions lookup"))?,
-        ),
-        None => None,
+    } else {
+        None
     };
     let mut detector = SignDetector::default();
     let mut next_line = 1u64;
@@ -174,27 +166,15 @@ pub(super) fn verify_digests(
         }
         let checked: Vec<(Option<LineCheck>, SignDetector)> =
             lines.par_iter().map(|l| check_raw_line(l, mode)).collect();
-        let db_hashes: HashMap<String, i64> = match (&database, &lookup) {
-            (Some(database), Some(statement)) => {
-                let mut fens: Vec<&str> = checked
-                    .iter()
-                    .filter_map(|(c, _)| c.as_ref()?.lookup.as_deref())
-                    .collect();
-                fens.sort_unstable();
-                fens.dedup();
-                let Some(rows) =
-                    runtime.block_on(interrupt.or_stop(database.client.query(statement, &[&fens])))
-                else {
+        let db_hashes = match &lookup {
+            Some(lookup) => {
+                let Some(hashes) = lookup.hashes(runtime, interrupt, &checked)? else {
                     complete = false;
                     break;
                 };
-                rows.map_err(db_err("looking FENs up in positions"))?
-                    .iter()
-                    .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-                    .collect::<Result<_, tokio_postgres::Error>>()
-                    .map_err(db_err("decoding a positions row"))?
+                hashes
             }
-            _ => HashMap::new(),
+            None => HashMap::new(),
         };
         for (line, (check, found)) in lines.iter().zip(&checked) {
             detector.negative += found.negative;
@@ -203,7 +183,7 @@ pub(super) fn verify_digests(
             if let Some(finding) = &check.finding {
                 report.write(finding)?;
             }
-            if database.is_some()
+            if lookup.is_some()
                 && let Some(finding) = check_against_db(line.number, check, &db_hashes)
             {
                 report.write(&finding)?;
@@ -211,14 +191,75 @@ pub(super) fn verify_digests(
         }
         meter.add(count, report.counts.total());
     }
-    if let Some(database) = database {
-        database.close()?;
+    if let Some(lookup) = lookup {
+        lookup.database.close()?;
     }
     let mut extra = vec![format!("digests: {}", detector.describe(mode))];
     if let Some(line) = header {
         extra.push(format!("line {line} skipped as a header"));
     }
     Ok(Checked { extra, complete })
+}
+
+/// `--against-db`: the database and the prepared query that looks a
+/// batch's FENs up in `positions`.
+struct Lookup {
+    database: db::Database,
+    statement: tokio_postgres::Statement,
+}
+
+impl Lookup {
+    /// Connects and prepares the query; `None` if a signal came first.
+    fn open(
+        settings: &Settings,
+        runtime: &Runtime,
+        interrupt: &Interrupt,
+    ) -> Result<Option<Lookup>, Error> {
+        let Some(database) = runtime
+            .block_on(interrupt.or_stop(db::connect(&settings.target())))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let statement = runtime
+            .block_on(database.client.prepare(
+                "SELECT normalized_fen, fen_hash FROM positions WHERE normalized_fen = ANY($1)",
+            ))
+            .map_err(db_err("preparing the positions lookup"))?;
+        Ok(Some(Lookup {
+            database,
+            statement,
+        }))
+    }
+
+    /// The stored digest of each FEN of `checked` to look up that has a
+    /// `positions` row; `None` if a signal came first.
+    fn hashes(
+        &self,
+        runtime: &Runtime,
+        interrupt: &Interrupt,
+        checked: &[(Option<LineCheck>, SignDetector)],
+    ) -> Result<Option<HashMap<String, i64>>, Error> {
+        let mut fens: Vec<&str> = checked
+            .iter()
+            .filter_map(|(c, _)| c.as_ref()?.lookup.as_deref())
+            .collect();
+        fens.sort_unstable();
+        fens.dedup();
+        let client = &self.database.client;
+        let Some(rows) =
+            runtime.block_on(interrupt.or_stop(client.query(&self.statement, &[&fens])))
+        else {
+            return Ok(None);
+        };
+        let hashes = rows
+            .map_err(db_err("looking FENs up in positions"))?
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(db_err("decoding a positions row"))?;
+        Ok(Some(hashes))
+    }
 }
 
 #[cfg(test)]

@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 
 use rayon::prelude::*;
-use tokio_postgres::{Statement, Transaction};
+use tokio_postgres::{Client, Portal, Statement, Transaction};
 
-use super::{Checked, Run, estimate, for_layout, selection_sql};
+use super::{Checked, Interrupt, Run, Selection, estimate, for_layout, selection_sql};
 use crate::{
     error::Error,
+    progress::Progress,
     store::db::{self, db_err},
-    verify::{Finding, StoredGame, StoredMove, check_game},
+    verify::{Finding, Report, StoredGame, StoredMove, check_game},
 };
 
 /// Games fetched (and replayed in parallel) at a time.
@@ -31,6 +32,9 @@ fn game_from_row(row: &tokio_postgres::Row) -> Result<StoredGame, tokio_postgres
     })
 }
 
+/// `verify --games`: every selected game replayed and compared with its
+/// `moves` rows and the positions they reference; the summary says how
+/// many plies were replayed.
 pub(super) fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
     let Run {
         selection,
@@ -47,20 +51,116 @@ pub(super) fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
         return Ok(Checked::stopped());
     };
     let mut plies = 0u64;
+    let mut check = GamesCheck {
+        interrupt,
+        meter,
+        report,
+        plies: &mut plies,
+    };
     // A batch's findings and counts are written with no await between them,
     // so stopping at any await leaves report and counts in step.
-    let complete = runtime.block_on(interrupt.or_stop(async {
-        let selection = &for_layout(&database.client, selection).await?;
-        meter.set_total(estimate(&database.client, "games", selection).await);
+    let complete =
+        runtime.block_on(interrupt.or_stop(check.all_games(&mut database.client, selection)));
+    let complete = complete.transpose()?.unwrap_or(false);
+    database.close()?;
+    Ok(Checked {
+        extra: vec![format!("{plies} plies replayed")],
+        complete,
+    })
+}
+
+/// Where [`verify_games`] reports, and what it has counted so far.
+struct GamesCheck<'r> {
+    interrupt: &'r Interrupt,
+    meter: &'r mut Progress,
+    report: &'r mut Report,
+    plies: &'r mut u64,
+}
+
+/// The games cursor of a run and the two lookups of a batch's rows, all
+/// of its read-only transaction.
+struct GameCursor {
+    portal: Portal,
+    moves_query: Statement,
+    positions_query: Statement,
+}
+
+impl GamesCheck<'_> {
+    /// Checks the games `selection` selects, a batch at a time, in one
+    /// snapshot; `false` if a signal stopped it between batches.
+    async fn all_games(
+        &mut self,
+        client: &mut Client,
+        selection: &Selection,
+    ) -> Result<bool, Error> {
+        let selection = &for_layout(client, selection).await?;
+        self.meter
+            .set_total(estimate(client, "games", selection).await);
         // One snapshot for the cursor and the per-batch lookups.
-        let tx = database
-            .client
+        let tx = client
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
             .await
             .map_err(db_err("starting a read-only transaction"))?;
+        let cursor = GameCursor::open(&tx, selection).await?;
+        loop {
+            if self.interrupt.requested() {
+                return Ok(false);
+            }
+            let rows = tx
+                .query_portal(&cursor.portal, GAME_BATCH)
+                .await
+                .map_err(db_err("reading games"))?;
+            if rows.is_empty() {
+                break;
+            }
+            let games = rows
+                .iter()
+                .map(game_from_row)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(db_err("decoding a games row"))?;
+            self.batch(&tx, &cursor, &games).await?;
+            if rows.len() < GAME_BATCH as usize {
+                break;
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(db_err("ending the transaction"))?;
+        Ok(true)
+    }
+
+    /// Checks one batch of games and reports what it found.
+    async fn batch(
+        &mut self,
+        tx: &Transaction<'_>,
+        cursor: &GameCursor,
+        games: &[StoredGame],
+    ) -> Result<(), Error> {
+        let (moves, fens) =
+            batch_rows(tx, &cursor.moves_query, &cursor.positions_query, games).await?;
+        // Replay is the CPU part: all cores, results in game order.
+        let findings: Vec<Vec<Finding>> = games
+            .par_iter()
+            .map(|game| {
+                let rows = moves.get(&game.id).map_or(&[][..], Vec::as_slice);
+                check_game(game, rows, |id| fens.get(&id).map(String::as_str))
+            })
+            .collect();
+        self.report.write_all(findings.iter().flatten())?;
+        *self.plies += games.iter().map(|g| g.moves.len() as u64 / 2).sum::<u64>();
+        self.meter
+            .add(games.len() as u64, self.report.counts.total());
+        Ok(())
+    }
+}
+
+impl GameCursor {
+    /// Opens the cursor over the selected games, in id order, and prepares
+    /// the lookups, all in `tx`.
+    async fn open(tx: &Transaction<'_>, selection: &Selection) -> Result<GameCursor, Error> {
         let query = format!(
             "SELECT id, variant::text, start_fen, moves, ply_count, initial_position_id, \
              final_position_id, positions_max_ply FROM games{}",
@@ -81,49 +181,12 @@ pub(super) fn verify_games(run: Run<'_>) -> Result<Checked, Error> {
             .prepare("SELECT id, normalized_fen FROM positions WHERE id = ANY($1)")
             .await
             .map_err(db_err("preparing the positions lookup"))?;
-        loop {
-            if interrupt.requested() {
-                return Ok(false);
-            }
-            let rows = tx
-                .query_portal(&portal, GAME_BATCH)
-                .await
-                .map_err(db_err("reading games"))?;
-            if rows.is_empty() {
-                break;
-            }
-            let games = rows
-                .iter()
-                .map(game_from_row)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err("decoding a games row"))?;
-            let (moves, fens) = batch_rows(&tx, &moves_query, &positions_query, &games).await?;
-            // Replay is the CPU part: all cores, results in game order.
-            let findings: Vec<Vec<Finding>> = games
-                .par_iter()
-                .map(|game| {
-                    let rows = moves.get(&game.id).map_or(&[][..], Vec::as_slice);
-                    check_game(game, rows, |id| fens.get(&id).map(String::as_str))
-                })
-                .collect();
-            report.write_all(findings.iter().flatten())?;
-            plies += games.iter().map(|g| g.moves.len() as u64 / 2).sum::<u64>();
-            meter.add(games.len() as u64, report.counts.total());
-            if rows.len() < GAME_BATCH as usize {
-                break;
-            }
-        }
-        tx.commit()
-            .await
-            .map_err(db_err("ending the transaction"))?;
-        Ok::<bool, Error>(true)
-    }));
-    let complete = complete.transpose()?.unwrap_or(false);
-    database.close()?;
-    Ok(Checked {
-        extra: vec![format!("{plies} plies replayed")],
-        complete,
-    })
+        Ok(GameCursor {
+            portal,
+            moves_query,
+            positions_query,
+        })
+    }
 }
 
 /// The `moves` rows of `games` (by game id, in ply order) and the FEN of

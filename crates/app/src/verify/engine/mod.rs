@@ -28,6 +28,7 @@ mod games;
 mod positions;
 
 use std::{
+    fmt::Write as _,
     path::PathBuf,
     sync::{
         Arc,
@@ -244,7 +245,9 @@ fn selection_sql(rows: &Selection, ordered: bool) -> String {
     let mut filters = Vec::new();
     match rows.sample {
         Some(fraction) if rows.sharded => filters.push(format!("random() < {fraction}")),
-        Some(fraction) => sql.push_str(&format!(" TABLESAMPLE BERNOULLI ({})", fraction * 100.0)),
+        Some(fraction) => {
+            let _ = write!(sql, " TABLESAMPLE BERNOULLI ({})", fraction * 100.0);
+        }
         None => {}
     }
     if let Some(range) = rows.id_range {
@@ -258,7 +261,7 @@ fn selection_sql(rows: &Selection, ordered: bool) -> String {
         sql.push_str(" ORDER BY id");
     }
     if let Some(limit) = rows.limit {
-        sql.push_str(&format!(" LIMIT {limit}"));
+        let _ = write!(sql, " LIMIT {limit}");
     }
     sql
 }
@@ -278,7 +281,12 @@ async fn estimate(client: &Client, table: &str, rows: &Selection) -> Option<u64>
         .ok()??;
     let tuples: f64 = row.try_get(0).ok()?;
     let tuples = (tuples >= 0.0).then_some(tuples * rows.sample.unwrap_or(1.0))?;
-    // Rounded estimate; a float→int conversion is what is wanted here.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a rounded estimate, non-negative (checked above); `as` saturates \
+                  beyond u64, which is what a progress bar wants"
+    )]
     let tuples = tuples.round() as u64;
     Some(rows.limit.map_or(tuples, |l| l.min(tuples)))
 }

@@ -125,7 +125,7 @@ pub(super) fn verify_positions(canonical: bool, run: Run<'_>) -> Result<Checked,
     // Each side says whether it went to the end; a signal stops both at
     // their next batch (the checker dropping `rx` also ends a blocked send).
     let (streamed, checked) = std::thread::scope(|scope| {
-        let checker = scope.spawn(move || -> Result<bool, Error> {
+        let check_thread = scope.spawn(move || -> Result<bool, Error> {
             for batch in rx {
                 if interrupt.requested() {
                     return Ok(false);
@@ -163,7 +163,7 @@ pub(super) fn verify_positions(canonical: bool, run: Run<'_>) -> Result<Checked,
         }));
         drop(tx);
         // A panic in the checker is a bug: let it surface as one.
-        let checked = checker
+        let checked = check_thread
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (streamed, checked)
