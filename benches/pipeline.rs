@@ -105,30 +105,36 @@ fn main() {
     let mut group = c.benchmark_group("lichess_sample");
     group.throughput(Throughput::Elements(games));
     group.bench_function("parse_only", |b| {
-        b.iter(|| scan_only(black_box(&pgn[..])).expect("parses"))
+        b.iter(|| scan_only(black_box(&pgn[..])).expect("parses"));
     });
     group.bench_function("full_1_thread", |b| b.iter(|| full(black_box(&pgn), false)));
     group.bench_function("full_all_cores", |b| b.iter(|| full(black_box(&pgn), true)));
     group.finish();
 
-    // The ratio table, measured here in one run.
+    let (single, multi) = ratio_table(&pgn, games, positions);
+    python_reference(games, single.0, multi.0);
+}
+
+/// The ratio table, measured here in one run: (wall, CPU) seconds of the
+/// full pipeline on 1 thread and on all of them.
+fn ratio_table(pgn: &[u8], games: u64, positions: u64) -> ((f64, f64), (f64, f64)) {
     let runs = 15;
     let parse = median_secs(
         || {
-            let _ = black_box(scan_only(&pgn[..]));
+            let _ = black_box(scan_only(pgn));
         },
         runs,
     );
     let single = median_secs(
         || {
-            black_box(full(&pgn, false));
+            black_box(full(pgn, false));
         },
         runs,
     );
     let threads = rayon::current_num_threads();
     let multi = median_secs(
         || {
-            black_box(full(&pgn, true));
+            black_box(full(pgn, true));
         },
         runs,
     );
@@ -166,7 +172,14 @@ fn main() {
         rate(single.0),
         rate(single.1)
     );
+    (single, multi)
+}
 
+/// The python-chess reference, if it can run: how many times faster
+/// pgnload is (`single`, `multi`: wall seconds on 1 thread and all).
+fn python_reference(games: u64, single: f64, multi: f64) {
+    let threads = rayon::current_num_threads();
+    let rate = |secs: f64| games as f64 / secs;
     let script = Path::new("scripts/py_digests.py");
     let python = || {
         Command::new("python3")
@@ -177,12 +190,12 @@ fn main() {
     };
     match python() {
         Ok(status) if status.success() => {
-            let py = median_secs(|| drop(python()), 3).0;
+            let reference = median_secs(|| drop(python()), 3).0;
             println!(
                 "python-chess reference (scripts/py_digests.py): {:.0} games/s; pgnload is {:.0}x faster on 1 thread, {:.0}x on {threads}",
-                rate(py),
-                py / single.0,
-                py / multi.0
+                rate(reference),
+                reference / single,
+                reference / multi
             );
         }
         _ => println!("python-chess reference not run (python3 with chess and xxhash needed)"),

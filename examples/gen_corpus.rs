@@ -109,27 +109,7 @@ const MAX_PLIES: usize = 150;
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let known = match (args.known_seed, args.known_games, args.known_fraction) {
-        (Some(seed), Some(games), Some(fraction)) => {
-            if !(0.0..=1.0).contains(&fraction) {
-                bail!("--known-fraction must be between 0 and 1");
-            }
-            if games == 0 {
-                bail!("--known-games must be at least 1");
-            }
-            if seed & LANE_MASK == args.seed & LANE_MASK {
-                bail!(
-                    "--known-seed and --seed must differ modulo 32768, or the two corpora share game ids"
-                );
-            }
-            Some(Known {
-                seed,
-                games,
-                fraction,
-            })
-        }
-        _ => None,
-    };
+    let known = known_corpus(&args)?;
     if args.games > u64::from(u32::MAX) {
         bail!("at most {} games per corpus", u32::MAX);
     }
@@ -149,11 +129,57 @@ fn main() -> anyhow::Result<()> {
             File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
         Box::new(BufWriter::with_capacity(1 << 20, file))
     };
+    let written = write_corpus(&ctx, &args, &mut out)?;
+    out.flush()
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    drop(out);
+    let elapsed = started.elapsed().as_secs_f64();
+    summarize(&ctx, &args, &written, elapsed);
+    Ok(())
+}
 
-    let mut plies = 0u64;
-    // Position hash → occurrences, for --stats.
-    let mut seen = args.stats.then(HashMap::<u64, u32>::default);
-    let mut occurrences = 0u64;
+/// The corpus of `--known-seed`, checked, if asked for.
+fn known_corpus(args: &Args) -> anyhow::Result<Option<Known>> {
+    let (Some(seed), Some(games), Some(fraction)) =
+        (args.known_seed, args.known_games, args.known_fraction)
+    else {
+        return Ok(None);
+    };
+    if !(0.0..=1.0).contains(&fraction) {
+        bail!("--known-fraction must be between 0 and 1");
+    }
+    if games == 0 {
+        bail!("--known-games must be at least 1");
+    }
+    if seed & LANE_MASK == args.seed & LANE_MASK {
+        bail!(
+            "--known-seed and --seed must differ modulo 32768, or the two corpora share game ids"
+        );
+    }
+    Ok(Some(Known {
+        seed,
+        games,
+        fraction,
+    }))
+}
+
+/// What was written, for the summary.
+struct Written {
+    plies: u64,
+    /// Position occurrences, with `--stats`.
+    occurrences: u64,
+    /// Position hash → occurrences, with `--stats`.
+    seen: Option<HashMap<u64, u32>>,
+}
+
+/// Generates the corpus in blocks of [`BLOCK`] games (in parallel), each
+/// written in order.
+fn write_corpus(ctx: &Context, args: &Args, out: &mut dyn Write) -> anyhow::Result<Written> {
+    let mut written = Written {
+        plies: 0,
+        occurrences: 0,
+        seen: args.stats.then(HashMap::<u64, u32>::default),
+    };
     let mut start = 0;
     while start < args.games {
         let end = (start + BLOCK).min(args.games);
@@ -172,9 +198,9 @@ fn main() -> anyhow::Result<()> {
         for (text, n, hashes) in block {
             out.write_all(text.as_bytes())
                 .with_context(|| format!("writing {}", args.out.display()))?;
-            plies += n as u64;
-            if let Some(seen) = seen.as_mut() {
-                occurrences += hashes.len() as u64;
+            written.plies += n as u64;
+            if let Some(seen) = written.seen.as_mut() {
+                written.occurrences += hashes.len() as u64;
                 for hash in hashes {
                     *seen.entry(hash).or_default() += 1;
                 }
@@ -182,41 +208,46 @@ fn main() -> anyhow::Result<()> {
         }
         start = end;
     }
-    out.flush()
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    drop(out);
-    let elapsed = started.elapsed().as_secs_f64();
+    Ok(written)
+}
 
+/// The summary, on stderr.
+fn summarize(ctx: &Context, args: &Args, written: &Written, elapsed: f64) {
+    let Written {
+        plies,
+        occurrences,
+        seen,
+    } = written;
     let games = args.games.max(1) as f64;
     eprintln!("games written: {}", args.games);
     eprintln!("plies: {plies}");
-    eprintln!("average plies: {:.1}", plies as f64 / games);
+    eprintln!("average plies: {:.1}", *plies as f64 / games);
     eprintln!(
         "elapsed: {elapsed:.2} s ({:.0} games/s)",
         args.games as f64 / elapsed.max(1e-9)
     );
-    if let Some(seen) = &seen {
+    let Some(seen) = seen else {
+        return;
+    };
+    eprintln!(
+        "positions: {occurrences}, distinct: {} ({:.1} distinct per game)",
+        seen.len(),
+        seen.len() as f64 / games
+    );
+    if let Some(known) = &ctx.known {
+        let base = known_positions(ctx, known);
+        let (hits, known_occurrences) = seen
+            .iter()
+            .filter(|(hash, _)| base.contains(*hash))
+            .fold((0u64, 0u64), |(d, o), (_, &n)| (d + 1, o + u64::from(n)));
         eprintln!(
-            "positions: {occurrences}, distinct: {} ({:.1} distinct per game)",
-            seen.len(),
-            seen.len() as f64 / games
+            "known in corpus seed {} ({} games): {:.1}% of positions, {:.1}% of distinct positions",
+            known.seed,
+            known.games,
+            100.0 * known_occurrences as f64 / (*occurrences).max(1) as f64,
+            100.0 * hits as f64 / seen.len().max(1) as f64,
         );
-        if let Some(known) = &ctx.known {
-            let base = known_positions(&ctx, known);
-            let (hits, known_occurrences) = seen
-                .iter()
-                .filter(|(hash, _)| base.contains(*hash))
-                .fold((0u64, 0u64), |(d, o), (_, &n)| (d + 1, o + u64::from(n)));
-            eprintln!(
-                "known in corpus seed {} ({} games): {:.1}% of positions, {:.1}% of distinct positions",
-                known.seed,
-                known.games,
-                100.0 * known_occurrences as f64 / occurrences.max(1) as f64,
-                100.0 * hits as f64 / seen.len().max(1) as f64,
-            );
-        }
     }
-    Ok(())
 }
 
 /// The corpus whose positions a second corpus partly repeats.
@@ -320,6 +351,11 @@ impl Context {
         let mut rng = Rng::new(self.seed, index, Stream::Moves);
         let source = fresh_line(&self.openings, known.seed, rng.below(known.games));
         let target = target_length(&mut rng);
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a fraction in [0, 1] of a target of at most MAX_PLIES"
+        )]
         let mut follow =
             ((known.fraction * target as f64).round() as usize).min(source.moves.len());
         if follow == source.moves.len() && source.end.legal_moves().is_empty() {
@@ -349,128 +385,78 @@ impl Context {
     /// Tags, movetext with clocks, and result of game `index`.
     fn render(&self, index: u64, line: &Line) -> String {
         let mut rng = Rng::new(self.seed, index, Stream::Tags);
-        let opening = &self.openings[line.opening];
         let (base, increment) = TIME_CONTROLS[rng.weighted(&TIME_CONTROL_WEIGHTS)];
-        let speed = speed(base, increment);
-        let event = match rng.below(100) {
-            0..80 => format!("Rated {speed} game"),
-            80..95 => format!(
-                "Rated {speed} tournament https://lichess.org/tournament/{}",
-                event_id(speed, rng.below(TOURNAMENTS))
-            ),
-            _ => format!(
-                "{speed} swiss https://lichess.org/swiss/{}",
-                event_id(speed, TOURNAMENTS + rng.below(TOURNAMENTS))
-            ),
+        let event = event_name(speed(base, increment), &mut rng);
+        let (white, black) = self.pairing(&mut rng);
+        let white_elo = white.rating + rng.range_i32(-60, 60);
+        let black_elo = black.rating + rng.range_i32(-60, 60);
+        let (result, termination) = outcome(line, white_elo, black_elo, &mut rng);
+        let (white_diff, black_diff) = rating_diffs(white_elo, black_elo, result, &mut rng);
+        let header = Header {
+            event,
+            white,
+            black,
+            elos: [white_elo, black_elo],
+            diffs: [white_diff, black_diff],
+            result,
+            termination,
+            time_control: (base, increment),
         };
-        // Pair White with the closest-rated of three candidates, as matchmaking would.
-        let white_index = rng.below(PLAYERS as u64) as usize;
+        let mut s = String::with_capacity(900 + 28 * line.moves.len());
+        self.write_tags(&mut s, index, &self.openings[line.opening], &header);
+        write_movetext(&mut s, line, &header, &mut rng);
+        s
+    }
+
+    /// White and Black: White at random, paired with the closest-rated of
+    /// three candidates, as matchmaking would.
+    fn pairing(&self, rng: &mut Rng) -> (&Player, &Player) {
+        let white_index = rng.index(PLAYERS);
         let black_index = (0..3)
-            .map(|_| rng.below(PLAYERS as u64) as usize)
+            .map(|_| rng.index(PLAYERS))
             .filter(|&i| i != white_index)
             .min_by_key(|&i| (self.players[i].rating - self.players[white_index].rating).abs())
             .unwrap_or((white_index + 1) % PLAYERS);
-        let (white, black) = (&self.players[white_index], &self.players[black_index]);
-        let white_elo = white.rating + rng.range_i32(-60, 60);
-        let black_elo = black.rating + rng.range_i32(-60, 60);
+        (&self.players[white_index], &self.players[black_index])
+    }
 
-        let (result, termination) = match line.end.outcome().known() {
-            Some(KnownOutcome::Decisive { winner }) => (Some(winner), "Normal"),
-            Some(KnownOutcome::Draw) => (None, "Normal"),
-            None => {
-                let expected = 1.0 / (1.0 + 10f64.powf(f64::from(black_elo - white_elo) / 400.0));
-                let winner = if rng.chance(0.06) {
-                    None
-                } else if rng.chance(expected) {
-                    Some(Color::White)
-                } else {
-                    Some(Color::Black)
-                };
-                let termination = if winner.is_some() && rng.chance(0.3) {
-                    "Time forfeit"
-                } else {
-                    "Normal"
-                };
-                (winner, termination)
-            }
-        };
-        let result_text = match result {
-            Some(Color::White) => "1-0",
-            Some(Color::Black) => "0-1",
-            None => "1/2-1/2",
-        };
-        let (white_diff, black_diff) = rating_diffs(white_elo, black_elo, result, &mut rng);
-
+    /// The tag section of game `index`, and the blank line after it.
+    fn write_tags(&self, s: &mut String, index: u64, opening: &Opening, header: &Header) {
         let when = self.start_time(index);
-        let mut s = String::with_capacity(900 + 28 * line.moves.len());
+        let (base, increment) = header.time_control;
+        let [white_elo, black_elo] = header.elos;
+        let [white_diff, black_diff] = header.diffs;
         let mut tag = |name: &str, value: &str| {
             // Writing to a String cannot fail.
             let _ = writeln!(s, "[{name} \"{value}\"]");
         };
-        tag("Event", &event);
+        tag("Event", &header.event);
         tag(
             "Site",
             &format!("https://lichess.org/{}", game_id(self.seed, index)),
         );
         tag("Date", &when.format("%Y.%m.%d").to_string());
         tag("Round", "-");
-        tag("White", &white.name);
-        tag("Black", &black.name);
-        tag("Result", result_text);
+        tag("White", &header.white.name);
+        tag("Black", &header.black.name);
+        tag("Result", header.result_text());
         tag("UTCDate", &when.format("%Y.%m.%d").to_string());
         tag("UTCTime", &when.format("%H:%M:%S").to_string());
         tag("WhiteElo", &white_elo.to_string());
         tag("BlackElo", &black_elo.to_string());
         tag("WhiteRatingDiff", &format!("{white_diff:+}"));
         tag("BlackRatingDiff", &format!("{black_diff:+}"));
-        if let Some(title) = white.title {
+        if let Some(title) = header.white.title {
             tag("WhiteTitle", title);
         }
-        if let Some(title) = black.title {
+        if let Some(title) = header.black.title {
             tag("BlackTitle", title);
         }
         tag("ECO", &opening.eco);
         tag("Opening", &opening.name);
         tag("TimeControl", &format!("{base}+{increment}"));
-        tag("Termination", termination);
+        tag("Termination", header.termination);
         s.push('\n');
-
-        // Clocks: each side starts at the base time (Lichess shows it after
-        // the first move), then spends a random share of what is left.
-        let mut clocks = [i64::from(base), i64::from(base)];
-        let mut pos = Chess::default();
-        let plies = line.moves.len();
-        for (ply, &m) in line.moves.iter().enumerate() {
-            let side = ply % 2;
-            if ply >= 2 {
-                // Players budget for about 40 moves, whatever the game's length.
-                let remaining_moves = (40usize.saturating_sub(ply / 2)).max(20) as f64;
-                let budget = clocks[side] as f64 / remaining_moves;
-                let spent = (budget * 4.0 * rng.unit() * rng.unit()).round() as i64;
-                clocks[side] = (clocks[side] - spent + i64::from(increment)).max(1);
-            }
-            if termination == "Time forfeit" && ply + 2 >= plies && result.is_some() {
-                // The loser's flag is about to fall.
-                let loser = usize::from(result == Some(Color::White));
-                if side == loser {
-                    clocks[side] = clocks[side].min(i64::from(rng.below(3) as u32));
-                }
-            }
-            let san = SanPlus::from_move_and_play_unchecked(&mut pos, m);
-            let number = ply / 2 + 1;
-            let c = clocks[side];
-            let dots = if side == 0 { "." } else { "..." };
-            let _ = write!(
-                s,
-                "{number}{dots} {san} {{ [%clk {}:{:02}:{:02}] }} ",
-                c / 3600,
-                c / 60 % 60,
-                c % 60
-            );
-        }
-        s.push_str(result_text);
-        s.push_str("\n\n");
-        s
     }
 
     /// Games are spread evenly over 30 days, in file order like a dump;
@@ -479,18 +465,136 @@ impl Context {
         let epoch = NaiveDate::from_ymd_opt(2024, 1, 1)
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .unwrap_or_default();
-        let month = Duration::days(30 * (self.seed % 24) as i64);
-        let offset = (index as u128 * 30 * 86_400 / u128::from(self.games.max(1))) as i64;
+        let month = Duration::days(30 * (self.seed % 24).cast_signed());
+        let offset = u128::from(index) * 30 * 86_400 / u128::from(self.games.max(1));
+        let offset = i64::try_from(offset).expect("at most 30 days of seconds: index < games");
         epoch + month + Duration::seconds(offset)
     }
+}
+
+/// What a game's tags say besides its date, site and opening.
+struct Header<'a> {
+    event: String,
+    white: &'a Player,
+    black: &'a Player,
+    /// White's, then Black's.
+    elos: [i32; 2],
+    diffs: [i32; 2],
+    /// The winner, `None` for a draw.
+    result: Option<Color>,
+    termination: &'static str,
+    /// Base seconds, increment.
+    time_control: (u32, u32),
+}
+
+impl Header<'_> {
+    fn result_text(&self) -> &'static str {
+        match self.result {
+            Some(Color::White) => "1-0",
+            Some(Color::Black) => "0-1",
+            None => "1/2-1/2",
+        }
+    }
+}
+
+/// A Lichess event name: mostly casual rated games, else a tournament or
+/// a swiss of the speed.
+fn event_name(speed: &str, rng: &mut Rng) -> String {
+    match rng.below(100) {
+        0..80 => format!("Rated {speed} game"),
+        80..95 => format!(
+            "Rated {speed} tournament https://lichess.org/tournament/{}",
+            event_id(speed, rng.below(TOURNAMENTS))
+        ),
+        _ => format!(
+            "{speed} swiss https://lichess.org/swiss/{}",
+            event_id(speed, TOURNAMENTS + rng.below(TOURNAMENTS))
+        ),
+    }
+}
+
+/// The winner (`None`: a draw) and the Termination tag: the board's
+/// verdict if the line ended the game, else a draw now and then, or a win
+/// by the Elo expectation, some of them on time.
+fn outcome(
+    line: &Line,
+    white_elo: i32,
+    black_elo: i32,
+    rng: &mut Rng,
+) -> (Option<Color>, &'static str) {
+    match line.end.outcome().known() {
+        Some(KnownOutcome::Decisive { winner }) => (Some(winner), "Normal"),
+        Some(KnownOutcome::Draw) => (None, "Normal"),
+        None => {
+            let expected = 1.0 / (1.0 + 10f64.powf(f64::from(black_elo - white_elo) / 400.0));
+            let winner = if rng.chance(0.06) {
+                None
+            } else if rng.chance(expected) {
+                Some(Color::White)
+            } else {
+                Some(Color::Black)
+            };
+            let termination = if winner.is_some() && rng.chance(0.3) {
+                "Time forfeit"
+            } else {
+                "Normal"
+            };
+            (winner, termination)
+        }
+    }
+}
+
+/// The moves with a clock comment after each, then the result. Each side
+/// starts at the base time (Lichess shows it after the first move), then
+/// spends a random share of what is left.
+fn write_movetext(s: &mut String, line: &Line, header: &Header, rng: &mut Rng) {
+    let (base, increment) = header.time_control;
+    let mut clocks = [i64::from(base), i64::from(base)];
+    let mut pos = Chess::default();
+    let plies = line.moves.len();
+    for (ply, &m) in line.moves.iter().enumerate() {
+        let side = ply % 2;
+        if ply >= 2 {
+            // Players budget for about 40 moves, whatever the game's length.
+            let remaining_moves = (40usize.saturating_sub(ply / 2)).max(20) as f64;
+            let budget = clocks[side] as f64 / remaining_moves;
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "at most four times a clock's seconds"
+            )]
+            let spent = (budget * 4.0 * rng.unit() * rng.unit()).round() as i64;
+            clocks[side] = (clocks[side] - spent + i64::from(increment)).max(1);
+        }
+        if header.termination == "Time forfeit" && ply + 2 >= plies && header.result.is_some() {
+            // The loser's flag is about to fall.
+            let loser = usize::from(header.result == Some(Color::White));
+            if side == loser {
+                clocks[side] = clocks[side].min(i64::from(rng.small(3)));
+            }
+        }
+        let san = SanPlus::from_move_and_play_unchecked(&mut pos, m);
+        let number = ply / 2 + 1;
+        let c = clocks[side];
+        let dots = if side == 0 { "." } else { "..." };
+        // Writing to a String cannot fail.
+        let _ = write!(
+            s,
+            "{number}{dots} {san} {{ [%clk {}:{:02}:{:02}] }} ",
+            c / 3600,
+            c / 60 % 60,
+            c % 60
+        );
+    }
+    s.push_str(header.result_text());
+    s.push_str("\n\n");
 }
 
 /// Game `index` of corpus `seed`: an opening of the sample, then random play.
 fn fresh_line(openings: &[Opening], seed: u64, index: u64) -> Line {
     let mut rng = Rng::new(seed, index, Stream::Moves);
-    let which = rng.below(openings.len() as u64) as usize;
+    let which = rng.index(openings.len());
     let opening = &openings[which];
-    let k = (4 + rng.below(13) as usize).min(opening.moves.len());
+    let k = (4 + rng.index(13)).min(opening.moves.len());
     let target = target_length(&mut rng);
     let mut pos = Chess::default();
     for &m in &opening.moves[..k] {
@@ -508,6 +612,11 @@ fn fresh_line(openings: &[Opening], seed: u64, index: u64) -> Line {
 
 /// 20–150 plies, skewed towards short games: about 77 on average before
 /// mates and draws shorten some (≈ 70 after).
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "x is in [0, 1]: at most MAX_PLIES - MIN_PLIES"
+)]
 fn target_length(rng: &mut Rng) -> usize {
     let x = (rng.unit() * rng.unit()).sqrt();
     MIN_PLIES + ((MAX_PLIES - MIN_PLIES) as f64 * x).round() as usize
@@ -564,7 +673,7 @@ fn choose_move(pos: &Chess, ply: usize, rng: &mut Rng, avoid: Option<Move>) -> O
         let key = pos.zobrist_hash::<Zobrist64>(EnPassantMode::Legal).0;
         let rank = rng.weighted(&BOOK_RANKS) as u64;
         let pick = splitmix(key ^ rank.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % moves.len() as u64;
-        return Some(moves[pick as usize]);
+        return Some(moves[usize::try_from(pick).expect("below moves.len()")]);
     }
     let mut weights = [0u32; 256];
     let mut mate = None;
@@ -685,7 +794,7 @@ fn player_pool() -> Vec<Player> {
     while pool.len() < PLAYERS {
         let mut name = String::new();
         for i in 0..2 + rng.below(2) {
-            let part = PARTS[rng.below(PARTS.len() as u64) as usize];
+            let part = PARTS[rng.index(PARTS.len())];
             if i > 0 && rng.chance(0.2) {
                 name.push(if rng.chance(0.5) { '_' } else { '-' });
             }
@@ -700,7 +809,7 @@ fn player_pool() -> Vec<Player> {
             }
         }
         if rng.chance(0.5) {
-            let digits = 1 + rng.below(4) as u32;
+            let digits = 1 + rng.small(4);
             let _ = write!(name, "{}", rng.below(10u64.pow(digits)));
         }
         if name.len() > 20 || !taken.insert(name.to_ascii_lowercase()) {
@@ -708,10 +817,9 @@ fn player_pool() -> Vec<Player> {
         }
         // Roughly normal ratings around 1500, as on Lichess.
         let normal: f64 = (0..4).map(|_| rng.unit()).sum::<f64>() - 2.0;
+        #[expect(clippy::cast_possible_truncation, reason = "clamped to 600..=3000")]
         let rating = (1500.0 + 600.0 * normal).clamp(600.0, 3000.0) as i32;
-        let title = rng
-            .chance(0.01)
-            .then(|| TITLES[rng.below(TITLES.len() as u64) as usize]);
+        let title = rng.chance(0.01).then(|| TITLES[rng.index(TITLES.len())]);
         pool.push(Player {
             name,
             rating,
@@ -762,7 +870,7 @@ fn base62_id(mut x: u64) -> String {
     id.iter().map(|&b| char::from(b)).collect()
 }
 
-/// SplitMix64's finalizer: a good 64-bit mixer.
+/// `SplitMix64`'s finalizer: a good 64-bit mixer.
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -778,7 +886,7 @@ enum Stream {
     Tags = 2,
 }
 
-/// SplitMix64: tiny, fast, and stable across crate versions, so a seed
+/// `SplitMix64`: tiny, fast, and stable across crate versions, so a seed
 /// means the same corpus forever.
 struct Rng(u64);
 
@@ -807,8 +915,21 @@ impl Rng {
         self.unit() < p
     }
 
+    /// [`Self::below`] `n`, as an index.
+    fn index(&mut self, n: usize) -> usize {
+        usize::try_from(self.below(n as u64)).expect("below n, a usize")
+    }
+
+    /// [`Self::below`] `n`, as a `u32`.
+    fn small(&mut self, n: u32) -> u32 {
+        u32::try_from(self.below(u64::from(n))).expect("below n, a u32")
+    }
+
+    /// Uniform in [lo, hi] (lo <= hi).
     fn range_i32(&mut self, lo: i32, hi: i32) -> i32 {
-        lo + self.below((hi - lo + 1) as u64) as i32
+        let span = u64::try_from(i64::from(hi) - i64::from(lo) + 1).expect("lo <= hi");
+        let offset = i64::try_from(self.below(span)).expect("below the span of two i32s");
+        i32::try_from(i64::from(lo) + offset).expect("between lo and hi")
     }
 
     /// An index drawn with the given weights (not all zero).

@@ -1,4 +1,4 @@
-//! `pgnload db backup` / `db restore` against the real pg_dump, pg_restore
+//! `pgnload db backup` / `db restore` against the real `pg_dump`, `pg_restore`
 //! and server: a restored database holds exactly what was backed up, and a
 //! restore never merges into a database that holds anything.
 
@@ -117,7 +117,7 @@ fn embedded_backup_restores_exactly_into_fresh_data_dirs() {
     assert!(dir.join("toc.dat").is_file(), "not a directory archive");
     let leftovers: Vec<_> = fs::read_dir(scratch.path())
         .expect("scratch dir")
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.contains(".partial"))
         .collect();
@@ -272,8 +272,8 @@ fn a_missing_or_damaged_backup_is_refused_clearly() {
     assert_eq!(target.psql(OBJECTS), "0", "a failed restore left objects");
 }
 
-/// SIGTERM (or Ctrl-C) during a backup stops pg_dump, removes what it had
-/// written, and exits with code 3. pg_dump is a stand-in here (found through
+/// SIGTERM (or Ctrl-C) during a backup stops `pg_dump`, removes what it had
+/// written, and exits with code 3. `pg_dump` is a stand-in here (found through
 /// `PG_BIN`), which writes its file and then waits to be stopped, so that
 /// the signal lands while it runs whatever the machine's speed.
 #[test]
@@ -309,7 +309,7 @@ fn an_interrupted_backup_leaves_no_file_and_exits_3() {
     let partial = || {
         fs::read_dir(scratch.path())
             .expect("scratch dir")
-            .filter_map(|e| e.ok())
+            .filter_map(Result::ok)
             .any(|e| e.file_name().to_string_lossy().contains(".partial-"))
     };
     // Not a timing: the loop only waits for the stand-in's file; the
@@ -345,7 +345,7 @@ fn stand_in(dir: &Path, body: &str) -> PathBuf {
     bin
 }
 
-/// A pg_dump of another major version than the server's, or none at all
+/// A `pg_dump` of another major version than the server's, or none at all
 /// where `PG_BIN` points, is refused before anything is written, saying
 /// which versions and where it looked.
 #[test]

@@ -118,7 +118,13 @@ fn process_uid(pid: u32) -> Result<u32, Box<dyn Error>> {
         .parse()?)
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn session_initializes_starts_and_stops() -> TestResult {
     let fixture = Fixture::new("pgnload-data")?;
     let cluster = &fixture.cluster;
@@ -731,6 +737,18 @@ fn a_held_lock_is_announced() -> TestResult {
 /// a link is left where the user asked, and pgnload says so once.
 #[test]
 fn a_data_dir_in_a_private_home_works() -> TestResult {
+    // Removes the relocated cluster even when an assertion fails.
+    struct Cleanup(Option<std::path::PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.0 {
+                if let Ok(cluster) = EmbeddedCluster::new(dir) {
+                    let _ = cluster.stop();
+                }
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
+    }
     let root = scratch()?;
     let home = root.path().join("home");
     fs::create_dir(&home)?;
@@ -750,18 +768,6 @@ fn a_data_dir_in_a_private_home_works() -> TestResult {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kasparov-deep-blue-1997.pgn");
     let first = pgnload(&["import", &sample.to_string_lossy()])?;
     let stderr = String::from_utf8_lossy(&first.stderr);
-    // Removes the relocated cluster even when an assertion fails.
-    struct Cleanup(Option<std::path::PathBuf>);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            if let Some(dir) = &self.0 {
-                if let Ok(cluster) = EmbeddedCluster::new(dir) {
-                    let _ = cluster.stop();
-                }
-                let _ = fs::remove_dir_all(dir);
-            }
-        }
-    }
     let relocated = fs::read_link(&data).ok();
     let _cleanup = Cleanup(relocated.clone());
     assert!(first.status.success(), "{stderr}");

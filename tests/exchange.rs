@@ -1,9 +1,9 @@
 //! `export --format dcg|ocgdb`: the files read back by an independent
-//! decoder (scripts/py_exchange.py, written from the formats' descriptions)
+//! decoder (`scripts/py_exchange.py`, written from the formats' descriptions)
 //! and compared with python-chess's reading of the source PGN; variant
 //! games skipped and counted; a filter selecting what `games` selects.
 
-use std::path::Path;
+use std::{fmt::Write as _, path::Path};
 
 use crate::common::{data, migrated_db, python_script, run, scratch_dir};
 
@@ -12,18 +12,17 @@ use crate::common::{data, migrated_db, python_script, run, scratch_dir};
 /// longer than a 36-byte record, an `ECO "?"`, a zero-move game, and
 /// games whose moves make a record longer than 127 and 255 bytes.
 fn crafted() -> String {
-    let long_game: String = (0..40)
-        .map(|i| {
-            let n = i % 4;
-            let (w, b) = [
-                ("Nf3", "Nf6"),
-                ("Ng1", "Ng8"),
-                ("Nc3", "Nc6"),
-                ("Nb1", "Nb8"),
-            ][n];
-            format!("{}. {w} {{[%clk 0:01:{:02}]}} {b} ", i + 1, i % 60)
-        })
-        .collect();
+    let long_game = (0..40).fold(String::new(), |mut game, i| {
+        let n = i % 4;
+        let (w, b) = [
+            ("Nf3", "Nf6"),
+            ("Ng1", "Ng8"),
+            ("Nc3", "Nc6"),
+            ("Nb1", "Nb8"),
+        ][n];
+        let _ = write!(game, "{}. {w} {{[%clk 0:01:{:02}]}} {b} ", i + 1, i % 60);
+        game
+    });
     format!(
         r#"[Event "Crafted"]
 [Site "Here"]
@@ -92,7 +91,13 @@ fn decode(format: &str, export: &Path, sources: &[&Path]) -> String {
         .to_owned()
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
     let db = migrated_db("exchange");
     let dir = scratch_dir("exchange");
@@ -126,7 +131,7 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
         (5, 1),
         "the corpus has what it tests"
     );
-    let sources: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+    let sources: Vec<&Path> = sources.iter().map(std::path::PathBuf::as_path).collect();
 
     // dcg: every standard game, the null move as 0x88.
     let base = dir.path().join("all");
@@ -180,11 +185,15 @@ fn dcg_and_ocgdb_exports_read_back_as_the_source_games() {
     let crafted_rest = dir.path().join("crafted-rest.pgn");
     let text = crafted();
     let games: Vec<&str> = text.split("[Event ").filter(|g| !g.is_empty()).collect();
-    let rest: String = games
-        .iter()
-        .filter(|g| !g.contains(" -- "))
-        .map(|g| format!("[Event {g}"))
-        .collect();
+    let rest: String =
+        games
+            .iter()
+            .filter(|g| !g.contains(" -- "))
+            .fold(String::new(), |mut rest, g| {
+                rest.push_str("[Event ");
+                rest.push_str(g);
+                rest
+            });
     std::fs::write(&crafted_rest, rest).expect("write");
     let mut ocgdb_sources = without_null;
     ocgdb_sources.push(&crafted_rest);

@@ -146,7 +146,13 @@ fn counters_equal_a_recount_after_bulk_and_incremental_imports_and_a_corrupted_o
     assert_eq!(report.lines().count(), 3, "{report}");
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
     let dir = scratch_dir("pgnload-explorer-delete-");
     let files = corpus(dir.path());
@@ -288,7 +294,7 @@ fn explore_json(db: &TestDb, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("explore --json prints JSON")
 }
 
-/// scripts/py_explorer.py ARGS over `files`.
+/// `scripts/py_explorer.py` ARGS over `files`.
 fn python_json(args: &[&str], files: &[PathBuf]) -> Value {
     let out = run({
         let mut c = python_script("py_explorer.py");
@@ -974,7 +980,7 @@ fn deleting_a_game_the_running_import_remembers_keeps_the_counters_exact() {
         .write_all(first.as_bytes())
         .expect("write the first games");
     writer.flush().expect("flush");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     let deleted = loop {
         let id = db.psql("SELECT g.id FROM games g JOIN players p ON p.id = g.white_player_id WHERE p.username = 'Deleted'");
         if !id.is_empty() {
@@ -1148,7 +1154,7 @@ fn a_bulk_load_killed_with_counter_rows_held_counts_their_games_at_its_finish() 
         .write_all(&text.as_bytes()[..half])
         .expect("write half the games");
     writer.flush().expect("flush");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
     while db.psql("SELECT count(*) FROM explorer_deferred") == "0" {
         assert!(
             std::time::Instant::now() < deadline,
@@ -1243,7 +1249,7 @@ fn a_bulk_finish_retried_after_writing_the_held_rows_writes_them_once() {
                       AND granted AND database = (SELECT oid FROM pg_database \
                                                   WHERE datname = current_database())";
     let wait_for = |what: &str, sql: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_mins(2);
         while db.psql(sql) != "t" {
             assert!(std::time::Instant::now() < deadline, "{what}");
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -1428,7 +1434,8 @@ fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
 fn batch_rows(games: &[RandomGame], salts: &[u16]) -> Vec<Vec<(CounterKey, Counts)>> {
     let mut batches = vec![std::collections::BTreeMap::<CounterKey, Counts>::new(); 3];
     for (index, game) in games.iter().enumerate() {
-        let id = i64::from(salts[index % salts.len()]) * 64 + index as i64;
+        let id = i64::from(salts[index % salts.len()]) * 64
+            + i64::try_from(index).expect("a game count");
         batches[game.batch]
             .entry(game.counts.key(game.position, game.code))
             .or_default()

@@ -101,7 +101,7 @@ fn signal_pid(pid: u32, signal: Signal) {
 fn finish(mut child: Child) -> Output {
     let started = Instant::now();
     while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
+        if started.elapsed() > Duration::from_mins(2) {
             let _ = child.kill();
             let out = child.wait_with_output().expect("output");
             panic!(

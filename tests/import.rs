@@ -349,7 +349,7 @@ fn the_password_in_a_connection_url_is_never_printed() {
 }
 
 /// Three games with one Event, Site, Date, Round, players and moves, told
-/// apart only by typed tags (Result and WhiteElo, Variant): three games.
+/// apart only by typed tags (Result and `WhiteElo`, Variant): three games.
 const TYPED_TWINS: &str = "[Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"1-0\"]\n[WhiteElo \"1500\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n\
 [Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"0-1\"]\n[WhiteElo \"2500\"]\n\n1. e4 e5 2. Qh5 Nc6 0-1\n\n\
 [Event \"Twins\"]\n[Site \"Club\"]\n[Date \"2024.03.01\"]\n[Round \"1\"]\n[White \"A\"]\n[Black \"B\"]\n[Result \"1-0\"]\n[WhiteElo \"1500\"]\n[Variant \"King of the Hill\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n";

@@ -4,6 +4,7 @@
 
 use std::{
     ffi::OsStr,
+    fmt::Write as _,
     io::Write,
     os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
@@ -41,8 +42,7 @@ fn import(db: &TestDb, files: &[&Path]) -> Output {
 fn wait_until(child: &mut Child, what: &str, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ready() {
-        if started.elapsed() > Duration::from_secs(60) || child.try_wait().ok().flatten().is_some()
-        {
+        if started.elapsed() > Duration::from_mins(1) || child.try_wait().ok().flatten().is_some() {
             let _ = child.kill();
             let out = child.stderr_rest();
             panic!("never {what}; pgnload: {out}");
@@ -58,7 +58,7 @@ fn wait_exit(child: &mut Child, what: &str) -> (Option<i32>, String) {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return (status.code(), child.stderr_rest());
         }
-        if started.elapsed() > Duration::from_secs(60) {
+        if started.elapsed() > Duration::from_mins(1) {
             let _ = child.kill();
             panic!("{what}: pgnload did not exit: {}", child.stderr_rest());
         }
@@ -129,7 +129,7 @@ fn import_substituted(db: &TestDb, groups: &[&[&Path]]) -> Output {
         script.push_str(" <(cat");
         for _ in *group {
             n += 1;
-            script.push_str(&format!(" \"${n}\""));
+            let _ = write!(script, " \"${n}\"");
         }
         script.push(')');
     }

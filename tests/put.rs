@@ -107,7 +107,13 @@ fn id_in(line: &str) -> String {
     after.split(' ').next().expect("an id").to_owned()
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn put_stores_a_game_as_import_would_then_replaces_it_with_counters_exact() {
     let dir = scratch_dir("pgnload-put-");
     let db = migrated_db("put");
@@ -227,7 +233,13 @@ fn put_stores_a_game_as_import_would_then_replaces_it_with_counters_exact() {
     assert_verify_clean(&db, dir.path(), "after the Lichess game put back");
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn put_refuses_bad_input_with_a_message_and_changes_nothing() {
     let dir = scratch_dir("pgnload-put-bad-");
     let db = migrated_db("put_bad");

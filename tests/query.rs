@@ -70,8 +70,8 @@ const PLAYERS_PGN: &str = r#"[Event "Casual"]
 
 /// Games whose tags no column holds as written, for the round trip: a
 /// partial date, a rating with a question mark, a name written twice, a
-/// value with a quote and a backslash, a Date that is not the UTCDate, a
-/// UTCDate without a time, a termination without letters, an unknown
+/// value with a quote and a backslash, a Date that is not the `UTCDate`, a
+/// `UTCDate` without a time, a termination without letters, an unknown
 /// Result, clocks with tenths and hundredths, mate scores, NAGs, and a
 /// start with Black to move.
 const EDGE_PGN: &str = r#"[Event "Edge \"one\" \\ back"]
@@ -157,7 +157,13 @@ fn pgnload_lines(db: &TestDb, args: &[&str]) -> Vec<String> {
     lines
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn player_and_position_searches_match_a_python_recount() {
     let dir = scratch_dir("pgnload-query-");
     let players = dir.path().join("players.pgn");
@@ -431,7 +437,13 @@ fn natural_rows(db: &TestDb) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn export_then_import_gives_the_same_rows() {
     let dir = scratch_dir("pgnload-roundtrip-");
     let random = dir.path().join("random.pgn");
@@ -453,7 +465,7 @@ fn export_then_import_gives_the_same_rows() {
     let mut files = data_pgns();
     files.push(random);
     files.push(edge);
-    let files: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    let files: Vec<&Path> = files.iter().map(std::path::PathBuf::as_path).collect();
     let original = migrated_db("query_rt_a");
     import(&original, &files);
     let exported = dir.path().join("all.pgn");
@@ -528,7 +540,7 @@ fn export_then_import_gives_the_same_rows() {
         &fifo.display().to_string(),
     ]);
     let piped = piped
-        .recv_timeout(std::time::Duration::from_secs(60))
+        .recv_timeout(std::time::Duration::from_mins(1))
         .expect("the export wrote into the fifo");
     assert_eq!(piped, std::fs::read(&zh).expect("read zh.pgn"));
     assert!(
@@ -756,7 +768,7 @@ fn a_stored_game_no_format_can_write_is_skipped_and_counted() {
     assert_eq!(written.matches("[Event ").count(), 5);
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .expect("dir")
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.contains(".partial"))
         .collect();
@@ -785,7 +797,7 @@ fn a_stored_game_no_format_can_write_is_skipped_and_counted() {
 fn partial_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .expect("dir")
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.contains(".partial"))
         .collect()

@@ -108,24 +108,20 @@ fn killed_at_random_moments_then_rerun_equals_a_clean_import() {
             }
             thread::sleep(Duration::from_millis(5));
         };
-        match finished {
-            Some(status) => {
-                let out = child.wait_with_output().expect("output");
-                assert_eq!(
-                    status.code(),
-                    Some(0),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                break;
-            }
-            None => {
-                let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
-                kill(pid, Signal::SIGKILL).expect("SIGKILL");
-                let _ = child.wait();
-                kills += 1;
-            }
+        if let Some(status) = finished {
+            let out = child.wait_with_output().expect("output");
+            assert_eq!(
+                status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            break;
         }
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+        kill(pid, Signal::SIGKILL).expect("SIGKILL");
+        let _ = child.wait();
+        kills += 1;
     }
     assert!(
         kills >= 10,
@@ -353,7 +349,7 @@ fn oversized_inputs_are_rejected_in_bounded_memory() {
         "a child used {max_rss_kib} KiB for 1.1 GB of hostile input"
     );
     assert!(
-        started.elapsed() < Duration::from_secs(120),
+        started.elapsed() < Duration::from_mins(2),
         "took {:?}",
         started.elapsed()
     );
@@ -430,7 +426,7 @@ fn sigterm_finishes_the_batch_in_flight_exits_3_and_the_rerun_completes() {
         || db.psql("SELECT count(*) FROM import_files WHERE state = 'running' AND games_done >= 10")
             == "0"
     {
-        assert!(started.elapsed() < Duration::from_secs(60), "no progress");
+        assert!(started.elapsed() < Duration::from_mins(1), "no progress");
         thread::sleep(Duration::from_millis(20));
     }
     kill(pid, Signal::SIGTERM).expect("SIGTERM");
@@ -579,7 +575,7 @@ fn a_second_importer_of_the_same_file_waits_or_skips_with_no_wait() {
         let started = Instant::now();
         while db.psql("SELECT count(*) FROM import_files WHERE state = 'running'") != "1" {
             assert!(
-                started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < Duration::from_mins(1),
                 "first never started"
             );
             thread::sleep(Duration::from_millis(10));

@@ -40,7 +40,8 @@ fn check_accounting(bytes: &[u8]) {
         } else {
             // Only whitespace, `%` escape lines (pgn-reader also takes them
             // after leading blanks) or a BOM may precede the first game.
-            let lead = &bytes[..chunk.pos.byte_offset as usize];
+            let lead =
+                &bytes[..usize::try_from(chunk.pos.byte_offset).expect("an offset in memory")];
             let escape_lines = lead.split(|b| *b == b'\n').all(|line| {
                 let line = line.trim_ascii_start();
                 line.is_empty() || line.starts_with(b"%")
@@ -50,7 +51,7 @@ fn check_accounting(bytes: &[u8]) {
                 "unexpected lead-in {lead:?}"
             );
         }
-        let start = chunk.pos.byte_offset as usize;
+        let start = usize::try_from(chunk.pos.byte_offset).expect("an offset in memory");
         if !chunk.is_truncated() {
             assert_eq!(&bytes[start..start + chunk.bytes.len()], &chunk.bytes[..]);
         }

@@ -37,7 +37,7 @@ fn one_game_file(dir: &Path, name: &str) -> PathBuf {
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
-        assert!(started.elapsed() < Duration::from_secs(60), "{what}");
+        assert!(started.elapsed() < Duration::from_mins(1), "{what}");
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -111,6 +111,10 @@ fn spawn_reading_stderr(mut cmd: Command) -> (Child, mpsc::Receiver<String>) {
 
 /// Waits until `child` writes a line containing `text` to stderr, or
 /// exits; returns the lines read, and `Some(code)` if it exited first.
+#[expect(
+    clippy::option_option,
+    reason = "`None`: still running; `Some(None)`: killed by a signal"
+)]
 fn until_line_or_exit(
     child: &mut Child,
     lines: &mpsc::Receiver<String>,
@@ -131,7 +135,7 @@ fn until_line_or_exit(
             return (seen, Some(status.code()));
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_mins(1),
             "neither {text:?} nor an exit: {seen:?}"
         );
         thread::sleep(Duration::from_millis(20));
@@ -143,7 +147,14 @@ fn until_line_or_exit(
 /// its queued positions) holds the import lock; before, a delete issued
 /// while `enable` waited for a running import was refused, blaming a bulk
 /// load. A bulk load is still refused, by name.
+///
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn single_game_changes_beside_imports_wait_and_only_a_bulk_load_refuses_them() {
     let dir = scratch_dir("pgnload-runs-put-");
     let db = migrated_db("runs_put");

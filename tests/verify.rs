@@ -71,7 +71,7 @@ fn load_positions(db: &TestDb, dir: &Path, games: &[GameRecord]) -> HashMap<Stri
             if ids.contains_key(fen) {
                 continue;
             }
-            let id = ids.len() as i64 + 1;
+            let id = i64::try_from(ids.len()).expect("a position count") + 1;
             ids.insert(fen.to_owned(), id);
             let p = split_normalized(fen).expect("replay writes normalized FENs");
             writeln!(
@@ -103,8 +103,10 @@ fn load_games(db: &TestDb, dir: &Path, games: &[GameRecord], ids: &HashMap<Strin
         let hex: String = game
             .encoded_moves()
             .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+            .fold(String::new(), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            });
         writeln!(
             game_rows,
             "{game_id}\ttest\tg{game_id}\t{}\t{}\t{}\t{}\t\\\\x{hex}\t{}",
@@ -272,7 +274,13 @@ fn pick(db: &TestDb, ids: &HashMap<String, i64>, pred: impl Fn(&str) -> bool, no
     *id
 }
 
+/// Long: one scenario, step by step; split, its steps would read out of
+/// order.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step; split, its steps would read out of order"
+)]
 fn seeded_corruption_is_found_once_per_row_with_its_kind() {
     let dir = scratch();
     let db = migrated_db("verify_corrupt");
@@ -346,7 +354,9 @@ fn seeded_corruption_is_found_once_per_row_with_its_kind() {
         stdout(&out)
     );
 
-    let first_clean = (1..).find(|id| !expected.contains_key(id)).expect("an id");
+    let first_clean = (1..=i64::MAX)
+        .find(|id| !expected.contains_key(id))
+        .expect("an id");
     let (out, report) = verify(
         &db,
         dir.path(),
@@ -465,6 +475,11 @@ fn python_digest_file(db: &TestDb, dir: &Path) -> PathBuf {
     path
 }
 
+/// A line number as the report gives it.
+fn line_number(n: usize) -> i64 {
+    i64::try_from(n).expect("a test file's line number")
+}
+
 #[test]
 fn a_python_digest_file_verifies_against_the_database() {
     let dir = scratch();
@@ -508,7 +523,7 @@ fn a_python_digest_file_verifies_against_the_database() {
         let (out, report) = verify(&db, dir.path(), &args);
         assert_exit(&out, 1);
         assert_eq!(report.len(), 1, "{report:?}");
-        assert_eq!(report[0].id, target as i64);
+        assert_eq!(report[0].id, line_number(target));
         assert_eq!(report[0].kind, "digest_mismatch");
         assert_eq!(report[0].fen, altered_fen);
     }
@@ -545,8 +560,8 @@ fn a_python_digest_file_verifies_against_the_database() {
     assert_eq!(
         got,
         [
-            (target as i64 + 1, "digest_mismatch"),
-            (lines.len() as i64 + 2, "db_missing")
+            (line_number(target + 1), "digest_mismatch"),
+            (line_number(lines.len() + 2), "db_missing")
         ]
     );
     assert!(
@@ -772,11 +787,11 @@ fn sigterm_stops_verify_games_between_batches_with_whole_findings() {
     );
     // Games are read in id order: the first `checked` games, each with one
     // finding per ply, and nothing of the others.
-    let odd = lines
-        .iter()
-        .find(|l| l.kind != "move_mismatch" || l.id as u64 > checked);
+    let odd = lines.iter().find(|l| {
+        l.kind != "move_mismatch" || !matches!(u64::try_from(l.id), Ok(id) if id <= checked)
+    });
     assert!(odd.is_none(), "{odd:?}");
-    let plies: usize = games[..checked as usize]
+    let plies: usize = games[..usize::try_from(checked).expect("a game count")]
         .iter()
         .map(|g| g.plies.len())
         .sum();
@@ -808,8 +823,8 @@ fn sigint_stops_a_digest_file_check_between_batches() {
     let checked = verified(&out);
     assert!(checked > 0 && checked < total, "{checked} of {total} lines");
     assert_eq!(lines.len() as u64, checked);
-    let odd = lines
-        .iter()
-        .find(|l| l.kind != "digest_mismatch" || l.id as u64 > checked);
+    let odd = lines.iter().find(|l| {
+        l.kind != "digest_mismatch" || !matches!(u64::try_from(l.id), Ok(id) if id <= checked)
+    });
     assert!(odd.is_none(), "{odd:?}");
 }

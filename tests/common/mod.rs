@@ -1,6 +1,7 @@
 //! Shared helpers: paths, running the binary and the Python reference.
 
 use std::{
+    fmt::Write as _,
     path::{Path, PathBuf},
     process::{Command, Output},
 };
@@ -91,7 +92,7 @@ pub fn assert_same_lines(what: &Path, expected: &[u8], actual: &[u8]) {
     let (mut e, mut a) = (exp.lines(), act.lines());
     for line in 1.. {
         match (e.next(), a.next()) {
-            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) if x == y => {}
             (x, y) => panic!(
                 "{}: first difference at line {line}\n  python: {x:?}\n  rust:   {y:?}\n\
                  ({} python lines, {} rust lines)",
@@ -351,7 +352,10 @@ pub fn assert_rejects_kept(db: &TestDb, expected: &[ExpectedReject]) {
         assert_eq!(fields[0], reject.number.to_string(), "{row}");
         assert_eq!(fields[1], reject.offset.to_string(), "{row}");
         assert!(fields[2].contains(reject.reason), "{row}");
-        let hex: String = reject.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = reject.bytes.iter().fold(String::new(), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        });
         assert_eq!(fields[3], hex, "game {} not kept verbatim", reject.number);
     }
 }
@@ -607,16 +611,15 @@ impl Drop for ShardCluster {
         {
             eprintln!("shard clusters kept in {}", scratch.keep().display());
         }
-        if !stopped && !std::thread::panicking() {
-            panic!(
-                "shard-cluster.sh stop {}: {}",
-                self.dir.display(),
-                out.map_or_else(
-                    |e| e.to_string(),
-                    |o| String::from_utf8_lossy(&o.stderr).into_owned()
-                )
-            );
-        }
+        assert!(
+            stopped || std::thread::panicking(),
+            "shard-cluster.sh stop {}: {}",
+            self.dir.display(),
+            out.map_or_else(
+                |e| e.to_string(),
+                |o| String::from_utf8_lossy(&o.stderr).into_owned()
+            )
+        );
     }
 }
 

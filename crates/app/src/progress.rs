@@ -114,7 +114,7 @@ impl Progress {
 
     /// `import`: a new input begins.
     pub fn start_input(&mut self, name: &str, len: Option<u64>) {
-        self.label = name.to_owned();
+        name.clone_into(&mut self.label);
         self.len = len;
         if let Mode::Bar(bar) = &self.mode {
             bar.reset();

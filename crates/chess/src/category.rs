@@ -288,6 +288,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[expect(
+        clippy::unnecessary_wraps,
+        reason = "Speed::from_clock takes the Option a game's tags give"
+    )]
     fn clock(initial_s: i32, increment_s: i32) -> Option<TimeControl> {
         Some(TimeControl {
             initial_s,
@@ -349,7 +353,7 @@ mod tests {
 
     #[test]
     fn months_parse_strictly() {
-        assert_eq!("2024-01".parse::<Month>().map(|m| m.code()), Ok(2024 * 12));
+        assert_eq!("2024-01".parse::<Month>().map(Month::code), Ok(2024 * 12));
         for bad in [
             "2024-13", "2024-00", "2024-1", "24-01", "2024/01", "+024-01", "",
         ] {

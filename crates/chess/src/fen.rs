@@ -24,6 +24,11 @@ use shakmaty::{
 };
 
 /// Writes the normalized FEN of `pos` into `out` (which is cleared first).
+///
+/// # Panics
+///
+/// Never: the FEN is ASCII by construction (checked, not assumed, as it
+/// becomes a `str`).
 pub fn write_normalized_fen<P: Position>(pos: &P, out: &mut String) {
     let mut bytes = [0; FEN_CAP];
     let len = write_fen(pos, &mut bytes);
@@ -78,7 +83,7 @@ pub(crate) fn write_fen<P: Position>(pos: &P, out: &mut [u8; FEN_CAP]) -> usize 
     usize::from(len)
 }
 
-#[inline(always)]
+#[inline]
 fn put(out: &mut [u8; FEN_CAP], len: &mut u8, byte: u8) {
     out[usize::from(*len)] = byte;
     *len = len.wrapping_add(1);
@@ -174,7 +179,7 @@ fn write_placement<P: Position>(pos: &P, out: &mut [u8; FEN_CAP]) -> u8 {
     let promoted = pos.promoted().0;
     let mut len = 0u8;
     for rank in (0..8u32).rev() {
-        let byte = |bb: u64| usize::from((bb >> (rank * 8)) as u8);
+        let byte = |bb: u64| usize::from(bb.to_le_bytes()[rank as usize]);
         // One letter per file (lowercase, minus 0x20 for white pieces:
         // uppercase); a zero byte on an empty square. No byte carries.
         let mut letters = 0u64;
@@ -239,7 +244,7 @@ fn write_marked_rank(
 }
 
 /// Crazyhouse pockets: python-chess's str(pocket) lists K, Q, R, B, N, P
-/// (reversed PIECE_TYPES); white's pocket upper-cased first, then black's.
+/// (reversed `PIECE_TYPES`); white's pocket upper-cased first, then black's.
 fn write_pockets(pockets: &ByColor<ByRole<u8>>, out: &mut [u8; FEN_CAP], len: &mut u8) {
     put(out, len, b'[');
     for color in [Color::White, Color::Black] {

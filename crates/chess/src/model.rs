@@ -426,12 +426,21 @@ impl Typed {
     }
 }
 
-impl GameMeta {
-    /// Builds the typed view of `tags`. A field comes from the first tag of
-    /// its name, trimmed; empty and `?` values count as absent.
-    pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
-        // One pass: the first value of each typed tag, and the other tags;
-        // a later typed tag with another value is kept raw.
+/// Tags as (name, value) pairs, in file order.
+type TagList = Vec<(String, String)>;
+
+/// The first value of each typed tag of a game, as [`GameMeta::from_tags`]
+/// reads them: the steps of building the typed view, each over these.
+struct FirstTags<'a> {
+    /// By [`Typed`]: the tag's name as written and its value.
+    first: [Option<(&'a str, &'a str)>; Typed::COUNT],
+}
+
+impl<'a> FirstTags<'a> {
+    /// One pass over `tags`: the first value of each typed tag, the other
+    /// tags, and the later typed tags whose value differs from the first
+    /// (kept raw).
+    fn sort(tags: &'a [(String, String)]) -> (Self, TagList, TagList) {
         let mut first: [Option<(&str, &str)>; Typed::COUNT] = [None; Typed::COUNT];
         let mut other_tags = Vec::new();
         let mut later = Vec::new();
@@ -447,94 +456,126 @@ impl GameMeta {
                 None => other_tags.push((name.clone(), value.clone())),
             }
         }
-        let get = |typed: Typed| {
-            first[typed as usize]
-                .map(|(_, value)| value.trim())
-                .filter(|v| !v.is_empty() && *v != "?")
-        };
-        let owned = |typed: Typed| get(typed).map(str::to_owned);
-        let player = |name, elo, rating_diff, title| PlayerTags {
-            name: owned(name),
-            elo: get(elo).and_then(parse_int),
-            rating_diff: get(rating_diff).and_then(parse_int),
-            title: owned(title),
-        };
-        let time_control = owned(Typed::TimeControl);
-        // First values their field cannot hold as written, kept raw (before
-        // the later duplicates, so a name's first raw value comes first).
-        let utc_day = get(Typed::UtcDate).and_then(parse_pgn_date);
-        let lost = |typed: Typed, held: bool| {
-            let has_data = get(typed).is_some_and(|v| v.bytes().any(|b| b.is_ascii_alphanumeric()));
-            first[typed as usize]
-                .filter(|_| !held && has_data)
-                .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        };
-        let date_held = match (utc_day, get(Typed::Date).and_then(parse_pgn_date)) {
+        (Self { first }, other_tags, later)
+    }
+
+    /// The value of `typed`, trimmed; `None` if absent, empty or `?`.
+    fn get(&self, typed: Typed) -> Option<&'a str> {
+        self.first[typed as usize]
+            .map(|(_, value)| value.trim())
+            .filter(|v| !v.is_empty() && *v != "?")
+    }
+
+    /// [`Self::get`], owned.
+    fn owned(&self, typed: Typed) -> Option<String> {
+        self.get(typed).map(str::to_owned)
+    }
+
+    /// A side's player tags.
+    fn player(&self, name: Typed, elo: Typed, rating_diff: Typed, title: Typed) -> PlayerTags {
+        PlayerTags {
+            name: self.owned(name),
+            elo: self.get(elo).and_then(parse_int),
+            rating_diff: self.get(rating_diff).and_then(parse_int),
+            title: self.owned(title),
+        }
+    }
+
+    /// The first value of `typed` as written, if its field does not hold
+    /// it (`held` false) and it says something (a letter or digit).
+    fn lost(&self, typed: Typed, held: bool) -> Option<(String, String)> {
+        let has_data = self
+            .get(typed)
+            .is_some_and(|v| v.bytes().any(|b| b.is_ascii_alphanumeric()));
+        self.first[typed as usize]
+            .filter(|_| !held && has_data)
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    }
+
+    /// Whether `typed` parses as a rating (or rating difference).
+    fn is_int(&self, typed: Typed) -> bool {
+        self.get(typed).and_then(parse_int).is_some()
+    }
+
+    /// The first values their field cannot hold as written, kept raw.
+    fn unheld(&self) -> [Option<(String, String)>; 9] {
+        let utc_day = self.get(Typed::UtcDate).and_then(parse_pgn_date);
+        let date_held = match (utc_day, self.get(Typed::Date).and_then(parse_pgn_date)) {
             (None, Some(_)) => true,
             (Some(utc), Some(date)) => utc == date,
             (_, None) => false,
         };
-        let unheld = [
-            lost(
-                Typed::WhiteElo,
-                get(Typed::WhiteElo).and_then(parse_int).is_some(),
-            ),
-            lost(
-                Typed::BlackElo,
-                get(Typed::BlackElo).and_then(parse_int).is_some(),
-            ),
-            lost(
-                Typed::WhiteRatingDiff,
-                get(Typed::WhiteRatingDiff).and_then(parse_int).is_some(),
-            ),
-            lost(
-                Typed::BlackRatingDiff,
-                get(Typed::BlackRatingDiff).and_then(parse_int).is_some(),
-            ),
-            lost(Typed::UtcDate, utc_day.is_some()),
-            lost(
+        [
+            self.lost(Typed::WhiteElo, self.is_int(Typed::WhiteElo)),
+            self.lost(Typed::BlackElo, self.is_int(Typed::BlackElo)),
+            self.lost(Typed::WhiteRatingDiff, self.is_int(Typed::WhiteRatingDiff)),
+            self.lost(Typed::BlackRatingDiff, self.is_int(Typed::BlackRatingDiff)),
+            self.lost(Typed::UtcDate, utc_day.is_some()),
+            self.lost(
                 Typed::UtcTime,
                 utc_day.is_some()
-                    && get(Typed::UtcTime).is_some_and(|t| parse_pgn_time(t).is_some()),
+                    && self
+                        .get(Typed::UtcTime)
+                        .is_some_and(|t| parse_pgn_time(t).is_some()),
             ),
-            lost(Typed::Date, date_held),
-            lost(
+            self.lost(Typed::Date, date_held),
+            self.lost(
                 Typed::Termination,
-                get(Typed::Termination).is_some_and(|t| termination_label(t) != "other"),
+                self.get(Typed::Termination)
+                    .is_some_and(|t| termination_label(t) != "other"),
             ),
-            lost(
+            self.lost(
                 Typed::Result,
-                get(Typed::Result).and_then(GameResult::from_tag).is_some(),
+                self.get(Typed::Result)
+                    .and_then(GameResult::from_tag)
+                    .is_some(),
             ),
-        ];
-        let kept_tags: Vec<(String, String)> = unheld.into_iter().flatten().chain(later).collect();
+        ]
+    }
+}
+
+impl GameMeta {
+    /// Builds the typed view of `tags`. A field comes from the first tag of
+    /// its name, trimmed; empty and `?` values count as absent.
+    pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
+        let (first, other_tags, later) = FirstTags::sort(tags);
+        // First values their field cannot hold as written, kept raw (before
+        // the later duplicates, so a name's first raw value comes first).
+        let kept_tags: Vec<(String, String)> =
+            first.unheld().into_iter().flatten().chain(later).collect();
+        let time_control = first.owned(Typed::TimeControl);
         GameMeta {
-            lichess_id: get(Typed::Site)
+            lichess_id: first
+                .get(Typed::Site)
                 .and_then(lichess_game_id)
                 .map(str::to_owned),
-            event: owned(Typed::Event),
-            event_ref: get(Typed::Event).and_then(lichess_event_ref),
-            site: owned(Typed::Site),
-            round: owned(Typed::Round).filter(|r| r != "-"),
-            white: player(
+            event: first.owned(Typed::Event),
+            event_ref: first.get(Typed::Event).and_then(lichess_event_ref),
+            site: first.owned(Typed::Site),
+            round: first.owned(Typed::Round).filter(|r| r != "-"),
+            white: first.player(
                 Typed::White,
                 Typed::WhiteElo,
                 Typed::WhiteRatingDiff,
                 Typed::WhiteTitle,
             ),
-            black: player(
+            black: first.player(
                 Typed::Black,
                 Typed::BlackElo,
                 Typed::BlackRatingDiff,
                 Typed::BlackTitle,
             ),
-            started_at: started_at(get(Typed::UtcDate), get(Typed::UtcTime), get(Typed::Date)),
+            started_at: started_at(
+                first.get(Typed::UtcDate),
+                first.get(Typed::UtcTime),
+                first.get(Typed::Date),
+            ),
             clock: time_control.as_deref().and_then(parse_time_control),
             time_control,
-            termination: owned(Typed::Termination),
-            eco: owned(Typed::Eco),
-            opening: owned(Typed::Opening),
-            result: get(Typed::Result).and_then(GameResult::from_tag),
+            termination: first.owned(Typed::Termination),
+            eco: first.owned(Typed::Eco),
+            opening: first.owned(Typed::Opening),
+            result: first.get(Typed::Result).and_then(GameResult::from_tag),
             other_tags,
             kept_tags,
         }
@@ -720,7 +761,7 @@ pub fn parse_time_control(tc: &str) -> Option<TimeControl> {
 /// other shape goes to chrono, so the accepted set is chrono's.
 fn parse_pgn_date(s: &str) -> Option<NaiveDate> {
     match fixed_digits(s, b"dddd.dd.dd") {
-        Some([y, m, d]) => NaiveDate::from_ymd_opt(y as i32, m, d),
+        Some([y, m, d]) => NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, m, d),
         None => NaiveDate::parse_from_str(s, "%Y.%m.%d").ok(),
     }
 }
@@ -832,6 +873,10 @@ fn trim_ascii(s: &[u8]) -> Option<&str> {
 /// is `h:m:s[.f]` with 1–9 ASCII digits per number and at most 3 fraction
 /// digits, where it agrees with `parse_clock`; `None` for anything else,
 /// which `parse_clock` then judges.
+#[expect(
+    clippy::option_option,
+    reason = "the outer `None` is \"not this form, ask parse_clock\", the inner one \"no clock\""
+)]
 fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
     // Lichess's own layout, `h:mm:ss`, by position.
     if let &[h, b':', m1, m2, b':', s1, s2] = value
@@ -884,7 +929,7 @@ fn parse_clock(s: &str) -> Option<i32> {
     let whole: i64 = whole.parse().ok()?;
     let frac_ms: i64 = match frac.len() {
         0 => 0,
-        1..=3 => frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32),
+        1..=3 => frac.parse::<i64>().ok()? * [100, 10, 1][frac.len() - 1],
         _ => return None,
     };
     let ms = ((h * 60 + m) * 60 + whole)
@@ -893,6 +938,10 @@ fn parse_clock(s: &str) -> Option<i32> {
     i32::try_from(ms).ok()
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the centipawns are range-checked before the cast"
+)]
 fn parse_eval(s: &str) -> Option<Eval> {
     let value = s.split(',').next()?.trim();
     if let Some(mate) = value.strip_prefix('#') {

@@ -143,6 +143,10 @@ pub struct MoveText {
 
 impl MoveText {
     /// The text.
+    ///
+    /// # Panics
+    ///
+    /// Never: it holds ASCII chars or whole `str`s, so no cut character.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).expect(
             "a MoveText holds ASCII chars from shakmaty (push) or whole strs (write_str), \
@@ -269,7 +273,8 @@ impl std::fmt::Write for MoveText {
         let end = start + s.len();
         let slot = self.bytes.get_mut(start..end).ok_or(std::fmt::Error)?;
         slot.copy_from_slice(s.as_bytes());
-        self.len = end as u8;
+        // At most the 15 bytes of `bytes`, or `get_mut` failed.
+        self.len = u8::try_from(end).map_err(|_| std::fmt::Error)?;
         Ok(())
     }
 }
@@ -419,7 +424,7 @@ fn replay_mainline<P: Rules>(
             )
         } else {
             let (m, san, suffix) =
-                play_written(&raw_move.san.san, &mut board, in_check).map_err(illegal)?;
+                play_written(raw_move.san.san, &mut board, in_check).map_err(illegal)?;
             // A check or a mate suffix: the side now to move is in check.
             in_check = suffix.is_some();
             (MoveText::uci(m, mode), san, encode_move(m))
@@ -474,7 +479,7 @@ trait Rules: Position + FromSetup {
     /// (no shortcut, no match, several matches) leaves the move to
     /// [`resolve_written`]. `in_check`: whether the side to move is in
     /// check (exactly `self.is_check()`, known from the previous ply).
-    fn resolve_unique(&self, _san: &San, _in_check: bool) -> Option<(Move, San)> {
+    fn resolve_unique(&self, _san: San, _in_check: bool) -> Option<(Move, San)> {
         None
     }
 
@@ -485,7 +490,7 @@ trait Rules: Position + FromSetup {
 }
 
 impl Rules for Chess {
-    fn resolve_unique(&self, san: &San, in_check: bool) -> Option<(Move, San)> {
+    fn resolve_unique(&self, san: San, in_check: bool) -> Option<(Move, San)> {
         chess_unique(self, san, in_check)
     }
 
@@ -514,7 +519,7 @@ impl Rules for Horde {}
 /// an import. `in_check` is `board.is_check()`; the suffix returned with
 /// the SAN text says whether the position reached is check (or mate).
 fn play_written<P: Rules>(
-    san: &San,
+    san: San,
     board: &mut P,
     in_check: bool,
 ) -> Result<(Move, MoveText, Option<Suffix>), String> {
@@ -529,8 +534,8 @@ fn play_written<P: Rules>(
 
 /// The general resolution: the SAN candidates are generated once and serve
 /// both to resolve the written move and to disambiguate the canonical SAN.
-fn resolve_written<P: Position>(san: &San, board: &P) -> Result<(Move, San), String> {
-    let candidates = match *san {
+fn resolve_written<P: Position>(san: San, board: &P) -> Result<(Move, San), String> {
+    let candidates = match san {
         San::Normal { role, to, .. } | San::Put { role, to } => board.san_candidates(role, to),
         San::Castle(side) => board.castling_moves(side),
         San::Null => return Err("null move".to_owned()),
@@ -629,7 +634,7 @@ fn chess_froms(pos: &Chess, role: Role, to: Square, in_check: bool) -> (Bitboard
 /// matches a written normal move: the same move and canonical SAN (the
 /// filter of [`find_written`] and the disambiguation of
 /// `San::disambiguate`, over the sets of [`chess_froms`]).
-fn chess_unique(pos: &Chess, san: &San, in_check: bool) -> Option<(Move, San)> {
+fn chess_unique(pos: &Chess, san: San, in_check: bool) -> Option<(Move, San)> {
     let San::Normal {
         role,
         file,
@@ -637,7 +642,7 @@ fn chess_unique(pos: &Chess, san: &San, in_check: bool) -> Option<(Move, San)> {
         to,
         promotion,
         ..
-    } = *san
+    } = san
     else {
         return None;
     };
@@ -787,8 +792,8 @@ fn candidates_of_castle<P: Position>(board: &P, m: Move) -> shakmaty::MoveList {
 /// Picks the written move among the candidates for its piece and target.
 /// Like python-chess, the capture marker is not checked (whether a move
 /// captures depends only on its target square, so this never adds ambiguity).
-fn find_written(san: &San, candidates: &shakmaty::MoveList) -> Result<Move, String> {
-    let mut matching = candidates.iter().filter(|m| match (*san, **m) {
+fn find_written(san: San, candidates: &shakmaty::MoveList) -> Result<Move, String> {
+    let mut matching = candidates.iter().filter(|m| match (san, **m) {
         (
             San::Normal {
                 file,
@@ -821,18 +826,17 @@ fn find_written(san: &San, candidates: &shakmaty::MoveList) -> Result<Move, Stri
         _ => false,
     });
     match (matching.next(), matching.next()) {
-        (Some(m), None) => Ok(*m),
         (Some(_), Some(_)) if !matches!(san, San::Put { .. } | San::Castle(_)) => {
             Err("ambiguous move".to_owned())
         }
-        (Some(m), Some(_)) => Ok(*m),
+        (Some(m), _) => Ok(*m),
         (None, _) => Err("illegal move".to_owned()),
     }
 }
 
 /// A fully specified origin without a piece letter (`g1f3`, UCI movetext)
 /// names any piece, castling included, as python-chess accepts it.
-fn uci_fallback<P: Position>(san: &San, board: &P) -> Option<Move> {
+fn uci_fallback<P: Position>(san: San, board: &P) -> Option<Move> {
     let San::Normal {
         role: Role::Pawn,
         file: Some(file),
@@ -840,7 +844,7 @@ fn uci_fallback<P: Position>(san: &San, board: &P) -> Option<Move> {
         to,
         promotion,
         ..
-    } = *san
+    } = san
     else {
         return None;
     };
@@ -876,6 +880,10 @@ pub fn null_move(pos: VariantPosition) -> Result<VariantPosition, String> {
 }
 
 /// [`null_move`] on a concrete position type (the replay loop's).
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "a move: every caller replaces its board with the result"
+)]
 pub fn null_move_of<P: Position + FromSetup>(pos: P) -> Result<P, String> {
     let mode = pos.castles().mode();
     let mut setup = pos.to_setup(EnPassantMode::Legal);
@@ -1003,7 +1011,7 @@ impl GameRecord {
     }
 
     /// The content digest of versions before [`DIGEST_VERSION`]: the tags
-    /// no column holds, Event, Site, Round, White, Black, TimeControl,
+    /// no column holds, Event, Site, Round, White, Black, `TimeControl`,
     /// ECO, the start time, the start position and the moves, but not the
     /// other typed tags (Result, Elo, Variant, ...), so games differing
     /// only in those shared it. Kept to recognize the games those versions
@@ -1014,7 +1022,7 @@ impl GameRecord {
         }
         let mut content = String::with_capacity(64 * self.plies.len() + 256);
         let mut tags: Vec<(&str, &str)> = Vec::new();
-        for (k, v) in self.meta.other_tags.iter() {
+        for (k, v) in &self.meta.other_tags {
             tags.push((k, v));
         }
         let typed = [
@@ -1076,7 +1084,7 @@ mod tests {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            (seed % n as u64) as usize
+            usize::try_from(seed % n as u64).expect("below n, a usize")
         };
         let mut out = Vec::new();
         for game in 0..160 {
@@ -1183,9 +1191,9 @@ mod tests {
                     }
                 }
                 for san in written {
-                    if let Some(found) = chess_unique(pos, &san, pos.is_check()) {
+                    if let Some(found) = chess_unique(pos, san, pos.is_check()) {
                         unique += 1;
-                        assert_eq!(Ok(found), resolve_written(&san, pos), "{san} in {pos:?}");
+                        assert_eq!(Ok(found), resolve_written(san, pos), "{san} in {pos:?}");
                     }
                 }
             }

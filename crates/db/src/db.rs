@@ -216,10 +216,9 @@ fn redact_uri(url: &str, rest_start: usize) -> String {
             .split('&')
             .map(|param| match param.split_once('=') {
                 Some((key, _)) if is_secret_key(key) => format!("{key}=***"),
-                Some(_) => param.to_owned(),
                 // A bare word that looks secret: hide it.
                 None if is_secret_key(param) => "***".to_owned(),
-                None => param.to_owned(),
+                Some(_) | None => param.to_owned(),
             })
             .collect();
         out.push_str(&params.join("&"));
@@ -480,28 +479,25 @@ async fn apply_migrations(client: &mut Client) -> Result<Vec<&'static str>, Erro
             .await
             .map_err(db_err("reading pgnload_migrations"))?;
         let sum = checksum(migration.sql);
-        match row {
-            Some(row) => {
-                let recorded: String = row.get(0);
-                if recorded != sum {
-                    return Err(Error::Config(format!(
-                        "migration {} was changed after it was applied (checksum {recorded} in the database, {sum} now); migrations are append-only",
-                        migration.name
-                    )));
-                }
+        if let Some(row) = row {
+            let recorded: String = row.get(0);
+            if recorded != sum {
+                return Err(Error::Config(format!(
+                    "migration {} was changed after it was applied (checksum {recorded} in the database, {sum} now); migrations are append-only",
+                    migration.name
+                )));
             }
-            None => {
-                tx.batch_execute(migration.sql)
-                    .await
-                    .map_err(db_err(format!("applying {}", migration.name)))?;
-                tx.execute(
-                    "INSERT INTO pgnload_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                    &[&migration.version, &migration.name, &sum],
-                )
+        } else {
+            tx.batch_execute(migration.sql)
                 .await
-                .map_err(db_err("recording a migration"))?;
-                applied.push(migration.name);
-            }
+                .map_err(db_err(format!("applying {}", migration.name)))?;
+            tx.execute(
+                "INSERT INTO pgnload_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                &[&migration.version, &migration.name, &sum],
+            )
+            .await
+            .map_err(db_err("recording a migration"))?;
+            applied.push(migration.name);
         }
         tx.commit()
             .await
@@ -603,15 +599,19 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sql");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .expect("sql/ exists")
-            .filter_map(|e| e.ok())
+            .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
+            .filter(|n| {
+                std::path::Path::new(n)
+                    .extension()
+                    .is_some_and(|e| e == "sql")
+            })
             .collect();
         files.sort();
         let names: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
         assert_eq!(files, names);
         for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version as usize, i + 1);
+            assert_eq!(usize::try_from(m.version), Ok(i + 1));
             assert!(m.name.starts_with(&format!("{:04}_", m.version)));
         }
     }

@@ -400,7 +400,10 @@ async fn prepare_shard(
     ))
     .await
     .map_err(db_err(format!("preparing {name}")))?;
-    let (shard_i32, count_i32) = (shard as i32, count as i32);
+    // `shard_out` counted the shards into a u32 from a list of addresses.
+    let (Ok(shard_i32), Ok(count_i32)) = (i32::try_from(shard), i32::try_from(count)) else {
+        return Err(Error::Config(format!("{name}: too many shards")));
+    };
     let marked = tx
         .query_opt(
             "INSERT INTO pgnload_shard_of (coordinator, shard, shards) VALUES ($1, $2, $3)

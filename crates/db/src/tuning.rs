@@ -122,7 +122,7 @@ mod tests {
         }
     }
 
-    /// PostgreSQL 15's defaults, as pg_settings reports them.
+    /// PostgreSQL 15's defaults, as `pg_settings` reports them.
     fn defaults() -> Vec<Setting> {
         vec![
             setting("shared_buffers", "16384", Some("8kB")),

@@ -201,6 +201,10 @@ pub enum Compacted {
 /// anchored on the lowest of their anchors, which is on that shard. Rows
 /// an import adds meanwhile are not in the snapshot and stay as they are,
 /// so the counts stay exact while imports run.
+///
+/// # Panics
+///
+/// Never: `count(*)` is not negative.
 pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacted, Error> {
     let err = crate::store::db::db_err;
     let Some(shards) = crate::store::shards::layout(&*client).await? else {
@@ -239,6 +243,10 @@ pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacte
 
 /// Stops keeping the counters: with the import lock held exclusively,
 /// empties the table and clears the flag in one transaction.
+///
+/// # Panics
+///
+/// Never: `count(*)` is not negative.
 pub async fn disable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
     let err = crate::store::db::db_err;
     lock_imports(client, waiting).await?;

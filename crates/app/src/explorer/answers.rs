@@ -371,6 +371,10 @@ async fn start_position_id(client: &Client, variant: GameVariant) -> Result<Opti
 /// spread evenly within a band). Both cost a random read per game, so the
 /// smaller count wins. Without `everywhere` the walk cannot be priced, and
 /// the scan, whose cost is known, is taken.
+///
+/// # Panics
+///
+/// Never: the walk's estimate is at most the games it passes.
 pub fn choose_plan(
     here: &[(i16, i64)],
     everywhere: Option<&[(i16, i64)]>,
@@ -412,7 +416,7 @@ pub fn choose_plan(
 pub enum TopGamesPlan {
     /// The best games listed by the position's counter rows that the
     /// filter selects (`sql/0013_explorer_top_games.sql`): the answer is
-    /// among them when the position [has rows](has_rows) and at most
+    /// among them when the position has rows (`has_rows`) and at most
     /// [`TOP_GAMES`] are asked for. Reads those rows and the games chosen.
     Stored,
     /// Every counted game at the position, from its moves rows, sorted:
@@ -588,7 +592,7 @@ mod tests {
 
     #[test]
     fn the_cheaper_of_scan_and_walk_is_chosen_from_the_counts() {
-        let everywhere = [(2200, 3460), (2000, 34513), (1600, 216148)];
+        let everywhere = [(2200, 3460), (2000, 34513), (1600, 216_148)];
         // A frequent position (1.e3 among 1M games): 57 of its games in the
         // top band with games, which the walk passes 3460 games to find 5
         // of: about 300 probes instead of reading 18,599 games.

@@ -30,7 +30,7 @@
 //! Rows reaching zero games stay, so that no batch sees a position's rows
 //! disappear between looking and adding. First rows go by `COPY` straight
 //! into the table (nothing to add to), the others by an upsert
-//! ([`write_rows`]).
+//! (`write_rows`).
 //!
 //! A bulk load holds its rows in memory across batches ([`super::held`]) and
 //! writes them when it holds too many or its run ends, its games recorded
@@ -81,7 +81,7 @@ pub enum Counting<'a> {
     /// reached twice or more, and the lone ones of `memory` it reaches
     /// again (their first rows); the others are queued in
     /// `explorer_pending` if two games may have reached them (see
-    /// [`plan_positions`]). A position it created and reached once needs
+    /// `plan_positions`). A position it created and reached once needs
     /// neither a row nor a look: any other game there comes from an import
     /// that did not create it, which queues it, or from this run, which
     /// finds it in `memory`.
@@ -91,7 +91,7 @@ pub enum Counting<'a> {
         /// What the run knows of its positions' counters (`None`: `game
         /// put`, which has no run).
         memory: Option<&'a mut RunMemory>,
-        /// A bulk load: the rows are held in `memory` ([`held`]) rather
+        /// A bulk load: the rows are held in `memory` ([`held`](super::held)) rather
         /// than written, until it holds too many.
         hold: bool,
     },
@@ -201,7 +201,7 @@ fn last_visits(
 /// caller's transaction: each `(games.id, game, position keys)`, with `ids`
 /// resolving the keys, and `counting` saying which positions get rows. The
 /// same counts as the view's, grouped by key ([`sql`]), built in memory
-/// ([`rows_by_key`]), staged and added to `explorer_moves`. Returns what
+/// (`rows_by_key`), staged and added to `explorer_moves`. Returns what
 /// the run's memory is to learn once the transaction commits.
 pub async fn add_batch<'a>(
     tx: &Transaction<'_>,
@@ -389,14 +389,14 @@ async fn write_rows(
         .into_iter()
         .partition(|row| !sharded && first.contains(&row.key.0));
     if !new.is_empty() {
-        copy_rows::<15, _>(tx, sql::COPY_NEW_ROWS, &new).await?;
+        copy_rows::<UNANCHORED, _>(tx, sql::COPY_NEW_ROWS, &new).await?;
     }
     if added.is_empty() {
         return Ok(());
     }
     // Rows staged earlier in the transaction (the held ones) were added.
     tx.execute("DELETE FROM stage_explorer", &[]).await?;
-    copy_rows::<16, _>(tx, sql::COPY_STAGE, &added).await?;
+    copy_rows::<{ UNANCHORED + 1 }, _>(tx, sql::COPY_STAGE, &added).await?;
     let sql = if sharded {
         sql::INSERT_STAGED_SHARDED
     } else {
@@ -409,7 +409,7 @@ async fn write_rows(
 /// Adds `rows` (one per key) to a single node's `explorer_moves` in a
 /// transaction of their own, as a batch adds the rows of positions that
 /// have rows: staged by `COPY`, then one upsert ([`sql::ADD_STAGED`]).
-/// The import runs [`write_rows`] in its batch's transaction instead; this
+/// The import runs `write_rows` in its batch's transaction instead; this
 /// is that SQL merge on its own, which `tests/explorer.rs` checks against
 /// [`Counts::merge`] on random rows.
 pub async fn add_rows(client: &mut Client, rows: &[(CounterKey, Counts)]) -> Result<(), Error> {
@@ -477,7 +477,7 @@ async fn write_held(tx: &Transaction<'_>, held: &HeldRows) -> Result<(), Error> 
     Ok(())
 }
 
-/// Writes the rows a bulk load holds ([`held`]) in a transaction of their
+/// Writes the rows a bulk load holds ([`held`](super::held)) in a transaction of their
 /// own: at the end of its run. The caller forgets them once it committed
 /// ([`RunMemory::held_written`]).
 pub async fn flush(client: &mut Client, held: &HeldRows) -> Result<(), Error> {
@@ -553,8 +553,9 @@ pub async fn queue_deferred(client: &mut Client) -> Result<u64, Error> {
     })
 }
 
-/// A counter row as [`write_rows`] copies it: [`sql::KEY`], then [`sql::COUNTS`]
-/// (15 columns), then the anchor on a sharded layout (16). (Staged by
+/// A counter row as [`write_rows`] copies it: the columns of
+/// [`counter_columns!`], its key ([`sql::KEY`]), then its counts
+/// ([`sql::COUNTS`]), then the anchor on a sharded layout. (Staged by
 /// `COPY`, then added by one `INSERT … SELECT`, for both layouts: as cheap
 /// as sending each column as an array to `unnest` was, 8.2 s against 8.1
 /// for 50,000 games, with one row format instead of two.)
@@ -582,63 +583,36 @@ impl<'a> StagedRow<'a> {
     }
 }
 
-/// The column types of a counter row as copied, [`sql::KEY`] then [`sql::COUNTS`],
-/// then `$anchor` if given.
-macro_rules! counter_row_types {
-    ($($anchor:expr)?) => {
-        [
-            Type::INT8,
-            // The enum `game_variant`: its binary form is its label's text.
-            Type::TEXT,
-            Type::INT2,
-            Type::INT2,
-            Type::INT4,
-            Type::INT2,
-            Type::INT4,
-            Type::INT4,
-            Type::INT4,
-            Type::INT4,
-            Type::INT4,
-            Type::INT8,
-            Type::TIMESTAMPTZ,
-            Type::INT8_ARRAY,
-            Type::INT8_ARRAY,
-            $($anchor)?
-        ]
+/// The `COPY` row of [`counter_columns!`]: its key and counts
+/// ([`UNANCHORED`] columns, a single node's row), and with its anchor
+/// (a sharded layout's), types and values in the declaration's order.
+macro_rules! staged_row {
+    (
+        key [$($key:ident : $key_ty:ident = ($($key_value:tt)+)),+ $(,)?]
+        counts [$($count:ident : $count_ty:ident = ($($count_value:tt)+)),+ $(,)?]
+        anchor [$anchor:ident : $anchor_ty:ident = ($($anchor_value:tt)+) $(,)?]
+    ) => {
+        /// The columns of a counter row without its anchor.
+        const UNANCHORED: usize = [$(stringify!($key),)+ $(stringify!($count)),+].len();
+
+        impl CopyRow<UNANCHORED> for StagedRow<'_> {
+            const TYPES: [Type; UNANCHORED] = [$(Type::$key_ty,)+ $(Type::$count_ty),+];
+            fn fields(&self) -> [&(dyn ToSql + Sync); UNANCHORED] {
+                [$(&self.$($key_value)+,)+ $(&self.$($count_value)+),+]
+            }
+        }
+
+        impl CopyRow<{ UNANCHORED + 1 }> for StagedRow<'_> {
+            const TYPES: [Type; UNANCHORED + 1] =
+                [$(Type::$key_ty,)+ $(Type::$count_ty,)+ Type::$anchor_ty];
+            fn fields(&self) -> [&(dyn ToSql + Sync); UNANCHORED + 1] {
+                [$(&self.$($key_value)+,)+ $(&self.$($count_value)+,)+ &self.$($anchor_value)+]
+            }
+        }
     };
 }
 
-impl CopyRow<15> for StagedRow<'_> {
-    const TYPES: [Type; 15] = counter_row_types!();
-    fn fields(&self) -> [&(dyn ToSql + Sync); 15] {
-        let (key, counts) = (self.key, self.counts);
-        [
-            &key.0,
-            &self.variant,
-            &key.2,
-            &key.3,
-            &key.4,
-            &key.5,
-            &counts.games,
-            &counts.white,
-            &counts.draws,
-            &counts.black,
-            &counts.rated_games,
-            &counts.rating_sum,
-            &counts.last_played,
-            &self.top_game_ratings,
-            &self.top_game_ids,
-        ]
-    }
-}
-
-impl CopyRow<16> for StagedRow<'_> {
-    const TYPES: [Type; 16] = counter_row_types!(Type::INT8);
-    fn fields(&self) -> [&(dyn ToSql + Sync); 16] {
-        let counters = <Self as CopyRow<15>>::fields(self);
-        std::array::from_fn(|at| counters.get(at).copied().unwrap_or(&self.anchor))
-    }
-}
+counter_columns!(staged_row!());
 
 /// Which positions of a batch get its games, on a single node.
 #[derive(Debug, Default)]
@@ -659,7 +633,7 @@ struct Plan {
 /// [`Counting::Shared`]: of the positions the batch reached, which get
 /// their first rows (the fresh ones it reached twice or more, and the lone
 /// ones of `memory` it reaches again: nobody else can give them rows, see
-/// [`memory`]), which have rows to add to (known to `memory`, else looked
+/// [`memory`](super::memory)), which have rows to add to (known to `memory`, else looked
 /// up), and which are remembered as lone (the fresh ones it reached once).
 /// It queues the others (without rows: two games may have reached them)
 /// for [`count_pending`]. Fresh positions are trusted only if
@@ -888,8 +862,8 @@ pub async fn merge_positions(tx: &Transaction<'_>) -> Result<(), tokio_postgres:
 /// games of rows that listed one of them, recomputed from the other games
 /// of the position. Positions without rows have nothing to take out, but
 /// are queued: an import running may remember one of these games as the
-/// only one there ([`memory`]) and give the position rows that count it.
-/// Games a bulk load has not counted yet ([`held`]) are taken out of no
+/// only one there ([`memory`](super::memory)) and give the position rows that count it.
+/// Games a bulk load has not counted yet ([`held`](super::held)) are taken out of no
 /// row.
 pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error> {
     let err = |what: &'static str| crate::store::db::db_err(what);

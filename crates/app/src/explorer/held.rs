@@ -51,7 +51,7 @@ pub enum Held {
 
 /// The counter rows of committed batches, not yet in `explorer_moves`:
 /// each batch's as it came, added up by key only when written
-/// ([`Self::added`]). Why: adding each batch's rows into one map by key
+/// (`added`). Why: adding each batch's rows into one map by key
 /// took the writer, which every batch waits for, 0.4 s per 50,000 games
 /// (measured with `perf`); sorted together at the end, about 0.1 s,
 /// beside the index rebuilds.

@@ -17,9 +17,48 @@
 
 use crate::chess::{
     category::{Month, RatingGroup, Speed},
-    model::GameVariant,
+    model::{GameResult, GameVariant},
     replay::GameRecord,
 };
+
+/// The columns of a counter row, declared once: for each, its name, its
+/// binary type (a [`tokio_postgres::types::Type`] constant, as the import
+/// `COPY`s it) and its value in a staged row (a field path of the
+/// `StagedRow` of [`counting`]). The key, then the counts, then the
+/// anchor that only a sharded layout's rows have. Calls `$then!` with
+/// `$args` then the three lists: the column lists of [`sql`] and the
+/// `COPY` row of [`counting`] are written from it, so that they cannot
+/// disagree on a column, its place or its type.
+macro_rules! counter_columns {
+    ($then:ident ! ($($args:tt)*)) => {
+        $then! {
+            $($args)*
+            key [
+                position_id: INT8 = (key.0),
+                // The enum `game_variant`: its binary form is its label's text.
+                variant: TEXT = (variant),
+                speed: INT2 = (key.2),
+                rating_group: INT2 = (key.3),
+                month: INT4 = (key.4),
+                move: INT2 = (key.5),
+            ]
+            counts [
+                games: INT4 = (counts.games),
+                white: INT4 = (counts.white),
+                draws: INT4 = (counts.draws),
+                black: INT4 = (counts.black),
+                rated_games: INT4 = (counts.rated_games),
+                rating_sum: INT8 = (counts.rating_sum),
+                last_played: TIMESTAMPTZ = (counts.last_played),
+                top_game_ratings: INT8_ARRAY = (top_game_ratings),
+                top_game_ids: INT8_ARRAY = (top_game_ids),
+            ]
+            anchor [
+                anchor_game_id: INT8 = (anchor),
+            ]
+        }
+    };
+}
 
 pub mod admin;
 pub mod answers;
@@ -85,7 +124,7 @@ impl GameCounts {
                 .started_at
                 .and_then(Month::of_time)
                 .map_or(-1, Month::code),
-            score: game.result.and_then(|r| r.score()),
+            score: game.result.and_then(GameResult::score),
             ratings: match (meta.white.elo, meta.black.elo) {
                 (Some(white), Some(black)) => Some(i64::from(white) + i64::from(black)),
                 _ => None,

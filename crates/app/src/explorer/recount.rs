@@ -3,7 +3,7 @@
 //! snapshot with the rows they are compared with, every differing row
 //! written to a TSV report.
 
-use std::{io::Write as _, path::Path};
+use std::{fmt::Write as _, io::Write as _, path::Path};
 
 use tokio::runtime::Runtime;
 use tokio_postgres::{GenericClient, IsolationLevel};
@@ -36,6 +36,10 @@ pub const DIFFERENCES_SHOWN: i64 = 1000;
 /// two games reached it (it must have them then, see the module doc).
 /// Returns the number of rows that differ, and the first
 /// [`DIFFERENCES_SHOWN`] of them.
+///
+/// # Panics
+///
+/// Never: `count(*)` is not negative.
 pub async fn recount(client: &impl GenericClient) -> Result<(u64, Vec<Difference>), Error> {
     // A sharded layout's counters are added rows: a key's rows summed.
     let sql = match crate::store::shards::layout(client).await? {
@@ -104,12 +108,14 @@ fn write_report(report: &Path, differences: &[Difference]) -> Result<(), Error> 
     let mut text = String::from("key\tstored\texpected\n");
     for difference in differences {
         let side = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
-        text.push_str(&format!(
-            "{}\t{}\t{}\n",
+        // Writing into a String cannot fail.
+        let _ = writeln!(
+            text,
+            "{}\t{}\t{}",
             difference.key,
             side(&difference.stored),
             side(&difference.expected)
-        ));
+        );
     }
     std::fs::File::create(report)
         .and_then(|mut file| file.write_all(text.as_bytes()))

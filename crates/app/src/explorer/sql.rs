@@ -11,18 +11,51 @@
 //! `sql/0004_explorer.sql` (its categories and the move of its last visit
 //! to each position); [`super::Counts`] is the same arithmetic in Rust.
 
+/// A list of [`counter_columns!`] as SQL text: the names, comma-separated,
+/// each after `$alias.` if an alias is given.
+macro_rules! names {
+    (() $first:ident : $_ty:ident = $_value:tt $(, $name:ident : $ty:ident = $value:tt)* $(,)?) => {
+        concat!(stringify!($first) $(, ", ", stringify!($name))*)
+    };
+    (($alias:literal) $first:ident : $_ty:ident = $_value:tt
+        $(, $name:ident : $ty:ident = $value:tt)* $(,)?) => {
+        concat!($alias, ".", stringify!($first) $(, ", ", $alias, ".", stringify!($name))*)
+    };
+}
+
+/// The `$part` (`key`, `counts` or `anchor`) of [`counter_columns!`], as
+/// [`names!`] with `$alias`.
+macro_rules! part {
+    (key $alias:tt key [$($key:tt)*] counts $_counts:tt anchor $_anchor:tt) => {
+        names!($alias $($key)*)
+    };
+    (counts $alias:tt key $_key:tt counts [$($counts:tt)*] anchor $_anchor:tt) => {
+        names!($alias $($counts)*)
+    };
+    (anchor $alias:tt key $_key:tt counts $_counts:tt anchor [$($anchor:tt)*]) => {
+        names!($alias $($anchor)*)
+    };
+}
+
 /// The key columns of a counter row, in primary-key order.
 macro_rules! key {
     () => {
-        "position_id, variant, speed, rating_group, month, move"
+        counter_columns!(part!(key()))
     };
 }
 
 /// The value columns of a counter row, in the order every text gives them.
 macro_rules! counts {
     () => {
-        "games, white, draws, black, rated_games, rating_sum, last_played, \
-         top_game_ratings, top_game_ids"
+        counter_columns!(part!(counts()))
+    };
+}
+
+/// The column of a sharded layout's counter row that anchors it on a
+/// game of its shard.
+macro_rules! anchor {
+    () => {
+        counter_columns!(part!(anchor()))
     };
 }
 
@@ -213,13 +246,15 @@ pub(super) const TOP_GAMES: u32 = {
 
 /// The `COPY` of a batch's counter rows into the connection's
 /// `stage_explorer` (`crate::ingest::writer::prepare_connection` creates
-/// it), anchors included: [`key!`], [`counts!`], `anchor_game_id`.
+/// it), anchors included: `key!`, `counts!`, `anchor!`.
 pub const COPY_STAGE: &str = concat!(
     "COPY stage_explorer (",
     key!(),
     ", ",
     counts!(),
-    ", anchor_game_id) FROM STDIN (FORMAT binary)"
+    ", ",
+    anchor!(),
+    ") FROM STDIN (FORMAT binary)"
 );
 
 /// The `COPY` of counter rows without anchors straight into a single
@@ -235,7 +270,7 @@ pub const COPY_NEW_ROWS: &str = concat!(
 /// Adds the staged rows to a single node's `explorer_moves`, in key order
 /// (so that concurrent importers lock rows in the same order): counts
 /// summed, `last_played` the later, the best-rated games of both merged
-/// ([`merged_top!`]). The SQL twin of [`super::Counts::merge`].
+/// (`merged_top!`). The SQL twin of [`super::Counts::merge`].
 pub const ADD_STAGED: &str = concat!(
     "INSERT INTO explorer_moves (",
     key!(),
@@ -270,11 +305,15 @@ pub const INSERT_STAGED_SHARDED: &str = concat!(
     key!(),
     ", ",
     counts!(),
-    ", anchor_game_id) SELECT ",
+    ", ",
+    anchor!(),
+    ") SELECT ",
     key!(),
     ", ",
     counts!(),
-    ", anchor_game_id FROM stage_explorer"
+    ", ",
+    anchor!(),
+    " FROM stage_explorer"
 );
 
 /// Each game `$1` (an array of ids) with its shard on a sharded layout
@@ -325,7 +364,9 @@ pub fn insert_by_shard(shard_of_game: &str) -> String {
             key!(),
             ", ",
             counts!(),
-            ", anchor_game_id) SELECT ",
+            ", ",
+            anchor!(),
+            ") SELECT ",
             key!(),
             ", ",
             counted!(),
@@ -348,7 +389,9 @@ pub fn compact_shard(table: &str) -> String {
             key!(),
             ", ",
             counts!(),
-            ", anchor_game_id) ",
+            ", ",
+            anchor!(),
+            ") ",
             folded!(
                 "d",
                 ", s.anchor_game_id",
@@ -400,60 +443,60 @@ pub const RECOMPUTE_AFTER_REMOVAL: &str = concat!(
 /// The counts of a row aliased `$alias`, as a row value to compare.
 macro_rules! row_counts {
     ($alias:tt) => {
-        concat!(
-            $alias,
-            ".games, ",
-            $alias,
-            ".white, ",
-            $alias,
-            ".draws, ",
-            $alias,
-            ".black, ",
-            $alias,
-            ".rated_games, ",
-            $alias,
-            ".rating_sum, ",
-            $alias,
-            ".last_played, ",
-            $alias,
-            ".top_game_ratings, ",
-            $alias,
-            ".top_game_ids"
-        )
+        counter_columns!(part!(counts($alias)))
     };
 }
 
 /// The counts of a row aliased `$alias` as the report's text, `NULL` when
-/// the row is missing.
+/// the row is missing: each as [`value_text!`], space-separated.
 macro_rules! row_text {
     ($alias:tt) => {
+        counter_columns!(counts_text!($alias))
+    };
+}
+
+/// [`row_text!`] of the counts of [`counter_columns!`].
+macro_rules! counts_text {
+    ($alias:literal key $_key:tt counts [
+        $first:ident : $first_ty:ident = $_value:tt $(, $name:ident : $ty:ident = $value:tt)* $(,)?
+    ] anchor $_anchor:tt) => {
         concat!(
             "CASE WHEN ",
             $alias,
-            ".games IS NOT NULL THEN concat_ws(' ', ",
-            $alias,
-            ".games, ",
-            $alias,
-            ".white, ",
-            $alias,
-            ".draws, ",
-            $alias,
-            ".black, ",
-            $alias,
-            ".rated_games, ",
-            $alias,
-            ".rating_sum, \
-             coalesce(to_char(",
-            $alias,
-            ".last_played AT TIME ZONE 'UTC', \
-                              'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-'), \
-             coalesce(array_to_string(",
-            $alias,
-            ".top_game_ratings, ','), '-'), \
-             coalesce(array_to_string(",
-            $alias,
-            ".top_game_ids, ','), '-')) END"
+            ".",
+            stringify!($first),
+            " IS NOT NULL THEN concat_ws(' ', ",
+            value_text!($first_ty, $alias, $first)
+            $(, ", ", value_text!($ty, $alias, $name))*,
+            ") END"
         )
+    };
+}
+
+/// The column `$alias.$name` of binary type `$ty` as the report's text: a
+/// time in UTC to the microsecond, an array comma-separated, `-` for
+/// `NULL`; a number as itself.
+macro_rules! value_text {
+    (TIMESTAMPTZ, $alias:literal, $name:ident) => {
+        concat!(
+            "coalesce(to_char(",
+            $alias,
+            ".",
+            stringify!($name),
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-')"
+        )
+    };
+    (INT8_ARRAY, $alias:literal, $name:ident) => {
+        concat!(
+            "coalesce(array_to_string(",
+            $alias,
+            ".",
+            stringify!($name),
+            ", ','), '-')"
+        )
+    };
+    ($number:ident, $alias:literal, $name:ident) => {
+        concat!($alias, ".", stringify!($name))
     };
 }
 
@@ -498,14 +541,14 @@ macro_rules! recount {
     };
 }
 
-/// [`recount!`] on a single node: the rows of positions not queued. Rows
+/// `recount!` on a single node: the rows of positions not queued. Rows
 /// left at zero games by a removal count nothing.
 pub const RECOUNT_SINGLE: &str = recount!(
     "(SELECT * FROM explorer_moves WHERE games > 0 \
       AND position_id NOT IN (SELECT position_id FROM explorer_pending))"
 );
 
-/// [`recount!`] on a sharded layout, whose counters are added rows: a
+/// `recount!` on a sharded layout, whose counters are added rows: a
 /// key's rows folded into one.
 pub const RECOUNT_SHARDED: &str = recount!(concat!(
     "(SELECT * FROM (",
@@ -573,13 +616,13 @@ macro_rules! rated_by_group {
     };
 }
 
-/// [`moves!`] from the position's rows.
+/// `moves!` from the position's rows.
 pub const MOVES_FROM_ROWS: &str = moves!(from_rows!());
-/// [`moves!`] from the position's games.
+/// `moves!` from the position's games.
 pub const MOVES_FROM_GAMES: &str = moves!(from_games!());
-/// [`rated_by_group!`] from the position's rows.
+/// `rated_by_group!` from the position's rows.
 pub const RATED_BY_GROUP_FROM_ROWS: &str = rated_by_group!(from_rows!());
-/// [`rated_by_group!`] from the position's games.
+/// `rated_by_group!` from the position's games.
 pub const RATED_BY_GROUP_FROM_GAMES: &str = rated_by_group!(from_games!());
 
 /// The top games chosen by `$candidates` (a select of `game_id,
@@ -607,8 +650,8 @@ macro_rules! top_games_of {
 /// `$bounds` (conditions on the sum of both ratings), with a moves row at
 /// position `$1`. The probe is a subquery (not EXISTS, which the planner
 /// may turn into a join driven by the position's moves rows, the very
-/// read the walk avoids): one lookup of moves (position_id, game_id), from
-/// the index alone (sql/0014_moves_position_game.sql).
+/// read the walk avoids): one lookup of moves (`position_id`, `game_id`), from
+/// the index alone (`sql/0014_moves_position_game.sql`).
 macro_rules! walk {
     ($bounds:tt) => {
         top_games_of!(concat!(

@@ -35,6 +35,10 @@ pub struct ParseLimits {
 /// (size cap, tags, garbage tokens, result marker, bytes PostgreSQL cannot
 /// store), or says why the game is rejected. Pure; runs in the parallel
 /// workers.
+///
+/// # Panics
+///
+/// Never: the spans it reads are those the splitter found in this chunk.
 pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, RejectReason> {
     if chunk.is_truncated() {
         return Err(RejectReason::TooLarge {

@@ -106,6 +106,11 @@ pub(super) fn skip_to(chunk: &[u8], from: usize, needle: u8) -> usize {
 
 pub(super) fn is_movetext_token(token: &[u8]) -> bool {
     // A move number, possibly glued to the move: `12.`, `12...`, `7.N1f3`.
+    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
+    const SYMBOLS: &[&[u8]] = &[
+        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
+        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
+    ];
     let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
     let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
     let rest = if digits > 0 && (dots > 0 || digits == token.len()) {
@@ -116,11 +121,6 @@ pub(super) fn is_movetext_token(token: &[u8]) -> bool {
     if rest.is_empty() || is_plain_san(rest) {
         return true;
     }
-    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
-    const SYMBOLS: &[&[u8]] = &[
-        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
-        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
-    ];
     if RESULTS.contains(&rest) || SYMBOLS.contains(&rest) {
         return true;
     }

@@ -612,6 +612,11 @@ impl<R: Read> GameSplitter<R> {
     /// Splits `input`, whose first byte is at `start_offset` of the
     /// decompressed stream (non-zero when resuming) and whose first game is
     /// game number `games_before + 1`.
+    ///
+    /// # Panics
+    ///
+    /// If `limits.max_game_bytes` does not fit in memory's address space:
+    /// the settings cap it at 1 GiB, every other caller at a few MiB.
     pub fn new(
         input: R,
         file: Arc<str>,
@@ -744,12 +749,11 @@ impl<R: Read> GameSplitter<R> {
             }
         };
         self.game_start = None;
-        let bytes = match self.head.take() {
-            Some(head) => head,
-            None => {
-                let (from, to) = (self.index(start), self.index(end));
-                self.buf[from..to].to_vec()
-            }
+        let bytes = if let Some(head) = self.head.take() {
+            head
+        } else {
+            let (from, to) = (self.index(start), self.index(end));
+            self.buf[from..to].to_vec()
         };
         self.games += 1;
         Ok(Some(GameChunk {

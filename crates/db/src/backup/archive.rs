@@ -21,7 +21,7 @@ pub(super) fn trim_slash(path: &Path) -> PathBuf {
 }
 
 /// A custom-format destination must not exist; a directory one must not
-/// exist or be empty (pg_dump's own rule).
+/// exist or be empty (`pg_dump`'s own rule).
 pub(super) fn check_destination(path: &Path, format: Format) -> Result<(), BackupError> {
     let exists = || BackupError::Exists {
         path: path.to_path_buf(),
@@ -49,7 +49,7 @@ pub(super) fn check_destination(path: &Path, format: Format) -> Result<(), Backu
     }
 }
 
-/// Where pg_dump writes before the archive is complete: beside the
+/// Where `pg_dump` writes before the archive is complete: beside the
 /// destination (same file system, so the final move is a rename), named
 /// after it and this process.
 pub(super) fn staging_path(path: &Path) -> PathBuf {
@@ -89,7 +89,7 @@ pub(super) fn remove_all(path: &Path) {
 }
 
 /// Bytes of a file, or of all files in a directory (one level: what
-/// pg_dump's directory format writes).
+/// `pg_dump`'s directory format writes).
 pub(super) fn disk_bytes(path: &Path) -> u64 {
     match fs::read_dir(path) {
         Ok(entries) => entries

@@ -111,7 +111,8 @@ pub enum BackupError {
         #[source]
         source: io::Error,
     },
-    /// Ctrl-C or SIGTERM stopped the tool.
+    /// Ctrl-C or SIGTERM stopped the tool: the user's choice, of kind
+    /// [`ErrorKind::Interrupted`] like every other interruption (exit 3).
     #[error("{tool} was stopped by an interrupt; {aftermath}")]
     Interrupted {
         /// `pg_dump` or `pg_restore`.
@@ -142,9 +143,8 @@ impl BackupError {
             | BackupError::Options(_) => ErrorKind::Configuration,
             BackupError::Exists { .. } | BackupError::NotEmpty { .. } => ErrorKind::Conflict,
             BackupError::NoBackup { .. } | BackupError::NotAnArchive { .. } => ErrorKind::Input,
-            BackupError::Io { .. }
-            | BackupError::Spawn { .. }
-            | BackupError::Interrupted { .. } => ErrorKind::System,
+            BackupError::Io { .. } | BackupError::Spawn { .. } => ErrorKind::System,
+            BackupError::Interrupted { .. } => ErrorKind::Interrupted,
             BackupError::Failed { .. } => ErrorKind::Database { transient: false },
         }
     }
@@ -179,5 +179,24 @@ fn section(stderr: &str) -> String {
         String::new()
     } else {
         format!("\n{stderr}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, ExitStatus};
+
+    /// A stopped `pg_dump` is the user's interruption, not the machine
+    /// refusing something: the interrupted kind, exit code 3.
+    #[test]
+    fn an_interrupted_tool_is_an_interruption() {
+        let stopped = Error::Backup(BackupError::Interrupted {
+            tool: "pg_dump",
+            aftermath: "no backup was written".into(),
+        });
+        assert_eq!(stopped.kind(), ErrorKind::Interrupted);
+        assert_eq!(stopped.policy().exit, ExitStatus::Interrupted);
+        assert_eq!(stopped.policy().exit.code(), 3);
     }
 }

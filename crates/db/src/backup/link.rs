@@ -89,9 +89,9 @@ fn conninfo(config: &tokio_postgres::Config) -> String {
     if !addrs.is_empty() {
         parts.push(("hostaddr", addrs.join(",")));
     }
-    let ports: Vec<String> = config.get_ports().iter().map(ToString::to_string).collect();
-    if !ports.is_empty() {
-        parts.push(("port", ports.join(",")));
+    let port_numbers: Vec<String> = config.get_ports().iter().map(ToString::to_string).collect();
+    if !port_numbers.is_empty() {
+        parts.push(("port", port_numbers.join(",")));
     }
     for (key, value) in [
         ("user", config.get_user()),

@@ -53,7 +53,7 @@ impl Format {
         }
     }
 
-    /// pg_dump's name for it, which is also its name on the command line.
+    /// `pg_dump`'s name for it, which is also its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Custom => "custom",

@@ -83,27 +83,26 @@ pub(super) fn locate_tool(
     server: &ServerVersion,
 ) -> Result<PathBuf, BackupError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    match std::env::var_os("PG_BIN").filter(|d| !d.is_empty()) {
-        Some(dir) => dirs.push(PathBuf::from(dir)),
-        None => {
-            if let Target::Embedded(data_dir) = target
-                && let Ok(cluster) = EmbeddedCluster::new(data_dir)
-            {
-                dirs.push(cluster.binaries().bin_dir.clone());
-            }
-            dirs.push(PathBuf::from(format!(
-                "/usr/lib/postgresql/{}/bin",
-                server.major
-            )));
-            if let Ok(bins) = PgBinaries::locate() {
-                dirs.push(bins.bin_dir);
-            }
-            dirs.extend(
-                std::env::var_os("PATH")
-                    .iter()
-                    .flat_map(std::env::split_paths),
-            );
+    if let Some(dir) = std::env::var_os("PG_BIN").filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(dir));
+    } else {
+        if let Target::Embedded(data_dir) = target
+            && let Ok(cluster) = EmbeddedCluster::new(data_dir)
+        {
+            dirs.push(cluster.binaries().bin_dir.clone());
         }
+        dirs.push(PathBuf::from(format!(
+            "/usr/lib/postgresql/{}/bin",
+            server.major
+        )));
+        if let Ok(bins) = PgBinaries::locate() {
+            dirs.push(bins.bin_dir);
+        }
+        dirs.extend(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        );
     }
     let found = dirs.iter().map(|d| d.join(tool)).find(|p| {
         fs::metadata(p).is_ok_and(|m| {

@@ -78,7 +78,7 @@ pub(super) fn remove_if_present(path: &Path) -> Result<()> {
 
 /// The error for a path pgnload refuses to use because another account
 /// could have put it there.
-pub(super) fn refuse(path: &Path, why: String) -> EmbeddedError {
+pub(super) fn refuse(path: &Path, why: impl std::fmt::Display) -> EmbeddedError {
     EmbeddedError::Io {
         context: format!("refusing to use ({why})"),
         path: path.to_path_buf(),

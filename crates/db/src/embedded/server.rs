@@ -171,7 +171,7 @@ impl EmbeddedCluster {
         }
         let log = self.log_file();
         rotate_log(&log)?;
-        let log_start = fs::symlink_metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let log_start = fs::symlink_metadata(&log).map_or(0, |m| m.len());
         let mut pg_ctl = self.command("pg_ctl", acct);
         pg_ctl
             .args(["start", "-w", "-s", "-t", PG_CTL_TIMEOUT_SECS, "-D"])
@@ -193,7 +193,7 @@ impl EmbeddedCluster {
             return Ok(());
         }
         let log = self.log_file();
-        let log_start = fs::symlink_metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let log_start = fs::symlink_metadata(&log).map_or(0, |m| m.len());
         let mut pg_ctl = self.command("pg_ctl", acct);
         pg_ctl
             .args([
@@ -453,7 +453,7 @@ fn log_tail(log: &Path, from: u64) -> String {
     let Ok(mut file) = open_no_follow(log) else {
         return String::new();
     };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = file.metadata().map_or(0, |m| m.len());
     let start = if from <= len { from } else { 0 };
     let start = start.max(len.saturating_sub(64 * 1024));
     let mut bytes = Vec::new();

@@ -42,16 +42,15 @@ pub(super) fn service_account() -> Result<Option<ServiceAccount>> {
         return Ok(None);
     }
     let lookup = || User::from_name(SERVICE_USER).map_err(sys_err("looking up user postgres"));
-    let user = match lookup()? {
-        Some(user) => user,
-        None => {
-            create_service_user()?;
-            lookup()?.ok_or_else(|| {
-                EmbeddedError::ServiceUser(format!(
-                    "useradd reported success but user `{SERVICE_USER}` still does not exist"
-                ))
-            })?
-        }
+    let user = if let Some(user) = lookup()? {
+        user
+    } else {
+        create_service_user()?;
+        lookup()?.ok_or_else(|| {
+            EmbeddedError::ServiceUser(format!(
+                "useradd reported success but user `{SERVICE_USER}` still does not exist"
+            ))
+        })?
     };
     Ok(Some(ServiceAccount::from(user)))
 }

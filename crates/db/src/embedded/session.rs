@@ -156,7 +156,7 @@ impl EmbeddedCluster {
         if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
             return Err(refuse(
                 root,
-                "it must be a directory owned by root that no other user can write".into(),
+                "it must be a directory owned by root that no other user can write",
             ));
         }
         if let Some(parent) = pointer.parent() {

@@ -113,7 +113,7 @@ impl ClusterSettings {
             work_mem_mb: (mb / 128).clamp(4, 64),
             max_wal_size_mb,
             min_wal_size_mb: (max_wal_size_mb / 4).clamp(80, 1024),
-            checkpoint_timeout: Duration::from_secs(30 * 60),
+            checkpoint_timeout: Duration::from_mins(30),
             wal_compression: WalCompression::Pglz,
             synchronous_commit: false,
             max_connections: 50,
@@ -143,7 +143,7 @@ impl ClusterSettings {
     /// A private cluster: no TCP, a socket only its owner can open.
     fn connection_lines(&self, conf: &mut ConfText, socket_dir: &Path) {
         conf.line(
-            "listen_addresses = ''".into(),
+            "listen_addresses = ''",
             "No TCP: the cluster is private to pgnload and reached through its Unix socket only.",
         );
         conf.line(
@@ -158,7 +158,7 @@ impl ClusterSettings {
             "The private socket directory (mode 0700).",
         );
         conf.line(
-            "unix_socket_permissions = 0700".into(),
+            "unix_socket_permissions = 0700",
             "Local connections use trust authentication: whoever opens the socket is a superuser.",
         );
         conf.line(
@@ -210,7 +210,7 @@ impl ClusterSettings {
             "Fewer checkpoints, fewer full-page images in WAL.",
         );
         conf.line(
-            "checkpoint_completion_target = 0.9".into(),
+            "checkpoint_completion_target = 0.9",
             "Spread checkpoint writes over the interval.",
         );
         conf.line(
@@ -218,7 +218,7 @@ impl ClusterSettings {
             "Compress full-page images; lz4 when the server has it, at a fraction of pglz's CPU.",
         );
         conf.line(
-            "wal_level = minimal\nmax_wal_senders = 0\narchive_mode = off".into(),
+            "wal_level = minimal\nmax_wal_senders = 0\narchive_mode = off",
             "No replication or archiving for a private cluster; with wal_level minimal, COPY into a \
              table created or truncated in the same transaction skips WAL entirely.",
         );
@@ -234,15 +234,15 @@ impl ClusterSettings {
              resume checkpoint with its rows, so a lost commit is simply imported again.",
         );
         conf.line(
-            "fsync = on\nfull_page_writes = on".into(),
+            "fsync = on\nfull_page_writes = on",
             "Stay on: turning them off risks a corrupt cluster after a power loss.",
         );
         conf.line(
-            "autovacuum = on".into(),
+            "autovacuum = on",
             "Keeps statistics current after the load for the queries that follow.",
         );
         conf.line(
-            "jit = off".into(),
+            "jit = off",
             "JIT compilation costs more than it saves on pgnload's short queries.",
         );
     }
@@ -252,7 +252,7 @@ impl ClusterSettings {
 struct ConfText(String);
 
 impl ConfText {
-    fn line(&mut self, setting: String, why: &str) {
+    fn line(&mut self, setting: impl std::fmt::Display, why: &str) {
         // Writing into a String cannot fail.
         let _ = writeln!(self.0, "# {why}\n{setting}\n");
     }
@@ -270,8 +270,8 @@ fn list_quote(value: &str) -> String {
     format!("\"{}\"", value.replace('"', "\"\""))
 }
 
-/// Total memory in bytes: MemTotal, lowered to the cgroup limit (containers
-/// see the host's MemTotal), 4 GiB if /proc/meminfo is unreadable.
+/// Total memory in bytes: `MemTotal`, lowered to the cgroup limit (containers
+/// see the host's `MemTotal`), 4 GiB if /proc/meminfo is unreadable.
 fn total_memory() -> u64 {
     let meminfo = fs::read_to_string("/proc/meminfo")
         .ok()
@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(s.work_mem_mb, 64);
         assert_eq!(s.effective_cache_size_mb, 48 * 1024);
         assert_eq!(s.max_wal_size_mb, 16 * 1024);
-        assert_eq!(s.checkpoint_timeout, Duration::from_secs(1800));
+        assert_eq!(s.checkpoint_timeout, Duration::from_mins(30));
         assert_eq!(s.max_connections, 50);
         assert_eq!(s.wal_compression, WalCompression::Pglz);
         assert!(!s.synchronous_commit);
@@ -430,7 +430,7 @@ mod tests {
     #[test]
     fn meminfo_parsing() {
         let text = "MemTotal:       24684084 kB\nMemFree:  1 kB\n";
-        assert_eq!(parse_meminfo(text), Some(24684084 * 1024));
+        assert_eq!(parse_meminfo(text), Some(24_684_084 * 1024));
         assert_eq!(parse_meminfo("MemFree: 1 kB\n"), None);
         assert!(total_memory() > 0);
     }
