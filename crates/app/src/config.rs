@@ -343,7 +343,8 @@ fn resolve_pipeline(
         MAX_QUEUED_BYTES / channel_capacity,
         &origin(None, "pipeline.batch_bytes"),
         &format!(
-            "pipeline.channel_capacity = {channel_capacity} batches of it are queued per stage,                  at most {MAX_QUEUED_BYTES} bytes"
+            "pipeline.channel_capacity = {channel_capacity} batches of it are queued per stage, \
+             at most {MAX_QUEUED_BYTES} bytes"
         ),
     )?;
     let max_game_bytes = within(
