@@ -1,7 +1,8 @@
-//! The storage migrations (0006, 0007, 0014): an existing database, with
-//! rows or with a bulk load left open, ends up with the same index kinds
-//! and options as a fresh one, and with the same rows; and an incremental
-//! import's rows go in key order.
+//! The storage migrations (0006, 0007, 0014, 0017): an existing database,
+//! with rows or with a bulk load left open, ends up with the same index
+//! kinds and options as a fresh one, and with the same rows; an incremental
+//! import's rows go in key order, and it leaves no `fen_hash` index entries
+//! pending.
 
 use std::{path::PathBuf, process::Output};
 
@@ -17,32 +18,40 @@ use crate::{
     resume::corpus_with_copies,
 };
 
-/// Access method and options of every index of positions, moves and games.
+/// Access method and options of every index of positions, moves and
+/// games, and whether it carries columns beyond its key (INCLUDE).
 fn index_kinds(db: &TestDb) -> String {
     db.psql(
         "SELECT string_agg(c.relname || ' ' || am.amname || ' '
-                           || coalesce(array_to_string(c.reloptions, ','), '-'), E'\\n' ORDER BY c.relname)
+                           || coalesce(array_to_string(c.reloptions, ','), '-')
+                           || CASE WHEN i.indnkeyatts < i.indnatts THEN ' include' ELSE '' END,
+                           E'\\n' ORDER BY c.relname)
          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
          WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)",
     )
 }
 
-/// Puts the objects the storage migrations (0006, 0007, 0014) change back
-/// as 0001 and 0003 left them, and forgets those migrations: a database
-/// from before them. Other migrations stay recorded, as they are not undone
-/// here.
+/// Puts the objects the storage migrations (0006, 0007, 0014, 0017) change
+/// back as 0001 and 0003 left them, and forgets those migrations: a
+/// database from before them. Other migrations stay recorded, as they are
+/// not undone here.
 const BEFORE_STORAGE: &str = "
 DROP INDEX moves_position_game_idx;
 CREATE INDEX moves_position_id_idx ON moves (position_id);
 DROP INDEX positions_piece_placement_idx;
 CREATE INDEX positions_piece_placement_idx ON positions (piece_placement);
+DROP INDEX positions_fen_hash_idx;
+CREATE INDEX positions_fen_hash_idx ON positions (fen_hash);
+ALTER TABLE positions
+    DROP CONSTRAINT positions_normalized_fen_key,
+    ADD CONSTRAINT positions_normalized_fen_key UNIQUE (normalized_fen);
 ALTER INDEX positions_pkey RESET (fillfactor);
 ALTER INDEX games_pkey RESET (fillfactor);
 ALTER INDEX moves_pkey RESET (fillfactor);
-DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14)";
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17)";
 
 /// The statements an open bulk load recorded before the storage migrations
-/// (0006, 0007, 0014), which are forgotten again.
+/// (0006, 0007, 0014, 0017), which are forgotten again.
 const RECORDED_BEFORE_STORAGE: &str = "
 UPDATE import_bulk_objects
 SET object_name = 'moves_position_id_idx', drop_sql = 'DROP INDEX moves_position_id_idx',
@@ -53,7 +62,13 @@ SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions
 WHERE object_name = 'positions_piece_placement_idx';
 UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
 WHERE object_name IN ('positions_pkey', 'moves_pkey');
-DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14)";
+UPDATE import_bulk_objects
+SET create_sql = 'CREATE INDEX positions_fen_hash_idx ON public.positions USING btree (fen_hash)'
+WHERE object_name = 'positions_fen_hash_idx';
+UPDATE import_bulk_objects
+SET create_sql = 'ALTER TABLE positions ADD CONSTRAINT positions_normalized_fen_key UNIQUE (normalized_fen)'
+WHERE object_name = 'positions_normalized_fen_key';
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17)";
 
 fn migrate(db: &TestDb) -> Output {
     run({
@@ -84,21 +99,53 @@ fn storage_migrations_convert_an_existing_database_in_place() {
     assert_ne!(index_kinds(&db), index_kinds(&fresh));
     assert_ok(&migrate(&db), &[0]);
     assert_eq!(index_kinds(&db), index_kinds(&fresh));
-    assert!(
-        index_kinds(&fresh).contains("positions_piece_placement_idx hash"),
-        "{}",
-        index_kinds(&fresh)
-    );
+    for kind in [
+        "positions_piece_placement_idx btree -",
+        "positions_fen_hash_idx gin -",
+        "positions_normalized_fen_key btree - include",
+    ] {
+        assert!(
+            index_kinds(&fresh).contains(kind),
+            "{kind}: {}",
+            index_kinds(&fresh)
+        );
+    }
     assert_eq!(content_dump(&db), rows);
-    // Answered by the new index, with the same rows.
-    assert_eq!(
-        db.psql(&format!("SET enable_seqscan = off; {by_board}")),
-        found
+    // Answered by the new indexes, with the same rows.
+    let by_hash = format!(
+        "SELECT count(*) FROM positions WHERE fen_hash = \
+         (SELECT fen_hash FROM positions WHERE piece_placement = '{board}' ORDER BY id LIMIT 1)"
     );
-    assert!(
-        db.psql(&format!("SET enable_seqscan = off; EXPLAIN {by_board}"))
-            .contains("positions_piece_placement_idx"),
-    );
+    let found_by_hash = db.psql(&by_hash);
+    assert_eq!(found_by_hash, "1");
+    let fen = db.psql(&format!(
+        "SELECT normalized_fen FROM positions WHERE piece_placement = '{board}' ORDER BY id LIMIT 1"
+    ));
+    let by_fen = format!("SELECT id FROM positions WHERE normalized_fen = '{fen}'");
+    let found_by_fen = db.psql(&by_fen);
+    assert!(!found_by_fen.is_empty());
+    // An index-only scan is planned once the visibility map says the
+    // table's pages are all visible, as it does after any vacuum.
+    db.psql("VACUUM positions");
+    for (query, rows, index) in [
+        (&by_board, &found, "positions_piece_placement_idx"),
+        (&by_hash, &found_by_hash, "positions_fen_hash_idx"),
+        (
+            &by_fen,
+            &found_by_fen,
+            "Index Only Scan using positions_normalized_fen_key",
+        ),
+    ] {
+        assert_eq!(
+            &db.psql(&format!("SET enable_seqscan = off; {query}")),
+            rows
+        );
+        assert!(
+            db.psql(&format!("SET enable_seqscan = off; EXPLAIN {query}"))
+                .contains(index),
+            "{query} not answered by {index}"
+        );
+    }
 }
 
 #[test]
@@ -130,7 +177,8 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
     assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "done");
     for kind in [
         "moves_position_game_idx btree -",
-        "positions_piece_placement_idx hash -",
+        "positions_piece_placement_idx btree -",
+        "positions_fen_hash_idx gin -",
         "positions_pkey btree fillfactor=100",
         "moves_pkey btree fillfactor=100",
         "games_pkey btree fillfactor=100",
@@ -141,17 +189,12 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
             index_kinds(&db)
         );
     }
-    assert!(
-        index_kinds(&db).contains("positions_piece_placement_idx hash"),
-        "{}",
-        index_kinds(&db)
-    );
     assert_eq!(index_kinds(&db), index_kinds(&reference));
     assert_eq!(content_dump(&db), content_dump(&reference));
 }
 
 #[test]
-fn an_incremental_import_writes_moves_in_key_order() {
+fn an_incremental_import_writes_moves_in_key_order_and_leaves_no_index_entries_pending() {
     // Rows appended in (game_id, ply) order fill the primary key's leaves
     // at its right edge; out of order they split leaves in the middle.
     let dir = scratch_dir("pgnload-storage-order-");
@@ -169,6 +212,12 @@ fn an_incremental_import_writes_moves_in_key_order() {
                                    FROM moves) m
              WHERE back"
         ),
+        "0"
+    );
+    // The import merged the entries it left pending in the fen_hash index:
+    // nothing is left for the next lookup to scan.
+    assert_eq!(
+        db.psql("SELECT gin_clean_pending_list('positions_fen_hash_idx')"),
         "0"
     );
 }

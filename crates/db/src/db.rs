@@ -114,6 +114,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0016_explorer_deferred.sql",
         sql: include_str!("../../../sql/0016_explorer_deferred.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_positions_index_order.sql",
+        sql: include_str!("../../../sql/0017_positions_index_order.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

@@ -53,12 +53,19 @@ pub struct PipelineConfig {
     pub source: SourceOptions,
 }
 
+/// The defaults: batches of 10,000 games because an incremental batch
+/// inserts its new positions sorted, so each index page it touches is read
+/// once per batch; into a database 14x the server's memory, 10,000-game
+/// batches read 0.60 index pages per new position where 2,000-game ones
+/// read 0.96 (scripts/bench_growth.sh, issue 31). Two batches queued per
+/// stage keep the memory of the larger batches near what four 2,000-game
+/// ones took.
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            batch_games: 2000,
-            batch_bytes: 8 << 20,
-            channel_capacity: 4,
+            batch_games: 10_000,
+            batch_bytes: 32 << 20,
+            channel_capacity: 2,
             limits: ParseLimits {
                 max_plies: 20_000,
                 max_game_bytes: 8 << 20,

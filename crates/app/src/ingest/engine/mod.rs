@@ -48,7 +48,7 @@ use crate::{
         report::{BulkOutcome, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},
-        writer::{WriteMode, prepare_connection},
+        writer::{self, WriteMode, prepare_connection},
     },
     store::{
         db::{self, Database, Target, db_err},
@@ -640,6 +640,9 @@ impl Importer<'_> {
         if status.is_ok() && self.run.explorer && self.run.shards.is_none() {
             self.count_queued_positions().await;
         }
+        if status.is_ok() && self.run.shards.is_none() {
+            self.merge_pending_hash_entries().await;
+        }
         if let Ok(code) = status {
             self.record_run(code).await?;
         }
@@ -686,6 +689,19 @@ impl Importer<'_> {
             Err(error) => self.run.reporter.notice(&Notice::Advice(&format!(
                 "counting the positions queued for the explorer counters failed ({error}): {later}"
             ))),
+        }
+    }
+
+    /// Merges the `fen_hash` index entries this run's batches left pending
+    /// ([`writer::merge_pending_hash_entries`]). The games are imported
+    /// either way: if it fails, lookups by `fen_hash` stay correct, only
+    /// slower until the next vacuum, and the notice says how to merge them.
+    async fn merge_pending_hash_entries(&mut self) {
+        if let Err(error) = writer::merge_pending_hash_entries(&self.conns.control.client).await {
+            self.run.reporter.notice(&Notice::Advice(&format!(
+                "merging the pending entries of positions' fen_hash index failed ({error}); \
+                 lookups by fen_hash stay correct but slower until `VACUUM positions` merges them"
+            )));
         }
     }
 

@@ -1,8 +1,10 @@
-//! Phase two's one choice of where a batch's rows go and how its new games
-//! get their ids: a single node in incremental mode or in a bulk load, or
-//! the coordinator of shards. [`write_games`](super::write_games) makes it
-//! once, and its steps that differ are the methods of [`Layout`]; the
-//! steps themselves know no layout.
+//! The writer's one choice of where a batch's rows go and how its new
+//! positions and games get their ids: a single node in incremental mode or
+//! in a bulk load, or the coordinator of shards. Each phase
+//! ([`resolve_positions`](super::resolve_positions),
+//! [`write_games`](super::write_games)) makes it once, and its steps that
+//! differ are the methods of [`Layout`]; the steps themselves know no
+//! layout.
 //!
 //! It must not decide which games are written: the phases do.
 
@@ -13,14 +15,16 @@ use tokio_postgres::Transaction;
 use super::{
     BatchContext, FileContext, IdSequence, TableRow,
     copy::{WriteError, copy_rows},
+    existing::Candidate,
     games::{insert_staged_games, stage_games},
-    positions::ResolvedBatch,
-    rows::{GameRow, MoveRow},
+    positions::{Found, ResolvedBatch, get_or_create_positions, insert_new_positions},
+    rows::{GameRow, MoveRow, PositionRow},
     sharded,
 };
 use crate::{
     error::Error,
-    explorer::{self, memory::RunMemory},
+    explorer::{self, Fresh, memory::RunMemory},
+    ingest::dedup::PositionKey,
     store::shards::Shards,
 };
 
@@ -60,6 +64,56 @@ impl<'i> Layout<'i> {
                 shards.count()
             ))),
         }
+    }
+
+    /// Phase one: on the coordinator of shards, claims the identities of
+    /// the batch's new games (a game another importer claimed first
+    /// leaves `candidates`); one node has nothing to claim.
+    pub(super) async fn claim_games(
+        &self,
+        tx: &Transaction<'_>,
+        at: &BatchContext<'_>,
+        candidates: &mut Vec<Candidate<'_>>,
+    ) -> Result<(), Error> {
+        if let Layout::Sharded(shards) = self {
+            sharded::claim_games(tx, *shards, at.file, candidates)
+                .await
+                .map_err(|e| at.err("claiming the identities of new games", e))?;
+        }
+        Ok(())
+    }
+
+    /// Phase one: the batch's positions missing from the cache,
+    /// get-or-created (incremental, shards) or given the next ids and
+    /// copied (bulk). Returns the positions it created on one node, with
+    /// the explorer's epoch read before when the counters are on.
+    pub(super) async fn create_positions(
+        &mut self,
+        tx: &Transaction<'_>,
+        at: &BatchContext<'_>,
+        misses: &[(PositionRow<'_>, PositionKey)],
+        found: &mut Found,
+    ) -> Result<Fresh, Error> {
+        let mut fresh = Fresh::default();
+        if at.file.explorer && !matches!(self, Layout::Sharded(_)) {
+            fresh.epoch = Fresh::epoch(tx).await?;
+        }
+        match self {
+            Layout::Incremental => {
+                fresh.ids = get_or_create_positions(tx, misses, found)
+                    .await
+                    .map_err(|e| at.err("get-or-create positions", e))?;
+            }
+            Layout::Bulk(ids) => {
+                fresh.ids = insert_new_positions(tx, misses, ids, found)
+                    .await
+                    .map_err(|e| at.err("copying new positions", e))?;
+            }
+            Layout::Sharded(shards) => sharded::get_or_create_positions(tx, *shards, misses, found)
+                .await
+                .map_err(|e| at.err("get-or-create positions on the shards", e))?,
+        }
+        Ok(fresh)
     }
 
     /// Inserts the batch's new games, returning the ids of those inserted

@@ -61,7 +61,7 @@ use self::rows::{EventRow, GameRow, MoveRow, PlayerRow, PositionRow};
 pub use self::{
     existing::Conflict,
     games::{WrittenBatch, write_games},
-    positions::{PendingIds, ResolvedBatch, resolve_positions},
+    positions::{PendingIds, ResolvedBatch, merge_pending_hash_entries, resolve_positions},
     single::prepare_game,
 };
 use crate::{
@@ -176,14 +176,31 @@ impl BatchStats {
     }
 }
 
-/// Prepares a fresh data connection: its staging tables. (Its commits are
+/// Prepares a fresh data connection: its staging tables, and the memory
+/// its inserts into positions' `fen_hash` index may use. (Its commits are
 /// synchronous, as every pgnload session's: see [`crate::store::db::connect`].)
 pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
     client
         .batch_execute(&staging_ddl())
         .await
-        .map_err(crate::store::db::db_err("creating staging tables"))
+        .map_err(crate::store::db::db_err("creating staging tables"))?;
+    client
+        .batch_execute(SESSION_SETTINGS)
+        .await
+        .map_err(crate::store::db::db_err(
+            "setting the session's index memory",
+        ))
 }
+
+/// The import sessions' settings for positions' `fen_hash` GIN index
+/// (migration 0017): new entries wait in its pending list until it holds
+/// 64 MiB, and a merge sorts up to 64 MiB of them at once (`work_mem`), so
+/// each merge reads each index page once for many entries. Smaller, as the
+/// server's defaults (4 MiB each), a database 14x the server's memory read
+/// 0.72 index pages per new position in these merges (scripts/bench_growth.sh,
+/// issue 31). Lookups by `fen_hash` scan the pending list until the import
+/// ends and merges it.
+const SESSION_SETTINGS: &str = "SET gin_pending_list_limit = '64MB'; SET work_mem = '64MB'";
 
 /// A batch's position in its input as PostgreSQL `bigint`s: the game
 /// count through the batch and the byte offset just after it. Every game

@@ -12,9 +12,9 @@ use tokio_postgres::{Client, Transaction};
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{TableRow, WriteError, copy_rows},
-    existing::{Conflict, games_to_import},
+    existing::{Candidate, Conflict, games_to_import},
+    layout::Layout,
     rows::PositionRow,
-    sharded,
 };
 use crate::{
     chess::{fen::split_normalized, replay::GameRecord, scope::stored_plies},
@@ -86,22 +86,50 @@ pub async fn resolve_positions(
         .transaction()
         .await
         .map_err(|e| at.err("starting a transaction", e))?;
+    let mut layout = Layout::of(file, ids)?;
     let (mut new_games, conflicts) = games_to_import(&tx, batch, file)
         .await
         .map_err(|e| at.err("looking up existing games", e))?;
-    if let Some(shards) = file.shards {
-        sharded::claim_games(&tx, shards, file, &mut new_games)
-            .await
-            .map_err(|e| at.err("claiming the identities of new games", e))?;
-    }
-    // Every later lookup of a position in this batch is by key: hashing
-    // each FEN once, on all cores, is cheaper than hashing and comparing
-    // the text in each map.
-    // A capped game (`--positions-max-ply`) has keys for the positions it
-    // stores only, so every later step (positions, moves rows, final
-    // position, explorer) covers exactly those.
-    let cap = file.positions_max_ply;
-    let resolved_games: Vec<ResolvedGame> = new_games
+    layout.claim_games(&tx, &at, &mut new_games).await?;
+    let resolved_games = keyed(new_games, file.positions_max_ply);
+    let mut stats = BatchStats::default();
+    let games = resolved_games
+        .iter()
+        .filter_map(|g| Some((batch_game(batch, g.index)?, &g.keys[..])));
+    let Unresolved {
+        position_ids,
+        misses,
+    } = collect_positions(games, cache, &mut stats);
+    let mut found = Found {
+        position_ids,
+        pending: Vec::with_capacity(misses.len()),
+        stats,
+    };
+    let fresh = layout
+        .create_positions(&tx, &at, &misses, &mut found)
+        .await?;
+    tx.commit()
+        .await
+        .map_err(|e| at.err("committing the positions", e))?;
+    let resolved = ResolvedBatch {
+        games: resolved_games,
+        position_ids: found.position_ids,
+        fresh,
+        stats: found.stats,
+        conflicts,
+    };
+    Ok((resolved, found.pending))
+}
+
+/// Each new game with the dedup key of every position it stores.
+///
+/// Every later lookup of a position in the batch is by key: hashing each
+/// FEN once, on all cores, is cheaper than hashing and comparing the text
+/// in each map. A capped game (`--positions-max-ply`) has keys for the
+/// positions it stores only, so every later step (positions, moves rows,
+/// final position, explorer) covers exactly those.
+fn keyed(new_games: Vec<Candidate<'_>>, cap: Option<u32>) -> Vec<ResolvedGame> {
+    new_games
         .into_par_iter()
         .map(|candidate| ResolvedGame {
             index: candidate.index,
@@ -114,65 +142,18 @@ pub async fn resolve_positions(
                 .collect(),
             external_id: candidate.external_id,
         })
-        .collect();
-    let mut stats = BatchStats::default();
-    let games = resolved_games
-        .iter()
-        .filter_map(|g| Some((batch_game(batch, g.index)?, &g.keys[..])));
-    let Unresolved {
-        mut position_ids,
-        misses,
-    } = collect_positions(games, cache, &mut stats);
-    let mut pending: PendingIds = Vec::with_capacity(misses.len());
-    let mut fresh = Fresh::default();
-    match ids {
-        None => match file.shards {
-            None => {
-                if file.explorer {
-                    fresh.epoch = Fresh::epoch(&tx).await?;
-                }
-                fresh.ids = get_or_create_positions(
-                    &tx,
-                    &misses,
-                    &mut position_ids,
-                    &mut pending,
-                    &mut stats,
-                )
-                .await
-                .map_err(|e| at.err("get-or-create positions", e))?;
-            }
-            Some(shards) => sharded::get_or_create_positions(
-                &tx,
-                shards,
-                &misses,
-                &mut position_ids,
-                &mut pending,
-                &mut stats,
-            )
-            .await
-            .map_err(|e| at.err("get-or-create positions on the shards", e))?,
-        },
-        Some(ids) => {
-            if file.explorer {
-                fresh.epoch = Fresh::epoch(&tx).await?;
-            }
-            fresh.ids = insert_new_positions(&tx, &misses, ids, &mut position_ids, &mut pending)
-                .await
-                .map_err(|e| at.err("copying new positions", e))?;
-            stats.positions_new = misses.len() as u64;
-        }
-    }
-    tx.commit()
-        .await
-        .map_err(|e| at.err("committing the positions", e))?;
-    let resolved = ResolvedBatch {
-        games: resolved_games,
-        position_ids,
-        fresh,
-        stats,
-        conflicts,
-    };
-    Ok((resolved, pending))
+        .collect()
+}
+
+/// What phase one has learnt of a batch's positions so far: the ids
+/// resolved, those to cache after commit, and the counts.
+pub(super) struct Found {
+    /// The id of every position resolved so far.
+    pub(super) position_ids: KeyMap<i64>,
+    /// The ids resolved in this transaction, to be cached after commit.
+    pub(super) pending: PendingIds,
+    /// The position counts.
+    pub(super) stats: BatchStats,
 }
 
 /// A batch's positions after the cache: ids known so far, and the rest.
@@ -225,77 +206,128 @@ pub(super) fn collect_positions<'a>(
     }
 }
 
-/// Incremental mode: staged `INSERT … ON CONFLICT DO NOTHING`, sorted so
-/// concurrent importers take row locks in the same order. New rows' ids
-/// come back from RETURNING; only the conflicting ones (rows that existed,
-/// or a concurrent importer just committed) need a second index probe.
-/// Returns the ids of the positions it created.
-pub(super) async fn get_or_create_positions<'a>(
+/// Incremental mode, over the unique index on `normalized_fen`, which
+/// carries `id` (migration 0017): the misses already stored are read from
+/// that index alone; the others are staged and inserted `ON CONFLICT DO
+/// NOTHING`, sorted, so that the insert walks every index of positions from
+/// left to right (one read per index page, not per position, once the
+/// database outgrows memory) and concurrent importers take row locks in the
+/// same order; those a concurrent importer committed in between are read
+/// back. Returns the ids of the positions it created.
+pub(super) async fn get_or_create_positions(
     tx: &Transaction<'_>,
-    misses: &[(PositionRow<'a>, PositionKey)],
-    position_ids: &mut KeyMap<i64>,
-    pending: &mut PendingIds,
-    stats: &mut BatchStats,
+    misses: &[(PositionRow<'_>, PositionKey)],
+    found: &mut Found,
 ) -> Result<HashSet<i64>, WriteError> {
+    let Found {
+        position_ids,
+        pending,
+        stats,
+    } = found;
     if misses.is_empty() {
         return Ok(HashSet::new());
     }
-    stage_positions(tx, misses).await?;
-    let inserted = tx
-        .query(
-            "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-             SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
-             FROM stage_positions ORDER BY normalized_fen
-             ON CONFLICT (normalized_fen) DO NOTHING
-             RETURNING id, normalized_fen",
-            &[],
-        )
-        .await?;
-    stats.positions_new = inserted.len() as u64;
-    stats.positions_reused += misses.len() as u64 - stats.positions_new;
-    let created: HashSet<i64> = inserted.iter().map(|row| row.get(0)).collect();
     let by_text: HashMap<&str, PositionKey, RandomState> = misses
         .iter()
         .map(|(row, key)| (row.normalized_fen, *key))
         .collect();
-    learn_ids(inserted, &by_text, position_ids, pending);
-    let existing: Vec<&str> = misses
+    let texts: Vec<&str> = misses.iter().map(|(row, _)| row.normalized_fen).collect();
+    learn_ids(
+        stored_ids(tx, &texts).await?,
+        &by_text,
+        position_ids,
+        pending,
+    );
+    let absent: Vec<&PositionRow<'_>> = misses
         .iter()
         .filter(|(_, key)| !position_ids.contains_key(key))
-        .map(|(row, _)| row.normalized_fen)
+        .map(|(row, _)| row)
         .collect();
-    if !existing.is_empty() {
-        let rows = tx
+    let mut created = HashSet::new();
+    if !absent.is_empty() {
+        stage_positions(tx, &absent).await?;
+        let inserted = tx
             .query(
-                "SELECT id, normalized_fen FROM positions WHERE normalized_fen = ANY($1)",
-                &[&existing],
+                "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+                 SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
+                 FROM stage_positions ORDER BY normalized_fen
+                 ON CONFLICT (normalized_fen) DO NOTHING
+                 RETURNING id, normalized_fen",
+                &[],
             )
             .await?;
-        learn_ids(rows, &by_text, position_ids, pending);
+        created = inserted.iter().map(|row| row.get(0)).collect();
+        learn_ids(inserted, &by_text, position_ids, pending);
+    }
+    stats.positions_new = created.len() as u64;
+    stats.positions_reused += misses.len() as u64 - stats.positions_new;
+    let raced: Vec<&str> = absent
+        .iter()
+        .map(|row| row.normalized_fen)
+        .filter(|fen| {
+            by_text
+                .get(fen)
+                .is_some_and(|key| !position_ids.contains_key(key))
+        })
+        .collect();
+    if !raced.is_empty() {
+        learn_ids(
+            stored_ids(tx, &raced).await?,
+            &by_text,
+            position_ids,
+            pending,
+        );
     }
     Ok(created)
 }
 
-/// `COPY`s the `misses` into `stage_positions` (emptied at commit), where
-/// both get-or-creates (one node, shards) insert them from.
+/// `(id, normalized_fen)` of the stored positions among `fens`, read from
+/// the unique index on `normalized_fen` alone (an index-only scan: the index
+/// carries `id`). The planner is told not to scan the table instead: for a
+/// batch of many positions it may estimate a sequential scan cheaper, which
+/// reads the whole table once the database outgrows memory, where the
+/// sorted index probes read each index page the batch needs once.
+async fn stored_ids(
+    tx: &Transaction<'_>,
+    fens: &[&str],
+) -> Result<Vec<tokio_postgres::Row>, WriteError> {
+    tx.batch_execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+        .await?;
+    let rows = tx
+        .query(
+            "SELECT id, normalized_fen FROM positions WHERE normalized_fen = ANY($1)",
+            &[&fens],
+        )
+        .await?;
+    tx.batch_execute("SET LOCAL enable_seqscan = on; SET LOCAL enable_bitmapscan = on")
+        .await?;
+    Ok(rows)
+}
+
+/// `COPY`s `rows` into `stage_positions` (emptied at commit), where both
+/// get-or-creates (one node, shards) insert them from.
 pub(super) async fn stage_positions(
     tx: &Transaction<'_>,
-    misses: &[(PositionRow<'_>, PositionKey)],
+    rows: &[&PositionRow<'_>],
 ) -> Result<(), WriteError> {
-    let staged: Vec<&PositionRow<'_>> = misses.iter().map(|(row, _)| row).collect();
-    copy_rows(tx, &PositionRow::copy_into("stage_positions"), &staged).await?;
+    copy_rows(tx, &PositionRow::copy_into("stage_positions"), rows).await?;
     Ok(())
 }
 
 /// Bulk mode: every miss is a new position with the next id, `COPY`ed
 /// straight into the (index-less) table. Returns their ids.
-async fn insert_new_positions<'a>(
+pub(super) async fn insert_new_positions(
     tx: &Transaction<'_>,
-    misses: &[(PositionRow<'a>, PositionKey)],
+    misses: &[(PositionRow<'_>, PositionKey)],
     ids: &mut IdSequence,
-    position_ids: &mut KeyMap<i64>,
-    pending: &mut PendingIds,
+    found: &mut Found,
 ) -> Result<HashSet<i64>, WriteError> {
+    found.stats.positions_new = misses.len() as u64;
+    let Found {
+        position_ids,
+        pending,
+        ..
+    } = found;
     if misses.is_empty() {
         return Ok(HashSet::new());
     }
@@ -331,4 +363,24 @@ pub(super) fn learn_ids(
             pending.push((key, id));
         }
     }
+}
+
+/// Merges the entries an incremental import appended to the pending list
+/// of positions' `fen_hash` index (a GIN index with `fastupdate`, migration
+/// 0017) into the index proper, sorted, so that lookups by `fen_hash` after
+/// the import do not scan that list. Returns how many index pages the merge
+/// removed from the list (0 when it was empty).
+///
+/// Why at the end of an import and not left to autovacuum: the list holds
+/// up to `gin_pending_list_limit` (16 MiB) of entries that every lookup by
+/// `fen_hash` reads in full until the next vacuum, which may be hours away
+/// on a server whose autovacuum is busy.
+pub async fn merge_pending_hash_entries(client: &Client) -> Result<i64, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT gin_clean_pending_list('positions_fen_hash_idx'::regclass)",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
 }

@@ -34,17 +34,11 @@ use super::{
     copy::{WriteError, copy_rows},
     existing::{Candidate, identity},
     layout::CapUpdate,
-    positions::{PendingIds, learn_ids, stage_positions},
+    positions::{Found, learn_ids, stage_positions},
     rows::{GameRow, MoveRow, PositionRow},
     to_i64,
 };
-use crate::{
-    ingest::{
-        dedup::{KeyMap, PositionKey},
-        writer::BatchStats,
-    },
-    store::shards::Shards,
-};
+use crate::{ingest::dedup::PositionKey, store::shards::Shards};
 
 /// A row of `game_keys`: who claimed an identity, and for which game id.
 #[derive(Debug, Clone, Copy)]
@@ -156,14 +150,18 @@ pub(super) async fn get_or_create_positions(
     tx: &Transaction<'_>,
     shards: Shards,
     misses: &[(PositionRow<'_>, PositionKey)],
-    position_ids: &mut KeyMap<i64>,
-    pending: &mut PendingIds,
-    stats: &mut BatchStats,
+    found: &mut Found,
 ) -> Result<(), WriteError> {
+    let Found {
+        position_ids,
+        pending,
+        stats,
+    } = found;
     if misses.is_empty() {
         return Ok(());
     }
-    stage_positions(tx, misses).await?;
+    let staged: Vec<&PositionRow<'_>> = misses.iter().map(|(row, _)| row).collect();
+    stage_positions(tx, &staged).await?;
     let inserted = tx
         .execute(
             &format!(

@@ -17,7 +17,7 @@ use super::{
     copy::{WriteError, copy_rows},
     games::{NewGame, game_row, insert_staged_games, move_rows, stage_games},
     players_events::{get_or_create_events, get_or_create_players},
-    positions::{Unresolved, collect_positions, get_or_create_positions},
+    positions::{Found, Unresolved, collect_positions, get_or_create_positions},
     rows::{GameRow, MoveRow},
     write_err,
 };
@@ -64,18 +64,27 @@ pub async fn prepare_game<'a>(
     let mut stats = BatchStats::default();
     // No cache: one game's positions are looked up in the database.
     let Unresolved {
-        mut position_ids,
+        position_ids,
         misses,
     } = collect_positions(
         std::iter::once((game, keys)),
         &mut PositionCache::new(0),
         &mut stats,
     );
-    let mut pending = PendingIds::new();
+    let mut found = Found {
+        position_ids,
+        pending: PendingIds::new(),
+        stats,
+    };
     let epoch = explorer::Fresh::epoch(tx).await?;
-    let created = get_or_create_positions(tx, &misses, &mut position_ids, &mut pending, &mut stats)
+    let created = get_or_create_positions(tx, &misses, &mut found)
         .await
         .map_err(err("get-or-create the positions"))?;
+    let Found {
+        position_ids,
+        stats,
+        ..
+    } = found;
     let new = NewGame {
         game,
         source,
