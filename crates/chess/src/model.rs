@@ -180,7 +180,7 @@ impl GameVariant {
 
     /// The variant whose `game_variant` label is exactly `label`, the
     /// inverse of [`GameVariant::as_db_label`]: rows read back are matched
-    /// exactly, not through the aliases [`GameVariant::from_str`] accepts
+    /// exactly, not through the aliases `GameVariant`'s `FromStr` accepts
     /// from people.
     pub fn from_db_label(label: &str) -> Option<GameVariant> {
         GameVariant::ALL
@@ -192,7 +192,7 @@ impl GameVariant {
 /// Every `Variant` tag value python-chess 1.11 reads (lowercase), and the
 /// variant it names: the one list of aliases, read exactly by
 /// [`GameVariant::from_tag`] (parity with python-chess) and loosely by
-/// [`GameVariant::from_str`] (names people type).
+/// `GameVariant`'s `FromStr` (names people type).
 const TAG_NAMES: &[(&str, GameVariant)] = &[
     ("chess960", GameVariant::Chess960),
     ("chess 960", GameVariant::Chess960),
@@ -244,7 +244,7 @@ const TAG_NAMES: &[(&str, GameVariant)] = &[
     ("3check", GameVariant::ThreeCheck),
 ];
 
-/// `name` as [`GameVariant::from_str`] compares it: lowercase, without the
+/// `name` as `GameVariant`'s `FromStr` compares it: lowercase, without the
 /// separators people write differently (`_`, `-`, spaces), so
 /// `king_of_the_hill`, `kingOfTheHill` and `King of the Hill` are one name.
 fn squashed(name: &str) -> String {

@@ -23,7 +23,7 @@
 //! them committed: a rolled-back id never enters the map.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     hash::{BuildHasherDefault, Hash, Hasher},
 };
 
@@ -78,6 +78,9 @@ impl Hasher for PassThrough {
 
 /// A hash map keyed by [`PositionKey`], hashing with the key's own bits.
 pub type KeyMap<V> = HashMap<PositionKey, V, BuildHasherDefault<PassThrough>>;
+
+/// A set of [`PositionKey`]s, hashing with the key's own bits.
+pub type KeySet = HashSet<PositionKey, BuildHasherDefault<PassThrough>>;
 
 type Generation = KeyMap<i64>;
 

@@ -23,7 +23,7 @@ pub struct Deleted {
 /// counters (if the database keeps them), all in one transaction. A game that does not exist is an
 /// [`Error::Request`]. Refused (a conflict) because of a bulk load, whose
 /// games are counted only at its finish; waits (calling `waiting` first)
-/// for the other holders of the import lock ([`lock_for_one_game`]).
+/// for the other holders of the import lock (`lock_for_one_game`).
 pub async fn delete_game(
     client: &mut Client,
     game: &GameRef,

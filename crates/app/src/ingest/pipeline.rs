@@ -57,7 +57,7 @@ pub struct PipelineConfig {
 /// inserts its new positions sorted, so each index page it touches is read
 /// once per batch; into a database 14x the server's memory, 10,000-game
 /// batches read 0.60 index pages per new position where 2,000-game ones
-/// read 0.96 (scripts/bench_growth.sh, issue 31). Two batches queued per
+/// read 0.96 (`scripts/bench_growth.sh`, issue 31). Two batches queued per
 /// stage keep the memory of the larger batches near what four 2,000-game
 /// ones took.
 impl Default for PipelineConfig {

@@ -3,9 +3,9 @@
 //! Lichess id, else the content digest), or named with `--replace`, it
 //! replaces the stored game, keeping its id. Everything in one
 //! transaction: the old game out of the explorer counters, its moves and
-//! row deleted (the delete path, [`remove_game`]), the new one's positions,
+//! row deleted (the delete path, `remove_game`), the new one's positions,
 //! players, event, row, moves and counters written (the writer's steps,
-//! [`prepare_game`]).
+//! `prepare_game`).
 //!
 //! The game is read by the import's own reader and replay
 //! ([`process_chunk`]), so a put game is stored exactly as importing the
@@ -97,7 +97,7 @@ pub struct Put {
 /// as it is changes nothing ([`PutOutcome::Unchanged`]). Refused (a
 /// conflict) because of a bulk load, and waits for the import lock
 /// otherwise (`waiting` is called first), as a delete does
-/// ([`lock_for_one_game`]).
+/// (`lock_for_one_game`).
 pub async fn put_game(
     client: &mut Client,
     game: &GameRecord,

@@ -484,7 +484,7 @@ pub async fn for_each(
     .await
 }
 
-/// [`for_each`] a batch at a time (up to [`BATCH`] games, in order), for
+/// [`for_each`] a batch at a time (up to `BATCH` games, in order), for
 /// callers that work on several games at once (export formats a batch in
 /// parallel). The next batch is read by another thread while `each` works
 /// on the current one, so the server's and the caller's work overlap:

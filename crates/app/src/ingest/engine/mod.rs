@@ -10,8 +10,8 @@
 //! Inputs are imported one at a time. For each: identify it by fingerprint,
 //! take an advisory lock on it (two cron runs never import one file at
 //! once), resume from its checkpoint, then stream batches through the parse
-//! pipeline into the writer's two phases: [`crate::ingest::writer::resolve_positions`]
-//! of batch N+1 on one connection while [`crate::ingest::writer::write_games`] of
+//! pipeline into the writer's two phases: `writer::resolve_positions`
+//! of batch N+1 on one connection while `writer::write_games` of
 //! batch N (with its checkpoint) runs on another.
 //! A lost connection is retried with backoff for a bounded time; a bad game
 //! is a reject, never an error; an interrupt finishes the batch in flight
@@ -20,7 +20,7 @@
 //! This file holds the run: its start, its inputs one by one, its end.
 //! An input's row in `import_files` is `checkpoint`'s, its batches through
 //! the two phases are `batches`'s, and the retry policy is
-//! [`crate::ingest::retry`]'s.
+//! `ingest::retry`'s.
 
 mod batches;
 mod checkpoint;

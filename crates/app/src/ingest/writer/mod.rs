@@ -197,7 +197,7 @@ pub async fn prepare_connection(client: &Client) -> Result<(), Error> {
 /// 64 MiB, and a merge sorts up to 64 MiB of them at once (`work_mem`), so
 /// each merge reads each index page once for many entries. Smaller, as the
 /// server's defaults (4 MiB each), a database 14x the server's memory read
-/// 0.72 index pages per new position in these merges (scripts/bench_growth.sh,
+/// 0.72 index pages per new position in these merges (`scripts/bench_growth.sh`,
 /// issue 31). Lookups by `fen_hash` scan the pending list until the import
 /// ends and merges it.
 const SESSION_SETTINGS: &str = "SET gin_pending_list_limit = '64MB'; SET work_mem = '64MB'";

@@ -21,7 +21,7 @@ use crate::{
     error::Error,
     explorer::Fresh,
     ingest::{
-        dedup::{KeyMap, PositionCache, PositionKey},
+        dedup::{KeyMap, KeySet, PositionCache, PositionKey},
         pipeline::Batch,
     },
 };
@@ -171,10 +171,10 @@ pub(super) fn collect_positions<'a>(
 ) -> Unresolved<'a> {
     let mut position_ids = KeyMap::default();
     let mut misses = Vec::new();
-    let mut missing = KeyMap::default();
+    let mut missing = KeySet::default();
     for (game, keys) in new_games {
         for ((fen, hash), &key) in game.positions.iter().zip(keys) {
-            if position_ids.contains_key(&key) || missing.contains_key(&key) {
+            if position_ids.contains_key(&key) || missing.contains(&key) {
                 stats.positions_reused += 1;
                 stats.positions_in_memory += 1;
                 continue;
@@ -185,7 +185,7 @@ pub(super) fn collect_positions<'a>(
                 position_ids.insert(key, id);
                 continue;
             }
-            missing.insert(key, ());
+            missing.insert(key);
             if let Some(parts) = split_normalized(fen) {
                 let row = PositionRow {
                     id: None,

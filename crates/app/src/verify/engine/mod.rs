@@ -56,7 +56,7 @@ pub struct Selection {
     /// At most this many rows, the lowest ids.
     pub limit: Option<u64>,
     /// Whether the tables are partitioned over shards, where PostgreSQL
-    /// ignores TABLESAMPLE (set by [`for_layout`], not by the options).
+    /// ignores TABLESAMPLE (set by `for_layout`, not by the options).
     pub sharded: bool,
 }
 
