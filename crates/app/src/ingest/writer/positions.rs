@@ -206,61 +206,87 @@ pub(super) fn collect_positions<'a>(
     }
 }
 
+/// Positions per round of [`get_or_create_positions`]: its lookup and its
+/// insert walk the same index pages, which stay in memory between the two
+/// when a round's key range is this small (about 3,000 pages of the unique
+/// index on `normalized_fen` at 60 bytes a key); for the whole batch at
+/// once, the insert read again what the lookup had read, once the index
+/// outgrew memory.
+const ROUND_POSITIONS: usize = 50_000;
+
 /// Incremental mode, over the unique index on `normalized_fen`, which
-/// carries `id` (migration 0017): the misses already stored are read from
-/// that index alone; the others are staged and inserted `ON CONFLICT DO
-/// NOTHING`, sorted, so that the insert walks every index of positions from
-/// left to right (one read per index page, not per position, once the
-/// database outgrows memory) and concurrent importers take row locks in the
-/// same order; those a concurrent importer committed in between are read
-/// back. Returns the ids of the positions it created.
+/// carries `id` (migration 0017), in rounds of consecutive keys (the misses
+/// sorted by `normalized_fen`, in [`ROUND_POSITIONS`]): in each, the misses
+/// already stored are read from that index alone; the others are staged
+/// and inserted `ON CONFLICT DO NOTHING`, sorted, so that the insert walks
+/// every index of positions from left to right (one read per index page,
+/// not per position, once the database outgrows memory) and concurrent
+/// importers take row locks in the same order; those a concurrent importer
+/// committed in between are read back. Returns the ids of the positions it
+/// created.
 pub(super) async fn get_or_create_positions(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'_>, PositionKey)],
     found: &mut Found,
 ) -> Result<HashSet<i64>, WriteError> {
+    let mut sorted: Vec<&(PositionRow<'_>, PositionKey)> = misses.iter().collect();
+    sorted.sort_unstable_by_key(|(row, _)| row.normalized_fen);
+    let mut created = HashSet::new();
+    for round in sorted.chunks(ROUND_POSITIONS) {
+        get_or_create_round(tx, round, found, &mut created).await?;
+    }
+    found.stats.positions_new = created.len() as u64;
+    found.stats.positions_reused += misses.len() as u64 - created.len() as u64;
+    Ok(created)
+}
+
+/// One round of [`get_or_create_positions`]: `round`'s positions looked up,
+/// the absent ones inserted (their ids added to `created`), the ones a
+/// concurrent importer inserted meanwhile read back.
+async fn get_or_create_round(
+    tx: &Transaction<'_>,
+    round: &[&(PositionRow<'_>, PositionKey)],
+    found: &mut Found,
+    created: &mut HashSet<i64>,
+) -> Result<(), WriteError> {
     let Found {
         position_ids,
         pending,
-        stats,
+        ..
     } = found;
-    if misses.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let by_text: HashMap<&str, PositionKey, RandomState> = misses
+    let by_text: HashMap<&str, PositionKey, RandomState> = round
         .iter()
         .map(|(row, key)| (row.normalized_fen, *key))
         .collect();
-    let texts: Vec<&str> = misses.iter().map(|(row, _)| row.normalized_fen).collect();
+    let texts: Vec<&str> = round.iter().map(|(row, _)| row.normalized_fen).collect();
     learn_ids(
         stored_ids(tx, &texts).await?,
         &by_text,
         position_ids,
         pending,
     );
-    let absent: Vec<&PositionRow<'_>> = misses
+    let absent: Vec<&PositionRow<'_>> = round
         .iter()
         .filter(|(_, key)| !position_ids.contains_key(key))
         .map(|(row, _)| row)
         .collect();
-    let mut created = HashSet::new();
-    if !absent.is_empty() {
-        stage_positions(tx, &absent).await?;
-        let inserted = tx
-            .query(
-                "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-                 SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
-                 FROM stage_positions ORDER BY normalized_fen
-                 ON CONFLICT (normalized_fen) DO NOTHING
-                 RETURNING id, normalized_fen",
-                &[],
-            )
-            .await?;
-        created = inserted.iter().map(|row| row.get(0)).collect();
-        learn_ids(inserted, &by_text, position_ids, pending);
+    if absent.is_empty() {
+        return Ok(());
     }
-    stats.positions_new = created.len() as u64;
-    stats.positions_reused += misses.len() as u64 - stats.positions_new;
+    tx.batch_execute("TRUNCATE stage_positions").await?;
+    stage_positions(tx, &absent).await?;
+    let inserted = tx
+        .query(
+            "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+             SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
+             FROM stage_positions ORDER BY normalized_fen
+             ON CONFLICT (normalized_fen) DO NOTHING
+             RETURNING id, normalized_fen",
+            &[],
+        )
+        .await?;
+    created.extend(inserted.iter().map(|row| row.get::<_, i64>(0)));
+    learn_ids(inserted, &by_text, position_ids, pending);
     let raced: Vec<&str> = absent
         .iter()
         .map(|row| row.normalized_fen)
@@ -278,7 +304,7 @@ pub(super) async fn get_or_create_positions(
             pending,
         );
     }
-    Ok(created)
+    Ok(())
 }
 
 /// `(id, normalized_fen)` of the stored positions among `fens`, read from
