@@ -265,36 +265,37 @@ async fn get_or_create_round(
         position_ids,
         pending,
     );
-    let absent: Vec<&PositionRow<'_>> = round
+    let absent: Vec<&(PositionRow<'_>, PositionKey)> = round
         .iter()
+        .copied()
         .filter(|(_, key)| !position_ids.contains_key(key))
-        .map(|(row, _)| row)
         .collect();
     if absent.is_empty() {
         return Ok(());
     }
+    let staged: Vec<&PositionRow<'_>> = absent.iter().map(|(row, _)| row).collect();
     tx.batch_execute("TRUNCATE stage_positions").await?;
-    stage_positions(tx, &absent).await?;
+    stage_positions(tx, &staged).await?;
     let inserted = tx
         .query(
-            "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-             SELECT normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant
-             FROM stage_positions ORDER BY normalized_fen
-             ON CONFLICT (normalized_fen) DO NOTHING
-             RETURNING id, normalized_fen",
+            &format!(
+                "INSERT INTO positions ({columns}) SELECT {columns}
+                 FROM stage_positions ORDER BY normalized_fen
+                 ON CONFLICT (normalized_fen) DO NOTHING
+                 RETURNING id, normalized_fen",
+                columns = PositionRow::columns_except(&["id"]),
+            ),
             &[],
         )
         .await?;
     created.extend(inserted.iter().map(|row| row.get::<_, i64>(0)));
     learn_ids(inserted, &by_text, position_ids, pending);
+    // What a concurrent importer committed between the lookup and the
+    // insert: absent then, not inserted by this one.
     let raced: Vec<&str> = absent
         .iter()
-        .map(|row| row.normalized_fen)
-        .filter(|fen| {
-            by_text
-                .get(fen)
-                .is_some_and(|key| !position_ids.contains_key(key))
-        })
+        .filter(|(_, key)| !position_ids.contains_key(key))
+        .map(|(row, _)| row.normalized_fen)
         .collect();
     if !raced.is_empty() {
         learn_ids(
@@ -312,7 +313,8 @@ async fn get_or_create_round(
 /// carries `id`). The planner is told not to scan the table instead: for a
 /// batch of many positions it may estimate a sequential scan cheaper, which
 /// reads the whole table once the database outgrows memory, where the
-/// sorted index probes read each index page the batch needs once.
+/// sorted index probes read each index page the batch needs once. The two
+/// settings return to the session's own values after the query.
 async fn stored_ids(
     tx: &Transaction<'_>,
     fens: &[&str],
@@ -325,7 +327,7 @@ async fn stored_ids(
             &[&fens],
         )
         .await?;
-    tx.batch_execute("SET LOCAL enable_seqscan = on; SET LOCAL enable_bitmapscan = on")
+    tx.batch_execute("RESET enable_seqscan; RESET enable_bitmapscan")
         .await?;
     Ok(rows)
 }

@@ -165,11 +165,11 @@ pub(super) async fn get_or_create_positions(
     let inserted = tx
         .execute(
             &format!(
-                "INSERT INTO positions (normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-                 SELECT s.normalized_fen, s.fen_hash, s.piece_placement, s.active_color, s.castling, s.en_passant
+                "INSERT INTO positions ({columns}) SELECT {columns}
                  FROM stage_positions s ORDER BY {}, s.normalized_fen
                  ON CONFLICT DO NOTHING",
-                shards.shard_of("positions", "s.fen_hash")
+                shards.shard_of("positions", "s.fen_hash"),
+                columns = PositionRow::columns_except(&["id"]),
             ),
             &[],
         )
