@@ -34,12 +34,13 @@
 //! It must not know about batches or games (that is `ingest`): it builds
 //! the layout and says which one a database has.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, sync::Arc};
 
-use tokio_postgres::{Client, GenericClient, config::Host};
+use tokio_postgres::{Client, GenericClient};
 
 use crate::{
-    db::{self, Target, db_err, redact_url},
+    conninfo::{Environment, param, parse_conninfo},
+    db::{self, Server, Target, db_err, redact_url},
     error::Error,
 };
 
@@ -179,43 +180,36 @@ struct ShardAddress {
 impl ShardAddress {
     fn parse(url: &str) -> Result<ShardAddress, Error> {
         let shown = redact_url(url);
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|_| Error::Config(format!("shard {shown}: not a valid connection string")))?;
-        let host = match config.get_hosts() {
-            [Host::Tcp(host)] => host.clone(),
-            [Host::Unix(dir)] => dir.to_string_lossy().into_owned(),
-            [] => {
+        let params = parse_conninfo(url).map_err(|why| {
+            Error::Config(format!(
+                "shard {shown}: not a valid connection string: {why}"
+            ))
+        })?;
+        let host = match param(&params, "host").map(|h| h.split(',').collect::<Vec<_>>()) {
+            None => {
                 return Err(Error::Config(format!(
                     "shard {shown}: name its host (the coordinator connects to it, not pgnload)"
                 )));
             }
-            _ => {
+            Some(hosts) if hosts.len() > 1 => {
                 return Err(Error::Config(format!(
                     "shard {shown}: one host per shard (a shard is one server)"
                 )));
             }
+            Some(hosts) => hosts.concat(),
         };
-        let port = match config.get_ports() {
-            [] => 5432,
-            [port] => *port,
-            _ => {
-                return Err(Error::Config(format!("shard {shown}: one port per shard")));
-            }
+        let port = match param(&params, "port") {
+            None | Some("") => 5432,
+            Some(port) => port.parse().map_err(|_| {
+                Error::Config(format!("shard {shown}: one port per shard, a number"))
+            })?,
         };
-        let password =
-            match config.get_password() {
-                None => None,
-                Some(bytes) => Some(String::from_utf8(bytes.to_vec()).map_err(|_| {
-                    Error::Config(format!("shard {shown}: the password is not UTF-8"))
-                })?),
-            };
         Ok(ShardAddress {
             host,
             port,
-            dbname: config.get_dbname().unwrap_or("postgres").to_owned(),
-            user: config.get_user().map(str::to_owned),
-            password,
+            dbname: param(&params, "dbname").unwrap_or("postgres").to_owned(),
+            user: param(&params, "user").map(str::to_owned),
+            password: param(&params, "password").map(str::to_owned),
             shown,
         })
     }
@@ -369,7 +363,8 @@ async fn prepare_shard(
     count: u32,
 ) -> Result<String, Error> {
     let name = format!("shard {shard} ({})", address.shown);
-    let mut database = db::connect(&Target::Url(url.to_owned())).await?;
+    let server = Server::new(Some(url.to_owned()), Environment::process());
+    let mut database = db::connect(&Target::Server(Arc::new(server))).await?;
     let client = &mut database.client;
     db::migrate(client).await?;
     if layout(&*client).await?.is_some() {
