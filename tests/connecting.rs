@@ -611,3 +611,59 @@ fn service_files(server: &TlsServer, home: &Path) {
         "status migrated the database the string named"
     );
 }
+
+/// Shards that accept TLS only: pgnload's own connections to them and the
+/// coordinator's `postgres_fdw` servers both use the TLS settings of each
+/// shard's connection string.
+#[test]
+fn shards_that_require_tls_are_reached_over_tls() {
+    let shards = [TlsServer::start("shard1"), TlsServer::start("shard2")];
+    let urls: Vec<String> = shards
+        .iter()
+        .map(|server| {
+            server.url(
+                "localhost",
+                "chess",
+                &format!("sslmode=verify-full&sslrootcert={}", server.cert("ca.crt")),
+            )
+        })
+        .collect();
+    let coordinator = crate::common::fresh_db("tls_coordinator");
+    let out = run({
+        let mut c = coordinator.pgnload();
+        c.args(["-q", "db", "migrate", "--shards", &urls.join(",")]);
+        c
+    });
+    assert_success(&out, "db migrate --shards");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!said.contains(PASSWORD), "{said}");
+    coordinator.quiet_ok(&[
+        "import",
+        &data("kasparov-deep-blue-1997.pgn").to_string_lossy(),
+    ]);
+    let games = coordinator.quiet_ok(&["games", "--format", "json"]);
+    assert_eq!(games.lines().count(), 6, "{games}");
+    let stored: Vec<String> = shards
+        .iter()
+        .map(|server| server.admin("chess", "SELECT count(*) FROM games"))
+        .collect();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|n| n.parse::<u32>().expect("a count"))
+            .sum::<u32>(),
+        6,
+        "{stored:?}"
+    );
+    assert_eq!(
+        coordinator.psql(
+            "SELECT count(*) FROM pg_foreign_server \
+             WHERE 'sslmode=verify-full' = ANY (srvoptions)"
+        ),
+        "2"
+    );
+}

@@ -109,9 +109,9 @@ fn embedded(settings: &Settings) -> Result<EmbeddedCluster, Error> {
     match settings.target() {
         Target::Embedded(dir) => Ok(EmbeddedCluster::new(dir)?),
         Target::Server(_) => Err(Error::Config(
-            "this command manages the embedded cluster; unset --database-url / DATABASE_URL \
-             and the PG* variables that name a server (PGHOST, PGPORT, PGDATABASE, PGUSER, \
-             PGSERVICE...)"
+            "this command manages the embedded cluster; unset --database-url / DATABASE_URL, \
+             or give --data-dir (the PG* variables PGHOST, PGPORT, PGDATABASE, PGUSER, \
+             PGSERVICE... name a server otherwise)"
                 .into(),
         )),
     }

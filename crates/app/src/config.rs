@@ -287,12 +287,16 @@ impl Settings {
             "at most one day of reconnecting",
         )?;
         let database_url = cli.database_url.or(file.database_url);
-        let data_dir = cli
-            .data_dir
-            .or(file.data_dir)
+        let explicit_dir = cli.data_dir.or(file.data_dir);
+        let data_dir = explicit_dir
+            .clone()
             .unwrap_or_else(|| PathBuf::from("./pgnload-data"));
         Ok(Settings {
-            target: crate::store::db::Target::choose(database_url.clone(), data_dir.clone()),
+            target: crate::store::db::Target::choose(
+                database_url.clone(),
+                data_dir.clone(),
+                explicit_dir.is_some(),
+            ),
             database_url,
             data_dir,
             threads,

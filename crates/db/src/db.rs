@@ -148,20 +148,31 @@ pub enum Target {
 
 impl Target {
     /// `--database-url` (else `DATABASE_URL`, else the config file's
-    /// `database_url`), else the server the `PG*` variables name (any of
-    /// [`crate::conninfo::SERVER_VARIABLES`] set), else the embedded cluster in `data_dir`,
-    /// made absolute: every message then names the directory meant (a
-    /// relative default resolves against the working directory, cron's is
-    /// the home directory).
-    pub fn choose(url: Option<String>, data_dir: PathBuf) -> Target {
-        Self::choose_in(url, data_dir, Environment::process())
+    /// `database_url`); else the embedded cluster in `data_dir` when a data
+    /// directory was given (`--data-dir`, `PGNLOAD_DATA_DIR`, the config
+    /// file: `explicit_dir`), since pgnload's own setting outranks libpq's
+    /// general ones; else the server the `PG*` variables name (any of
+    /// [`crate::conninfo::SERVER_VARIABLES`] set); else the embedded
+    /// cluster in the default `data_dir`. The data directory is made
+    /// absolute: every message then names the directory meant (a relative
+    /// default resolves against the working directory, cron's is the home
+    /// directory).
+    pub fn choose(url: Option<String>, data_dir: PathBuf, explicit_dir: bool) -> Target {
+        Self::choose_in(url, data_dir, explicit_dir, Environment::process())
     }
 
     /// [`Target::choose`] in the environment `env`.
-    pub fn choose_in(url: Option<String>, data_dir: PathBuf, env: Environment) -> Target {
+    pub fn choose_in(
+        url: Option<String>,
+        data_dir: PathBuf,
+        explicit_dir: bool,
+        env: Environment,
+    ) -> Target {
         match url.filter(|u| !u.trim().is_empty()) {
             Some(url) => Target::Server(Arc::new(Server::new(Some(url), env))),
-            None if env.names_a_server() => Target::Server(Arc::new(Server::new(None, env))),
+            None if !explicit_dir && env.names_a_server() => {
+                Target::Server(Arc::new(Server::new(None, env)))
+            }
             None => Target::Embedded(std::path::absolute(&data_dir).unwrap_or(data_dir)),
         }
     }
@@ -721,6 +732,42 @@ mod tests {
             redact_url("postgres://alice:x@host/db"),
             "postgres://alice:***@host/db"
         );
+    }
+
+    /// Issue 28: which variables mean "a server of my own", and what
+    /// outranks them.
+    #[test]
+    fn the_target_is_the_url_a_data_dir_the_pg_variables_or_the_default() {
+        let env = |vars: &[(&str, &str)]| {
+            Environment::new(
+                vars.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                None,
+            )
+        };
+        let server = [("PGHOST", "db.example")];
+        let choose = |url: Option<&str>, explicit, vars: &[(&str, &str)]| {
+            Target::choose_in(url.map(str::to_owned), "d".into(), explicit, env(vars))
+        };
+        assert!(matches!(
+            choose(Some("host=x"), true, &server),
+            Target::Server(_)
+        ));
+        assert!(matches!(choose(None, false, &server), Target::Server(_)));
+        assert!(matches!(choose(None, true, &server), Target::Embedded(_)));
+        assert!(matches!(
+            choose(
+                None,
+                false,
+                &[("PGPASSWORD", "x"), ("PGSSLMODE", "require")]
+            ),
+            Target::Embedded(_)
+        ));
+        assert!(matches!(
+            choose(Some("  "), false, &[]),
+            Target::Embedded(_)
+        ));
     }
 
     #[test]

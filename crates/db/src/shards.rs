@@ -173,6 +173,11 @@ struct ShardAddress {
     dbname: String,
     user: Option<String>,
     password: Option<String>,
+    /// TLS parameters as the string gives them (`sslmode`, `sslrootcert`,
+    /// `sslcert`, `sslkey`): the coordinator's `postgres_fdw` server gets
+    /// them, so that it reaches the shard as pgnload does (file paths are
+    /// then the coordinator's).
+    tls: Vec<(String, String)>,
     /// The connection string with any password hidden, for messages.
     shown: String,
 }
@@ -210,10 +215,18 @@ impl ShardAddress {
             dbname: param(&params, "dbname").unwrap_or("postgres").to_owned(),
             user: param(&params, "user").map(str::to_owned),
             password: param(&params, "password").map(str::to_owned),
+            tls: params
+                .iter()
+                .filter(|(key, _)| TLS_OPTIONS.contains(&key.as_str()))
+                .cloned()
+                .collect(),
             shown,
         })
     }
 }
+
+/// The libpq TLS parameters a shard's `postgres_fdw` server is given.
+const TLS_OPTIONS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// What [`shard_out`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -572,6 +585,20 @@ async fn create_servers(
             "creating server {server} ({})",
             address.shown
         )))?;
+        for (option, value) in &address.tls {
+            let ddl: String = tx
+                .query_one(
+                    "SELECT format('ALTER SERVER %I OPTIONS (ADD %I %L)', $1::text, $2::text, $3::text)",
+                    &[&server, option, value],
+                )
+                .await
+                .map_err(db_err("writing the servers' DDL"))?
+                .get(0);
+            tx.batch_execute(&ddl).await.map_err(db_err(format!(
+                "setting {option} of server {server} ({})",
+                address.shown
+            )))?;
+        }
         create_user_mapping(tx, &server, address).await?;
     }
     Ok(())
@@ -649,8 +676,17 @@ mod tests {
         assert_eq!(a.user.as_deref(), Some("alice"));
         assert_eq!(a.password.as_deref(), Some("s3cret"));
         assert!(!a.shown.contains("s3cret"), "{}", a.shown);
+        assert!(a.tls.is_empty());
         let b = ShardAddress::parse("host=/tmp/s port=5433 dbname=x").unwrap();
         assert_eq!((b.host.as_str(), b.port), ("/tmp/s", 5433));
+        let tls = ShardAddress::parse("host=h sslmode=verify-full sslrootcert=/ca.crt").unwrap();
+        assert_eq!(
+            tls.tls,
+            [
+                ("sslmode".to_owned(), "verify-full".to_owned()),
+                ("sslrootcert".to_owned(), "/ca.crt".to_owned())
+            ]
+        );
         let none = ShardAddress::parse("dbname=x").unwrap_err().to_string();
         assert!(none.contains("name its host"), "{none}");
         let two = ShardAddress::parse("postgresql://h1,h2/x")

@@ -132,6 +132,7 @@ mod tests {
         let target = Target::choose_in(
             Some("postgres://alice:s3:cr\\et@db.example:6543/chess?application_name=x'y".into()),
             PathBuf::new(),
+            false,
             crate::conninfo::Environment::default(),
         );
         let link = Link::new(&target).expect("a valid URL");

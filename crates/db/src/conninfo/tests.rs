@@ -156,3 +156,29 @@ fn only_server_variables_mean_a_server_of_ones_own() {
         assert!(env(&[(var, "x")], home.path()).names_a_server(), "{var}");
     }
 }
+
+#[test]
+fn the_driver_gets_every_value_as_given() {
+    let home = tempfile::tempdir().expect("tmp");
+    let settings = ConnectionSettings::resolve(
+        Some(
+            r"host=db,db2 port=1,2 dbname='it\'s a \\ db' user=al password='p w' connect_timeout=7",
+        ),
+        &env(&[], home.path()),
+    )
+    .expect("resolves");
+    let driver = &settings.driver;
+    assert_eq!(driver.get_dbname(), Some(r"it's a \ db"));
+    assert_eq!(driver.get_ports(), [1, 2]);
+    assert_eq!(driver.get_hosts().len(), 2);
+    assert_eq!(driver.get_password(), Some(&b"p w"[..]));
+    assert_eq!(driver.get_application_name(), Some("pgnload"));
+    assert_eq!(
+        driver.get_connect_timeout(),
+        Some(&std::time::Duration::from_secs(7))
+    );
+    assert_eq!(
+        settings.tool_conninfo(),
+        r"host='db,db2' port='1,2' dbname='it\'s a \\ db' user='al' connect_timeout='7' application_name='pgnload' sslmode='prefer'"
+    );
+}
