@@ -309,7 +309,13 @@ fn password(params: &Params, env: &Environment, warnings: &mut Vec<String>) -> O
             .unwrap_or("")
             .to_owned()
     };
+    // libpq matches the host name, else the address, and a Unix socket
+    // as `localhost`.
     let host = match first("host") {
+        h if h.is_empty() => first("hostaddr"),
+        h => h,
+    };
+    let host = match host {
         h if h.is_empty() || h.starts_with('/') || h.starts_with('@') => "localhost".to_owned(),
         h => h,
     };
@@ -400,7 +406,10 @@ fn resolve_tls(params: &Params, env: &Environment) -> Result<TlsSettings, String
         .or_else(|| env.in_home(".postgresql/postgresql.key"));
     let client = match (cert.filter(|c| c.is_file()), key) {
         (None, _) => None,
-        (Some(cert), Some(key)) if key.is_file() => Some((cert, key)),
+        (Some(cert), Some(key)) if key.is_file() => {
+            check_key_access(&key)?;
+            Some((cert, key))
+        }
         (Some(cert), key) => {
             return Err(format!(
                 "client certificate \"{}\" is there, but not its private key file{}",
@@ -411,6 +420,25 @@ fn resolve_tls(params: &Params, env: &Environment) -> Result<TlsSettings, String
         }
     };
     Ok(TlsSettings { mode, root, client })
+}
+
+/// libpq's rule for a client key: readable by its owner only (0600), or,
+/// owned by root, by root's group too (0640). `pg_dump` would refuse any
+/// other, so pgnload does too, with libpq's reason.
+fn check_key_access(key: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(key)
+        .map_err(|e| format!("private key file \"{}\": {e}", key.display()))?;
+    let allowed = if meta.uid() == 0 { 0o037 } else { 0o077 };
+    if meta.mode() & allowed != 0 {
+        return Err(format!(
+            "private key file \"{}\" has group or world access; it must have permissions \
+             u=rw (0600) or less if owned by its user, or u=rw,g=r (0640) or less if owned by \
+             root",
+            key.display()
+        ));
+    }
+    Ok(())
 }
 
 /// `key='value'` pairs, quoted and escaped as libpq reads them.

@@ -125,6 +125,22 @@ fn tls_follows_libpq_rules() {
     assert_eq!(unix.tls.mode, SslMode::Disable, "no TLS over Unix sockets");
     let weak = resolve(&[], "host=db sslrootcert=system sslmode=require").expect_err("weak");
     assert!(matches!(weak, ResolveError::Settings(_)), "{weak:?}");
+    let (cert, key) = (home.path().join("c.crt"), home.path().join("c.key"));
+    write(&cert, 0o644, "certificate");
+    write(&key, 0o604, "key");
+    let client = format!(
+        "host=db sslcert={} sslkey={}",
+        cert.display(),
+        key.display()
+    );
+    let open = resolve(&[], &client).expect_err("a key others may read");
+    assert!(
+        matches!(&open, ResolveError::Settings(why) if why.contains("0600")),
+        "{open:?}"
+    );
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let private = resolve(&[], &client).expect("a private key");
+    assert_eq!(private.tls.client, Some((cert, key)));
     let bad = resolve(&[], "host=db sslmode=verify").expect_err("invalid mode");
     assert!(matches!(&bad, ResolveError::Settings(why) if why.contains("verify-full")));
 }
