@@ -47,8 +47,11 @@ pub struct GlobalArgs {
     /// TOML config file (every key is documented in config/pgnload.toml).
     #[arg(long, global = true, env = "PGNLOAD_CONFIG")]
     pub config: Option<PathBuf>,
-    /// PostgreSQL connection string; without one, pgnload runs its own
-    /// cluster in --data-dir.
+    /// PostgreSQL connection string, URL or key=value, read as libpq reads
+    /// it (sslmode, sslrootcert, service, ~/.pgpass, PG* variables...).
+    /// Without one: the server the PG* variables name (PGHOST, PGPORT,
+    /// PGDATABASE, PGUSER, PGSERVICE...) unless --data-dir is given, else
+    /// pgnload's own cluster in --data-dir.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Data directory of the embedded cluster [default: ./pgnload-data].

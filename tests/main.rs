@@ -7,6 +7,7 @@ mod accounting;
 mod backup;
 mod bulk;
 mod common;
+mod connecting;
 mod crash;
 mod embedded;
 mod exchange;

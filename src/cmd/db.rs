@@ -108,8 +108,11 @@ pub struct RestoreArgs {
 fn embedded(settings: &Settings) -> Result<EmbeddedCluster, Error> {
     match settings.target() {
         Target::Embedded(dir) => Ok(EmbeddedCluster::new(dir)?),
-        Target::Url(_) => Err(Error::Config(
-            "this command manages the embedded cluster; unset --database-url / DATABASE_URL".into(),
+        Target::Server(_) => Err(Error::Config(
+            "this command manages the embedded cluster; unset --database-url / DATABASE_URL, \
+             or give --data-dir (the PG* variables PGHOST, PGPORT, PGDATABASE, PGUSER, \
+             PGSERVICE... name a server otherwise)"
+                .into(),
         )),
     }
 }

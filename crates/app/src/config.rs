@@ -6,7 +6,9 @@
 //! `config/pgnload.toml`; unknown keys are an error.
 //!
 //! It must not connect to anything nor read files other than the config
-//! file: the settings are whole before any command starts.
+//! file: the settings are whole before any command starts. (Which server
+//! is meant also depends on the `PG*` variables, read here; the libpq files
+//! they may name are read at the first connection.)
 
 use std::{
     num::NonZeroUsize,
@@ -131,6 +133,10 @@ pub struct Settings {
     pub mode: LoadMode,
     /// Which games an import keeps.
     pub scope: Scope,
+    /// Where the database is, chosen once from `database_url`, the `PG*`
+    /// variables and `data_dir`; a server's settings are resolved (its
+    /// files read) on first use, once for the whole run.
+    target: crate::store::db::Target,
 }
 
 /// Values given on the command line or in the environment (clap merges
@@ -280,12 +286,19 @@ impl Settings {
             &origin(None, "import.retry_seconds"),
             "at most one day of reconnecting",
         )?;
+        let database_url = cli.database_url.or(file.database_url);
+        let explicit_dir = cli.data_dir.or(file.data_dir);
+        let data_dir = explicit_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./pgnload-data"));
         Ok(Settings {
-            database_url: cli.database_url.or(file.database_url),
-            data_dir: cli
-                .data_dir
-                .or(file.data_dir)
-                .unwrap_or_else(|| PathBuf::from("./pgnload-data")),
+            target: crate::store::db::Target::choose(
+                database_url.clone(),
+                data_dir.clone(),
+                explicit_dir.is_some(),
+            ),
+            database_url,
+            data_dir,
             threads,
             pipeline,
             source: storable_source(cli.source.or(file.import.source))?,
@@ -299,7 +312,7 @@ impl Settings {
 
     /// Where the database is.
     pub fn target(&self) -> crate::store::db::Target {
-        crate::store::db::Target::choose(self.database_url.clone(), self.data_dir.clone())
+        self.target.clone()
     }
 }
 

@@ -12,11 +12,17 @@
 //! It must not let a password out: every connection error and description
 //! of a database goes through the redaction here.
 
-use std::{collections::HashMap, path::PathBuf, time::Duration};
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Socket, tls::MakeTlsConnect};
 
 use crate::{
+    conninfo::{ConnectionSettings, Environment, ResolveError, tls::SslMode},
     embedded::{EmbeddedCluster, SessionGuard},
     error::Error,
 };
@@ -132,20 +138,41 @@ const MIGRATION_LOCK: i64 = 0x7067_6e6c_6f61_6401;
 /// Where the database is.
 #[derive(Debug, Clone)]
 pub enum Target {
-    /// A server named by a connection string (URL or key=value form).
-    Url(String),
+    /// A server of the user's, named by a connection string (URL or
+    /// key=value form), a service, the `PG*` variables, or all of them,
+    /// resolved as libpq resolves them ([`crate::conninfo`]).
+    Server(Arc<Server>),
     /// pgnload's own cluster in this data directory.
     Embedded(PathBuf),
 }
 
 impl Target {
-    /// `--database-url`, else `DATABASE_URL`, else the embedded cluster in
-    /// `data_dir`, made absolute: every message then names the directory
-    /// meant (a relative default resolves against the working directory,
-    /// cron's is the home directory).
-    pub fn choose(url: Option<String>, data_dir: PathBuf) -> Target {
+    /// `--database-url` (else `DATABASE_URL`, else the config file's
+    /// `database_url`); else the embedded cluster in `data_dir` when a data
+    /// directory was given (`--data-dir`, `PGNLOAD_DATA_DIR`, the config
+    /// file: `explicit_dir`), since pgnload's own setting outranks libpq's
+    /// general ones; else the server the `PG*` variables name (any of
+    /// [`crate::conninfo::SERVER_VARIABLES`] set); else the embedded
+    /// cluster in the default `data_dir`. The data directory is made
+    /// absolute: every message then names the directory meant (a relative
+    /// default resolves against the working directory, cron's is the home
+    /// directory).
+    pub fn choose(url: Option<String>, data_dir: PathBuf, explicit_dir: bool) -> Target {
+        Self::choose_in(url, data_dir, explicit_dir, Environment::process())
+    }
+
+    /// [`Target::choose`] in the environment `env`.
+    pub fn choose_in(
+        url: Option<String>,
+        data_dir: PathBuf,
+        explicit_dir: bool,
+        env: Environment,
+    ) -> Target {
         match url.filter(|u| !u.trim().is_empty()) {
-            Some(url) => Target::Url(url),
+            Some(url) => Target::Server(Arc::new(Server::new(Some(url), env))),
+            None if !explicit_dir && env.names_a_server() => {
+                Target::Server(Arc::new(Server::new(None, env)))
+            }
             None => Target::Embedded(std::path::absolute(&data_dir).unwrap_or(data_dir)),
         }
     }
@@ -153,8 +180,72 @@ impl Target {
     /// A description safe to print (no password).
     pub fn describe(&self) -> String {
         match self {
-            Target::Url(url) => redact_url(url),
+            Target::Server(server) => server.describe(),
             Target::Embedded(dir) => format!("embedded cluster in {}", dir.display()),
+        }
+    }
+}
+
+/// A server of the user's: what names it, and its settings, resolved on
+/// first use and kept, so that the files are read and their warnings
+/// printed once per run however many connections it opens.
+pub struct Server {
+    conninfo: Option<String>,
+    env: Environment,
+    resolved: OnceLock<Result<ConnectionSettings, ResolveError>>,
+}
+
+/// Shows only the redacted description.
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Server({})", self.describe())
+    }
+}
+
+impl Server {
+    /// The server `conninfo` names (none: the environment alone) in `env`.
+    pub fn new(conninfo: Option<String>, env: Environment) -> Server {
+        Server {
+            conninfo,
+            env,
+            resolved: OnceLock::new(),
+        }
+    }
+
+    /// Its settings, resolved at the first call; a warning (a password file
+    /// others may read) is printed then, once.
+    pub fn settings(&self) -> Result<&ConnectionSettings, Error> {
+        let resolved = self.resolved.get_or_init(|| {
+            let resolved = ConnectionSettings::resolve(self.conninfo.as_deref(), &self.env);
+            if let Ok(settings) = &resolved {
+                for warning in &settings.warnings {
+                    stderr_line!("pgnload: warning: {warning}");
+                }
+            }
+            resolved
+        });
+        resolved.as_ref().map_err(|e| {
+            let shown = self.shown();
+            Error::Config(match e {
+                ResolveError::Syntax(why) => format!("invalid connection string {shown}: {why}"),
+                ResolveError::Settings(why) => format!("connecting to {shown}: {why}"),
+            })
+        })
+    }
+
+    /// The redacted connection string, or what names the server.
+    fn shown(&self) -> String {
+        match &self.conninfo {
+            Some(text) => redact_url(text),
+            None => "the server the PG* environment variables name".to_owned(),
+        }
+    }
+
+    /// Its description: the resolved one, else what names it.
+    pub fn describe(&self) -> String {
+        match self.resolved.get() {
+            Some(Ok(settings)) => settings.description.clone(),
+            _ => self.shown(),
         }
     }
 }
@@ -182,7 +273,7 @@ pub fn redact_url(url: &str) -> String {
 
 /// The driver's reason for rejecting a connection string, without the
 /// character it quotes after "but got" (it may be a password's first one).
-fn driver_message(e: &tokio_postgres::Error) -> String {
+pub(crate) fn driver_message(e: &tokio_postgres::Error) -> String {
     let text = std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
     match text.find(" but got") {
         Some(cut) => text[..cut].to_owned(),
@@ -191,7 +282,7 @@ fn driver_message(e: &tokio_postgres::Error) -> String {
 }
 
 /// Whether a parameter name may hold a secret. Deliberately broad.
-fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     ["pass", "pwd", "secret", "token"]
         .iter()
@@ -269,15 +360,19 @@ fn redact_key_values(s: &str) -> String {
         let key = &s[key_start..key_end];
         let eq = skip_ws(key_end);
         if bytes.get(eq) != Some(&b'=') {
-            // Not key=value here.
-            if is_secret_key(key) {
-                out.push_str(key);
+            // Not key=value here. A word that still looks secret once a
+            // `user:secret@` in it is hidden is shown only if it is a plain
+            // name (`password`): `secretpw@host` is a password.
+            let key = redact_userinfo(key);
+            if is_secret_key(&key) {
+                let plain = key.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_');
+                out.push_str(if plain { &key } else { "***" });
                 if !s[key_end..].trim().is_empty() {
                     out.push_str(" ***");
                 }
                 return out;
             }
-            out.push_str(&redact_userinfo(key));
+            out.push_str(&key);
             i = key_end;
             continue;
         }
@@ -332,23 +427,11 @@ impl Database {
 /// Connects to `target`, starting the embedded cluster if needed. Must run
 /// inside a tokio runtime (the connection task is spawned on it).
 pub async fn connect(target: &Target) -> Result<Database, Error> {
-    let (config, session, description) = match target {
-        Target::Url(url) => {
-            // The driver's message may quote part of the string (an unknown
-            // "option" can be `user:secret@host`): it is redacted too.
-            let mut config: tokio_postgres::Config =
-                url.parse().map_err(|e: tokio_postgres::Error| {
-                    Error::Config(format!(
-                        "invalid connection string {}: {}",
-                        redact_url(url),
-                        redact_url(&driver_message(&e))
-                    ))
-                })?;
-            if config.get_application_name().is_none() {
-                // Lets operators find (and tests terminate) pgnload's sessions.
-                config.application_name("pgnload");
-            }
-            (config, None, redact_url(url))
+    let (client, connection, session, description) = match target {
+        Target::Server(server) => {
+            let settings = server.settings()?;
+            let (client, connection) = open_server(settings).await?;
+            (client, connection, None, settings.description.clone())
         }
         Target::Embedded(dir) => {
             let dir = dir.clone();
@@ -359,39 +442,86 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
             })
             .await
             .map_err(|e| Error::bug_from("starting the embedded cluster", e))??;
-            (config, Some(session), target.describe())
+            let description = target.describe();
+            let (client, connection) = open(&config, NoTls)
+                .await
+                .map_err(db_err(format!("connecting to {description}")))?;
+            (client, connection, Some(session), description)
         }
     };
-    // Every session commits synchronously, whatever the server's default
-    // (the embedded cluster's is off): the importer acts on what a commit
-    // acknowledged — position ids go into the dedup map, a batch's games
-    // into the run's counts, a bulk load's dropped indexes into its record —
-    // so an acknowledged commit must survive a server crash. It costs one
-    // WAL flush per phase of a batch of thousands of games.
-    let mut client_config = config.clone();
-    let options = match client_config.get_options() {
-        Some(own) if !own.trim().is_empty() => format!("{own} -c synchronous_commit=on"),
-        _ => "-c synchronous_commit=on".to_owned(),
-    };
-    client_config.options(&options);
-    let (client, connection) =
-        client_config
-            .connect(NoTls)
-            .await
-            .map_err(|cause| Error::Database {
-                context: format!("connecting to {description}"),
-                cause,
-            })?;
-    let connection = tokio::spawn(async move {
-        // Errors surface on the client's next call; nothing to do here.
-        let _ = connection.await;
-    });
     Ok(Database {
         client,
         description,
         connection,
         session,
     })
+}
+
+/// Connects to a server of the user's with its TLS settings: `allow`
+/// tries without TLS first and, if the server refuses that, with TLS, as
+/// libpq does. A failure says which TLS settings were used, so that a
+/// certificate refused reads as such.
+async fn open_server(
+    settings: &ConnectionSettings,
+) -> Result<(Client, tokio::task::JoinHandle<()>), Error> {
+    let tls = &settings.tls;
+    let failed = |cause| Error::Database {
+        context: match tls.mode {
+            SslMode::Disable => format!("connecting to {}", settings.description),
+            _ => format!(
+                "connecting to {} ({})",
+                settings.description,
+                tls.describe()
+            ),
+        },
+        cause,
+    };
+    if tls.mode == SslMode::Disable {
+        return open(&settings.driver, NoTls).await.map_err(failed);
+    }
+    let connector = tls
+        .connector()
+        .map_err(|why| Error::Config(format!("connecting to {}: {why}", settings.description)))?;
+    if tls.mode != SslMode::Allow {
+        return open(&settings.driver, connector).await.map_err(failed);
+    }
+    match open(&settings.driver, NoTls).await {
+        Err(refused) if refused.as_db_error().is_some() => {
+            let mut with_tls = settings.driver.clone();
+            with_tls.ssl_mode(tokio_postgres::config::SslMode::Require);
+            open(&with_tls, connector).await.map_err(failed)
+        }
+        other => other.map_err(failed),
+    }
+}
+
+/// Opens one connection with `config` and spawns its task. Every session
+/// commits synchronously, whatever the server's default (the embedded
+/// cluster's is off): the importer acts on what a commit acknowledged —
+/// position ids go into the dedup map, a batch's games into the run's
+/// counts, a bulk load's dropped indexes into its record — so an
+/// acknowledged commit must survive a server crash. It costs one WAL flush
+/// per phase of a batch of thousands of games.
+async fn open<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let mut config = config.clone();
+    let options = match config.get_options() {
+        Some(own) if !own.trim().is_empty() => format!("{own} -c synchronous_commit=on"),
+        _ => "-c synchronous_commit=on".to_owned(),
+    };
+    config.options(&options);
+    let (client, connection) = config.connect(tls).await?;
+    let connection = tokio::spawn(async move {
+        // Errors surface on the client's next call; nothing to do here.
+        let _ = connection.await;
+    });
+    Ok((client, connection))
 }
 
 /// Wraps a driver error with what pgnload was doing.
@@ -572,6 +702,11 @@ mod tests {
             ("unknown option `alice:hunter2@host`", "hunter2"),
             ("host=db password=\\é'hunter2 x=\\", "hunter2"),
             ("host=db password='é\\", "é"),
+            // Issue 28: a typo in the scheme, with a password that looks
+            // secret.
+            ("postgres//chess:secretpw@127.0.0.1:55100/chess", "secretpw"),
+            ("postgres//chess:hunter2@h/db", "hunter2"),
+            ("secretpw@host", "secretpw"),
         ] {
             let shown = redact_url(url);
             assert!(!shown.contains(hidden), "{url} → {shown}");
@@ -597,6 +732,42 @@ mod tests {
             redact_url("postgres://alice:x@host/db"),
             "postgres://alice:***@host/db"
         );
+    }
+
+    /// Issue 28: which variables mean "a server of my own", and what
+    /// outranks them.
+    #[test]
+    fn the_target_is_the_url_a_data_dir_the_pg_variables_or_the_default() {
+        let env = |vars: &[(&str, &str)]| {
+            Environment::new(
+                vars.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                None,
+            )
+        };
+        let server = [("PGHOST", "db.example")];
+        let choose = |url: Option<&str>, explicit, vars: &[(&str, &str)]| {
+            Target::choose_in(url.map(str::to_owned), "d".into(), explicit, env(vars))
+        };
+        assert!(matches!(
+            choose(Some("host=x"), true, &server),
+            Target::Server(_)
+        ));
+        assert!(matches!(choose(None, false, &server), Target::Server(_)));
+        assert!(matches!(choose(None, true, &server), Target::Embedded(_)));
+        assert!(matches!(
+            choose(
+                None,
+                false,
+                &[("PGPASSWORD", "x"), ("PGSSLMODE", "require")]
+            ),
+            Target::Embedded(_)
+        ));
+        assert!(matches!(
+            choose(Some("  "), false, &[]),
+            Target::Embedded(_)
+        ));
     }
 
     #[test]

@@ -24,6 +24,7 @@ macro_rules! stderr_line {
 
 pub mod backup;
 pub mod child;
+pub mod conninfo;
 pub mod db;
 pub mod embedded;
 pub mod error;

@@ -34,12 +34,13 @@
 //! It must not know about batches or games (that is `ingest`): it builds
 //! the layout and says which one a database has.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, sync::Arc};
 
-use tokio_postgres::{Client, GenericClient, config::Host};
+use tokio_postgres::{Client, GenericClient};
 
 use crate::{
-    db::{self, Target, db_err, redact_url},
+    conninfo::{Environment, param, parse_conninfo},
+    db::{self, Server, Target, db_err, redact_url},
     error::Error,
 };
 
@@ -172,6 +173,11 @@ struct ShardAddress {
     dbname: String,
     user: Option<String>,
     password: Option<String>,
+    /// TLS parameters as the string gives them (`sslmode`, `sslrootcert`,
+    /// `sslcert`, `sslkey`): the coordinator's `postgres_fdw` server gets
+    /// them, so that it reaches the shard as pgnload does (file paths are
+    /// then the coordinator's).
+    tls: Vec<(String, String)>,
     /// The connection string with any password hidden, for messages.
     shown: String,
 }
@@ -179,47 +185,48 @@ struct ShardAddress {
 impl ShardAddress {
     fn parse(url: &str) -> Result<ShardAddress, Error> {
         let shown = redact_url(url);
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|_| Error::Config(format!("shard {shown}: not a valid connection string")))?;
-        let host = match config.get_hosts() {
-            [Host::Tcp(host)] => host.clone(),
-            [Host::Unix(dir)] => dir.to_string_lossy().into_owned(),
-            [] => {
+        let params = parse_conninfo(url).map_err(|why| {
+            Error::Config(format!(
+                "shard {shown}: not a valid connection string: {why}"
+            ))
+        })?;
+        let host = match param(&params, "host").map(|h| h.split(',').collect::<Vec<_>>()) {
+            None => {
                 return Err(Error::Config(format!(
                     "shard {shown}: name its host (the coordinator connects to it, not pgnload)"
                 )));
             }
-            _ => {
+            Some(hosts) if hosts.len() > 1 => {
                 return Err(Error::Config(format!(
                     "shard {shown}: one host per shard (a shard is one server)"
                 )));
             }
+            Some(hosts) => hosts.concat(),
         };
-        let port = match config.get_ports() {
-            [] => 5432,
-            [port] => *port,
-            _ => {
-                return Err(Error::Config(format!("shard {shown}: one port per shard")));
-            }
+        let port = match param(&params, "port") {
+            None | Some("") => 5432,
+            Some(port) => port.parse().map_err(|_| {
+                Error::Config(format!("shard {shown}: one port per shard, a number"))
+            })?,
         };
-        let password =
-            match config.get_password() {
-                None => None,
-                Some(bytes) => Some(String::from_utf8(bytes.to_vec()).map_err(|_| {
-                    Error::Config(format!("shard {shown}: the password is not UTF-8"))
-                })?),
-            };
         Ok(ShardAddress {
             host,
             port,
-            dbname: config.get_dbname().unwrap_or("postgres").to_owned(),
-            user: config.get_user().map(str::to_owned),
-            password,
+            dbname: param(&params, "dbname").unwrap_or("postgres").to_owned(),
+            user: param(&params, "user").map(str::to_owned),
+            password: param(&params, "password").map(str::to_owned),
+            tls: params
+                .iter()
+                .filter(|(key, _)| TLS_OPTIONS.contains(&key.as_str()))
+                .cloned()
+                .collect(),
             shown,
         })
     }
 }
+
+/// The libpq TLS parameters a shard's `postgres_fdw` server is given.
+const TLS_OPTIONS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// What [`shard_out`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -369,7 +376,8 @@ async fn prepare_shard(
     count: u32,
 ) -> Result<String, Error> {
     let name = format!("shard {shard} ({})", address.shown);
-    let mut database = db::connect(&Target::Url(url.to_owned())).await?;
+    let server = Server::new(Some(url.to_owned()), Environment::process());
+    let mut database = db::connect(&Target::Server(Arc::new(server))).await?;
     let client = &mut database.client;
     db::migrate(client).await?;
     if layout(&*client).await?.is_some() {
@@ -577,6 +585,20 @@ async fn create_servers(
             "creating server {server} ({})",
             address.shown
         )))?;
+        for (option, value) in &address.tls {
+            let ddl: String = tx
+                .query_one(
+                    "SELECT format('ALTER SERVER %I OPTIONS (ADD %I %L)', $1::text, $2::text, $3::text)",
+                    &[&server, option, value],
+                )
+                .await
+                .map_err(db_err("writing the servers' DDL"))?
+                .get(0);
+            tx.batch_execute(&ddl).await.map_err(db_err(format!(
+                "setting {option} of server {server} ({})",
+                address.shown
+            )))?;
+        }
         create_user_mapping(tx, &server, address).await?;
     }
     Ok(())
@@ -654,8 +676,17 @@ mod tests {
         assert_eq!(a.user.as_deref(), Some("alice"));
         assert_eq!(a.password.as_deref(), Some("s3cret"));
         assert!(!a.shown.contains("s3cret"), "{}", a.shown);
+        assert!(a.tls.is_empty());
         let b = ShardAddress::parse("host=/tmp/s port=5433 dbname=x").unwrap();
         assert_eq!((b.host.as_str(), b.port), ("/tmp/s", 5433));
+        let tls = ShardAddress::parse("host=h sslmode=verify-full sslrootcert=/ca.crt").unwrap();
+        assert_eq!(
+            tls.tls,
+            [
+                ("sslmode".to_owned(), "verify-full".to_owned()),
+                ("sslrootcert".to_owned(), "/ca.crt".to_owned())
+            ]
+        );
         let none = ShardAddress::parse("dbname=x").unwrap_err().to_string();
         assert!(none.contains("name its host"), "{none}");
         let two = ShardAddress::parse("postgresql://h1,h2/x")

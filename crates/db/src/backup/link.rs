@@ -2,17 +2,17 @@
 //! password, which goes into a password file held in memory only.
 
 use std::{
-    fmt::Write as _,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
-use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::config::Host;
 
 use super::BackupError;
 use crate::{
     child::{SecretFile, guarded},
-    db::{Target, redact_url},
+    conninfo::quote_pairs,
+    db::Target,
     embedded::EmbeddedCluster,
     error::Error,
 };
@@ -29,25 +29,25 @@ pub(super) struct Link {
 
 impl Link {
     pub(super) fn new(target: &Target) -> Result<Link, Error> {
-        let config = match target {
-            Target::Embedded(dir) => EmbeddedCluster::new(dir)?.pg_config(),
-            Target::Url(url) => url.parse().map_err(|_: tokio_postgres::Error| {
-                Error::Config(format!("invalid connection string {}", redact_url(url)))
-            })?,
+        let (conninfo, password) = match target {
+            Target::Embedded(dir) => (conninfo(&EmbeddedCluster::new(dir)?.pg_config()), None),
+            Target::Server(server) => {
+                let settings = server.settings()?;
+                (settings.tool_conninfo(), settings.password.as_deref())
+            }
         };
-        let passfile = match config.get_password() {
-            Some(password) => Some(write_passfile(password)?),
+        let passfile = match password {
+            Some(password) => Some(write_passfile(password.as_bytes())?),
             None => None,
         };
-        Ok(Link {
-            conninfo: conninfo(&config),
-            passfile,
-        })
+        Ok(Link { conninfo, passfile })
     }
 
     /// `tool --dbname=… --no-password`, with none of the caller's `PG*`
-    /// variables (pgnload's own connection ignores them, so the tool must
-    /// too: a `PGHOST` would send it elsewhere) except the password file;
+    /// variables (the connection string holds what pgnload resolved from
+    /// them, and the tool must not resolve them again differently: a
+    /// `PGSERVICE` would fill what the string left out) except the
+    /// password file;
     /// started [`guarded`], so that it dies with pgnload.
     pub(super) fn command(&self, tool: &Path) -> Command {
         let mut cmd = guarded(tool);
@@ -66,10 +66,9 @@ impl Link {
     }
 }
 
-/// A libpq `key='value'` connection string of `config`, without its
-/// password.
+/// The libpq connection string of the embedded cluster's `config`
+/// (a Unix socket: no password, no TLS).
 fn conninfo(config: &tokio_postgres::Config) -> String {
-    let mut parts: Vec<(&str, String)> = Vec::new();
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -78,55 +77,18 @@ fn conninfo(config: &tokio_postgres::Config) -> String {
             Host::Unix(dir) => dir.display().to_string(),
         })
         .collect();
-    if !hosts.is_empty() {
-        parts.push(("host", hosts.join(",")));
-    }
-    let addrs: Vec<String> = config
-        .get_hostaddrs()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if !addrs.is_empty() {
-        parts.push(("hostaddr", addrs.join(",")));
-    }
-    let port_numbers: Vec<String> = config.get_ports().iter().map(ToString::to_string).collect();
-    if !port_numbers.is_empty() {
-        parts.push(("port", port_numbers.join(",")));
-    }
+    let ports: Vec<String> = config.get_ports().iter().map(ToString::to_string).collect();
+    let (hosts, ports) = (hosts.join(","), ports.join(","));
+    let mut pairs = vec![("host", hosts.as_str()), ("port", ports.as_str())];
     for (key, value) in [
         ("user", config.get_user()),
         ("dbname", config.get_dbname()),
-        ("options", config.get_options()),
         ("application_name", config.get_application_name()),
     ] {
-        if let Some(value) = value {
-            parts.push((key, value.to_owned()));
-        }
+        pairs.extend(value.map(|value| (key, value)));
     }
-    parts.push((
-        "sslmode",
-        match config.get_ssl_mode() {
-            SslMode::Disable => "disable",
-            SslMode::Require => "require",
-            _ => "prefer",
-        }
-        .to_owned(),
-    ));
-    if let Some(timeout) = config.get_connect_timeout() {
-        parts.push(("connect_timeout", timeout.as_secs().max(1).to_string()));
-    }
-    let mut out = String::new();
-    for (key, value) in parts {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        let _ = write!(
-            out,
-            "{key}='{}'",
-            value.replace('\\', "\\\\").replace('\'', "\\'")
-        );
-    }
-    out
+    pairs.push(("sslmode", "disable"));
+    quote_pairs(pairs.into_iter())
 }
 
 /// The password file of `password`: `*:*:*:*:password` (`:` and `\`
@@ -167,8 +129,11 @@ mod tests {
     #[test]
     fn the_password_goes_to_a_private_memory_file_not_the_command_line() {
         use std::{fs, os::unix::fs::PermissionsExt};
-        let target = Target::Url(
-            "postgres://alice:s3:cr\\et@db.example:6543/chess?application_name=x'y".into(),
+        let target = Target::choose_in(
+            Some("postgres://alice:s3:cr\\et@db.example:6543/chess?application_name=x'y".into()),
+            PathBuf::new(),
+            false,
+            crate::conninfo::Environment::default(),
         );
         let link = Link::new(&target).expect("a valid URL");
         let cmd = link.command(Path::new("/bin/true"));
@@ -181,7 +146,7 @@ mod tests {
         assert_eq!(args[2], "/bin/true");
         assert_eq!(
             args[3],
-            "--dbname=host='db.example' port='6543' user='alice' dbname='chess' \
+            "--dbname=user='alice' host='db.example' port='6543' dbname='chess' \
              application_name='x\\'y' sslmode='prefer'"
         );
         let passfile = link.passfile.as_ref().expect("a password file").path();

@@ -264,7 +264,7 @@ pub async fn import(
         explorer,
         shards,
     } = start_retrying(&target, settings, job, &interrupts, reporter).await?;
-    if let Target::Url(_) = &target {
+    if let Target::Server(_) = &target {
         for advice in crate::store::tuning::advice(&conns.control.client).await? {
             reporter.notice(&Notice::Advice(&advice));
         }
@@ -408,7 +408,7 @@ async fn start(
         (Some(_), _) => LoadMode::Incremental,
     };
     let incoming = estimated_positions(job.inputs);
-    let shared = matches!(target, Target::Url(_));
+    let shared = matches!(target, Target::Server(_));
     let chosen = bulk::choose(
         &control.client,
         mode,
