@@ -26,6 +26,7 @@ mod reliability;
 mod resume;
 mod robustness;
 mod runs;
+mod schema;
 mod scope;
 mod secrets;
 mod shard_cluster;
