@@ -18,6 +18,7 @@ mod hostile;
 mod import;
 mod inputs;
 mod layering;
+mod machine_output;
 mod nightly;
 mod parity;
 mod put;
