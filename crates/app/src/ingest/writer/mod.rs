@@ -158,8 +158,8 @@ pub struct BatchStats {
 /// summary of a run (`import --summary-json`). A fixed array, so that the
 /// stats stay `Copy`. They are counted as the batches write their rejects,
 /// whereas a run's `rejected` is what the database committed for each
-/// input: the two differ only by a batch whose commit was lost to a
-/// crash and written again, which [`RejectCounts`] then counts twice.
+/// input: the two differ only when a lost connection left a batch's commit
+/// in doubt (its rejects then counted here once too few or too many).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RejectCounts([u64; RejectKind::ALL.len()]);
 
