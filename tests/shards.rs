@@ -17,6 +17,7 @@ use nix::{
 use crate::{
     common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on},
     import::{assert_ok, import, overlapping_halves},
+    schema::assert_every_object_commented,
 };
 
 /// The coordinator of `cluster`, sharded over all its shards.
@@ -460,6 +461,17 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
         &[0],
     );
     assert!(per_shard(&cluster, "explorer_moves").iter().sum::<u64>() > 0);
+    // The schema explains itself on the coordinator too: the rebuilt
+    // tables and views kept their comments, and the decoders read the
+    // partitioned tables.
+    assert_every_object_commented(&db);
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FROM games_readable
+             WHERE cardinality(moves_uci) = ply_count AND cardinality(moves_san) = ply_count"
+        ),
+        db.psql("SELECT count(*) FROM games")
+    );
     let off = db.quiet_ok(&["db", "explorer", "disable"]);
     assert!(off.contains("disabled"), "{off}");
     assert_eq!(per_shard(&cluster, "explorer_moves"), [0, 0]);

@@ -45,7 +45,7 @@ fn json_line(game: &StoredGame) -> serde_json::Value {
         "white_elo": game.white_elo,
         "black_elo": game.black_elo,
         "result": game.result_text(),
-        "started_at": game.started_at.map(|at| at.to_rfc3339()),
+        "started_at": game.started_at.map(super::json_time),
         "ply_count": game.ply_count,
         "event": game.event,
     })

@@ -18,7 +18,7 @@ use crate::{
     error::{Error, ExitStatus},
     ingest::{
         engine::{self, ImportJob},
-        report::{BulkOutcome, Notice, Reporter, Summary},
+        report::{BatchStats, BulkOutcome, Notice, Reporter, Summary},
     },
     progress::{Progress, Snapshot},
     store::db,
@@ -94,6 +94,11 @@ pub struct ImportArgs {
     /// fills the positions and moves in.
     #[arg(long, conflicts_with = "positions_max_ply")]
     pub games_only: bool,
+    /// Also write the run's summary as JSON to FILE (`-`: standard
+    /// output): counts per input, rejects by reason, timings, exit status
+    /// (docs/import.md "Summary as JSON").
+    #[arg(long, value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
 }
 
 /// Runs `pgnload import`.
@@ -115,8 +120,138 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     let printer = Printer {
         progress: Mutex::new(Progress::new(quiet)),
         quiet,
+        summary: Mutex::new(None),
     };
-    runtime.block_on(engine::import(settings, &job, interrupts, &printer))
+    let started = chrono::Utc::now();
+    let status = runtime.block_on(engine::import(settings, &job, interrupts, &printer));
+    let Some(destination) = &args.summary_json else {
+        return status;
+    };
+    let summary = printer
+        .summary
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    let mut json = serde_json::to_string_pretty(&summary_json(summary.as_ref(), &status, started))
+        .map_err(|e| Error::bug_from("serializing the summary", e))?;
+    json.push('\n');
+    let written = if destination.as_os_str() == "-" {
+        super::print(&json)
+    } else {
+        std::fs::write(destination, json).map_err(Error::Output)
+    };
+    // The run's own error says more than a summary that could not be
+    // written after it.
+    match (status, written) {
+        (Ok(_), Err(error)) => Err(error),
+        (status, _) => status,
+    }
+}
+
+/// The summary as `--summary-json` writes it: the run's `summary` (none
+/// when the run failed before its inputs), how it ended, and when.
+fn summary_json(
+    summary: Option<&Summary>,
+    status: &Result<ExitStatus, Error>,
+    started: chrono::DateTime<chrono::Utc>,
+) -> serde_json::Value {
+    let (exit, error) = match status {
+        Ok(status) => (*status, None),
+        Err(error) => (error.policy().exit, Some(crate::error::report(error))),
+    };
+    let exit_status = match exit {
+        ExitStatus::Clean => "clean",
+        ExitStatus::CompletedWithRejects => "completed_with_rejects",
+        ExitStatus::Failed => "failed",
+        ExitStatus::Interrupted => "interrupted",
+        ExitStatus::TooManyRejects => "too_many_rejects",
+    };
+    let finished = chrono::Utc::now();
+    let mut json = serde_json::json!({
+        "pgnload_version": env!("CARGO_PKG_VERSION"),
+        "started_at": super::json_time(started),
+        "finished_at": super::json_time(finished),
+        "exit_code": exit.code(),
+        "exit_status": exit_status,
+        "error": error,
+        "database": null, "mode": null, "bulk_load": null,
+        "elapsed_seconds": (finished - started).as_seconds_f64(),
+        "import_seconds": null,
+        "totals": null, "inputs": [],
+    });
+    if let Some(summary) = summary {
+        let t = &summary.totals;
+        json["database"] = summary.target.clone().into();
+        json["import_seconds"] = summary.elapsed.as_secs_f64().into();
+        (json["mode"], json["bulk_load"]) = bulk_json(summary.bulk);
+        json["totals"] = serde_json::json!({
+            "inputs": {
+                "given": summary.inputs.len(), "imported": t.files_done,
+                "skipped": t.files_skipped, "interrupted": t.files_interrupted,
+                "failed": t.files_failed, "not_started": t.files_not_started,
+            },
+            "rejected_before": t.rejected_before,
+        });
+        merge(&mut json["totals"], games_json(&t.games));
+        json["inputs"] = summary
+            .inputs
+            .iter()
+            .map(|input| {
+                let mut entry = serde_json::json!({
+                    "input": input.input, "outcome": input.outcome.name(),
+                    "error": input.error, "rejected_before": input.rejected_before,
+                });
+                merge(&mut entry, games_json(&input.games));
+                entry
+            })
+            .collect();
+    }
+    json
+}
+
+/// Adds the members of `more` (an object) to `object`.
+fn merge(object: &mut serde_json::Value, more: serde_json::Value) {
+    if let (Some(object), serde_json::Value::Object(more)) = (object.as_object_mut(), more) {
+        object.extend(more);
+    }
+}
+
+/// The game, reject, position and move counts of `games`.
+fn games_json(games: &BatchStats) -> serde_json::Value {
+    let rejects: serde_json::Map<String, serde_json::Value> = games
+        .rejects
+        .counted()
+        .map(|(kind, n)| (kind.name().to_owned(), n.into()))
+        .collect();
+    serde_json::json!({
+        "games": {
+            "read": games.read, "imported": games.imported, "present": games.present,
+            "rejected": games.rejected, "filtered": games.filtered,
+            "conflicts": games.conflicts, "backfilled": games.backfilled,
+        },
+        "rejects_by_reason": rejects,
+        "positions": { "new": games.positions_new, "reused": games.positions_reused },
+        "moves": games.moves,
+    })
+}
+
+/// The load mode's name, and the bulk load's object (null without one).
+fn bulk_json(bulk: BulkOutcome) -> (serde_json::Value, serde_json::Value) {
+    match bulk {
+        BulkOutcome::Incremental => ("incremental".into(), serde_json::Value::Null),
+        BulkOutcome::NothingToLoad => ("bulk".into(), serde_json::Value::Null),
+        BulkOutcome::Finished { load, report } => (
+            "bulk".into(),
+            serde_json::json!({
+                "id": load, "finished": true,
+                "duplicates_merged": report.duplicates_merged,
+                "dedup_seconds": report.dedup_s, "rebuild_seconds": report.rebuild_s,
+            }),
+        ),
+        BulkOutcome::Unfinished { load } => (
+            "bulk".into(),
+            serde_json::json!({ "id": load, "finished": false }),
+        ),
+    }
 }
 
 /// Shows an import on stderr: the progress bar (or log lines), the
@@ -128,6 +263,8 @@ struct Printer {
     /// `--quiet`: no progress, no bulk-finish steps, no advice; messages that need
     /// attention (retries, skipped or failed inputs) are still shown.
     quiet: bool,
+    /// The run's summary, kept for `--summary-json`.
+    summary: Mutex<Option<Summary>>,
 }
 
 impl Printer {
@@ -158,6 +295,7 @@ impl Reporter for Printer {
 
     fn summary(&self, summary: &Summary) {
         print_summary(summary);
+        *self.summary.lock().unwrap_or_else(PoisonError::into_inner) = Some(summary.clone());
     }
 }
 

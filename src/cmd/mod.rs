@@ -82,6 +82,15 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A time as every JSON output writes it: RFC 3339 in UTC to the second,
+/// `2026-11-26T17:01:09Z`, the one form that JavaScript's `Date`, jq's
+/// `fromdate`, Python's `datetime.fromisoformat` and RFC 3339 parsers all
+/// read. Formatted here, from the value, never by PostgreSQL's text output
+/// (whose `+00` offset they reject).
+pub fn json_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// Writes to stdout without panicking when the reader went away (`| head`):
 /// the error surfaces as [`crate::Error::Output`], of kind
 /// [`error::ErrorKind::ReaderGone`], which ends a command with 0.

@@ -38,7 +38,7 @@ pub fn run(args: &StatusArgs, settings: &Settings) -> Result<ExitStatus, Error> 
                 "SELECT f.path, f.fingerprint, f.state, f.games_done, f.bytes_done, f.size_bytes,
                         f.compression, f.games_imported, f.games_present,
                         (SELECT count(*) FROM import_rejects r WHERE r.file_id = f.id),
-                        f.last_error, to_char(f.updated_at, 'YYYY-MM-DD\"T\"HH24:MI:SSOF'),
+                        f.last_error, f.updated_at,
                         f.games_filtered, f.scope
                  FROM import_files f ORDER BY f.id",
                 &[],
@@ -121,7 +121,7 @@ struct Input {
     present: i64,
     rejects: i64,
     last_error: Option<String>,
-    updated: String,
+    updated: chrono::DateTime<chrono::Utc>,
     filtered: i64,
     scope: String,
 }
@@ -165,7 +165,7 @@ impl Input {
             "compression": self.compression, "games_imported": self.imported,
             "games_present": self.present, "rejects": self.rejects,
             "games_filtered": self.filtered, "scope": self.scope,
-            "last_error": self.last_error, "updated_at": self.updated,
+            "last_error": self.last_error, "updated_at": super::json_time(self.updated),
         })
     }
 

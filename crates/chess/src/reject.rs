@@ -119,6 +119,102 @@ pub enum RejectReason {
     Undecodable(String),
 }
 
+/// What kind of [`RejectReason`] a game was rejected for, without its
+/// details: what a machine-readable summary counts rejects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectKind {
+    /// [`RejectReason::Syntax`].
+    Syntax,
+    /// [`RejectReason::Garbage`].
+    Garbage,
+    /// [`RejectReason::Unterminated`].
+    Unterminated,
+    /// [`RejectReason::Empty`].
+    Empty,
+    /// [`RejectReason::IllegalMove`].
+    IllegalMove,
+    /// [`RejectReason::BadFen`].
+    BadFen,
+    /// [`RejectReason::UnsupportedVariant`].
+    UnsupportedVariant,
+    /// [`RejectReason::TooLarge`].
+    TooLarge,
+    /// [`RejectReason::TooManyTags`].
+    TooManyTags,
+    /// [`RejectReason::NulByte`].
+    NulByte,
+    /// [`RejectReason::NameTooLong`].
+    NameTooLong,
+    /// [`RejectReason::NegativeClock`].
+    NegativeClock,
+    /// [`RejectReason::TooManyPlies`].
+    TooManyPlies,
+    /// [`RejectReason::Undecodable`].
+    Undecodable,
+}
+
+impl RejectKind {
+    /// Every kind, in the order of their counters.
+    pub const ALL: [RejectKind; 14] = [
+        RejectKind::Syntax,
+        RejectKind::Garbage,
+        RejectKind::Unterminated,
+        RejectKind::Empty,
+        RejectKind::IllegalMove,
+        RejectKind::BadFen,
+        RejectKind::UnsupportedVariant,
+        RejectKind::TooLarge,
+        RejectKind::TooManyTags,
+        RejectKind::NulByte,
+        RejectKind::NameTooLong,
+        RejectKind::NegativeClock,
+        RejectKind::TooManyPlies,
+        RejectKind::Undecodable,
+    ];
+
+    /// Its name in machine-readable output (`illegal_move`), stable.
+    pub fn name(self) -> &'static str {
+        match self {
+            RejectKind::Syntax => "syntax",
+            RejectKind::Garbage => "garbage",
+            RejectKind::Unterminated => "unterminated",
+            RejectKind::Empty => "empty",
+            RejectKind::IllegalMove => "illegal_move",
+            RejectKind::BadFen => "bad_fen",
+            RejectKind::UnsupportedVariant => "unsupported_variant",
+            RejectKind::TooLarge => "too_large",
+            RejectKind::TooManyTags => "too_many_tags",
+            RejectKind::NulByte => "nul_byte",
+            RejectKind::NameTooLong => "name_too_long",
+            RejectKind::NegativeClock => "negative_clock",
+            RejectKind::TooManyPlies => "too_many_plies",
+            RejectKind::Undecodable => "undecodable",
+        }
+    }
+}
+
+impl RejectReason {
+    /// Its kind.
+    pub fn kind(&self) -> RejectKind {
+        match self {
+            RejectReason::Syntax(_) => RejectKind::Syntax,
+            RejectReason::Garbage { .. } => RejectKind::Garbage,
+            RejectReason::Unterminated => RejectKind::Unterminated,
+            RejectReason::Empty => RejectKind::Empty,
+            RejectReason::IllegalMove { .. } => RejectKind::IllegalMove,
+            RejectReason::BadFen(_) => RejectKind::BadFen,
+            RejectReason::UnsupportedVariant(_) => RejectKind::UnsupportedVariant,
+            RejectReason::TooLarge { .. } => RejectKind::TooLarge,
+            RejectReason::TooManyTags { .. } => RejectKind::TooManyTags,
+            RejectReason::NulByte { .. } => RejectKind::NulByte,
+            RejectReason::NameTooLong { .. } => RejectKind::NameTooLong,
+            RejectReason::NegativeClock { .. } => RejectKind::NegativeClock,
+            RejectReason::TooManyPlies { .. } => RejectKind::TooManyPlies,
+            RejectReason::Undecodable(_) => RejectKind::Undecodable,
+        }
+    }
+}
+
 /// A rejected game: where it is and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{pos}: {reason}")]
@@ -127,4 +223,30 @@ pub struct Rejection {
     pub pos: SourcePos,
     /// Why it was rejected.
     pub reason: RejectReason,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counters are indexed by `kind as usize` in `ALL`'s order, and
+    /// machine-readable output names each kind once.
+    #[test]
+    fn every_kind_is_listed_once_at_its_index_with_its_own_name() {
+        let mut names = std::collections::HashSet::new();
+        for (i, kind) in RejectKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, i, "{kind:?}");
+            assert!(names.insert(kind.name()), "{kind:?}");
+        }
+        assert_eq!(
+            RejectReason::IllegalMove {
+                ply: 3,
+                san: "Ke3".into(),
+                reason: "illegal".into()
+            }
+            .kind()
+            .name(),
+            "illegal_move"
+        );
+    }
 }

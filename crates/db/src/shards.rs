@@ -70,12 +70,19 @@ const PARTITIONED: [(&str, &str); 5] = [
 const EXPLORER_DELTAS_DDL: &str = "
 ALTER TABLE explorer_moves DROP CONSTRAINT IF EXISTS explorer_moves_pkey;
 ALTER TABLE explorer_moves ADD COLUMN IF NOT EXISTS anchor_game_id bigint NOT NULL;
+COMMENT ON COLUMN explorer_moves.anchor_game_id IS 'Sharded layout: a game the row counts, whose shard holds the row (a key may have several rows: sum them).';
 CREATE INDEX IF NOT EXISTS explorer_moves_position_idx ON explorer_moves (position_id)";
 
-/// The views over partitioned tables (migrations 0004 and 0009), which
-/// the rebuild of their tables drops and recreates, in dependency order.
-/// A test checks that no other view exists.
-const VIEWS: [&str; 2] = ["explorer_games", "explorer_game_moves"];
+/// The views over partitioned tables (migrations 0004, 0009 and 0020),
+/// which the rebuild of their tables drops and recreates, with their
+/// comments, in dependency order. `tests/schema.rs` checks that no other
+/// view exists.
+pub const VIEWS: [&str; 4] = [
+    "explorer_games",
+    "explorer_game_moves",
+    "games_readable",
+    "explorer_moves_readable",
+];
 
 /// The re-import key of a sharded layout: one row per game identity (a
 /// Lichess id, or the content digest of any other game), claimed before
@@ -90,7 +97,13 @@ CREATE TABLE IF NOT EXISTS game_keys (
     import_file_id bigint,
     game_number    bigint,
     PRIMARY KEY (external_id, lichess)
-)";
+);
+COMMENT ON TABLE game_keys IS 'Sharded layout: one row per game identity, claimed before the game is written (games cannot keep (source, external_id) unique across shards).';
+COMMENT ON COLUMN game_keys.external_id IS 'games.external_id.';
+COMMENT ON COLUMN game_keys.lichess IS 'Whether games.source is lichess.';
+COMMENT ON COLUMN game_keys.game_id IS 'The games.id the game gets.';
+COMMENT ON COLUMN game_keys.import_file_id IS 'import_files.id of the input that claimed it.';
+COMMENT ON COLUMN game_keys.game_number IS 'Its number in that input.'";
 
 /// What marks a database as a shard, and whose.
 const SHARD_MARK_DDL: &str = "
@@ -99,7 +112,12 @@ CREATE TABLE IF NOT EXISTS pgnload_shard_of (
     coordinator text    NOT NULL,
     shard       integer NOT NULL,
     shards      integer NOT NULL
-)";
+);
+COMMENT ON TABLE pgnload_shard_of IS 'This database is a shard of a sharded layout: one row saying whose.';
+COMMENT ON COLUMN pgnload_shard_of.singleton IS 'Always true: keeps the table at one row.';
+COMMENT ON COLUMN pgnload_shard_of.coordinator IS 'The coordinator: its system identifier / database name.';
+COMMENT ON COLUMN pgnload_shard_of.shard IS 'This shard''s number, 0-based.';
+COMMENT ON COLUMN pgnload_shard_of.shards IS 'How many shards the layout has.'";
 
 impl Shards {
     /// The number of shards.
@@ -529,12 +547,16 @@ async fn build_coordinator(
         .await
         .map_err(db_err("creating game_keys"))?;
     for (table, key) in PARTITIONED {
+        let comments = read_comments(&tx, table).await?;
         tx.batch_execute(&partition_ddl(table, key, schemas, count))
             .await
             .map_err(db_err(format!("partitioning {table} over the shards")))?;
+        tx.batch_execute(&comments)
+            .await
+            .map_err(db_err(format!("commenting {table} again")))?;
     }
-    for (view, definition) in views {
-        tx.batch_execute(&format!("CREATE VIEW {view} AS {definition}"))
+    for (view, definition, comments) in views {
+        tx.batch_execute(&format!("CREATE VIEW {view} AS {definition}; {comments}"))
             .await
             .map_err(db_err(format!("recreating view {view}")))?;
     }
@@ -545,10 +567,10 @@ async fn build_coordinator(
 }
 
 /// The definitions of the views over the tables about to be replaced,
-/// to recreate them over the partitioned ones.
+/// and their comments, to recreate them over the partitioned ones.
 async fn read_views(
     tx: &tokio_postgres::Transaction<'_>,
-) -> Result<Vec<(&'static str, String)>, Error> {
+) -> Result<Vec<(&'static str, String, String)>, Error> {
     let mut views = Vec::with_capacity(VIEWS.len());
     for view in VIEWS {
         let definition: String = tx
@@ -556,9 +578,40 @@ async fn read_views(
             .await
             .map_err(db_err(format!("reading view {view}")))?
             .get(0);
-        views.push((view, definition));
+        views.push((view, definition, read_comments(tx, view).await?));
     }
     Ok(views)
+}
+
+/// The `COMMENT` statements that give the table or view `relation`, and
+/// its columns, their comments again after it is rebuilt (`CREATE TABLE
+/// ... LIKE` and `CREATE VIEW` copy none): every object of the schema
+/// explains itself (`sql/0020_schema_comments.sql`), on a sharded layout too.
+async fn read_comments(
+    tx: &tokio_postgres::Transaction<'_>,
+    relation: &str,
+) -> Result<String, Error> {
+    Ok(tx
+        .query_one(
+            "SELECT coalesce(string_agg(statement, '; '), '')
+             FROM (SELECT format('COMMENT ON %s %I IS %L',
+                                 CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END,
+                                 c.relname, d.description) AS statement
+                   FROM pg_class c JOIN pg_description d
+                     ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+                   WHERE c.oid = $1::text::regclass
+                   UNION ALL
+                   SELECT format('COMMENT ON COLUMN %I.%I IS %L', c.relname, a.attname, d.description)
+                   FROM pg_class c
+                   JOIN pg_attribute a ON a.attrelid = c.oid
+                   JOIN pg_description d ON d.objoid = c.oid
+                     AND d.classoid = 'pg_class'::regclass AND d.objsubid = a.attnum
+                   WHERE c.oid = $1::text::regclass AND a.attnum > 0) s",
+            &[&relation],
+        )
+        .await
+        .map_err(db_err(format!("reading the comments of {relation}")))?
+        .get(0))
 }
 
 /// One `postgres_fdw` server per shard, with its user mapping.
@@ -627,7 +680,9 @@ fn partition_ddl(table: &str, key: &str, schemas: &[String], count: usize) -> St
             ddl,
             "CREATE FOREIGN TABLE {table}_shard_{shard} PARTITION OF {table}
              FOR VALUES WITH (MODULUS {count}, REMAINDER {shard})
-             SERVER {server} OPTIONS (schema_name '{}', table_name '{table}');",
+             SERVER {server} OPTIONS (schema_name '{}', table_name '{table}');
+             COMMENT ON FOREIGN TABLE {table}_shard_{shard} IS
+                 'Partition of {table} on a shard server (postgres_fdw): query {table}.';",
             schema.replace('\'', "''")
         );
     }

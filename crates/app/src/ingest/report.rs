@@ -9,12 +9,11 @@
 
 use std::{fmt, time::Duration};
 
+/// The counts a summary holds, for front ends to read.
+pub use crate::ingest::writer::{BatchStats, RejectCounts};
 use crate::{
     error::{Error, SourcePos},
-    ingest::{
-        bulk::FinishReport,
-        writer::{BatchStats, Conflict},
-    },
+    ingest::{bulk::FinishReport, writer::Conflict},
     progress::Snapshot,
 };
 
@@ -221,6 +220,57 @@ pub struct Totals {
     pub rejected_before: u64,
 }
 
+/// How one input of a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputOutcome {
+    /// Imported to its end.
+    Imported,
+    /// Skipped: imported by an earlier run.
+    AlreadyImported,
+    /// Skipped: another pgnload imports it (`--no-wait`).
+    Busy,
+    /// Stopped by a signal; a rerun resumes it.
+    Interrupted,
+    /// Stopped at `--max-rejects`; a rerun resumes it.
+    TooManyRejects,
+    /// Failed (the error is in [`InputReport::error`]).
+    Failed,
+    /// Never begun: the run stopped before it.
+    NotStarted,
+}
+
+impl InputOutcome {
+    /// Its name in machine-readable output, stable.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputOutcome::Imported => "imported",
+            InputOutcome::AlreadyImported => "already_imported",
+            InputOutcome::Busy => "busy",
+            InputOutcome::Interrupted => "interrupted",
+            InputOutcome::TooManyRejects => "too_many_rejects",
+            InputOutcome::Failed => "failed",
+            InputOutcome::NotStarted => "not_started",
+        }
+    }
+}
+
+/// What a run did with one of its inputs.
+#[derive(Debug, Clone)]
+pub struct InputReport {
+    /// The input as given.
+    pub input: String,
+    /// How it ended.
+    pub outcome: InputOutcome,
+    /// The counts this run added for it (read = imported + present +
+    /// rejected + filtered, as in the totals).
+    pub games: BatchStats,
+    /// Why it failed, as the error is printed.
+    pub error: Option<String>,
+    /// Games its earlier runs rejected, for an input this run finished
+    /// (see [`Totals::rejected_before`]).
+    pub rejected_before: u64,
+}
+
 /// What a run did, handed to the front end to show.
 #[derive(Debug, Clone)]
 pub struct Summary {
@@ -228,6 +278,8 @@ pub struct Summary {
     pub target: String,
     /// Counts of the run.
     pub totals: Totals,
+    /// Each input given, in order, once.
+    pub inputs: Vec<InputReport>,
     /// Time since the run began.
     pub elapsed: Duration,
     /// What became of the bulk load, if the run chose one.

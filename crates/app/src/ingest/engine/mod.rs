@@ -45,10 +45,10 @@ use crate::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
         exchange,
-        report::{BulkOutcome, Notice, Reporter, Summary, Totals},
+        report::{BulkOutcome, InputOutcome, InputReport, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},
-        writer::{self, WriteMode, prepare_connection},
+        writer::{self, BatchStats, WriteMode, prepare_connection},
     },
     store::{
         db::{self, Database, Target, db_err},
@@ -94,6 +94,20 @@ enum InputEnd {
     Interrupted,
     TooManyRejects,
     Failed(Error),
+}
+
+impl InputEnd {
+    /// How the summary says it ended.
+    fn outcome(&self) -> InputOutcome {
+        match self {
+            InputEnd::Done => InputOutcome::Imported,
+            InputEnd::AlreadyImported => InputOutcome::AlreadyImported,
+            InputEnd::Busy => InputOutcome::Busy,
+            InputEnd::Interrupted => InputOutcome::Interrupted,
+            InputEnd::TooManyRejects => InputOutcome::TooManyRejects,
+            InputEnd::Failed(_) => InputOutcome::Failed,
+        }
+    }
 }
 
 /// Everything an input's import needs, grouped by idea.
@@ -239,6 +253,8 @@ impl BulkState {
 /// The run's counts, and the input whose counts are being taken.
 struct Tally {
     totals: Totals,
+    /// Each input ended so far, in order.
+    inputs: Vec<InputReport>,
     /// The input being imported, across the attempts a lost connection
     /// forces: what the database and the totals held when it began.
     attempt: Option<InputAttempt>,
@@ -307,6 +323,7 @@ pub async fn import(
         stale: false,
         tally: Tally {
             totals: Totals::default(),
+            inputs: Vec::new(),
             attempt: None,
         },
     };
@@ -716,15 +733,26 @@ impl Importer<'_> {
                 status = ExitStatus::Interrupted;
                 break;
             }
+            let before = self.tally.totals.games;
             let end = match self.import_input_retrying(index, name).await {
                 Ok(end) => end,
                 // The failure that stops the run is this input's.
                 Err(error) => {
                     self.tally.totals.files_failed += 1;
+                    self.report_input(name, InputOutcome::Failed, &before, Some(&error), 0);
                     self.count_not_started();
                     return Err(error);
                 }
             };
+            let earlier = match &end {
+                InputEnd::Done => (self.tally.attempt).map_or(0, |a| a.rejected_before()),
+                _ => 0,
+            };
+            let error = match &end {
+                InputEnd::Failed(error) => Some(error),
+                _ => None,
+            };
+            self.report_input(name, end.outcome(), &before, error, earlier);
             match end {
                 InputEnd::Done => {
                     self.tally.totals.files_done += 1;
@@ -776,11 +804,35 @@ impl Importer<'_> {
     }
 
     /// Counts the inputs the run never began: those its other counts leave
-    /// out, so that every input given is counted once.
+    /// out, so that every input given is counted once, and reports them.
     fn count_not_started(&mut self) {
         let t = &mut self.tally.totals;
         let counted = t.files_done + t.files_skipped + t.files_interrupted + t.files_failed;
         t.files_not_started = (self.run.job.inputs.len() as u64).saturating_sub(counted);
+        let inputs = self.run.job.inputs;
+        for name in inputs.iter().skip(self.tally.inputs.len()) {
+            let now = self.tally.totals.games;
+            self.report_input(name, InputOutcome::NotStarted, &now, None, 0);
+        }
+    }
+
+    /// Records how input `name` ended: its counts are what the totals
+    /// gained since `before`.
+    fn report_input(
+        &mut self,
+        name: &str,
+        outcome: InputOutcome,
+        before: &BatchStats,
+        error: Option<&Error>,
+        rejected_before: u64,
+    ) {
+        self.tally.inputs.push(InputReport {
+            input: name.to_owned(),
+            outcome,
+            games: self.tally.totals.games.since(before),
+            error: error.map(|e| crate::error::report(e)),
+            rejected_before,
+        });
     }
 
     /// After input `name` finished: counts (and says) the games its earlier
@@ -924,6 +976,7 @@ impl Importer<'_> {
         Summary {
             target: self.run.target.describe(),
             totals: self.tally.totals,
+            inputs: self.tally.inputs.clone(),
             elapsed: self.run.started.elapsed(),
             bulk: self.load.bulk.outcome(),
         }

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, Transaction, types::Json};
 
 use super::{
-    BatchContext, BatchStats, FileContext, IdSequence, TableRow, batch_bounds, batch_game,
+    BatchContext, BatchStats, FileContext, IdSequence, RejectCounts, TableRow, batch_bounds,
+    batch_game,
     copy::{WriteError, copy_rows},
     existing::{Candidate, Conflict, Extension, classify},
     layout::{CapUpdate, Inserted, Layout},
@@ -100,7 +101,7 @@ pub async fn write_games(
     } else {
         Learnt::default()
     };
-    let rejected = copy_rejects(&tx, &at).await?;
+    let (rejected, rejects) = copy_rejects(&tx, &at).await?;
     record_conflicts(&tx, batch, file, &conflicts)
         .await
         .map_err(|e| at.err("recording conflicts", e))?;
@@ -117,6 +118,7 @@ pub async fn write_games(
         moves,
         conflicts: conflicts.len() as u64,
         backfilled: extended.len() as u64,
+        rejects,
         ..resolved.stats
     };
     advance_checkpoint(&tx, file, bounds, &stats)
@@ -187,16 +189,23 @@ async fn insert_games<'a>(
 
 /// Copies the batch's rejected games into `import_rejects`; returns how
 /// many.
-async fn copy_rejects(tx: &Transaction<'_>, at: &BatchContext<'_>) -> Result<u64, Error> {
+async fn copy_rejects(
+    tx: &Transaction<'_>,
+    at: &BatchContext<'_>,
+) -> Result<(u64, RejectCounts), Error> {
+    let mut kinds = RejectCounts::default();
     let rows: Vec<RejectRow<'_>> = (at.batch.outcomes.iter())
         .filter_map(|outcome| match outcome {
-            Outcome::Rejected(r) => Some(RejectRow {
-                file_id: at.file.file_id,
-                game_number: to_i64(r.rejection.pos.game_number),
-                byte_offset: to_i64(r.rejection.pos.byte_offset),
-                reason: r.rejection.reason.to_string(),
-                raw: &r.raw,
-                raw_length: to_i64(r.total_len),
+            Outcome::Rejected(r) => Some({
+                kinds.count(r.rejection.reason.kind());
+                RejectRow {
+                    file_id: at.file.file_id,
+                    game_number: to_i64(r.rejection.pos.game_number),
+                    byte_offset: to_i64(r.rejection.pos.byte_offset),
+                    reason: r.rejection.reason.to_string(),
+                    raw: &r.raw,
+                    raw_length: to_i64(r.total_len),
+                }
             }),
             Outcome::Game(_) => None,
         })
@@ -206,7 +215,7 @@ async fn copy_rejects(tx: &Transaction<'_>, at: &BatchContext<'_>) -> Result<u64
             .await
             .map_err(|e| at.err("copying rejects", e))?;
     }
-    Ok(rows.len() as u64)
+    Ok((rows.len() as u64, kinds))
 }
 
 /// The games [`resolve_positions`](super::resolve_positions) kept, looked up again by identity

@@ -41,6 +41,8 @@
 
 use tokio_postgres::{Client, Transaction};
 
+use crate::chess::reject::RejectKind;
+
 mod copy;
 mod existing;
 mod games;
@@ -147,6 +149,41 @@ pub struct BatchStats {
     /// Games present under a smaller positions cap that got their rows
     /// past it (counted in `present` too): the backfill.
     pub backfilled: u64,
+    /// The rejected games by kind of reason (adding up to `rejected` for
+    /// the batches written: see [`RejectCounts`]).
+    pub rejects: RejectCounts,
+}
+
+/// Rejected games counted by [`RejectKind`], for the machine-readable
+/// summary of a run (`import --summary-json`). A fixed array, so that the
+/// stats stay `Copy`. They are counted as the batches write their rejects,
+/// whereas a run's `rejected` is what the database committed for each
+/// input: the two differ only when a lost connection left a batch's commit
+/// in doubt (its rejects then counted here once too few or too many).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RejectCounts([u64; RejectKind::ALL.len()]);
+
+impl RejectCounts {
+    /// Counts one reject of `kind`.
+    pub fn count(&mut self, kind: RejectKind) {
+        self.0[kind as usize] += 1;
+    }
+
+    /// Adds another's counts.
+    pub fn add(&mut self, other: RejectCounts) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+
+    /// The kinds counted at least once, with their counts, in
+    /// [`RejectKind::ALL`]'s order.
+    pub fn counted(&self) -> impl Iterator<Item = (RejectKind, u64)> + '_ {
+        RejectKind::ALL
+            .into_iter()
+            .zip(self.0)
+            .filter(|&(_, n)| n > 0)
+    }
 }
 
 impl BatchStats {
@@ -173,6 +210,34 @@ impl BatchStats {
         self.moves += other.moves;
         self.conflicts += other.conflicts;
         self.backfilled += other.backfilled;
+        self.rejects.add(other.rejects);
+    }
+
+    /// The counts added since `earlier`, a copy of these taken before
+    /// (each count only grows).
+    #[must_use]
+    pub fn since(&self, earlier: &BatchStats) -> BatchStats {
+        let mut rejects = self.rejects;
+        for (mine, before) in rejects.0.iter_mut().zip(earlier.rejects.0) {
+            *mine = mine.saturating_sub(before);
+        }
+        BatchStats {
+            read: self.read.saturating_sub(earlier.read),
+            imported: self.imported.saturating_sub(earlier.imported),
+            present: self.present.saturating_sub(earlier.present),
+            rejected: self.rejected.saturating_sub(earlier.rejected),
+            filtered: self.filtered.saturating_sub(earlier.filtered),
+            positions_new: self.positions_new.saturating_sub(earlier.positions_new),
+            positions_reused: self
+                .positions_reused
+                .saturating_sub(earlier.positions_reused),
+            positions_in_memory: (self.positions_in_memory)
+                .saturating_sub(earlier.positions_in_memory),
+            moves: self.moves.saturating_sub(earlier.moves),
+            conflicts: self.conflicts.saturating_sub(earlier.conflicts),
+            backfilled: self.backfilled.saturating_sub(earlier.backfilled),
+            rejects,
+        }
     }
 }
 
