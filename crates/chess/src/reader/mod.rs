@@ -12,16 +12,22 @@
 //!    exactly pgn-reader's. Where pgn-reader would lose its footing in the
 //!    tags (a quote inside a value, a value cut by a newline, a stray `]`)
 //!    and split one game into a fragment and a phantom game, the splitter
-//!    keeps the game whole. A lone CR ends a line, as in python-chess.
+//!    keeps the game whole. Where python-chess draws other boundaries (a
+//!    second empty line after the tags ends a game of tags only; text after
+//!    a tag on its line keeps the tags going; a BOM starting a game's first
+//!    line is skipped), the splitter draws python-chess's, so game numbers
+//!    agree with it. A lone CR ends a line, as in python-chess.
 //!    Each game keeps its verbatim bytes (for the rejects table), its game
 //!    number and the byte offset of its first byte. Memory is bounded: a
 //!    game larger than `max_game_bytes` is kept only as its first bytes and
 //!    marked too large, whatever its size, and at most [`MAX_TAGS`] tags
 //!    are recorded.
 //! 2. [`take_game`] (in parallel, per chunk) decodes the tags, parses the
-//!    movetext with pgn-reader (mainline, clocks, evals, NAGs), makes the
-//!    checks that need the raw bytes (size, garbage, a missing result
-//!    marker, bytes PostgreSQL cannot store) and hands the
+//!    movetext with pgn-reader (mainline, clocks, evals, NAGs) after
+//!    writing the move notations python-chess reads and pgn-reader does not
+//!    (`e2-e4`, `d7d8q`, `b1Q`, `Qxf7++`, `exd6e.p.`, `0000`) as SAN, makes the
+//!    checks that need the raw bytes (size, garbage, a game cut off
+//!    mid-token, bytes PostgreSQL cannot store) and hands the
 //!    [`RawGame`](crate::model::RawGame) on to replay.
 //!
 //! It must not replay moves (that is `replay`) nor read anything but the

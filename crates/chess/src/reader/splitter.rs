@@ -330,9 +330,10 @@ impl Scanner {
                 self.pos += 1;
                 self.state = State::Escape { between: false };
             }
-            // A stray `]` or `"` after a tag on its line: pgn-reader
-            // would start the movetext there.
-            Some(b']' | b'"') if line.is_some() => {
+            // Anything after a tag on its line (a stray `]` or `"`, another
+            // tag, moves): python-chess reads the line whole as one tag or
+            // ignores it, and goes on reading tags.
+            Some(_) if line.is_some() => {
                 self.state = State::RestOfLine {
                     open: line.unwrap_or(self.pos),
                     replace: true,
