@@ -1,9 +1,13 @@
 //! The core contract: `pgnload positions` prints exactly what
 //! `scripts/py_digests.py` (python-chess 1.11 + xxhash) prints.
 
-use std::{collections::BTreeSet, path::Path, process::Output};
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::Output,
+};
 
-use crate::common::{assert_same_lines, data, data_pgns, pgnload, python_script, run};
+use crate::common::{assert_same_lines, data_pgns, pgnload, python_script, repo, run};
 
 fn compare(file: &Path) {
     let python = run({
@@ -23,6 +27,12 @@ fn compare(file: &Path) {
         String::from_utf8_lossy(&python.stderr)
     );
     assert_same_lines(file, &python.stdout, &rust.stdout);
+}
+
+/// `tests/quirks/NAME`: corpora with games python-chess refuses, kept out
+/// of `tests/data` (whose every game imports).
+fn quirks(name: &str) -> PathBuf {
+    repo().join("tests/quirks").join(name)
 }
 
 /// The game keys of one run's output lines (stdout) and of its rejected
@@ -54,7 +64,7 @@ fn notation_quirks_are_read_and_refused_as_python_chess_does() {
         ("notation-quirks.pgn", 26, 9),
         ("tags-only-at-eof.pgn", 1, 0),
     ] {
-        let file = data(name);
+        let file = quirks(name);
         let python = run({
             let mut c = python_script("py_digests.py");
             c.arg(&file);
@@ -72,7 +82,7 @@ fn notation_quirks_are_read_and_refused_as_python_chess_does() {
         assert_eq!((py_read.len(), py_refused.len()), (read, refused), "{name}");
         assert_eq!((rs_read.len(), rs_refused.len()), (read, refused), "{name}");
     }
-    let text = std::fs::read_to_string(data("notation-quirks.pgn")).expect("corpus");
+    let text = std::fs::read_to_string(quirks("notation-quirks.pgn")).expect("corpus");
     for quirk in [
         "d7d8q",
         "d7d8Q",

@@ -13,8 +13,8 @@
 //!    tags (a quote inside a value, a value cut by a newline, a stray `]`)
 //!    and split one game into a fragment and a phantom game, the splitter
 //!    keeps the game whole. Where python-chess draws other boundaries (a
-//!    second empty line after the tags ends a game of tags only; text after
-//!    a tag on its line keeps the tags going; a BOM starting a game's first
+//!    second empty line after the tags ends a game of tags only; moves after
+//!    a tag on its line keep the tags going; a BOM starting a game's first
 //!    line is skipped), the splitter draws python-chess's, so game numbers
 //!    agree with it. A lone CR ends a line, as in python-chess.
 //!    Each game keeps its verbatim bytes (for the rejects table), its game

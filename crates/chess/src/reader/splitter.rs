@@ -330,9 +330,13 @@ impl Scanner {
                 self.pos += 1;
                 self.state = State::Escape { between: false };
             }
-            // Anything after a tag on its line (a stray `]` or `"`, another
-            // tag, moves): python-chess reads the line whole as one tag or
-            // ignores it, and goes on reading tags.
+            // Another tag on the line: read as pgn-reader reads it (the
+            // positions are python-chess's either way, and the games
+            // imported so keep their digests).
+            Some(b'[') => self.state = State::TagOrMovetext,
+            // Anything else after a tag on its line (a stray `]` or `"`,
+            // moves): python-chess ignores the line, or reads it whole as
+            // one tag, and goes on reading tags.
             Some(_) if line.is_some() => {
                 self.state = State::RestOfLine {
                     open: line.unwrap_or(self.pos),
