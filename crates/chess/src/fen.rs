@@ -385,7 +385,8 @@ pub enum FenError {
 /// Sets up a position from FEN text the way python-chess reads a `[FEN]` tag:
 /// invalid castling rights and en passant squares are dropped silently (as
 /// python-chess's `clean_castling_rights` and legal-en-passant output do),
-/// anything else impossible is an error. Chess960 castling is used when
+/// too much material and impossible checks are kept, anything else
+/// impossible (no king, the side not to move in check) is an error. Chess960 castling is used when
 /// `chess960` is set or when the castling rights need it.
 pub fn position_from_fen(
     fen: &str,
@@ -404,8 +405,19 @@ pub fn position_from_fen(
     if fields.len() > 2 {
         fields[2] = "-";
     }
+    let checks = fields.get(4).and_then(|field| at_most_three_checks(field));
+    if let Some(checks) = &checks {
+        fields[4] = checks;
+    }
     let parsed = Fen::from_ascii(fields.join(" ").as_bytes()).map_err(|e| syntax(e.to_string()))?;
     let mut setup = parsed.into_setup();
+    // python-chess reads pockets only for crazyhouse; shakmaty would drop
+    // them silently for other variants.
+    if setup.pockets.is_some() && variant != Variant::Crazyhouse {
+        return Err(syntax(
+            "a pocket in the FEN of a variant without pockets".into(),
+        ));
+    }
     setup.castling_rights = python_castling_rights(&setup.board, castling.unwrap_or("-"))
         .ok_or_else(|| {
             syntax(format!(
@@ -418,13 +430,30 @@ pub fn position_from_fen(
     } else {
         CastlingMode::detect(&setup)
     };
+    // python-chess plays from positions it does not call valid: those of
+    // them shakmaty can hold (too much material, impossible checks) are
+    // kept; each `ignore_` drops its kind from the error's remaining set.
     VariantPosition::from_setup(variant, setup, mode)
         .or_else(PositionError::ignore_invalid_castling_rights)
         .or_else(PositionError::ignore_invalid_ep_square)
+        .or_else(PositionError::ignore_too_much_material)
+        .or_else(PositionError::ignore_impossible_check)
         .map_err(|e| FenError::Impossible {
             fen: fen.to_owned(),
             reason: e.to_string(),
         })
+}
+
+/// Three-check counters in the `5+5` form above 3 (remaining checks, as
+/// python-chess reads them) brought down to 3, the most shakmaty holds:
+/// the same game until a side gives its third check. `None` when the field
+/// needs no change.
+fn at_most_three_checks(field: &str) -> Option<String> {
+    let (white, black) = field
+        .split_once('+')
+        .filter(|(white, _)| !white.is_empty())?;
+    let (white, black) = (white.parse::<u32>().ok()?, black.parse::<u32>().ok()?);
+    (white > 3 || black > 3).then(|| format!("{}+{}", white.min(3), black.min(3)))
 }
 
 /// python-chess `Board.set_castling_fen`: `K`/`Q` pick the outermost rook

@@ -199,7 +199,6 @@ const TAG_NAMES: &[(&str, GameVariant)] = &[
     ("fischerandom", GameVariant::Chess960),
     ("fischerrandom", GameVariant::Chess960),
     ("fischer random", GameVariant::Chess960),
-    ("", GameVariant::Standard),
     ("standard", GameVariant::Standard),
     ("chess", GameVariant::Standard),
     ("classical", GameVariant::Standard),

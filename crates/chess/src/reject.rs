@@ -39,9 +39,10 @@ pub enum RejectReason {
         /// The offending token (truncated to 40 bytes).
         token: String,
     },
-    /// The game has no termination marker (`1-0`, `0-1`, `1/2-1/2`, `*`):
-    /// it was cut off.
-    #[error("unterminated game: no result marker at the end of the movetext")]
+    /// The game has no termination marker (`1-0`, `0-1`, `1/2-1/2`, `*`)
+    /// and ends in the middle of a token: it was cut off. (A game without
+    /// a marker that ends cleanly is read, as python-chess reads it.)
+    #[error("unterminated game: no result marker, and the movetext ends mid-token")]
     Unterminated,
     /// The game holds no tags and no moves.
     #[error("empty game")]

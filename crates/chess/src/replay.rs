@@ -347,17 +347,34 @@ const STANDARD_START: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq
 
 /// Replays `raw` and computes every position's normalized FEN and digest.
 pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectReason> {
-    let mut variant = match raw.tag("Variant") {
+    let variant_tag = raw.tag("Variant");
+    let suicide = variant_tag.is_some_and(is_suicide_or_giveaway);
+    let mut variant = match variant_tag {
+        Some(_) if suicide => GameVariant::Antichess,
         Some(tag) => GameVariant::from_tag(tag)
             .ok_or_else(|| RejectReason::UnsupportedVariant(tag.to_owned()))?,
         None => GameVariant::Standard,
     };
-    let fen_tag = raw.tag("FEN").map(str::trim).filter(|f| !f.is_empty());
+    let fen_tag = raw.tag("FEN").map(str::trim);
+    if fen_tag == Some("") {
+        return Err(RejectReason::BadFen("empty FEN tag".into()));
+    }
+    let castling = |fen: &str| fen.split_whitespace().nth(2).is_some_and(|c| c != "-");
+    if suicide && fen_tag.is_none_or(castling) {
+        // python-chess keeps castling rights there (the standard start's
+        // `KQkq` in every FEN until a king or rook moves, and castling is
+        // legal), which shakmaty's antichess does not hold.
+        return Err(RejectReason::UnsupportedVariant(format!(
+            "{} with castling rights (from the standard start, or in its FEN)",
+            variant_tag.unwrap_or_default()
+        )));
+    }
     let start_fen: Option<String> = fen_tag
         .filter(|fen| {
             // Lichess dumps hold Racing Kings (and other variant) games with a
             // standard-start FEN tag; the variant's own start is meant.
             *fen != STANDARD_START
+                || suicide
                 || matches!(variant, GameVariant::Standard | GameVariant::Chess960)
         })
         .map(str::to_owned);
@@ -391,6 +408,23 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         positions,
         plies,
     })
+}
+
+/// python-chess's Suicide and Giveaway boards (`find_variant` aliases,
+/// case-insensitive) play antichess moves, but start from the standard
+/// start, castling rights included, where its Antichess board starts
+/// without them: such a game with a `FEN` tag is stored as antichess.
+fn is_suicide_or_giveaway(tag: &str) -> bool {
+    [
+        "suicide",
+        "suicide chess",
+        "giveaway",
+        "giveaway chess",
+        "give away",
+        "give away chess",
+    ]
+    .iter()
+    .any(|alias| alias.eq_ignore_ascii_case(tag.trim()))
 }
 
 /// Replays the mainline from `board`: every position's FEN and digest and

@@ -13,7 +13,7 @@ use shakmaty::KnownOutcome;
 
 use super::{
     GameChunk, TAG_LINE_BYTES, TagSpan, decode_text,
-    garbage::{find_garbage, skip_to},
+    garbage::{read_tokens, skip_to},
 };
 use crate::{
     model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
@@ -56,23 +56,44 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
         .iter()
         .map(|span| decode_tag(&text, span))
         .collect::<Result<Vec<_>, _>>()?;
-    let movetext = text
-        .get(scan.movetext.unwrap_or(text.len())..)
-        .expect(SPAN_WITHIN_GAME);
+    let movetext_at = scan.movetext.unwrap_or(text.len());
+    let tokens = read_tokens(&text, movetext_at);
+    let text = rewritten(text, &tokens.rewrites);
+    let movetext = text.get(movetext_at..).expect(SPAN_WITHIN_GAME);
     let mut game = parse_movetext(movetext, limits.max_plies)?;
     game.tags = tags;
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
         return Err(RejectReason::Empty);
     }
-    // Before the garbage check: a game cut off mid-token is "unterminated".
-    if game.movetext_result.is_none() {
-        return Err(RejectReason::Unterminated);
-    }
-    if let Some(token) = find_garbage(&text) {
-        return Err(RejectReason::Garbage { token });
+    // A game without a result marker is read to its end, as python-chess
+    // reads it, unless it was cut off mid-token.
+    match tokens.garbage {
+        Some((_, true)) if game.movetext_result.is_none() => {
+            return Err(RejectReason::Unterminated);
+        }
+        Some((token, _)) => return Err(RejectReason::Garbage { token }),
+        None => {}
     }
     check_storable(&game.tags)?;
     Ok(game)
+}
+
+/// The game's text with the tokens python-chess reads and pgn-reader does
+/// not written as pgn-reader reads them; borrowed when there is none (the
+/// tags come before the first rewrite, so their spans stay valid).
+fn rewritten<'a>(text: Cow<'a, [u8]>, rewrites: &[(Range<usize>, Vec<u8>)]) -> Cow<'a, [u8]> {
+    if rewrites.is_empty() {
+        return text;
+    }
+    let mut out = Vec::with_capacity(text.len() + 2 * rewrites.len());
+    let mut copied = 0;
+    for (range, replacement) in rewrites {
+        out.extend_from_slice(&text[copied..range.start]);
+        out.extend_from_slice(replacement);
+        copied = range.end;
+    }
+    out.extend_from_slice(&text[copied..]);
+    Cow::Owned(out)
 }
 
 /// The game's bytes with each lone CR (old Mac line ends) turned into a

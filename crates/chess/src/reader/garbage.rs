@@ -2,15 +2,32 @@
 //! number, a result, a NAG nor an annotation): found so the game is
 //! rejected instead of imported as something other than what was written.
 
+use std::ops::Range;
+
 use pgn_reader::SanPlus;
 
 use super::decode_text;
 
-/// Finds a movetext token that is neither a move, a move number, a result,
-/// a NAG nor an annotation. pgn-reader skips such tokens silently; pgnload
-/// rejects the game instead of importing something other than what was
-/// written.
-pub(super) fn find_garbage(chunk: &[u8]) -> Option<String> {
+/// What the token walk found in a game's text.
+#[derive(Debug, Default)]
+pub(super) struct Tokens {
+    /// Tokens python-chess reads as moves that pgn-reader would skip
+    /// (`e2-e4`, `d7d8q`, `b1Q`, `Qxf7++`, `exd6e.p.`, `0000`): each range
+    /// of the text with what pgn-reader reads as the same move, in order.
+    pub rewrites: Vec<(Range<usize>, Vec<u8>)>,
+    /// The first token that is neither a move, a move number, a result, a
+    /// NAG nor an annotation, and whether nothing but whitespace follows it
+    /// (a game cut off mid-token).
+    pub garbage: Option<(String, bool)>,
+}
+
+/// Walks the movetext tokens of a game's text (tag lines skipped) from
+/// `movetext` on; tokens before it are only checked. pgn-reader skips a
+/// token it cannot read silently; pgnload reads it as python-chess does
+/// (through [`Tokens::rewrites`]) or rejects the game instead of importing
+/// something other than what was written.
+pub(super) fn read_tokens(chunk: &[u8], movetext: usize) -> Tokens {
+    let mut found = Tokens::default();
     let mut i = 0;
     let mut line_start = true;
     let mut in_tags = true;
@@ -49,9 +66,17 @@ pub(super) fn find_garbage(chunk: &[u8]) -> Option<String> {
                     .position(|&c| TOKEN_END[usize::from(c)])
                     .map_or(chunk.len(), |p| i + 1 + p);
                 let token = &chunk[i..end];
-                if !is_movetext_token(token) {
-                    let shown = &token[..token.len().min(40)];
-                    return Some(decode_text(shown).into_owned());
+                match read_token(token) {
+                    Reading::Kept => {}
+                    Reading::As { from, text } if i >= movetext => {
+                        found.rewrites.push((i + from..end, text));
+                    }
+                    Reading::As { .. } | Reading::Garbage => {
+                        let shown = &token[..token.len().min(40)];
+                        let last = chunk[end..].iter().all(u8::is_ascii_whitespace);
+                        found.garbage = Some((decode_text(shown).into_owned(), last));
+                        return found;
+                    }
                 }
                 i = end;
                 line_start = false;
@@ -60,6 +85,168 @@ pub(super) fn find_garbage(chunk: &[u8]) -> Option<String> {
         }
         line_start = false;
         i += 1;
+    }
+    found
+}
+
+/// How one movetext token reads.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// As pgn-reader reads it.
+    Kept,
+    /// python-chess reads the token from byte `from` on as pgn-reader reads `text`.
+    As { from: usize, text: Vec<u8> },
+    /// Neither reads it.
+    Garbage,
+}
+
+/// Reads a movetext token: a move number, possibly glued to the move
+/// (`12.`, `12...`, `7.N1f3`), then a move, a result, a NAG or an annotation.
+pub(super) fn read_token(token: &[u8]) -> Reading {
+    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
+    const SYMBOLS: &[&[u8]] = &[
+        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
+        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
+    ];
+    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
+    let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
+    // `0000` is python-chess's null move, not a move number.
+    let from = if digits > 0 && (dots > 0 || digits == token.len()) && !token.starts_with(b"0000") {
+        digits + dots
+    } else {
+        0
+    };
+    let rest = &token[from..];
+    if rest.is_empty() || is_plain_san(rest) {
+        return Reading::Kept;
+    }
+    if RESULTS.contains(&rest) || SYMBOLS.contains(&rest) {
+        return Reading::Kept;
+    }
+    if let Some(nag) = rest.strip_prefix(b"$") {
+        return if !nag.is_empty() && nag.iter().all(u8::is_ascii_digit) {
+            Reading::Kept
+        } else {
+            Reading::Garbage
+        };
+    }
+    let annotations = rest
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'!' || b == b'?')
+        .count();
+    let mv = &rest[..rest.len() - annotations];
+    if mv.is_empty() || SanPlus::from_ascii(mv).is_ok() {
+        return Reading::Kept;
+    }
+    // A byte-order mark before the move (files joined with `cat`):
+    // python-chess skips it as it skips any character it cannot read.
+    if let Some(after) = rest.strip_prefix("\u{feff}".as_bytes()) {
+        return match read_token(after) {
+            Reading::Kept => Reading::As {
+                from,
+                text: after.to_vec(),
+            },
+            Reading::As { from: inner, text } => {
+                let mut whole = after[..inner].to_vec();
+                whole.extend_from_slice(&text);
+                Reading::As { from, text: whole }
+            }
+            Reading::Garbage => Reading::Garbage,
+        };
+    }
+    match python_move(rest) {
+        Some(text) => Reading::As { from, text },
+        None => Reading::Garbage,
+    }
+}
+
+/// A move as python-chess 1.11 reads it where pgn-reader does not: its
+/// pattern (`[NBKRQ]?[a-h]?[1-8]?[-x]?[a-h][1-8](=?[nbrqkNBRQK])?`, the
+/// castlings, `0000` and `@@@@` for a null move) matched at the start of
+/// the token with the regex's backtracking order, followed only by what
+/// python-chess skips there (check marks, an `e.p.` or `ep`) and by
+/// annotation glyphs. Returns the same move written as pgn-reader reads it
+/// (no `-` separator; `=` and an upper-case piece before a promotion), the
+/// glyphs kept; `None` when python-chess would read something else.
+fn python_move(token: &[u8]) -> Option<Vec<u8>> {
+    let (mut text, len) = python_move_core(token)?;
+    let mut rest = &token[len..];
+    let checks = |r: &[u8]| r.iter().take_while(|&&b| b == b'+' || b == b'#').count();
+    rest = &rest[checks(rest)..];
+    rest = rest
+        .strip_prefix(b"e.p.")
+        .or_else(|| rest.strip_prefix(b"ep"))
+        .unwrap_or(rest);
+    rest = &rest[checks(rest)..];
+    let glyphs = rest.len() <= 2 && rest.iter().all(|&b| b == b'!' || b == b'?');
+    glyphs.then(|| {
+        text.extend_from_slice(rest);
+        text
+    })
+}
+
+/// The start of python-chess's move pattern in `token` (see
+/// [`python_move`]), written as pgn-reader reads it, and its length.
+fn python_move_core(token: &[u8]) -> Option<(Vec<u8>, usize)> {
+    for (written, read) in [
+        (&b"O-O-O"[..], &b"O-O-O"[..]),
+        (b"0-0-0", b"O-O-O"),
+        (b"O-O", b"O-O"),
+        (b"0-0", b"O-O"),
+        (b"0000", b"--"),
+        (b"@@@@", b"--"),
+    ] {
+        if token.starts_with(written) {
+            return Some((read.to_vec(), written.len()));
+        }
+    }
+    let piece = usize::from(matches!(
+        token.first(),
+        Some(b'N' | b'B' | b'K' | b'R' | b'Q')
+    ));
+    let t = &token[piece..];
+    let is_file = |at: usize| t.get(at).is_some_and(|b| (b'a'..=b'h').contains(b));
+    let is_rank = |at: usize| t.get(at).is_some_and(|b| (b'1'..=b'8').contains(b));
+    // Greedy optional parts, the last one given up first, as the regex does.
+    for combo in (0..8u8).rev() {
+        let (file, rank, separator) = (combo & 4 != 0, combo & 2 != 0, combo & 1 != 0);
+        let mut at = 0;
+        let mut text = token[..piece].to_vec();
+        if file {
+            if !is_file(at) {
+                continue;
+            }
+            text.push(t[at]);
+            at += 1;
+        }
+        if rank {
+            if !is_rank(at) {
+                continue;
+            }
+            text.push(t[at]);
+            at += 1;
+        }
+        if separator {
+            match t.get(at) {
+                Some(b'x') => text.push(b'x'),
+                Some(b'-') => {}
+                _ => continue,
+            }
+            at += 1;
+        }
+        if !(is_file(at) && is_rank(at + 1)) {
+            continue;
+        }
+        text.extend_from_slice(&t[at..at + 2]);
+        at += 2;
+        let equals = usize::from(t.get(at) == Some(&b'='));
+        if let Some(&role) = t.get(at + equals).filter(|b| b"nbrqkNBRQK".contains(b)) {
+            text.push(b'=');
+            text.push(role.to_ascii_uppercase());
+            at += equals + 1;
+        }
+        return Some((text, piece + at));
     }
     None
 }
@@ -102,38 +289,6 @@ pub(super) fn skip_to(chunk: &[u8], from: usize, needle: u8) -> usize {
         .iter()
         .position(|&c| c == needle)
         .map_or(chunk.len(), |p| at + p)
-}
-
-pub(super) fn is_movetext_token(token: &[u8]) -> bool {
-    // A move number, possibly glued to the move: `12.`, `12...`, `7.N1f3`.
-    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
-    const SYMBOLS: &[&[u8]] = &[
-        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
-        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
-    ];
-    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
-    let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
-    let rest = if digits > 0 && (dots > 0 || digits == token.len()) {
-        &token[digits + dots..]
-    } else {
-        token
-    };
-    if rest.is_empty() || is_plain_san(rest) {
-        return true;
-    }
-    if RESULTS.contains(&rest) || SYMBOLS.contains(&rest) {
-        return true;
-    }
-    if let Some(nag) = rest.strip_prefix(b"$") {
-        return !nag.is_empty() && nag.iter().all(u8::is_ascii_digit);
-    }
-    let annotations = rest
-        .iter()
-        .rev()
-        .take_while(|&&b| b == b'!' || b == b'?')
-        .count();
-    let mv = &rest[..rest.len() - annotations];
-    mv.is_empty() || SanPlus::from_ascii(mv).is_ok()
 }
 
 /// The common SAN shapes (`e4`, `exd5`, `Nbd7`, `R1xe2+`, `e8=Q#`:

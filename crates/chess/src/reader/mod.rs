@@ -12,16 +12,22 @@
 //!    exactly pgn-reader's. Where pgn-reader would lose its footing in the
 //!    tags (a quote inside a value, a value cut by a newline, a stray `]`)
 //!    and split one game into a fragment and a phantom game, the splitter
-//!    keeps the game whole. A lone CR ends a line, as in python-chess.
+//!    keeps the game whole. Where python-chess draws other boundaries (a
+//!    second empty line after the tags ends a game of tags only; moves after
+//!    a tag on its line keep the tags going; a BOM starting a game's first
+//!    line is skipped), the splitter draws python-chess's, so game numbers
+//!    agree with it. A lone CR ends a line, as in python-chess.
 //!    Each game keeps its verbatim bytes (for the rejects table), its game
 //!    number and the byte offset of its first byte. Memory is bounded: a
 //!    game larger than `max_game_bytes` is kept only as its first bytes and
 //!    marked too large, whatever its size, and at most [`MAX_TAGS`] tags
 //!    are recorded.
 //! 2. [`take_game`] (in parallel, per chunk) decodes the tags, parses the
-//!    movetext with pgn-reader (mainline, clocks, evals, NAGs), makes the
-//!    checks that need the raw bytes (size, garbage, a missing result
-//!    marker, bytes PostgreSQL cannot store) and hands the
+//!    movetext with pgn-reader (mainline, clocks, evals, NAGs) after
+//!    writing the move notations python-chess reads and pgn-reader does not
+//!    (`e2-e4`, `d7d8q`, `b1Q`, `Qxf7++`, `exd6e.p.`, `0000`) as SAN, makes the
+//!    checks that need the raw bytes (size, garbage, a game cut off
+//!    mid-token, bytes PostgreSQL cannot store) and hands the
 //!    [`RawGame`](crate::model::RawGame) on to replay.
 //!
 //! It must not replay moves (that is `replay`) nor read anything but the
@@ -125,7 +131,7 @@ mod tests {
 
     use super::{
         game::lone_cr_as_newline,
-        garbage::{is_movetext_token, is_plain_san, skip_to},
+        garbage::{Reading, is_plain_san, read_token, skip_to},
         *,
     };
     use crate::model::GameResult;
@@ -287,9 +293,15 @@ mod tests {
             Err(RejectReason::Garbage { .. })
         ));
         assert!(matches!(
-            reject(b"[Event \"x\"]\n\n1. e4 e5\n", LIMITS),
+            reject(b"[Event \"x\"]\n\n1. e4 e5 2. N\n", LIMITS),
             Err(RejectReason::Unterminated)
         ));
+        assert!(matches!(
+            reject(b"[Event \"x\"]\n\n1. e4 e5 2. N e4\n", LIMITS),
+            Err(RejectReason::Garbage { .. })
+        ));
+        let unmarked = reject(b"[Event \"x\"]\n\n1. e4 e5\n", LIMITS).expect("read to its end");
+        assert_eq!((unmarked.moves.len(), unmarked.movetext_result), (2, None));
         assert!(matches!(
             reject(b"[Event \"x\"]\n\n1. e4 {never closed\n", LIMITS),
             Err(RejectReason::Syntax(_))
@@ -323,17 +335,69 @@ mod tests {
             b"Z0",
             b"1...e5",
         ] {
-            assert!(
-                is_movetext_token(token),
+            assert_eq!(
+                read_token(token),
+                Reading::Kept,
                 "{}",
                 String::from_utf8_lossy(token)
             );
         }
-        for token in [&b"foo"[..], b"1-", b"$", b"e9", b"}"] {
-            assert!(
-                !is_movetext_token(token),
+        for token in [
+            &b"foo"[..],
+            b"1-",
+            b"$",
+            b"e9",
+            b"}",
+            b"e2e4e5",
+            b"Pe2-e4",
+            b"e4+x",
+        ] {
+            assert_eq!(
+                read_token(token),
+                Reading::Garbage,
                 "{}",
                 String::from_utf8_lossy(token)
+            );
+        }
+    }
+
+    #[test]
+    fn notations_python_chess_reads_are_written_as_pgn_reader_reads_them() {
+        for (token, from, read) in [
+            (&b"d7d8q"[..], 0, &b"d7d8=Q"[..]),
+            (b"d7d8Q", 0, b"d7d8=Q"),
+            (b"e2-e4", 0, b"e2e4"),
+            (b"12.Ng1-f3", 3, b"Ng1f3"),
+            (b"Nb1-c3!?", 0, b"Nb1c3!?"),
+            (b"b1Q+", 0, b"b1=Q"),
+            (b"a8k", 0, b"a8=K"),
+            (b"Qxf7++", 0, b"Qxf7"),
+            (b"exd6e.p.", 0, b"exd6"),
+            (b"exd6ep+", 0, b"exd6"),
+            (b"0-0++", 0, b"O-O"),
+            (b"0-0-0++", 0, b"O-O-O"),
+            (b"0000", 0, b"--"),
+            (b"@@@@", 0, b"--"),
+            ("\u{feff}e5".as_bytes(), 0, b"e5"),
+            ("\u{feff}e2-e4".as_bytes(), 0, b"e2e4"),
+        ] {
+            let expected = Reading::As {
+                from,
+                text: read.to_vec(),
+            };
+            assert_eq!(
+                read_token(token),
+                expected,
+                "{}",
+                String::from_utf8_lossy(token)
+            );
+            // What the token becomes is a move pgn-reader reads whole.
+            let san =
+                &read[..read.len() - read.iter().rev().take_while(|b| b"!?".contains(b)).count()];
+            assert!(
+                SanPlus::from_ascii(san).is_ok(),
+                "{}",
+                String::from_utf8_lossy(read)
             );
         }
     }

@@ -103,6 +103,9 @@ enum State {
     AfterTag {
         new_line: bool,
         line: Option<u64>,
+        /// An empty line was seen since the last tag: python-chess allows
+        /// one between tags, and a second one ends the game.
+        blank: bool,
     },
     /// A `%` line, skipped through its newline.
     Escape {
@@ -213,7 +216,11 @@ impl Scanner {
             let ended = match self.state {
                 State::Between { new_line, bom } => self.between(w, new_line, bom)?,
                 State::Escape { between } => self.escape(w, between)?,
-                State::AfterTag { new_line, line } => self.after_tag(w, new_line, line)?,
+                State::AfterTag {
+                    new_line,
+                    line,
+                    blank,
+                } => self.after_tag(w, new_line, line, blank)?,
                 State::TagOrMovetext => self.tag_or_movetext(w)?,
                 State::TagName { open, space } => self.tag_name(w, open, space)?,
                 State::TagValue { open, name, value } => self.tag_value(w, open, name, value)?,
@@ -260,6 +267,11 @@ impl Scanner {
                 self.pos += 1;
                 self.state = State::Escape { between: true };
             }
+            // A byte-order mark at the start of a game's first line (files
+            // joined with `cat`) is skipped, as python-chess skips it.
+            Some(0xef) if new_line && w.from(self.pos).starts_with(b"\xef\xbb\xbf") => {
+                self.pos += 3;
+            }
             Some(_) => return Ok(Some(Boundary::NextGame(self.pos))),
         }
         Ok(None)
@@ -280,30 +292,52 @@ impl Scanner {
             State::AfterTag {
                 new_line: true,
                 line: None,
+                blank: false,
             }
         };
         Ok(None)
     }
 
     /// Whitespace after a tag, or a stray `]` or `"` on its line.
-    fn after_tag(&mut self, w: &Window<'_>, new_line: bool, line: Option<u64>) -> Step {
+    fn after_tag(
+        &mut self,
+        w: &Window<'_>,
+        new_line: bool,
+        line: Option<u64>,
+        blank: bool,
+    ) -> Step {
         match w.get(self.pos)? {
             None => return Ok(Some(Boundary::End)),
             Some(b' ' | b'\t' | b'\r') => self.pos += 1,
+            // A second empty line after the tags ends a game of tags only
+            // (python-chess; pgn-reader would read on into the next tags).
+            Some(b'\n') if new_line && blank => {
+                self.pos += 1;
+                self.state = State::Between {
+                    new_line: true,
+                    bom: false,
+                };
+            }
             Some(b'\n') => {
                 self.pos += 1;
                 self.state = State::AfterTag {
                     new_line: true,
                     line: None,
+                    blank: blank || new_line,
                 };
             }
             Some(b'%') if new_line => {
                 self.pos += 1;
                 self.state = State::Escape { between: false };
             }
-            // A stray `]` or `"` after a tag on its line: pgn-reader
-            // would start the movetext there.
-            Some(b']' | b'"') if line.is_some() => {
+            // Another tag on the line: read as pgn-reader reads it (the
+            // positions are python-chess's either way, and the games
+            // imported so keep their digests).
+            Some(b'[') => self.state = State::TagOrMovetext,
+            // Anything else after a tag on its line (a stray `]` or `"`,
+            // moves): python-chess ignores the line, or reads it whole as
+            // one tag, and goes on reading tags.
+            Some(_) if line.is_some() => {
                 self.state = State::RestOfLine {
                     open: line.unwrap_or(self.pos),
                     replace: true,
@@ -397,6 +431,7 @@ impl Scanner {
                     self.state = State::AfterTag {
                         new_line: false,
                         line: None,
+                        blank: false,
                     };
                 } else {
                     // pgn-reader's reading: the value ends at the newline.
@@ -426,6 +461,7 @@ impl Scanner {
                         self.state = State::AfterTag {
                             new_line: false,
                             line: tag.map(|_| open),
+                            blank: false,
                         };
                     }
                     Some(_) => {
@@ -433,6 +469,7 @@ impl Scanner {
                         self.state = State::AfterTag {
                             new_line: true,
                             line: None,
+                            blank: false,
                         };
                     }
                 }
@@ -466,6 +503,7 @@ impl Scanner {
         self.state = State::AfterTag {
             new_line: true,
             line: None,
+            blank: false,
         };
         Ok(None)
     }
