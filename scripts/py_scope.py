@@ -12,7 +12,10 @@ option the test uses, how many games that option alone leaves out, as
 - speed: TimeControl "a+b" (or "a") as integers, a + 40*b seconds against
   Lichess's bounds; anything else is correspondence;
 - variant: python-chess's variant of the headers (chess960 from the headers);
-- day: UTCDate, else Date, as YYYY.MM.DD; none when neither is a full date;
+- days: UTCDate, else Date, as YYYY.MM.DD: that day; else a Date with an
+  unknown month (YYYY.??.DD or YYYY.??.??): its year, or with an unknown
+  day only (YYYY.MM.??): its month; none otherwise (an unknown year, year
+  0000). A game is in the period when all its days are;
 - bots: WhiteTitle or BlackTitle is BOT.
 
 Usage: py_scope.py MIN_RATING SPEEDS VARIANTS SINCE UNTIL FILE...
@@ -68,15 +71,27 @@ def variant(headers):
     return UCI_LABELS[headers.variant().uci_variant]
 
 
-def day(headers):
+def days(headers):
+    """The first and last day the game's date stands for, or None."""
     for tag in ("UTCDate", "Date"):
         value = headers.get(tag, "")
         if re.fullmatch(r"\d{4}\.\d{2}\.\d{2}", value):
             try:
-                return datetime.date(*map(int, value.split(".")))
+                d = datetime.date(*map(int, value.split(".")))
+                return d, d
             except ValueError:
                 pass
-    return None
+    m = re.fullmatch(r"(\d{4})\.(\d{2}|\?\?)\.(\d{2}|\?\?)", headers.get("Date", "").strip())
+    if not m or m[1] == "0000":
+        return None
+    year = int(m[1])
+    if m[2] == "??":
+        return datetime.date(year, 1, 1), datetime.date(year, 12, 31)
+    if m[3] != "??" or not 1 <= int(m[2]) <= 12:
+        return None
+    first = datetime.date(year, int(m[2]), 1)
+    following = datetime.date(year + int(m[2]) // 12, int(m[2]) % 12 + 1, 1)
+    return first, following - datetime.timedelta(days=1)
 
 
 def main():
@@ -96,8 +111,8 @@ def main():
                 counts["min-rating"] += not (w is not None and b is not None and w >= min_rating and b >= min_rating)
                 counts["speeds"] += speed(headers) not in speeds
                 counts["variants"] += variant(headers) not in variants
-                d = day(headers)
-                counts["dates"] += d is None or d < since or d > until
+                d = days(headers)
+                counts["dates"] += d is None or d[0] < since or d[1] > until
                 counts["exclude-bots"] += "BOT" in (headers.get("WhiteTitle"), headers.get("BlackTitle"))
     for name, count in counts.items():
         print(f"{name}\t{count}")

@@ -911,3 +911,149 @@ fn an_interrupted_export_leaves_no_partial_files() {
         );
     }
 }
+
+/// Every file of `tests/data` exported and imported again into the same
+/// database: every game is found already present (the export gives each
+/// tag back as read, so no game gets a new identity), Lichess games by
+/// their id and the others by their content digest.
+#[test]
+fn an_export_reimported_finds_every_game_present() {
+    let dir = scratch_dir("pgnload-reimport-");
+    let db = migrated_db("query_reimport");
+    let files = data_pgns();
+    let files: Vec<&Path> = files.iter().map(std::path::PathBuf::as_path).collect();
+    import(&db, &files);
+    let count_by_source = "SELECT string_agg(source || '=' || n, ',' ORDER BY source)
+                           FROM (SELECT source, count(*) n FROM games GROUP BY source) s";
+    let before = db.psql(count_by_source);
+    assert!(
+        before.contains("lichess=") && before.contains("pgn="),
+        "{before}"
+    );
+    let games = db.psql("SELECT count(*) FROM games");
+    for name in ["export.pgn", "listed.pgn"] {
+        let path = dir.path().join(name);
+        let path_text = path.display().to_string();
+        if name == "export.pgn" {
+            db.quiet_ok(&["export", "-o", &path_text]);
+        } else {
+            let listed = db.quiet_ok(&["games", "--format", "pgn"]);
+            std::fs::write(&path, listed).expect("write");
+        }
+        let out = db.quiet(&["import", "--restart", &path_text]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{games} read = 0 imported + {games} already present + 0 rejected"
+            )),
+            "{name}: {stderr}"
+        );
+        assert_eq!(db.psql(count_by_source), before);
+    }
+}
+
+/// A partial date keeps its precision: `games` and `export` select a
+/// `1997.??.??` game for a period holding all of 1997, a `1997.05.??` one
+/// for May, neither for a few days of May, and a date without a year for
+/// no bounded period; `export` writes the date as read.
+#[test]
+fn games_and_export_select_a_partial_date_by_its_whole_span() {
+    let dir = scratch_dir("pgnload-partial-");
+    let db = migrated_db("query_partial");
+    import(
+        &db,
+        &[
+            &data("twic-partial-dates.pgn"),
+            &data("kasparov-deep-blue-1997.pgn"),
+            &data("lichess-2025-05-sample.pgn"),
+        ],
+    );
+    let selected = |since: &str, until: &str| -> Vec<String> {
+        let mut args = vec!["games", "--format", "json"];
+        if !since.is_empty() {
+            args.extend(["--since", since]);
+        }
+        if !until.is_empty() {
+            args.extend(["--until", until]);
+        }
+        let mut whites: Vec<String> = db
+            .quiet_ok(&args)
+            .lines()
+            .map(|line| {
+                let game: serde_json::Value = serde_json::from_str(line).expect("JSON");
+                game["white"].as_str().unwrap_or("").to_owned()
+            })
+            .collect();
+        whites.sort();
+        whites.dedup();
+        whites
+    };
+    let bern = ["Keller, Hans", "Meier, Urs"];
+    let kasparov_games = ["Deep Blue (Computer)", "Garry Kasparov"];
+    let mut year: Vec<&str> = bern.iter().chain(&kasparov_games).copied().collect();
+    year.sort_unstable();
+    assert_eq!(selected("1997-01-01", "1997-12-31"), year);
+    assert_eq!(selected("1997-01", "1997-12"), year);
+    assert_eq!(selected("1997-05-01", "1997-05-31"), ["Meier, Urs"]);
+    assert_eq!(selected("1997-05-04", "1997-05-06"), Vec::<String>::new());
+    assert_eq!(selected("1997-01-02", "1997-12-31"), ["Meier, Urs"]);
+    assert_eq!(selected("", "1997-04-30"), Vec::<String>::new());
+    assert_eq!(selected("", "1997-12-31"), year);
+    // The game of an unknown year only without a period.
+    let unknown = "Novak, Petr".to_owned();
+    assert!(!selected("0001-01-01", "").contains(&unknown));
+    assert!(selected("", "").contains(&unknown));
+    // Full dates are read as before: the UTC day, Date aside.
+    assert_eq!(selected("2024-01-01", "2024-01-01"), ["Fischer, Lena"]);
+    // `export` selects the same games, and writes the date as read.
+    let out = dir.path().join("1997.pgn");
+    let summary = db.quiet_ok(&[
+        "export",
+        "--since",
+        "1997-05-01",
+        "--until",
+        "1997-05-31",
+        "-o",
+        &out.display().to_string(),
+    ]);
+    assert!(summary.starts_with("exported 1 games"), "{summary}");
+    let text = std::fs::read_to_string(&out).expect("read");
+    assert_eq!(text.matches("[Date ").count(), 1, "{text}");
+    assert!(text.contains("[Date \"1997.05.??\"]"), "{text}");
+}
+
+/// `game show` writes each tag once and as read: one `Date` for a partial
+/// date and for a `Date` other than `UTCDate`, `Round "-"`, the UTC tags.
+#[test]
+fn game_show_writes_each_tag_once_as_read() {
+    let db = migrated_db("query_show_tags");
+    import(&db, &[&data("twic-partial-dates.pgn")]);
+    let show = |white: &str| {
+        let id = db.psql(&format!(
+            "SELECT g.id FROM games g JOIN players p ON p.id = g.white_player_id
+             WHERE p.username = '{white}'"
+        ));
+        db.quiet_ok(&["game", "show", &id])
+    };
+    let year = show("Keller, Hans");
+    assert_eq!(year.matches("[Date ").count(), 1, "{year}");
+    assert!(
+        year.contains("[Date \"1997.??.??\"]\n[Round \"-\"]"),
+        "{year}"
+    );
+    let utc = show("Fischer, Lena");
+    assert!(
+        utc.contains("[Date \"2024.01.02\"]")
+            && utc.contains("[UTCDate \"2024.01.01\"]\n[UTCTime \"23:30:00\"]"),
+        "{utc}"
+    );
+    assert_eq!(utc.matches("[Date ").count(), 1, "{utc}");
+    let twice = show("Novak, Petr");
+    assert!(
+        twice.contains(
+            "[WhiteElo \"?\"]\n[BlackElo \"-\"]\n[Annotator \"Novak\"]\n[Source \"club bulletin\"]\n[Annotator \"Horak\"]"
+        ),
+        "{twice}"
+    );
+}

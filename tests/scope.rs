@@ -293,3 +293,49 @@ fn killed_scoped_imports_then_rerun_count_every_filtered_game_once() {
     assert_eq!(file_counters(&db), counters);
     assert_eq!(content_dump(&db), content_dump(&clean));
 }
+
+/// `--since/--until` keep a game with a partial date when every day its
+/// date stands for is in the period (`1997.??.??`: the year, `1997.05.??`:
+/// May), and filter a date without a year from any bounded period.
+#[test]
+fn a_partial_date_is_in_the_period_when_all_its_days_are() {
+    let files = [
+        data("twic-partial-dates.pgn"),
+        data("kasparov-deep-blue-1997.pgn"),
+    ];
+    // (since, until, games imported): the six Kasparov games and one Bern
+    // game are `1997.??.??`, the other Bern game `1997.05.??`.
+    for (since, until, imported) in [
+        ("1997-01-01", "1997-12-31", 8),
+        ("1997-01", "1997-12", 8),
+        ("1997-05-01", "1997-05-31", 1),
+        ("1997-05-04", "1997-05-06", 0),
+        ("1996-12-31", "1997-12-30", 1),
+        ("1997-05-02", "1997-12-31", 0),
+    ] {
+        let db = fresh_db("scope_partial");
+        let out = import(&db, &["--since", since, "--until", until], &files);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let [read, done, present, rejected, filtered] =
+            summary(&String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            (read, done, present, rejected, filtered),
+            (12, imported, 0, 0, 12 - imported),
+            "{since}..{until}"
+        );
+    }
+    // One bound is a period too; the game of an unknown year (????.05.11)
+    // is in none, and in the import without one.
+    let db = fresh_db("scope_partial_open");
+    let out = import(&db, &["--since", "1000-01-01"], &files);
+    let counts = summary(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(counts, [12, 11, 0, 0, 1]);
+    assert_eq!(
+        db.psql("SELECT count(*) FROM games WHERE tags->>'Date' = '????.05.11'"),
+        "0"
+    );
+}

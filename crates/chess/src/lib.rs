@@ -14,6 +14,7 @@ pub mod category;
 pub mod encoding;
 pub mod fen;
 pub mod hash;
+pub mod headers;
 pub mod model;
 pub mod reader;
 pub mod reject;

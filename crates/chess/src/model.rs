@@ -342,6 +342,9 @@ pub struct GameMeta {
     pub black: PlayerTags,
     /// `UTCDate` + `UTCTime`, else `Date`, as a UTC timestamp.
     pub started_at: Option<DateTime<Utc>>,
+    /// Without a start time: the days a `Date` with an unknown month or
+    /// day (`1997.??.??`, `1997.05.??`) spans ([`DateSpan::of_pgn`]).
+    pub partial_date: Option<DateSpan>,
     /// `TimeControl` as written.
     pub time_control: Option<String>,
     /// `TimeControl` parsed (`-` and unparsable values give none).
@@ -543,6 +546,11 @@ impl GameMeta {
         let kept_tags: Vec<(String, String)> =
             first.unheld().into_iter().flatten().chain(later).collect();
         let time_control = first.owned(Typed::TimeControl);
+        let started_at = started_at(
+            first.get(Typed::UtcDate),
+            first.get(Typed::UtcTime),
+            first.get(Typed::Date),
+        );
         GameMeta {
             lichess_id: first
                 .get(Typed::Site)
@@ -564,11 +572,11 @@ impl GameMeta {
                 Typed::BlackRatingDiff,
                 Typed::BlackTitle,
             ),
-            started_at: started_at(
-                first.get(Typed::UtcDate),
-                first.get(Typed::UtcTime),
-                first.get(Typed::Date),
-            ),
+            started_at,
+            partial_date: started_at
+                .is_none()
+                .then(|| first.get(Typed::Date).and_then(DateSpan::of_pgn))
+                .flatten(),
             clock: time_control.as_deref().and_then(parse_time_control),
             time_control,
             termination: first.owned(Typed::Termination),
@@ -762,6 +770,61 @@ fn parse_pgn_date(s: &str) -> Option<NaiveDate> {
     match fixed_digits(s, b"dddd.dd.dd") {
         Some([y, m, d]) => NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, m, d),
         None => NaiveDate::parse_from_str(s, "%Y.%m.%d").ok(),
+    }
+}
+
+/// The days a PGN date stands for, first and last included: one day for a
+/// full date, a month when only the day is unknown (`1997.05.??`), a year
+/// when the month is (`1997.??.??`). A date matches a period
+/// (`--since/--until`) when all its days lie in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateSpan {
+    /// The first day.
+    pub first: NaiveDate,
+    /// The last day.
+    pub last: NaiveDate,
+}
+
+impl DateSpan {
+    /// The span of a `Date` value `YYYY.MM.DD` whose month or day may be
+    /// `??`; a known day under an unknown month says nothing more than
+    /// the year. `None` when the year is unknown or `0000`, the month is
+    /// not `01`–`12`, a day is not one of its month, or the text has
+    /// another shape: such a date matches no bounded period. The same rule
+    /// as `PARTIAL_DATE_SPAN` in the game filter's SQL.
+    pub fn of_pgn(text: &str) -> Option<DateSpan> {
+        let bytes = text.as_bytes();
+        let digits = |range: std::ops::Range<usize>| -> Option<u32> {
+            let part = bytes.get(range)?;
+            part.iter()
+                .all(u8::is_ascii_digit)
+                .then(|| part.iter().fold(0, |n, &b| n * 10 + u32::from(b - b'0')))
+        };
+        let unknown = |range: std::ops::Range<usize>| bytes.get(range) == Some(b"??".as_slice());
+        if bytes.len() != 10 || bytes[4] != b'.' || bytes[7] != b'.' {
+            return None;
+        }
+        let year = i32::try_from(digits(0..4)?).ok().filter(|&y| y > 0)?;
+        let day = |month, day| NaiveDate::from_ymd_opt(year, month, day);
+        if unknown(5..7) {
+            return (unknown(8..10) || digits(8..10).is_some()).then_some(DateSpan {
+                first: day(1, 1)?,
+                last: day(12, 31)?,
+            });
+        }
+        let month = digits(5..7)?;
+        let first = day(month, 1)?;
+        if unknown(8..10) {
+            let last = first
+                .checked_add_months(chrono::Months::new(1))
+                .and_then(|next| next.pred_opt())?;
+            return Some(DateSpan { first, last });
+        }
+        let one = day(month, digits(8..10)?)?;
+        Some(DateSpan {
+            first: one,
+            last: one,
+        })
     }
 }
 
@@ -1223,6 +1286,48 @@ mod tests {
             lichess_event_ref("Swiss https://lichess.org/swiss/abcDEF12").map(|e| e.kind),
             Some("swiss")
         );
+    }
+
+    #[test]
+    fn partial_dates_span_their_unknown_parts() {
+        let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).expect("a day");
+        let span = |first, last| Some(DateSpan { first, last });
+        assert_eq!(
+            DateSpan::of_pgn("1997.??.??"),
+            span(day(1997, 1, 1), day(1997, 12, 31))
+        );
+        assert_eq!(
+            DateSpan::of_pgn("1997.??.05"),
+            span(day(1997, 1, 1), day(1997, 12, 31))
+        );
+        assert_eq!(
+            DateSpan::of_pgn("2024.02.??"),
+            span(day(2024, 2, 1), day(2024, 2, 29))
+        );
+        assert_eq!(
+            DateSpan::of_pgn("1997.05.11"),
+            span(day(1997, 5, 11), day(1997, 5, 11))
+        );
+        for none in [
+            "????.??.??",
+            "????.05.11",
+            "0000.??.??",
+            "1997.13.??",
+            "1997.00.??",
+            "1997.02.30",
+            "1997.?.??",
+            "1997",
+            "97.05.??",
+            "1997-05-??",
+            "1997.05.??x",
+        ] {
+            assert_eq!(DateSpan::of_pgn(none), None, "{none}");
+        }
+        let meta = GameMeta::from_tags(&tags(&[("Date", " 1997.05.?? ")]));
+        assert_eq!(meta.partial_date, span(day(1997, 5, 1), day(1997, 5, 31)));
+        let timed =
+            GameMeta::from_tags(&tags(&[("Date", "1997.??.??"), ("UTCDate", "1997.05.11")]));
+        assert_eq!(timed.partial_date, None);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::{
     encoding::encode_move,
     fen::{FEN_CAP, position_from_fen, write_fen},
     hash::fen_digest_bytes,
+    headers::{Columns, stored_tags},
     model::{
         Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key, termination_label,
     },
@@ -330,6 +331,9 @@ pub struct GameRecord {
     pub start_fen: Option<String>,
     /// Result: the `Result` tag, else the movetext's termination marker.
     pub result: Option<GameResult>,
+    /// `games.tags`: what the columns cannot say of the tags as read
+    /// ([`crate::headers::stored_tags`]); empty for a Lichess game.
+    pub stored_tags: serde_json::Map<String, serde_json::Value>,
     /// Positions 0..=plies.
     pub positions: PositionList,
     /// The mainline.
@@ -386,6 +390,10 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 
     let meta = GameMeta::from_tags(&raw.tags);
     let result = meta.result.or(raw.movetext_result);
+    let stored_tags = stored_tags(
+        &raw.tags,
+        &Columns::imported(&meta, variant, start_fen.as_deref(), result),
+    );
     // One dispatch per game: the loop runs on the concrete position type, so
     // move generation is neither dispatched nor its move lists copied per ply.
     let (positions, plies) = match board {
@@ -405,6 +413,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         variant,
         start_fen,
         result,
+        stored_tags,
         positions,
         plies,
     })

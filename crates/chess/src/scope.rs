@@ -17,7 +17,7 @@ use shakmaty::{CastlingMode, Position, san::SanPlus, uci::UciMove};
 use crate::{
     category::Speed,
     encoding::decode_move_uci,
-    model::GameVariant,
+    model::{DateSpan, GameVariant},
     replay::{GameRecord, initial_position, null_move},
     selection::Selection,
 };
@@ -51,11 +51,11 @@ pub enum FilterReason {
     Speed(Speed),
     /// `--variants`, and the game's variant is not listed.
     Variant(GameVariant),
-    /// `--since`/`--until`, and the game has no full date.
+    /// `--since`/`--until`, and the game has no date with a known year.
     NoDate,
-    /// `--since`, and the game was played before.
+    /// `--since`, and the game was (or may have been) played before.
     BeforeSince,
-    /// `--until`, and the game was played after.
+    /// `--until`, and the game was (or may have been) played after.
     AfterUntil,
     /// `--exclude-bots`, and a player is a bot.
     Bot,
@@ -70,7 +70,7 @@ impl fmt::Display for FilterReason {
             FilterReason::Variant(variant) => {
                 write!(f, "variant {variant} not in --variants")
             }
-            FilterReason::NoDate => f.write_str("no full date for --since/--until"),
+            FilterReason::NoDate => f.write_str("no date with a known year for --since/--until"),
             FilterReason::BeforeSince => f.write_str("played before --since"),
             FilterReason::AfterUntil => f.write_str("played after --until"),
             FilterReason::Bot => f.write_str("a BOT player"),
@@ -156,14 +156,18 @@ pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
         return Err(FilterReason::Variant(game.variant));
     }
     if selection.since.is_some() || selection.until.is_some() {
-        let day = meta
-            .started_at
-            .map(|t| t.date_naive())
-            .ok_or(FilterReason::NoDate)?;
-        if selection.since.is_some_and(|since| day < since) {
+        // A partial date is in the period when all its days are.
+        let span = match meta.started_at {
+            Some(at) => DateSpan {
+                first: at.date_naive(),
+                last: at.date_naive(),
+            },
+            None => meta.partial_date.ok_or(FilterReason::NoDate)?,
+        };
+        if selection.since.is_some_and(|since| span.first < since) {
             return Err(FilterReason::BeforeSince);
         }
-        if selection.until.is_some_and(|until| day > until) {
+        if selection.until.is_some_and(|until| span.last > until) {
             return Err(FilterReason::AfterUntil);
         }
     }
@@ -425,9 +429,47 @@ mod tests {
         assert_eq!(in_scope(&later, &scope), Err(FilterReason::AfterUntil));
         let earlier = game("[Date \"2024.03.04\"]");
         assert_eq!(in_scope(&earlier, &scope), Err(FilterReason::BeforeSince));
+        // A partial date is in a period when all its days are.
         let partial = game("[Date \"2024.??.??\"]");
-        assert_eq!(in_scope(&partial, &scope), Err(FilterReason::NoDate));
+        assert_eq!(in_scope(&partial, &scope), Err(FilterReason::BeforeSince));
+        let no_year = game("[Date \"????.03.05\"]");
+        assert_eq!(in_scope(&no_year, &scope), Err(FilterReason::NoDate));
         assert!(parse_since("2024-13-01").is_err());
+    }
+
+    #[test]
+    fn a_partial_date_is_in_a_period_that_holds_all_its_days() {
+        let period = |since: Option<&str>, until: Option<&str>| Scope {
+            selection: Selection {
+                since: since.map(|s| parse_since(s).expect("a day")),
+                until: until.map(|s| parse_since(s).expect("a day")),
+                ..Selection::default()
+            },
+            ..Scope::default()
+        };
+        let year = game("[Date \"1997.??.??\"]");
+        let month = game("[Date \"1997.05.??\"]");
+        let whole_1997 = period(Some("1997-01-01"), Some("1997-12-31"));
+        assert_eq!(in_scope(&year, &whole_1997), Ok(()));
+        assert_eq!(in_scope(&month, &whole_1997), Ok(()));
+        let days = period(Some("1997-05-04"), Some("1997-05-06"));
+        assert_eq!(in_scope(&year, &days), Err(FilterReason::BeforeSince));
+        assert_eq!(in_scope(&month, &days), Err(FilterReason::BeforeSince));
+        let may = period(Some("1997-05-01"), Some("1997-05-31"));
+        assert_eq!(in_scope(&month, &may), Ok(()));
+        assert_eq!(in_scope(&year, &may), Err(FilterReason::BeforeSince));
+        assert_eq!(in_scope(&year, &period(Some("1997-01-01"), None)), Ok(()));
+        assert_eq!(
+            in_scope(&year, &period(None, Some("1997-12-30"))),
+            Err(FilterReason::AfterUntil)
+        );
+        assert_eq!(
+            in_scope(&game("[Date \"????.??.??\"]"), &whole_1997),
+            Err(FilterReason::NoDate)
+        );
+        // A full start time wins over a partial Date.
+        let utc = game("[Date \"1997.??.??\"]\n[UTCDate \"1997.05.05\"]");
+        assert_eq!(in_scope(&utc, &days), Ok(()));
     }
 
     #[test]

@@ -7,16 +7,14 @@
 //! which covers every tag in the form its column or `games.tags` holds
 //! it, the result, the variant, the start position and the moves), the
 //! same columns, the same `tags` and the same moves with their clocks,
-//! evaluations and NAGs. Tags come as the Seven Tag Roster first,
-//! then the columns, then `games.tags` (kept raw values after the typed
-//! ones of the same name, in file order, as the importer reads them).
+//! evaluations and NAGs. Tags come as they were read, each once: the
+//! Seven Tag Roster first, then the others in the order read
+//! ([`crate::chess::headers`]).
 
 use std::fmt::Write as _;
 
-use chrono::{NaiveTime, Timelike};
-
 use crate::{
-    chess::model::GameVariant,
+    chess::headers::written_tags,
     error::Error,
     query::games::{StoredGame, StoredMove},
 };
@@ -24,117 +22,14 @@ use crate::{
 /// Longest movetext line written (PGN allows 255; 80 is the export norm).
 const LINE: usize = 80;
 
-/// The `Variant` tag of a variant, as Lichess writes it; none for standard.
-fn variant_tag(variant: GameVariant) -> Option<&'static str> {
-    Some(match variant {
-        GameVariant::Standard => return None,
-        GameVariant::Chess960 => "Chess960",
-        GameVariant::Antichess => "Antichess",
-        GameVariant::Atomic => "Atomic",
-        GameVariant::Crazyhouse => "Crazyhouse",
-        GameVariant::Horde => "Horde",
-        GameVariant::KingOfTheHill => "King of the Hill",
-        GameVariant::RacingKings => "Racing Kings",
-        GameVariant::ThreeCheck => "Three-check",
-    })
-}
-
-/// The `Termination` tag of a `game_termination` label. `other` without a
-/// raw value in `games.tags` was a value without letters or digits (the
-/// importer keeps only values with some): `-` reads back as `other` too.
-fn termination_tag(label: &str) -> &'static str {
-    match label {
-        "normal" => "Normal",
-        "time_forfeit" => "Time forfeit",
-        "abandoned" => "Abandoned",
-        "rules_infraction" => "Rules infraction",
-        "unterminated" => "Unterminated",
-        _ => "-",
-    }
-}
-
-/// The values of `games.tags`, in order, as `(name, value)`; a name
-/// written several times holds an array.
-fn stored_tags(game: &StoredGame) -> Result<Vec<(String, String)>, Error> {
-    let mut out = Vec::new();
-    for (name, value) in &game.tags {
-        let values = match value {
-            serde_json::Value::Array(values) => values.iter().collect(),
-            single => vec![single],
-        };
-        for value in values {
-            let serde_json::Value::String(text) = value else {
-                return Err(Error::Unwritable {
-                    game: game.id,
-                    reason: format!("tag {name} holds {value}, not text"),
-                });
-            };
-            out.push((name.clone(), text.clone()));
-        }
-    }
-    Ok(out)
-}
-
-/// The tags of `game`, in the order written. A Seven Tag Roster tag no
-/// column holds gets PGN's placeholder, which the importer reads as
-/// absent and never keeps, so the raw values kept in `games.tags` (written
-/// last) stay after it as they were after the first value in the source.
+/// The tags of `game`, in the order written: its columns' tags, replaced
+/// and ordered by what `games.tags` kept of the tags as read
+/// ([`written_tags`]), so each tag comes once, with its value as read.
 pub fn tags(game: &StoredGame) -> Result<Vec<(String, String)>, Error> {
-    let kept = stored_tags(game)?;
-    let lichess = game.source == "lichess";
-    let day = game.started_at.map(|at| at.format("%Y.%m.%d").to_string());
-    let or = |column: &Option<String>, placeholder: &str| {
-        Some(column.clone().unwrap_or_else(|| placeholder.to_owned()))
-    };
-    let mut columns: Vec<(&str, Option<String>)> = vec![
-        ("Event", or(&game.event, "?")),
-        ("Site", or(&game.site, "?")),
-        ("Date", or(&day, "????.??.??")),
-        ("Round", or(&game.round, if lichess { "-" } else { "?" })),
-        ("White", or(&game.white, "?")),
-        ("Black", or(&game.black, "?")),
-        ("Result", Some(game.result_text().to_owned())),
-    ];
-    // UTCDate/UTCTime when the time is known (Lichess writes them always);
-    // not when a raw one is kept: it must stay the first of its name.
-    let utc_kept = game.tags.contains_key("UTCDate") || game.tags.contains_key("UTCTime");
-    if let Some(at) = game.started_at
-        && !utc_kept
-        && (lichess || at.time() != NaiveTime::MIN)
-    {
-        columns.push(("UTCDate", day));
-        let time = format!("{:02}:{:02}:{:02}", at.hour(), at.minute(), at.second());
-        columns.push(("UTCTime", Some(time)));
-    }
-    let signed = |diff: Option<i32>| diff.map(|d| format!("{d:+}"));
-    // `other` with its raw value kept: that value is written with the kept ones.
-    let termination = match game.termination.as_deref() {
-        Some("other") if game.tags.contains_key("Termination") => None,
-        label => label.map(|label| termination_tag(label).to_owned()),
-    };
-    columns.extend([
-        ("WhiteElo", game.white_elo.map(|e| e.to_string())),
-        ("BlackElo", game.black_elo.map(|e| e.to_string())),
-        ("WhiteRatingDiff", signed(game.white_rating_diff)),
-        ("BlackRatingDiff", signed(game.black_rating_diff)),
-        ("WhiteTitle", game.white_title.clone()),
-        ("BlackTitle", game.black_title.clone()),
-        ("Variant", variant_tag(game.variant).map(str::to_owned)),
-        ("TimeControl", game.time_control.clone()),
-        ("ECO", game.eco.clone()),
-        ("Opening", game.opening.clone()),
-        ("Termination", termination),
-    ]);
-    if let Some(fen) = &game.start_fen {
-        columns.push(("FEN", Some(fen.clone())));
-        columns.push(("SetUp", Some("1".to_owned())));
-    }
-    let mut out: Vec<(String, String)> = columns
-        .into_iter()
-        .filter_map(|(name, value)| value.map(|v| (name.to_owned(), v)))
-        .collect();
-    out.extend(kept);
-    Ok(out)
+    written_tags(&game.columns(), &game.tags).map_err(|e| Error::Unwritable {
+        game: game.id,
+        reason: e.to_string(),
+    })
 }
 
 /// `value` between quotes, with `\` and `"` escaped (pgn-reader unescapes

@@ -98,7 +98,29 @@ pub struct GameFilter {
     pub selection: Selection,
     /// --limit.
     pub limit: Option<u32>,
+    /// Whether the database holds games with a `Date` but no start time
+    /// (partial dates): only then does a period ask for their span, a
+    /// condition the start time's indexes cannot serve.
+    pub partial_dates: bool,
 }
+
+/// The days the partial date of `games g` spans, as a `daterange`: its
+/// first `Date` kept in `games.tags` (a text, or an array of the values of
+/// a name written more than once), read as
+/// [`crate::chess::model::DateSpan::of_pgn`] reads it: a year when the
+/// month is unknown, a month when only the day is; NULL when the year is
+/// unknown (or `0000`) and for any other text. Asked only of games without
+/// a start time, whose `Date` is no full date.
+const PARTIAL_DATE_SPAN: &str = r"(SELECT CASE
+        WHEN d[2] = '??'
+            THEN daterange(make_date(d[1]::int, 1, 1), make_date(d[1]::int + 1, 1, 1))
+        WHEN d[3] = '??' AND d[2]::int BETWEEN 1 AND 12
+            THEN daterange(make_date(d[1]::int, d[2]::int, 1),
+                           (make_date(d[1]::int, d[2]::int, 1) + interval '1 month')::date)
+    END
+    FROM regexp_match(coalesce(g.tags->'Date'->>0, g.tags->>'Date'),
+                      '^\s*([0-9]{4})\.([0-9]{2}|\?\?)\.([0-9]{2}|\?\?)\s*$') AS d
+    WHERE d[1] <> '0000')";
 
 /// A position to search for, and how: both ways select the same games;
 /// they differ in what they read.
@@ -266,6 +288,15 @@ impl FilterArgs {
             }
             None => None,
         };
+        let partial_dates = (selection.since.is_some() || selection.until.is_some())
+            && client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM games WHERE started_at IS NULL AND tags ? 'Date')",
+                    &[],
+                )
+                .await
+                .map_err(db_err("looking for partial dates"))?
+                .get::<_, bool>(0);
         Ok(GameFilter {
             player,
             opponent,
@@ -274,6 +305,7 @@ impl FilterArgs {
             result: self.result,
             selection,
             limit: self.limit,
+            partial_dates,
         })
     }
 }
@@ -338,9 +370,10 @@ impl GameFilter {
     /// The conditions of the shared criteria ([`Selection`]).
     fn select(&self, w: &mut Where) {
         let selection = &self.selection;
+        let mut period = Vec::new();
         if let Some(since) = selection.since {
             let at = w.param(since.and_time(NaiveTime::MIN).and_utc());
-            w.and(&format!("g.started_at >= {at}"));
+            period.push(format!("g.started_at >= {at}"));
         }
         if let Some(until) = selection.until {
             // Inclusive: before the first instant of the next day (none
@@ -348,9 +381,22 @@ impl GameFilter {
             match until.succ_opt() {
                 Some(next) => {
                     let at = w.param(next.and_time(NaiveTime::MIN).and_utc());
-                    w.and(&format!("g.started_at < {at}"));
+                    period.push(format!("g.started_at < {at}"));
                 }
-                None => w.and("g.started_at IS NOT NULL"),
+                None => period.push("g.started_at IS NOT NULL".to_owned()),
+            }
+        }
+        if !period.is_empty() {
+            let started = period.join(" AND ");
+            if self.partial_dates {
+                // A partial date is in the period when all its days are.
+                let (since, until) = (w.param(selection.since), w.param(selection.until));
+                w.and(&format!(
+                    "({started}) OR (g.started_at IS NULL
+                     AND {PARTIAL_DATE_SPAN} <@ daterange({since}, {until}, '[]'))"
+                ));
+            } else {
+                w.and(&started);
             }
         }
         match selection.variants.as_slice() {

@@ -19,6 +19,7 @@ use tokio_postgres::{
 
 use crate::{
     chess::{
+        headers::{Columns, result_tag},
         model::{GameRef, GameVariant},
         scope::sans_after,
     },
@@ -153,11 +154,32 @@ impl StoredGame {
 
     /// The result as PGN writes it.
     pub fn result_text(&self) -> &'static str {
-        match self.result {
-            Some(1) => "1-0",
-            Some(-1) => "0-1",
-            Some(0) => "1/2-1/2",
-            _ => "*",
+        result_tag(self.result)
+    }
+
+    /// Its typed columns, as the PGN writer renders them into tags.
+    pub fn columns(&self) -> Columns<'_> {
+        Columns {
+            lichess: self.source == "lichess",
+            event: self.event.as_deref(),
+            site: self.site.as_deref(),
+            round: self.round.as_deref(),
+            white: self.white.as_deref(),
+            black: self.black.as_deref(),
+            result: self.result,
+            started_at: self.started_at,
+            white_elo: self.white_elo,
+            black_elo: self.black_elo,
+            white_rating_diff: self.white_rating_diff,
+            black_rating_diff: self.black_rating_diff,
+            white_title: self.white_title.as_deref(),
+            black_title: self.black_title.as_deref(),
+            variant: self.variant,
+            eco: self.eco.as_deref(),
+            opening: self.opening.as_deref(),
+            time_control: self.time_control.as_deref(),
+            termination: self.termination.as_deref(),
+            start_fen: self.start_fen.as_deref(),
         }
     }
 }

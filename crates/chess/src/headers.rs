@@ -1,0 +1,634 @@
+//! A game's tags stored once and written back as they were read: the
+//! typed columns say most of them, and `games.tags` keeps only what the
+//! columns cannot say exactly.
+//!
+//! [`Columns::render`] is the one place that turns the typed columns into
+//! tag text. The import keeps ([`stored_tags`]) every tag whose values
+//! differ from that rendering, every tag no column holds, and the order of
+//! the tags when the rendering's order is not theirs; the export
+//! ([`written_tags`]) renders the columns and lets `games.tags` replace
+//! what they say. So a game is written with each of its tags once, with
+//! its exact value, the Seven Tag Roster first (as python-chess writes
+//! them) and the others in the order they were read; a Lichess game, whose
+//! tags are its columns' rendering in Lichess's order, keeps nothing.
+
+use std::fmt;
+
+use chrono::{DateTime, NaiveTime, Timelike, Utc};
+use serde_json::{Map, Value};
+
+use crate::model::{GameMeta, GameResult, GameVariant, termination_label};
+
+/// The Seven Tag Roster, in its order, with the value python-chess gives a
+/// game that lacks the tag: written first, always.
+const ROSTER: [(&str, &str); 7] = [
+    ("Event", "?"),
+    ("Site", "?"),
+    ("Date", "????.??.??"),
+    ("Round", "?"),
+    ("White", "?"),
+    ("Black", "?"),
+    ("Result", "*"),
+];
+
+/// The other tags a column holds, in the order they are rendered: Lichess's
+/// order, so that its games need no stored order.
+const TYPED: [&str; 15] = [
+    "UTCDate",
+    "UTCTime",
+    "WhiteElo",
+    "BlackElo",
+    "WhiteRatingDiff",
+    "BlackRatingDiff",
+    "WhiteTitle",
+    "BlackTitle",
+    "Variant",
+    "ECO",
+    "Opening",
+    "TimeControl",
+    "Termination",
+    "FEN",
+    "SetUp",
+];
+
+/// The key of `games.tags` that holds the names of the tags after the
+/// roster, in the order they were read (a name once per tag), when the
+/// rendering's order is not theirs. No tag can be called so: a tag's name
+/// ends at the first `]` or `"`.
+pub const ORDER_KEY: &str = "]order";
+
+/// A game's typed columns, as the import writes them and the export reads
+/// them back: what [`Columns::render`] turns into tags.
+#[derive(Debug, Clone, Default)]
+pub struct Columns<'a> {
+    /// A Lichess game (its `Round` placeholder is `-`, and its start time
+    /// is always written).
+    pub lichess: bool,
+    /// `Event` (the event's name).
+    pub event: Option<&'a str>,
+    /// `Site`.
+    pub site: Option<&'a str>,
+    /// `Round`.
+    pub round: Option<&'a str>,
+    /// White's name.
+    pub white: Option<&'a str>,
+    /// Black's name.
+    pub black: Option<&'a str>,
+    /// `games.result`: 1, 0, -1, or none (`*`).
+    pub result: Option<i16>,
+    /// `games.started_at`.
+    pub started_at: Option<DateTime<Utc>>,
+    /// `WhiteElo`.
+    pub white_elo: Option<i32>,
+    /// `BlackElo`.
+    pub black_elo: Option<i32>,
+    /// `WhiteRatingDiff`.
+    pub white_rating_diff: Option<i32>,
+    /// `BlackRatingDiff`.
+    pub black_rating_diff: Option<i32>,
+    /// `WhiteTitle`.
+    pub white_title: Option<&'a str>,
+    /// `BlackTitle`.
+    pub black_title: Option<&'a str>,
+    /// The variant.
+    pub variant: GameVariant,
+    /// `ECO`.
+    pub eco: Option<&'a str>,
+    /// `Opening`.
+    pub opening: Option<&'a str>,
+    /// `TimeControl`.
+    pub time_control: Option<&'a str>,
+    /// The `game_termination` label.
+    pub termination: Option<&'a str>,
+    /// `games.start_fen`.
+    pub start_fen: Option<&'a str>,
+}
+
+/// The `Variant` tag of a variant, as Lichess writes it; none for standard.
+fn variant_tag(variant: GameVariant) -> Option<&'static str> {
+    Some(match variant {
+        GameVariant::Standard => return None,
+        GameVariant::Chess960 => "Chess960",
+        GameVariant::Antichess => "Antichess",
+        GameVariant::Atomic => "Atomic",
+        GameVariant::Crazyhouse => "Crazyhouse",
+        GameVariant::Horde => "Horde",
+        GameVariant::KingOfTheHill => "King of the Hill",
+        GameVariant::RacingKings => "Racing Kings",
+        GameVariant::ThreeCheck => "Three-check",
+    })
+}
+
+/// The `Termination` tag of a `game_termination` label, as Lichess writes
+/// it; `other` says no more than `-`.
+fn termination_tag(label: &str) -> &'static str {
+    match label {
+        "normal" => "Normal",
+        "time_forfeit" => "Time forfeit",
+        "abandoned" => "Abandoned",
+        "rules_infraction" => "Rules infraction",
+        "unterminated" => "Unterminated",
+        _ => "-",
+    }
+}
+
+/// The `Result` tag of a `games.result` value.
+pub fn result_tag(result: Option<i16>) -> &'static str {
+    match result {
+        Some(1) => "1-0",
+        Some(-1) => "0-1",
+        Some(0) => "1/2-1/2",
+        _ => "*",
+    }
+}
+
+impl<'a> Columns<'a> {
+    /// The columns the import writes for a game read with `meta`, replayed
+    /// under `variant` from `start_fen` to `result`.
+    pub fn imported(
+        meta: &'a GameMeta,
+        variant: GameVariant,
+        start_fen: Option<&'a str>,
+        result: Option<GameResult>,
+    ) -> Self {
+        Columns {
+            lichess: meta.lichess_id.is_some(),
+            event: meta.event.as_deref(),
+            site: meta.site.as_deref(),
+            round: meta.round.as_deref(),
+            white: meta.white.name.as_deref(),
+            black: meta.black.name.as_deref(),
+            result: result.and_then(GameResult::score),
+            started_at: meta.started_at,
+            white_elo: meta.white.elo,
+            black_elo: meta.black.elo,
+            white_rating_diff: meta.white.rating_diff,
+            black_rating_diff: meta.black.rating_diff,
+            white_title: meta.white.title.as_deref(),
+            black_title: meta.black.title.as_deref(),
+            variant,
+            eco: meta.eco.as_deref(),
+            opening: meta.opening.as_deref(),
+            time_control: meta.time_control.as_deref(),
+            termination: meta.termination.as_deref().map(termination_label),
+            start_fen,
+        }
+    }
+
+    /// The tags the columns say, in the order written: the roster, each
+    /// with its placeholder when unknown, then the typed tags with a value.
+    /// UTCDate/UTCTime come with a known time of day (always for Lichess,
+    /// whose games carry them), FEN with `SetUp "1"`; a Lichess game's ECO
+    /// and Opening are `?` when unknown, as Lichess writes them.
+    pub fn render(&self) -> Vec<(&'static str, String)> {
+        let day = self.started_at.map(|at| at.format("%Y.%m.%d").to_string());
+        let text = |value: Option<&str>| value.map(str::to_owned);
+        let number = |n: Option<i32>| n.map(|n| n.to_string());
+        let signed = |n: Option<i32>| n.map(|n| format!("{n:+}"));
+        let placeholder = |value: Option<String>, or: &str| value.unwrap_or_else(|| or.to_owned());
+        // Lichess writes `?` for an opening it does not name (its variant
+        // games): its ECO and Opening tags are always there.
+        let lichess_placeholder =
+            |value: Option<String>| value.or_else(|| self.lichess.then(|| "?".to_owned()));
+        let mut out = vec![
+            ("Event", placeholder(text(self.event), "?")),
+            ("Site", placeholder(text(self.site), "?")),
+            ("Date", placeholder(day.clone(), "????.??.??")),
+            (
+                "Round",
+                placeholder(text(self.round), if self.lichess { "-" } else { "?" }),
+            ),
+            ("White", placeholder(text(self.white), "?")),
+            ("Black", placeholder(text(self.black), "?")),
+            ("Result", result_tag(self.result).to_owned()),
+        ];
+        let (utc_date, utc_time) = match self.started_at {
+            Some(at) if self.lichess || at.time() != NaiveTime::MIN => (
+                day,
+                Some(format!(
+                    "{:02}:{:02}:{:02}",
+                    at.hour(),
+                    at.minute(),
+                    at.second()
+                )),
+            ),
+            _ => (None, None),
+        };
+        let typed = [
+            utc_date,
+            utc_time,
+            number(self.white_elo),
+            number(self.black_elo),
+            signed(self.white_rating_diff),
+            signed(self.black_rating_diff),
+            text(self.white_title),
+            text(self.black_title),
+            text(variant_tag(self.variant)),
+            lichess_placeholder(text(self.eco)),
+            lichess_placeholder(text(self.opening)),
+            text(self.time_control),
+            text(self.termination.map(termination_tag)),
+            text(self.start_fen),
+            self.start_fen.map(|_| "1".to_owned()),
+        ];
+        out.extend(
+            TYPED
+                .into_iter()
+                .zip(typed)
+                .filter_map(|(name, value)| value.map(|v| (name, v))),
+        );
+        out
+    }
+}
+
+/// A stored `games.tags` that does not say tags: a value that is neither
+/// text nor an array of texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The key.
+    pub name: String,
+    /// Its value, as JSON.
+    pub value: String,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tag {} holds {}, not text", self.name, self.value)
+    }
+}
+
+/// Whether `name` is a tag a column holds (its stored values replace the
+/// rendering's).
+fn is_typed(name: &str) -> bool {
+    ROSTER.iter().any(|(roster, _)| *roster == name) || TYPED.contains(&name)
+}
+
+/// The tags as [`written_tags`] writes them without a stored order: the
+/// roster, the typed tags in the rendering's order, then the other names
+/// in byte order (each name's values in turn).
+fn default_order<'a>(
+    rendered: &'a [(&'static str, String)],
+    stored: &'a StoredValues,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = TYPED
+        .iter()
+        .copied()
+        .filter(|name| stored.get(name).is_some() || rendered.iter().any(|(r, _)| r == name))
+        .flat_map(|name| std::iter::repeat_n(name, stored.get(name).map_or(1, <[_]>::len)))
+        .collect();
+    let mut others: Vec<&(String, Vec<String>)> = stored
+        .0
+        .iter()
+        .filter(|(name, _)| !is_typed(name))
+        .collect();
+    others.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (name, values) in others {
+        names.extend(std::iter::repeat_n(name.as_str(), values.len()));
+    }
+    names
+}
+
+/// The values of `games.tags` by name, in the map's order, without the
+/// stored order.
+struct StoredValues(Vec<(String, Vec<String>)>);
+
+impl StoredValues {
+    fn read(tags: &Map<String, Value>) -> Result<(Self, Option<Vec<String>>), Unreadable> {
+        let texts = |name: &str, value: &Value| -> Result<Vec<String>, Unreadable> {
+            let unreadable = || Unreadable {
+                name: name.to_owned(),
+                value: value.to_string(),
+            };
+            match value {
+                Value::String(text) => Ok(vec![text.clone()]),
+                Value::Array(values) => values
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_owned).ok_or_else(unreadable))
+                    .collect(),
+                _ => Err(unreadable()),
+            }
+        };
+        let mut values = Vec::with_capacity(tags.len());
+        let mut order = None;
+        for (name, value) in tags {
+            if name == ORDER_KEY {
+                order = Some(texts(name, value)?);
+            } else {
+                values.push((name.clone(), texts(name, value)?));
+            }
+        }
+        Ok((Self(values), order))
+    }
+
+    fn get(&self, name: &str) -> Option<&[String]> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// The tags to write for a game with `columns` and `games.tags` `stored`:
+/// the roster first, a stored value replacing the rendered one, then the
+/// other tags in the stored order (else the rendering's, then the other
+/// names in byte order). Every stored value is written, once.
+pub fn written_tags(
+    columns: &Columns<'_>,
+    stored: &Map<String, Value>,
+) -> Result<Vec<(String, String)>, Unreadable> {
+    let rendered = columns.render();
+    let (values, order) = StoredValues::read(stored)?;
+    let rendered_value = |name: &str| {
+        rendered
+            .iter()
+            .find(|(r, _)| *r == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut out = Vec::with_capacity(rendered.len() + values.0.len());
+    for (name, _) in ROSTER {
+        match values.get(name) {
+            Some(stored) => out.extend(stored.iter().map(|v| (name.to_owned(), v.clone()))),
+            None => out.extend(rendered_value(name).map(|v| (name.to_owned(), v))),
+        }
+    }
+    let names: Vec<&str> = match &order {
+        Some(order) => order.iter().map(String::as_str).collect(),
+        None => default_order(&rendered, &values),
+    };
+    // The next stored value of each name, in turn.
+    let mut taken: Vec<usize> = vec![0; values.0.len()];
+    for name in names {
+        match values.0.iter().position(|(n, _)| n == name) {
+            Some(i) => {
+                if let Some(value) = values.0[i].1.get(taken[i]) {
+                    out.push((name.to_owned(), value.clone()));
+                    taken[i] += 1;
+                }
+            }
+            None => out.extend(rendered_value(name).map(|v| (name.to_owned(), v))),
+        }
+    }
+    // Nothing stored is left out, whatever the stored order says.
+    for ((name, stored), &from) in values.0.iter().zip(&taken) {
+        if !ROSTER.iter().any(|(roster, _)| roster == name) {
+            out.extend(stored[from..].iter().map(|v| (name.clone(), v.clone())));
+        }
+    }
+    Ok(out)
+}
+
+/// `games.tags` for a game read with `tags` (file order) whose columns are
+/// `columns`: what [`written_tags`] needs to give `tags` back. Each name
+/// whose values are not the rendering's single value keeps all its values
+/// (so a name is never half rendered, half stored), a roster tag the game
+/// lacks keeps python-chess's placeholder when the rendering would say
+/// more (except `Result`, whose column comes from the movetext then), and
+/// the order of the tags after the roster is kept when it is not the one
+/// [`written_tags`] would write. A game whose tags are exactly its
+/// columns' rendering, as a Lichess game's are, keeps nothing.
+pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<String, Value> {
+    let rendered = columns.render();
+    // Each name's values, in order of first appearance.
+    let mut by_name: Vec<(&str, Vec<&str>)> = Vec::with_capacity(tags.len());
+    for (name, value) in tags {
+        match by_name.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, values)) => values.push(value),
+            None => by_name.push((name, vec![value])),
+        }
+    }
+    let mut kept = StoredValues(Vec::new());
+    for (name, values) in &by_name {
+        let reproduced = is_typed(name)
+            && matches!(values.as_slice(), [value]
+                if rendered.iter().any(|(r, v)| r == name && v == value));
+        if !reproduced {
+            kept.0.push((
+                (*name).to_owned(),
+                values.iter().map(|v| (*v).to_owned()).collect(),
+            ));
+        }
+    }
+    for (name, placeholder) in ROSTER {
+        let absent = !by_name.iter().any(|(n, _)| *n == name);
+        let says_more = rendered.iter().any(|(r, v)| *r == name && v != placeholder);
+        if absent && says_more && name != "Result" {
+            kept.0.push((name.to_owned(), vec![placeholder.to_owned()]));
+        }
+    }
+    let read_order: Vec<&str> = tags
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name))
+        .collect();
+    let needs_order = default_order(&rendered, &kept) != read_order;
+    let mut map = Map::new();
+    for (name, mut values) in kept.0 {
+        let value = if values.len() == 1 {
+            Value::String(values.swap_remove(0))
+        } else {
+            Value::Array(values.into_iter().map(Value::String).collect())
+        };
+        map.insert(name, value);
+    }
+    if needs_order {
+        let order = read_order
+            .into_iter()
+            .map(|name| Value::String(name.to_owned()))
+            .collect();
+        map.insert(ORDER_KEY.to_owned(), Value::Array(order));
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// What the import stores of `read`, and what the export writes back.
+    fn round_trip(read: &[(String, String)]) -> (Map<String, Value>, Vec<(String, String)>) {
+        let meta = GameMeta::from_tags(read);
+        let variant = meta_variant(read);
+        let columns = Columns::imported(&meta, variant, None, meta.result);
+        let stored = stored_tags(read, &columns);
+        let written = written_tags(&columns, &stored).expect("readable");
+        (stored, written)
+    }
+
+    fn meta_variant(read: &[(String, String)]) -> GameVariant {
+        read.iter()
+            .find(|(name, _)| name == "Variant")
+            .and_then(|(_, value)| GameVariant::from_tag(value))
+            .unwrap_or_default()
+    }
+
+    /// `read` as it must be written: the roster first (a missing one as
+    /// python-chess's placeholder), then the others in the order read.
+    fn faithful(read: &[(String, String)]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (name, placeholder) in ROSTER {
+            let values: Vec<_> = read.iter().filter(|(n, _)| n == name).cloned().collect();
+            if values.is_empty() {
+                out.push((name.to_owned(), placeholder.to_owned()));
+            }
+            out.extend(values);
+        }
+        out.extend(
+            read.iter()
+                .filter(|(n, _)| !ROSTER.iter().any(|(r, _)| r == n))
+                .cloned(),
+        );
+        out
+    }
+
+    const LICHESS: &[(&str, &str)] = &[
+        ("Event", "Rated Blitz game"),
+        ("Site", "https://lichess.org/ENPo6ReH"),
+        ("Date", "2025.05.01"),
+        ("Round", "-"),
+        ("White", "alanbrito4"),
+        ("Black", "Meridyan"),
+        ("Result", "0-1"),
+        ("UTCDate", "2025.05.01"),
+        ("UTCTime", "00:00:06"),
+        ("WhiteElo", "1028"),
+        ("BlackElo", "1132"),
+        ("WhiteRatingDiff", "-5"),
+        ("BlackRatingDiff", "+5"),
+        ("BlackTitle", "BOT"),
+        ("ECO", "C46"),
+        ("Opening", "Three Knights Opening"),
+        ("TimeControl", "300+3"),
+        ("Termination", "Normal"),
+    ];
+
+    #[test]
+    fn a_lichess_game_keeps_nothing_and_is_written_as_read() {
+        let read = tags(LICHESS);
+        let (stored, written) = round_trip(&read);
+        assert_eq!(stored, Map::new());
+        assert_eq!(written, read);
+        // A variant game says `?` for its opening, as Lichess writes it.
+        let mut variant = read.clone();
+        variant.insert(14, ("Variant".into(), "Atomic".into()));
+        variant[15].1 = "?".into();
+        variant[16].1 = "?".into();
+        let (stored, written) = round_trip(&variant);
+        assert_eq!(stored, Map::new());
+        assert_eq!(written, variant);
+    }
+
+    #[test]
+    fn every_tag_is_written_once_with_its_value_in_the_order_read() {
+        let cases: &[&[(&str, &str)]] = &[
+            // Partial dates, `?` values, tags in TWIC's order.
+            &[
+                ("Event", "IBM Man-Machine"),
+                ("Site", "01"),
+                ("Date", "1997.??.??"),
+                ("EventDate", "?"),
+                ("Round", "?"),
+                ("Result", "1-0"),
+                ("White", "Garry Kasparov"),
+                ("Black", "Deep Blue"),
+                ("ECO", "A06"),
+                ("WhiteElo", "?"),
+                ("BlackElo", "?"),
+                ("PlyCount", "89"),
+            ],
+            // Date and UTCDate differ; Round "-" off Lichess.
+            &[
+                ("Event", "E"),
+                ("Date", "2024.01.02"),
+                ("Round", "-"),
+                ("Result", "*"),
+                ("UTCDate", "2024.01.01"),
+                ("UTCTime", "23:59:00"),
+            ],
+            // UTCTime at midnight, which the columns do not write.
+            &[
+                ("Date", "2024.01.01"),
+                ("UTCDate", "2024.01.01"),
+                ("UTCTime", "00:00:00"),
+            ],
+            // Values the columns hold in another form, names written twice.
+            &[
+                ("White", "First"),
+                ("White", "Second"),
+                ("WhiteElo", " 1500 "),
+                ("BlackElo", "2700?"),
+                ("Termination", "Adjudication"),
+                ("Annotator", "a"),
+                ("Variant", "fischerandom"),
+                ("Annotator", "b"),
+                ("TimeControl", "40/7200:3600"),
+                ("Result", "1-0 (forfeit)"),
+                ("Date", "????.??.??"),
+            ],
+            // A Lichess game without Date, Round or UTCTime.
+            &[
+                ("Site", "https://lichess.org/ENPo6ReH"),
+                ("UTCDate", "2025.05.01"),
+                ("WhiteElo", "1500"),
+            ],
+            &[],
+        ];
+        for case in cases {
+            let read = tags(case);
+            let (stored, written) = round_trip(&read);
+            assert_eq!(written, faithful(&read), "stored {stored:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_result_is_the_columns() {
+        // The column comes from the movetext then: `*` would be another game.
+        let read = tags(&[("Event", "E")]);
+        let meta = GameMeta::from_tags(&read);
+        let columns = Columns::imported(&meta, GameVariant::Standard, None, Some(GameResult::Draw));
+        let stored = stored_tags(&read, &columns);
+        assert_eq!(stored, Map::new());
+        let written = written_tags(&columns, &stored).expect("readable");
+        assert_eq!(written[6], ("Result".to_owned(), "1/2-1/2".to_owned()));
+    }
+
+    #[test]
+    fn rows_of_earlier_versions_write_each_tag_once() {
+        // Earlier versions kept a partial Date raw, without an order.
+        let meta = GameMeta::from_tags(&tags(&[("Date", "1997.??.??"), ("PlyCount", "89")]));
+        let columns = Columns::imported(
+            &meta,
+            GameVariant::Standard,
+            None,
+            Some(GameResult::WhiteWins),
+        );
+        let stored = meta.tags_json();
+        let written = written_tags(&columns, &stored).expect("readable");
+        let dates: Vec<_> = written.iter().filter(|(n, _)| n == "Date").collect();
+        assert_eq!(dates, [&("Date".to_owned(), "1997.??.??".to_owned())]);
+        assert!(written.contains(&("PlyCount".to_owned(), "89".to_owned())));
+    }
+
+    #[test]
+    fn stored_values_that_are_not_text_are_refused() {
+        let mut stored = Map::new();
+        stored.insert("Annotator".into(), Value::Bool(true));
+        let error = written_tags(&Columns::default(), &stored).expect_err("not text");
+        assert_eq!(error.to_string(), "tag Annotator holds true, not text");
+        // An order that leaves a stored value out loses nothing.
+        let mut stored = Map::new();
+        stored.insert("PlyCount".into(), Value::String("3".into()));
+        stored.insert(ORDER_KEY.into(), Value::Array(vec![]));
+        let written = written_tags(&Columns::default(), &stored).expect("readable");
+        assert_eq!(
+            written.last(),
+            Some(&("PlyCount".to_owned(), "3".to_owned()))
+        );
+    }
+}
