@@ -119,6 +119,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_positions_index_order.sql",
         sql: include_str!("../../../sql/0017_positions_index_order.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_game_annotations.sql",
+        sql: include_str!("../../../sql/0018_game_annotations.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
