@@ -246,7 +246,9 @@ record_rows() {
 # A+B): every table of the public schema with its heap (main fork), the rest
 # of pg_table_size (TOAST, free space and visibility maps), its indexes
 # summed, its total (pg_total_relation_size), and every index on its own;
-# plus pg_database_size (catalogs included). DIR/sizes_<run>.txt keeps the
+# plus pg_database_size (catalogs included), and the bytes and games of
+# games.annotations (what the typed columns cannot say: NULL for a Lichess
+# game). DIR/sizes_<run>.txt keeps the
 # rows; the report divides them by the rows each table holds.
 record_sizes() {
     local run=$1 db=$2 corpus=$3 rows_of t
@@ -260,7 +262,10 @@ FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid
 WHERE t.relnamespace = 'public'::regnamespace
 UNION ALL
 SELECT 'database', current_database(), pg_database_size(current_database()), 0, 0,
-       pg_database_size(current_database())" >"$out/sizes_$run.txt"
+       pg_database_size(current_database())
+UNION ALL
+SELECT 'annotations', 'games.annotations', coalesce(sum(pg_column_size(annotations)), 0),
+       count(annotations), 0, 0 FROM games" >"$out/sizes_$run.txt"
     rows_of=$(counts "$db")
     read -r -a rows_of <<<"$rows_of"
     for t in "${!tables[@]}"; do
@@ -580,11 +585,13 @@ for name in LABELS:
     if "sizes_corpus" not in raw:
         continue
     parts = raw["sizes_corpus"].split("+")
-    tables, indexes, database = {}, {}, None
+    tables, indexes, database, annotations = {}, {}, None, (0, 0)
     for line in open(f"{out_dir}/sizes_{name}.txt", encoding="utf-8"):
         kind, rel, heap, rest, idx, total = line.rstrip("\n").split("|")
         heap, rest, idx, total = int(heap), int(rest), int(idx), int(total)
-        if kind == "table":
+        if kind == "annotations":
+            annotations = (heap, rest)
+        elif kind == "table":
             tables[rel] = {"heap": heap, "toast_fsm_vm": rest, "indexes": idx, "total": total,
                            "index_detail": {}}
         elif kind == "index":
@@ -611,6 +618,9 @@ for name in LABELS:
         "public_bytes": public,
         "database_bytes": database,
         "per_game": ratio(public, stored_games),
+        "annotations_bytes": annotations[0],
+        "annotated_games": annotations[1],
+        "annotations_per_game": ratio(annotations[0], stored_games),
         "vs_pgn": ratio(public, pgn),
         "vs_zst": ratio(public, zst),
         "tables": tables,
@@ -701,11 +711,12 @@ if sized:
     print("database bytes (public schema: heap + TOAST + indexes), against the same games' PGN "
           "and .zst (zstd -3)")
     header = ["run", "corpus", "games", "PGN MiB", ".zst MiB", "DB MiB", "DB/PGN", "DB/zst",
-              "B/game", "positions B/row", "moves B/ply", "games B/row", "pg_database_size MiB"]
+              "B/game", "annotations B/game", "annotated games", "positions B/row",
+              "moves B/ply", "games B/row", "pg_database_size MiB"]
     rows = [[LABELS[n], b["corpus"], fmt(b["games"]), fmt(b["pgn_bytes"], 1, 2**20),
              fmt(b["zst_bytes"], 1, 2**20), fmt(b["public_bytes"], 1, 2**20),
              fmt(b["vs_pgn"], 2), fmt(b["vs_zst"], 1), fmt(b["per_game"]),
-             fmt(b["per_position"]), fmt(b["per_ply"]), fmt(b["games_row"]),
+             fmt(b["annotations_per_game"], 1), fmt(b["annotated_games"]), fmt(b["per_position"]), fmt(b["per_ply"]), fmt(b["games_row"]),
              fmt(b["database_bytes"], 1, 2**20)] for n, b in sized]
     print_table(header, rows)
     print()

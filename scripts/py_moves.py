@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The mainline of every Lichess game of a PGN file, read with python-chess
-1.11: what pgnload's SQL decoders (sql/0020_schema_comments.sql) must give.
+1.11: what pgnload's SQL decoders (sql/0019_schema_comments.sql) must give.
 
     py_moves.py FILE
 

@@ -4,6 +4,7 @@
 //! installs it, and a parity test that silently skips proves nothing.
 
 mod accounting;
+mod annotations;
 mod backup;
 mod bulk;
 mod common;

@@ -363,6 +363,7 @@ fn game_show_and_export_read_back_as_the_source_games() {
         let shown_file = dir.path().join("shown.pgn");
         std::fs::write(&shown_file, &shown).expect("write");
         assert_same_games(&file, &shown_file);
+        crate::annotations::assert_same_trees(&file, &shown_file);
         // …and all of them by `export`.
         let exported = dir.path().join("exported.pgn");
         let summary = db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
@@ -375,6 +376,7 @@ fn game_show_and_export_read_back_as_the_source_games() {
             )
         );
         assert_same_games(&file, &exported);
+        crate::annotations::assert_same_trees(&file, &exported);
     }
     // By natural key, the same text as by id.
     let db = migrated_db("query_show_key");

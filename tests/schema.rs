@@ -1,4 +1,4 @@
-//! The schema explains itself (`sql/0020_schema_comments.sql`): every table,
+//! The schema explains itself (`sql/0019_schema_comments.sql`): every table,
 //! column, view and function has a comment, and the SQL decoders read every
 //! game as pgnload and python-chess do, with and without `--games-only`.
 
@@ -278,9 +278,9 @@ fn the_explorer_view_reads_as_explore_answers() {
     assert_eq!(sql, moves.join(","));
 }
 
-/// Takes back what migration 0020 added (its views, functions and every
+/// Takes back what migration 0019 added (its views, functions and every
 /// comment) and forgets it: a database from before it.
-const BEFORE_0020: &str = "
+const BEFORE_0019: &str = "
 DROP VIEW games_readable, explorer_moves_readable;
 DROP FUNCTION result_text(smallint), move_uci(integer, game_variant), moves_uci(bytea, game_variant),
     moves_san(bigint), speed_code(integer, integer), speed_name(smallint), month_text(integer),
@@ -300,7 +300,7 @@ BEGIN
     END LOOP;
 END
 $$;
-DELETE FROM pgnload_migrations WHERE version = 20";
+DELETE FROM pgnload_migrations WHERE version = 19";
 
 #[test]
 fn the_migration_applies_to_a_database_with_games_and_an_unfinished_bulk_load() {
@@ -312,12 +312,12 @@ fn the_migration_applies_to_a_database_with_games_and_an_unfinished_bulk_load() 
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "loading");
-    db.psql(BEFORE_0020);
+    db.psql(BEFORE_0019);
     assert_ne!(db.psql(UNCOMMENTED), "");
 
     let migrated = db.quiet_ok(&["db", "migrate"]);
     assert!(
-        migrated.contains("applied 0020_schema_comments.sql"),
+        migrated.contains("applied 0019_schema_comments.sql"),
         "{migrated}"
     );
     assert_every_object_commented(&db);

@@ -29,7 +29,7 @@ use std::{
 use rayon::prelude::*;
 
 use crate::{
-    chess::model::GameVariant,
+    chess::{annotation::NoteCounts, model::GameVariant},
     config::Settings,
     error::{Error, ExitStatus},
     export::{Unwritten, dcg, dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
@@ -194,10 +194,18 @@ impl Writer {
         }
     }
 
-    fn finish(self) -> Result<(), Error> {
+    /// Writes the last files; what the games written held that the
+    /// format cannot carry.
+    fn finish(self) -> Result<NoteCounts, Error> {
         match self {
-            Writer::Dcg(w) => w.finish(),
-            Writer::Ocgdb(w) => w.finish(),
+            Writer::Dcg(w) => {
+                let dropped = w.dropped();
+                w.finish().map(|()| dropped)
+            }
+            Writer::Ocgdb(w) => {
+                let dropped = w.dropped();
+                w.finish().map(|()| dropped)
+            }
         }
     }
 }
@@ -265,9 +273,24 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         return Ok(ExitStatus::Interrupted);
     }
     let (selected, writer) = result?;
-    writer.finish()?;
+    let dropped = writer.finish()?;
     leftovers.keep();
-    exchange_summary(&target, exported, &skipped, selected)
+    let status = exchange_summary(&target, exported, &skipped, selected)?;
+    if !dropped.is_empty() {
+        super::print(&format!(
+            "not carried by the {} format: {} comments, {} variations, {} NAGs \
+             (`export --format pgn` keeps them)\n",
+            if args.format == Format::Dcg {
+                "dcg"
+            } else {
+                "ocgdb"
+            },
+            dropped.comments,
+            dropped.variations,
+            dropped.nags
+        ))?;
+    }
+    Ok(status)
 }
 
 /// Says what an exchange export did, once its files are in place: the

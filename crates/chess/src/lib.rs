@@ -10,6 +10,7 @@
 //! the chess and hashing crates only, and `tests/layering.rs` fails if a
 //! database, async or terminal crate ever enters its dependency graph.
 
+pub mod annotation;
 pub mod category;
 pub mod encoding;
 pub mod fen;

@@ -23,6 +23,10 @@ pub struct RawGame {
     pub moves: Vec<RawMove>,
     /// The termination marker of the movetext, if any.
     pub movetext_result: Option<GameResult>,
+    /// What the plies carry beyond their typed fields (comments the typed
+    /// clock and evaluation do not reproduce, NAGs after the first,
+    /// variations), by ply: empty for most games.
+    pub notes: Vec<crate::annotation::PlyNotes>,
 }
 
 impl RawGame {

@@ -57,6 +57,17 @@ pub enum RejectReason {
         /// What shakmaty said.
         reason: String,
     },
+    /// A move of a variation is illegal, ambiguous or unparsable in its
+    /// position: python-chess records an error for it, as for the mainline.
+    #[error("illegal move {san:?} in a variation of ply {ply}: {reason}")]
+    IllegalVariationMove {
+        /// 1-based ply of the mainline move the (outermost) variation replaces.
+        ply: u32,
+        /// The move as written.
+        san: String,
+        /// What shakmaty said.
+        reason: String,
+    },
     /// The `[FEN]` tag cannot be parsed or is an impossible position.
     #[error("bad FEN tag: {0}")]
     BadFen(String),

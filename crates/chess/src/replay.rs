@@ -24,6 +24,7 @@ use shakmaty::{
 };
 
 use crate::{
+    annotation::{Node, Notes, PlyNotes, digits},
     encoding::encode_move,
     fen::{FEN_CAP, position_from_fen, write_fen},
     hash::fen_digest_bytes,
@@ -338,6 +339,9 @@ pub struct GameRecord {
     pub positions: PositionList,
     /// The mainline.
     pub plies: Vec<Ply>,
+    /// What the movetext says that the plies' typed fields cannot:
+    /// comments, NAGs after the first, variations (checked legal).
+    pub notes: Notes,
 }
 
 impl GameRecord {
@@ -396,15 +400,16 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
     );
     // One dispatch per game: the loop runs on the concrete position type, so
     // move generation is neither dispatched nor its move lists copied per ply.
-    let (positions, plies) = match board {
-        VariantPosition::Chess(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::Atomic(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::Antichess(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::KingOfTheHill(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::ThreeCheck(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::Crazyhouse(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::RacingKings(board) => replay_mainline(board, raw.moves, mode),
-        VariantPosition::Horde(board) => replay_mainline(board, raw.moves, mode),
+    let written = (raw.moves, raw.notes);
+    let (positions, plies, notes) = match board {
+        VariantPosition::Chess(board) => replay_mainline(board, written, mode),
+        VariantPosition::Atomic(board) => replay_mainline(board, written, mode),
+        VariantPosition::Antichess(board) => replay_mainline(board, written, mode),
+        VariantPosition::KingOfTheHill(board) => replay_mainline(board, written, mode),
+        VariantPosition::ThreeCheck(board) => replay_mainline(board, written, mode),
+        VariantPosition::Crazyhouse(board) => replay_mainline(board, written, mode),
+        VariantPosition::RacingKings(board) => replay_mainline(board, written, mode),
+        VariantPosition::Horde(board) => replay_mainline(board, written, mode),
     }?;
 
     Ok(GameRecord {
@@ -416,6 +421,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         stored_tags,
         positions,
         plies,
+        notes,
     })
 }
 
@@ -437,12 +443,19 @@ fn is_suicide_or_giveaway(tag: &str) -> bool {
 }
 
 /// Replays the mainline from `board`: every position's FEN and digest and
-/// every ply.
-fn replay_mainline<P: Rules>(
+/// every ply; and the notes of its plies, their variations replayed from
+/// the position before the move they replace (an illegal move there
+/// rejects the game, as python-chess records an error for it).
+fn replay_mainline<P: Rules + Clone>(
     mut board: P,
-    moves: Vec<RawMove>,
+    (moves, raw_notes): (Vec<RawMove>, Vec<PlyNotes>),
     mode: CastlingMode,
-) -> Result<(PositionList, Vec<Ply>), RejectReason> {
+) -> Result<(PositionList, Vec<Ply>, Notes), RejectReason> {
+    let mut notes = Notes(Vec::with_capacity(raw_notes.len()));
+    let mut raw_notes = raw_notes.into_iter().peekable();
+    if let Some(start) = raw_notes.next_if(|n| n.ply == 0) {
+        notes.0.push((0, write_notes(&board, &start)?));
+    }
     let mut positions = PositionsBuilder::with_capacity(moves.len() + 1);
     positions.push(&board);
     let mut plies = Vec::with_capacity(moves.len());
@@ -457,6 +470,9 @@ fn replay_mainline<P: Rules>(
             san: raw_move.san.to_string(),
             reason,
         };
+        if let Some(ply_notes) = raw_notes.next_if(|n| n.ply == ply) {
+            notes.0.push((ply, write_notes(&board, &ply_notes)?));
+        }
         let (uci, san, code) = if raw_move.san.san == San::Null {
             board = null_move_of(board).map_err(illegal)?;
             in_check = board.is_check();
@@ -491,7 +507,89 @@ fn replay_mainline<P: Rules>(
             code,
         });
     }
-    Ok((positions.finish(), plies))
+    Ok((positions.finish(), plies, notes))
+}
+
+/// The stored text of a mainline ply's notes (see [`Notes`]): its NAGs,
+/// its comment, then its variations, each replayed from `before`, the
+/// position before the move.
+fn write_notes<P: Rules + Clone>(before: &P, notes: &PlyNotes) -> Result<String, RejectReason> {
+    let mut out = String::new();
+    write_nags_and_comment(&notes.nags, &notes.comment, &mut out);
+    for line in &notes.variations {
+        write_line(before.clone(), line, notes.ply, &mut out)?;
+    }
+    Ok(out.trim_start().to_owned())
+}
+
+/// Appends ` $n` per NAG and ` { comment }` when there is one; whether a
+/// comment was written (the next move then needs its number).
+fn write_nags_and_comment(nags: &[u8], comment: &str, out: &mut String) -> bool {
+    for &nag in nags {
+        out.push_str(" $");
+        digits(u32::from(nag), 1, out);
+    }
+    if comment.is_empty() {
+        return false;
+    }
+    out.push_str(" { ");
+    out.push_str(comment);
+    out.push_str(" }");
+    true
+}
+
+/// Appends ` ( … )`: the variation `line` replayed from `board`, with
+/// move numbers as python-chess writes them and every move's canonical
+/// SAN. `ply`: the mainline ply the outermost variation replaces, for the
+/// reason a game is rejected.
+fn write_line<P: Rules + Clone>(
+    mut board: P,
+    line: &[Node],
+    ply: u32,
+    out: &mut String,
+) -> Result<(), RejectReason> {
+    out.push_str(" (");
+    let mut number_due = true;
+    for node in line {
+        if !node.starting_comment.is_empty() {
+            out.push_str(" { ");
+            out.push_str(&node.starting_comment);
+            out.push_str(" }");
+            number_due = true;
+        }
+        let white = board.turn() == Color::White;
+        if white || number_due {
+            out.push(' ');
+            digits(board.fullmoves().get(), 1, out);
+            out.push_str(if white { "." } else { "..." });
+        }
+        let before = (!node.variations.is_empty()).then(|| board.clone());
+        let illegal = |reason: String| RejectReason::IllegalVariationMove {
+            ply,
+            san: node.san.to_string(),
+            reason,
+        };
+        let san = if node.san.san == San::Null {
+            board = null_move_of(board).map_err(illegal)?;
+            MoveText::from_display("--")
+        } else {
+            let in_check = board.is_check();
+            play_written(node.san.san, &mut board, in_check)
+                .map_err(illegal)?
+                .1
+        };
+        out.push(' ');
+        out.push_str(san.as_str());
+        number_due = write_nags_and_comment(&node.nags, &node.comment, out);
+        if let Some(before) = before {
+            for variation in &node.variations {
+                write_line(before.clone(), variation, ply, out)?;
+            }
+            number_due = true;
+        }
+    }
+    out.push_str(" )");
+    Ok(())
 }
 
 /// The position a game of `variant` with the `FEN` tag `fen` starts from

@@ -126,9 +126,14 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../sql/0017_positions_index_order.sql"),
     },
     Migration {
-        version: 20,
-        name: "0020_schema_comments.sql",
-        sql: include_str!("../../../sql/0020_schema_comments.sql"),
+        version: 18,
+        name: "0018_game_annotations.sql",
+        sql: include_str!("../../../sql/0018_game_annotations.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "0019_schema_comments.sql",
+        sql: include_str!("../../../sql/0019_schema_comments.sql"),
     },
 ];
 

@@ -73,7 +73,7 @@ ALTER TABLE explorer_moves ADD COLUMN IF NOT EXISTS anchor_game_id bigint NOT NU
 COMMENT ON COLUMN explorer_moves.anchor_game_id IS 'Sharded layout: a game the row counts, whose shard holds the row (a key may have several rows: sum them).';
 CREATE INDEX IF NOT EXISTS explorer_moves_position_idx ON explorer_moves (position_id)";
 
-/// The views over partitioned tables (migrations 0004, 0009 and 0020),
+/// The views over partitioned tables (migrations 0004, 0009 and 0019),
 /// which the rebuild of their tables drops and recreates, with their
 /// comments, in dependency order. `tests/schema.rs` checks that no other
 /// view exists.
@@ -586,7 +586,7 @@ async fn read_views(
 /// The `COMMENT` statements that give the table or view `relation`, and
 /// its columns, their comments again after it is rebuilt (`CREATE TABLE
 /// ... LIKE` and `CREATE VIEW` copy none): every object of the schema
-/// explains itself (`sql/0020_schema_comments.sql`), on a sharded layout too.
+/// explains itself (`sql/0019_schema_comments.sql`), on a sharded layout too.
 async fn read_comments(
     tx: &tokio_postgres::Transaction<'_>,
     relation: &str,

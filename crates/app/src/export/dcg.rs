@@ -25,8 +25,9 @@ use std::{
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::{
+    chess::annotation::NoteCounts,
     error::Error,
-    export::{COMMENT_COST, PlainMove, date_parts, pgn::move_comment, plain_moves},
+    export::{COMMENT_COST, MoveAnnotation, PlainMove, date_parts, move_annotations, plain_moves},
     query::games::{StoredGame, StoredMove},
 };
 
@@ -109,11 +110,11 @@ pub fn push_length(len: usize, out: &mut Vec<u8>) -> Result<(), Error> {
 }
 
 /// Appends one game record (length, start marker and FEN, moves with their
-/// NAG and comment) to `out`. A zero-move game from the start is `01 00`.
+/// NAGs and comment) to `out`. A zero-move game from the start is `01 00`.
 pub fn push_game(
     start_fen: Option<&str>,
     moves: &[PlainMove],
-    annotations: &[(Option<u8>, String)],
+    annotations: &[MoveAnnotation],
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
     let mut body = Vec::with_capacity(1 + moves.len() * 2);
@@ -137,9 +138,14 @@ pub fn push_game(
                 body.extend(code.to_be_bytes());
             }
         }
-        if let Some((nag, comment)) = annotations.get(ply) {
-            if let Some(nag) = nag {
-                body.extend([NAGS, 1, *nag]);
+        if let Some((nags, comment)) = annotations.get(ply) {
+            if !nags.is_empty() {
+                // The marker's count is one byte: a move has far fewer
+                // NAGs than that (pgn-reader's are one byte each too).
+                let count = u8::try_from(nags.len())
+                    .map_err(|_| Error::bug(format!("{} NAGs on one move", nags.len())))?;
+                body.extend([NAGS, count]);
+                body.extend_from_slice(nags);
             }
             if !comment.is_empty() {
                 body.push(COMMENT);
@@ -587,6 +593,9 @@ pub struct DcgWriter {
     sites: Dictionary,
     events: Dictionary,
     buf: Vec<u8>,
+    /// What the games written held that the format cannot: their
+    /// starting comments and variations (see [`move_annotations`]).
+    dropped: NoteCounts,
 }
 
 impl DcgWriter {
@@ -607,28 +616,14 @@ impl DcgWriter {
             sites: Dictionary::default(),
             events: Dictionary::default(),
             buf: Vec::new(),
+            dropped: NoteCounts::default(),
         })
     }
 
     /// Appends a standard-chess game.
     pub fn write(&mut self, game: &StoredGame, moves: &[StoredMove]) -> Result<(), Error> {
         let plain = plain_moves(game, moves)?;
-        let annotations = moves
-            .iter()
-            .enumerate()
-            .map(|(ply, m)| {
-                let nag = m
-                    .nag
-                    .map(|nag| {
-                        u8::try_from(nag).map_err(|_| Error::Unwritable {
-                            game: game.id,
-                            reason: format!("NAG {nag} out of range"),
-                        })
-                    })
-                    .transpose()?;
-                Ok((nag, move_comment(game.id, ply, m)?))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let (annotations, dropped) = move_annotations(game, moves)?;
         self.buf.clear();
         push_game(
             game.start_fen.as_deref(),
@@ -647,7 +642,13 @@ impl DcgWriter {
             .map_err(Error::Output)?;
         self.games.write_all(&self.buf).map_err(Error::Output)?;
         self.games_len += self.buf.len() as u64;
+        self.dropped.add(dropped);
         Ok(())
+    }
+
+    /// What the games written so far held that the format cannot carry.
+    pub fn dropped(&self) -> NoteCounts {
+        self.dropped
     }
 
     /// Writes the name, site and event files, the index with the records'
@@ -773,7 +774,7 @@ mod tests {
         push_game(
             None,
             &[E2E4, PlainMove::Null, PROMOTE],
-            &[(Some(1), "[%clk 0:03:00]".into())],
+            &[(vec![1], "[%clk 0:03:00]".into())],
             &mut out,
         )
         .expect("a short game encodes");
@@ -796,7 +797,7 @@ mod tests {
         push_game(
             Some("8/8/8/8/8/8/8/K6k w - - 0 1"),
             &[E2E4, PlainMove::Null, PROMOTE],
-            &[(Some(1), "[%clk 0:03:00]".into())],
+            &[(vec![1], "[%clk 0:03:00]".into())],
             &mut out,
         )
         .expect("a short game encodes");

@@ -11,7 +11,11 @@ pub mod pgn;
 use shakmaty::{CastlingMode, Chess, Position, Square, san::San, uci::UciMove, variant::Variant};
 
 use crate::{
-    chess::{fen::position_from_fen, replay::null_move_of},
+    chess::{
+        annotation::{MoveNotes, NoteCounts},
+        fen::position_from_fen,
+        replay::null_move_of,
+    },
     error::Error,
     query::games::{StoredGame, StoredMove},
 };
@@ -97,6 +101,50 @@ pub fn plain_moves(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<PlainM
         board.play_unchecked(m);
     }
     Ok(out)
+}
+
+/// A move's NAGs and comment, as the exchange formats carry them.
+pub type MoveAnnotation = (Vec<u8>, String);
+
+/// What the exchange formats can carry of a game's annotations: per
+/// mainline move (0-based), its NAGs and its comment (from its stored
+/// notes where it has some, else from its typed columns); and what they
+/// cannot: the game's starting comment and every variation with what it
+/// holds, counted so that the export says what it dropped.
+pub fn move_annotations(
+    game: &StoredGame,
+    moves: &[StoredMove],
+) -> Result<(Vec<MoveAnnotation>, NoteCounts), Error> {
+    let mut dropped = NoteCounts::default();
+    if let Some(start) = game.notes.at(0) {
+        let start = MoveNotes::of(start);
+        dropped.comments += u64::from(!start.comment.is_empty());
+        dropped.add(start.below);
+    }
+    let mut out = Vec::with_capacity(moves.len());
+    for (ply, m) in moves.iter().enumerate() {
+        let notes = u32::try_from(ply + 1).ok().and_then(|p| game.notes.at(p));
+        if let Some(notes) = notes {
+            let notes = MoveNotes::of(notes);
+            dropped.add(notes.below);
+            out.push((notes.nags, notes.comment));
+            continue;
+        }
+        let nag = m
+            .nag
+            .map(|nag| {
+                u8::try_from(nag).map_err(|_| Error::Unwritable {
+                    game: game.id,
+                    reason: format!("NAG {nag} out of range"),
+                })
+            })
+            .transpose()?;
+        out.push((
+            nag.into_iter().collect(),
+            pgn::move_comment(game.id, ply, m)?,
+        ));
+    }
+    Ok((out, dropped))
 }
 
 /// The date a game was played, as year, month and day, each known or not:

@@ -29,8 +29,9 @@ use std::{
 use rusqlite::{Connection, params};
 
 use crate::{
+    chess::annotation::NoteCounts,
     error::Error,
-    export::{PlainMove, date_parts, pgn::move_comment, plain_moves},
+    export::{PlainMove, date_parts, move_annotations, plain_moves},
     query::games::{StoredGame, StoredMove},
 };
 
@@ -193,6 +194,9 @@ pub struct OcgdbWriter {
     sites: Names,
     games: i64,
     comments: i64,
+    /// What the games written held that the format cannot carry: their
+    /// starting comments, variations and every NAG (no table holds them).
+    dropped: NoteCounts,
 }
 
 impl OcgdbWriter {
@@ -252,6 +256,7 @@ impl OcgdbWriter {
             sites: Names::default(),
             games: 0,
             comments: 0,
+            dropped: NoteCounts::default(),
         })
     }
 
@@ -264,7 +269,7 @@ impl OcgdbWriter {
         };
         // Every comment before the first row: a game that cannot be
         // written leaves nothing of itself in the file.
-        let comments = comments_of(game, moves)?;
+        let (comments, dropped) = comments_of(game, moves)?;
         let c = &self.connection;
         let event = named(c, &mut self.events, "Events", game.event.as_deref(), None)?;
         let site = named(c, &mut self.sites, "Sites", game.site.as_deref(), None)?;
@@ -323,7 +328,13 @@ impl OcgdbWriter {
                 .map_err(sql("Comments"))?;
             self.comments += 1;
         }
+        self.dropped.add(dropped);
         Ok(true)
+    }
+
+    /// What the games written so far held that the format cannot carry.
+    pub fn dropped(&self) -> NoteCounts {
+        self.dropped
     }
 
     /// Writes the counts into `Info` as ocgdb's `updateInfoTable` does,
@@ -338,6 +349,7 @@ impl OcgdbWriter {
             sites,
             games,
             comments,
+            ..
         } = self;
         connection
             .execute(
@@ -375,18 +387,23 @@ impl OcgdbWriter {
 }
 
 /// The non-empty comments of a game's moves, by ply (0-based), as
-/// `Comments` rows hold them.
-fn comments_of(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<(i64, String)>, Error> {
+/// `Comments` rows hold them; and what the format cannot hold (see
+/// [`move_annotations`]), NAGs included.
+fn comments_of(
+    game: &StoredGame,
+    moves: &[StoredMove],
+) -> Result<(Vec<(i64, String)>, NoteCounts), Error> {
+    let (annotations, mut dropped) = move_annotations(game, moves)?;
     let mut comments = Vec::new();
-    for (ply, m) in moves.iter().enumerate() {
-        let comment = move_comment(game.id, ply, m)?;
+    for (ply, (nags, comment)) in annotations.into_iter().enumerate() {
+        dropped.nags += nags.len() as u64;
         if !comment.is_empty() {
             let ply = i64::try_from(ply)
                 .map_err(|_| Error::bug(format!("game {}: too many moves", game.id)))?;
             comments.push((ply, comment));
         }
     }
-    Ok(comments)
+    Ok((comments, dropped))
 }
 
 /// The id of `name` in `table` (`Players`, `Events` or `Sites`), its row

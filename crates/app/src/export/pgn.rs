@@ -14,7 +14,11 @@
 use std::fmt::Write as _;
 
 use crate::{
-    chess::headers::written_tags,
+    chess::{
+        annotation::{digits, tokens, typed_comment},
+        headers::written_tags,
+        model::{Eval, GameVariant},
+    },
     error::Error,
     query::games::{StoredGame, StoredMove},
 };
@@ -45,69 +49,6 @@ fn quoted(value: &str, out: &mut String) {
     out.push('"');
 }
 
-/// Appends the decimal digits of `n` to `out`, at least `width` (up to
-/// ten) of them (zeros in front). By hand rather than through `write!`: export writes a
-/// clock and a move number for most moves, and the formatting machinery
-/// was a tenth of its client time.
-fn digits(n: u32, width: usize, out: &mut String) {
-    let mut buf = [b'0'; 10];
-    let mut start = buf.len();
-    let mut rest = n;
-    loop {
-        start -= 1;
-        buf[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    start = start.min(buf.len().saturating_sub(width));
-    for &digit in &buf[start..] {
-        out.push(char::from(digit));
-    }
-}
-
-/// Appends `h:mm:ss`, with as many fraction digits as the milliseconds
-/// need (the importer reads up to three), to `out`; `None` (and nothing
-/// written) for a negative clock, which no PGN clock can say.
-fn clock(ms: i32, out: &mut String) -> Option<()> {
-    let ms = u32::try_from(ms).ok()?;
-    let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
-    digits(h, 1, out);
-    out.push(':');
-    digits(m, 2, out);
-    out.push(':');
-    digits(s, 2, out);
-    match frac {
-        0 => {}
-        f if f % 100 == 0 => {
-            out.push('.');
-            digits(f / 100, 1, out);
-        }
-        f if f % 10 == 0 => {
-            out.push('.');
-            digits(f / 10, 2, out);
-        }
-        f => {
-            out.push('.');
-            digits(f, 3, out);
-        }
-    }
-    Some(())
-}
-
-/// Appends centipawns as pawns with two decimals (`17` → `0.17`, `-5` →
-/// `-0.05`) to `out`.
-fn pawns(cp: i32, out: &mut String) {
-    if cp < 0 {
-        out.push('-');
-    }
-    let abs = cp.unsigned_abs();
-    digits(abs / 100, 1, out);
-    out.push('.');
-    digits(abs % 100, 2, out);
-}
-
 /// The side to move and move number of the start position: from the FEN
 /// tag's second and sixth fields, else White at move 1.
 fn first_move(start_fen: Option<&str>) -> (bool, u32) {
@@ -125,38 +66,29 @@ fn first_move(start_fen: Option<&str>) -> (bool, u32) {
 }
 
 /// Appends to `out` the comment PGN writes after move `ply` (0-based) of
-/// game `game_id`: its evaluation and clock as `[%eval …] [%clk …]`,
-/// nothing when it has neither. One function, so that PGN and the exchange
-/// formats store the same text.
+/// game `game_id` from its typed columns: its evaluation and clock as
+/// `[%eval …] [%clk …]` ([`typed_comment`]), nothing when it has neither.
+/// One function, so that PGN and the exchange formats store the same text
+/// (and the reader keeps no comment this reproduces).
 pub fn write_move_comment(
     game_id: i64,
     ply: usize,
     m: &StoredMove,
     out: &mut String,
 ) -> Result<(), Error> {
-    let formatting = |e: std::fmt::Error| Error::bug_from("formatting a comment", e);
-    let start = out.len();
-    match (m.eval_mate, m.eval_cp) {
-        (Some(mate), _) => write!(out, "[%eval #{mate}]").map_err(formatting)?,
-        (None, Some(cp)) => {
-            out.push_str("[%eval ");
-            pawns(cp, out);
-            out.push(']');
-        }
-        (None, None) => {}
-    }
-    if let Some(ms) = m.clock_ms {
-        if out.len() > start {
-            out.push(' ');
-        }
-        out.push_str("[%clk ");
-        clock(ms, out).ok_or_else(|| Error::Unwritable {
-            game: game_id,
-            reason: format!("negative clock after ply {}: {ms} ms", ply + 1),
-        })?;
-        out.push(']');
-    }
-    Ok(())
+    let eval = match (m.eval_mate, m.eval_cp) {
+        (Some(mate), _) => Some(Eval::MateIn(mate)),
+        (None, Some(cp)) => Some(Eval::Centipawns(cp)),
+        (None, None) => None,
+    };
+    typed_comment(eval, m.clock_ms, out).ok_or_else(|| Error::Unwritable {
+        game: game_id,
+        reason: format!(
+            "negative clock after ply {}: {} ms",
+            ply + 1,
+            m.clock_ms.unwrap_or_default()
+        ),
+    })
 }
 
 /// [`write_move_comment`] as a string of its own (empty: no comment).
@@ -189,10 +121,20 @@ impl Movetext<'_> {
         self.out.push_str(token);
         self.line += token.len();
     }
+
+    /// Appends a ply's stored notes (see [`crate::chess::annotation::Notes`])
+    /// token by token, a comment being one token: never broken across
+    /// lines, where python-chess would read the line end into it.
+    fn notes(&mut self, notes: &str) {
+        for token in tokens(notes) {
+            self.token(token);
+        }
+    }
 }
 
 /// Appends `game` with `moves` as one PGN game (tags, blank line,
-/// movetext wrapped at 80 columns, blank line) to `out`.
+/// movetext wrapped at 80 columns, blank line) to `out`: each ply's
+/// stored notes, where it has some, in place of its typed NAG and comment.
 pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> Result<(), Error> {
     for (name, value) in tags(game)? {
         out.push('[');
@@ -208,6 +150,9 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
     // comments): reused, so a game costs a handful of allocations.
     let mut scratch = String::with_capacity(48);
     let formatting = |e: std::fmt::Error| Error::bug_from("formatting movetext", e);
+    if let Some(start) = game.notes.at(0) {
+        text.notes(start);
+    }
     let mut after_comment = true;
     for (ply, m) in moves.iter().enumerate() {
         if white || after_comment {
@@ -217,18 +162,26 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
             text.token(&scratch);
         }
         text.token(&m.san);
-        if let Some(nag) = m.nag {
+        let notes = u32::try_from(ply + 1)
+            .ok()
+            .and_then(|ply| game.notes.at(ply));
+        if let Some(notes) = notes {
+            text.notes(notes);
+            after_comment = !notes.is_empty();
+        } else {
+            if let Some(nag) = m.nag {
+                scratch.clear();
+                write!(scratch, "${nag}").map_err(formatting)?;
+                text.token(&scratch);
+            }
             scratch.clear();
-            write!(scratch, "${nag}").map_err(formatting)?;
-            text.token(&scratch);
-        }
-        scratch.clear();
-        scratch.push_str("{ ");
-        write_move_comment(game.id, ply, m, &mut scratch)?;
-        after_comment = scratch.len() > 2;
-        if after_comment {
-            scratch.push_str(" }");
-            text.token(&scratch);
+            scratch.push_str("{ ");
+            write_move_comment(game.id, ply, m, &mut scratch)?;
+            after_comment = scratch.len() > 2;
+            if after_comment {
+                scratch.push_str(" }");
+                text.token(&scratch);
+            }
         }
         if !white {
             number += 1;
@@ -243,76 +196,6 @@ pub fn write_game(game: &StoredGame, moves: &[StoredMove], out: &mut String) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn clocks_and_evals_read_back_as_written() {
-        let clock = |ms| {
-            let mut text = String::new();
-            clock(ms, &mut text).map(|()| text)
-        };
-        let pawns = |cp| {
-            let mut text = String::new();
-            pawns(cp, &mut text);
-            text
-        };
-        for ms in [
-            0,
-            9_300,
-            30_000,
-            60_050,
-            60_007,
-            3_600_000 + 61_001,
-            5_400_000,
-        ] {
-            let text = clock(ms).expect("non-negative");
-            let (parsed, _) =
-                crate::chess::model::parse_comment_commands(format!("[%clk {text}]").as_bytes());
-            assert_eq!(parsed, Some(ms), "{text}");
-        }
-        assert_eq!(clock(300_000).as_deref(), Some("0:05:00"));
-        assert_eq!(clock(9_300).as_deref(), Some("0:00:09.3"));
-        assert_eq!(clock(60_050).as_deref(), Some("0:01:00.05"));
-        assert_eq!(clock(60_007).as_deref(), Some("0:01:00.007"));
-        assert_eq!(clock(-1), None);
-        for cp in [0, 17, -5, -150, 1234, -99999] {
-            let (_, eval) = crate::chess::model::parse_comment_commands(
-                format!("[%eval {}]", pawns(cp)).as_bytes(),
-            );
-            assert_eq!(eval, Some(crate::chess::model::Eval::Centipawns(cp)));
-        }
-    }
-
-    #[test]
-    fn digits_by_hand_are_what_format_writes() {
-        for n in [0, 1, 9, 10, 59, 99, 100, 999, 1000, 4_294_967_295] {
-            for width in 0..=10 {
-                let mut out = String::from("x");
-                digits(n, width, &mut out);
-                assert_eq!(out, format!("x{n:0width$}"));
-            }
-        }
-        let mut text = String::new();
-        for cp in [
-            -100_001,
-            -101,
-            -99,
-            -1,
-            0,
-            1,
-            5,
-            99,
-            100,
-            1234,
-            i32::MIN,
-            i32::MAX,
-        ] {
-            text.clear();
-            pawns(cp, &mut text);
-            let abs = cp.unsigned_abs();
-            let sign = if cp < 0 { "-" } else { "" };
-            assert_eq!(text, format!("{sign}{}.{:02}", abs / 100, abs % 100));
-        }
-    }
 
     #[test]
     fn a_black_first_start_numbers_its_first_move_with_dots() {

@@ -158,6 +158,7 @@ impl Batch {
                         || looks_like_pgn(&reject.raw)
                 }
                 RejectReason::IllegalMove { .. }
+                | RejectReason::IllegalVariationMove { .. }
                 | RejectReason::BadFen(_)
                 | RejectReason::UnsupportedVariant(_)
                 | RejectReason::NulByte { .. }

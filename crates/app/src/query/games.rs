@@ -20,6 +20,7 @@ use tokio_postgres::{
 use crate::{
     chess::{
         headers::{Columns, result_tag},
+        annotation::Notes,
         model::{GameRef, GameVariant},
         scope::sans_after,
     },
@@ -41,7 +42,7 @@ SELECT g.id, g.source, g.external_id, wp.username, bp.username, g.white_elo, g.b
        g.result, g.started_at, g.ply_count, e.name, g.site, g.round, g.white_rating_diff,
        g.black_rating_diff, wp.title, bp.title, g.time_control, g.variant::text,
        g.termination::text, g.eco, g.opening, g.start_fen, g.tags,
-       CASE WHEN g.positions_max_ply IS NOT NULL THEN g.moves END
+       CASE WHEN g.positions_max_ply IS NOT NULL THEN g.moves END, g.annotations
 FROM games g
 LEFT JOIN players wp ON wp.id = g.white_player_id
 LEFT JOIN players bp ON bp.id = g.black_player_id
@@ -99,6 +100,9 @@ pub struct StoredGame {
     pub start_fen: Option<String>,
     /// Every tag no column holds (a name written twice maps to an array).
     pub tags: serde_json::Map<String, serde_json::Value>,
+    /// `games.annotations`: the comments, NAGs and variations the typed
+    /// columns cannot say, by ply (none for most games).
+    pub notes: Notes,
 }
 
 /// A game as read by [`SELECT`], before its moves: the game, and the move
@@ -122,6 +126,15 @@ impl StoredGame {
                     row.get::<_, i64>(0)
                 )));
             }
+        };
+        let notes = match row.get::<_, Option<Json<serde_json::Value>>>(25) {
+            None => Notes::default(),
+            Some(Json(value)) => Notes::from_json(&value).map_err(|why| {
+                Error::inconsistent(format!(
+                    "game {}: annotations are not [ply, text] pairs: {why}",
+                    row.get::<_, i64>(0)
+                ))
+            })?,
         };
         let game = StoredGame {
             id: row.get(0),
@@ -148,6 +161,7 @@ impl StoredGame {
             opening: row.get(21),
             start_fen: row.get(22),
             tags,
+            notes,
         };
         Ok((game, row.get(24)))
     }

@@ -1,5 +1,7 @@
 //! Step 2: one game's tags decoded and its movetext parsed by pgn-reader
-//! (mainline, clocks, evals, NAGs), with the checks that need raw bytes;
+//! (mainline, clocks, evals, NAGs, and the comments, NAGs and variations
+//! the typed fields cannot hold: [`crate::annotation`]), with the checks
+//! that need raw bytes;
 //! and the bare token counter of [`scan_only`].
 
 use std::{
@@ -16,6 +18,7 @@ use super::{
     garbage::{read_tokens, skip_to},
 };
 use crate::{
+    annotation::{Node, PlyNotes, between_braces, comment_value, join_comment, typed_comment},
     model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
     reject::RejectReason,
 };
@@ -186,9 +189,120 @@ struct GameVisitor {
     max_plies: u32,
 }
 
-/// Movetext state: the game so far, and whether a move is open for annotations.
+/// Movetext state: the game so far, and the variations being read.
 struct Movetext {
     game: RawGame,
+    /// The variations open, innermost last: the moves read in each so far.
+    open: Vec<Vec<Node>>,
+    /// python-chess's `in_variation`: whether a move was read since the
+    /// last variation opened (a comment then follows that move, else it
+    /// is the starting comment of the next one).
+    after_move: bool,
+    /// A comment waiting for the first move of a variation.
+    pending: String,
+    /// The first pieces of a comment too long for pgn-reader's buffer.
+    partial: Vec<u8>,
+    /// Scratch for the comment the typed clock and evaluation render.
+    typed: String,
+}
+
+/// Why a game whose variations python-chess cannot place is rejected.
+fn misplaced(what: &str) -> RejectReason {
+    RejectReason::Syntax(format!("{what}: python-chess reads no game tree from it"))
+}
+
+impl Movetext {
+    /// The notes of the last mainline ply (0: the game's start), made
+    /// from its typed NAG and comment when it has none yet: once a ply has
+    /// notes they say everything written after its move.
+    fn notes(&mut self) -> &mut PlyNotes {
+        let ply = u32::try_from(self.game.moves.len())
+            .expect("the reader caps the mainline at max_plies, a u32");
+        let at = match self
+            .game
+            .notes
+            .binary_search_by_key(&ply, |notes| notes.ply)
+        {
+            Ok(at) => at,
+            Err(at) => {
+                let mut notes = PlyNotes {
+                    ply,
+                    ..PlyNotes::default()
+                };
+                if let Some(last) = self.game.moves.last() {
+                    notes.nags.extend(last.nag);
+                    // A clock the import refuses (negative) renders
+                    // nothing: the game is rejected anyway.
+                    let _ = typed_comment(last.eval, last.clock_ms, &mut notes.comment);
+                }
+                self.game.notes.insert(at, notes);
+                at
+            }
+        };
+        &mut self.game.notes[at]
+    }
+
+    /// Whether the last mainline ply has notes.
+    fn has_notes(&self) -> bool {
+        let ply = self.game.moves.len();
+        // Notes are made in ply order, but for a NAG python-chess gives the
+        // ply before an open variation's: so not only the last is looked at.
+        self.game
+            .notes
+            .iter()
+            .rev()
+            .take(2)
+            .any(|notes| notes.ply as usize == ply)
+    }
+
+    /// A comment after a mainline move (or before the first one).
+    fn mainline_comment(&mut self, raw: &[u8]) {
+        if self.game.moves.is_empty() {
+            join_comment(&mut self.notes().comment, &comment_value(raw));
+            return;
+        }
+        let (clock, eval) = parse_comment_commands(raw);
+        let has_notes = self.has_notes();
+        let last = self
+            .game
+            .moves
+            .last_mut()
+            .expect("the mainline has a move: checked above");
+        if !has_notes && last.clock_ms.is_none() && last.eval.is_none() {
+            self.typed.clear();
+            let rendered = typed_comment(eval, clock, &mut self.typed).is_some();
+            // Bytes compared, nothing decoded: most comments end here.
+            if rendered && self.typed.as_bytes() == between_braces(raw) {
+                last.clock_ms = clock;
+                last.eval = eval;
+                return;
+            }
+        }
+        self.notes();
+        let last = self
+            .game
+            .moves
+            .last_mut()
+            .expect("the mainline has a move: checked above");
+        last.clock_ms = last.clock_ms.or(clock);
+        last.eval = last.eval.or(eval);
+        join_comment(&mut self.notes().comment, &comment_value(raw));
+    }
+
+    /// A NAG after a mainline move.
+    fn mainline_nag(&mut self, nag: u8) {
+        let has_notes = self.has_notes();
+        let Some(last) = self.game.moves.last_mut() else {
+            // python-chess keeps it on the game's root, which no PGN
+            // writer writes: nothing a move could carry.
+            return;
+        };
+        if !has_notes && last.nag.is_none() {
+            last.nag = Some(nag);
+        } else {
+            self.notes().nags.push(nag);
+        }
+    }
 }
 
 impl Visitor for GameVisitor {
@@ -206,11 +320,28 @@ impl Visitor for GameVisitor {
                 tags: Vec::new(),
                 moves: Vec::with_capacity(128),
                 movetext_result: None,
+                notes: Vec::new(),
             },
+            open: Vec::new(),
+            after_move: false,
+            pending: String::new(),
+            partial: Vec::new(),
+            typed: String::new(),
         })
     }
 
     fn san(&mut self, movetext: &mut Self::Movetext, san: SanPlus) -> ControlFlow<Self::Output> {
+        movetext.after_move = true;
+        if let Some(line) = movetext.open.last_mut() {
+            line.push(Node {
+                san,
+                nags: Vec::new(),
+                comment: String::new(),
+                starting_comment: std::mem::take(&mut movetext.pending),
+                variations: Vec::new(),
+            });
+            return ControlFlow::Continue(());
+        }
         if movetext.game.moves.len() >= self.max_plies as usize {
             return ControlFlow::Break(Err(RejectReason::TooManyPlies {
                 limit: self.max_plies,
@@ -226,8 +357,24 @@ impl Visitor for GameVisitor {
     }
 
     fn nag(&mut self, movetext: &mut Self::Movetext, nag: Nag) -> ControlFlow<Self::Output> {
-        if let Some(last) = movetext.game.moves.last_mut() {
-            last.nag = last.nag.or(Some(nag.0));
+        let depth = movetext.open.len();
+        match movetext.open.last_mut() {
+            None => movetext.mainline_nag(nag.0),
+            Some(line) => match line.last_mut() {
+                Some(node) => node.nags.push(nag.0),
+                // python-chess gives it to the move before the one the
+                // variation replaces: in the mainline, that ply's.
+                None if depth == 1 => {
+                    let replaced = movetext.game.moves.pop();
+                    movetext.mainline_nag(nag.0);
+                    movetext.game.moves.extend(replaced);
+                }
+                None => {
+                    return ControlFlow::Break(Err(misplaced(
+                        "a NAG before the first move of a nested variation",
+                    )));
+                }
+            },
         }
         ControlFlow::Continue(())
     }
@@ -237,29 +384,80 @@ impl Visitor for GameVisitor {
         movetext: &mut Self::Movetext,
         comment: RawComment<'_>,
     ) -> ControlFlow<Self::Output> {
-        if let Some(last) = movetext.game.moves.last_mut() {
-            let (clock, eval) = parse_comment_commands(comment.as_bytes());
-            last.clock_ms = last.clock_ms.or(clock);
-            last.eval = last.eval.or(eval);
+        let whole: Cow<'_, [u8]> = if movetext.partial.is_empty() {
+            Cow::Borrowed(comment.as_bytes())
+        } else {
+            let mut whole = std::mem::take(&mut movetext.partial);
+            whole.extend_from_slice(comment.as_bytes());
+            Cow::Owned(whole)
+        };
+        let Some(line) = movetext.open.last_mut() else {
+            movetext.mainline_comment(&whole);
+            return ControlFlow::Continue(());
+        };
+        let text = comment_value(&whole);
+        match line.last_mut() {
+            Some(node) if movetext.after_move => join_comment(&mut node.comment, &text),
+            _ => join_comment(&mut movetext.pending, &text),
         }
         ControlFlow::Continue(())
     }
 
     fn partial_comment(
         &mut self,
-        _movetext: &mut Self::Movetext,
-        _comment: RawComment<'_>,
+        movetext: &mut Self::Movetext,
+        comment: RawComment<'_>,
     ) -> ControlFlow<Self::Output> {
-        // Only the final piece of a huge comment is inspected for commands;
-        // %clk/%eval comments are short and never split.
+        movetext.partial.extend_from_slice(comment.as_bytes());
         ControlFlow::Continue(())
     }
 
     fn begin_variation(
         &mut self,
-        _movetext: &mut Self::Movetext,
+        movetext: &mut Self::Movetext,
     ) -> ControlFlow<Self::Output, Skip> {
-        ControlFlow::Continue(Skip(true))
+        let replaces_a_move = match movetext.open.last() {
+            None => !movetext.game.moves.is_empty(),
+            Some(line) => !line.is_empty(),
+        };
+        if !replaces_a_move {
+            return ControlFlow::Break(Err(misplaced(
+                "a variation before any move it could replace",
+            )));
+        }
+        movetext.open.push(Vec::new());
+        movetext.after_move = false;
+        ControlFlow::Continue(Skip(false))
+    }
+
+    fn end_variation(&mut self, movetext: &mut Self::Movetext) -> ControlFlow<Self::Output> {
+        // A `)` without its `(` is ignored, as python-chess ignores it.
+        let Some(line) = movetext.open.pop() else {
+            return ControlFlow::Continue(());
+        };
+        movetext.after_move = !line.is_empty();
+        let pending = std::mem::take(&mut movetext.pending);
+        match movetext.open.last_mut() {
+            None => {
+                let notes = movetext.notes();
+                if !line.is_empty() {
+                    notes.variations.push(line);
+                }
+                // A comment that started an empty variation: the mainline
+                // move's, where it was written.
+                join_comment(&mut notes.comment, &pending);
+            }
+            Some(outer) => {
+                let node = outer
+                    .last_mut()
+                    .expect("begin_variation opens a nested variation only after a move");
+                if !line.is_empty() {
+                    node.variations.push(line);
+                }
+                join_comment(&mut node.comment, &pending);
+            }
+        }
+        ControlFlow::Continue(())
     }
 
     fn outcome(
@@ -282,6 +480,9 @@ impl Visitor for GameVisitor {
     }
 
     fn end_game(&mut self, movetext: Self::Movetext) -> Self::Output {
+        if !movetext.open.is_empty() {
+            return Err(misplaced("a variation without its closing parenthesis"));
+        }
         Ok(movetext.game)
     }
 }

@@ -331,6 +331,7 @@ pub(super) fn game_row<'a>(
         game_number: file.map(|_| to_i64(game.pos.game_number)),
         byte_offset: file.map(|_| to_i64(game.pos.byte_offset)),
         positions_max_ply: file.and_then(|f| cap_column(f, game)),
+        annotations: game.notes.to_json().map(Json),
         keys: new.keys,
         game,
     })

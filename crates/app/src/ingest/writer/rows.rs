@@ -93,6 +93,9 @@ copy_row! {
         byte_offset: Option<i64> = INT8,
         /// See [`crate::chess::scope::recorded_cap`].
         positions_max_ply: Option<i32> = INT4,
+        /// What the typed columns cannot say (see
+        /// [`crate::chess::annotation`]): NULL for most games.
+        annotations: Option<Json<serde_json::Value>> = JSONB,
     }
     also {
         /// The game's position keys.

@@ -58,7 +58,8 @@ COMMENT ON COLUMN games.final_position_id IS 'positions.id after the last move, 
 COMMENT ON COLUMN games.ply_count IS 'Number of half-moves of the mainline: length(moves) / 2.';
 COMMENT ON COLUMN games.moves IS 'Every move of the mainline, 2 bytes per ply, big-endian: bits 0-5 from square (a1 = 0 ... h8 = 63), 6-11 to square, 12-14 promotion (2 N, 3 B, 4 R, 5 Q, 6 K) or 7 castling (to = the rook''s square), bit 15 a crazyhouse drop (from = to, 12-14 the piece, 1 P ... 5 Q); 0x0000 a null move. moves_uci(moves, variant) decodes it (docs/schema.md "Move encoding").';
 COMMENT ON COLUMN games.start_fen IS 'The FEN tag when the game did not start from its variant''s start position, else NULL.';
-COMMENT ON COLUMN games.tags IS 'Every tag not mapped to a column: {"Name": "value"}, or an array of values for a tag given more than once.';
+COMMENT ON COLUMN games.tags IS 'The tags the typed columns cannot give back as read: tags no column holds, values in another form than the column would print, a partial Date, a tag given more than once ({"Name": "value"}, or an array of values); under the key ]order the order of the tags when it is not the columns'' (Lichess''s). {} for a Lichess game.';
+COMMENT ON COLUMN games.annotations IS 'What the movetext says that the typed columns cannot (migration 0018): a JSON array of [ply, text] pairs, text being the PGN written after mainline ply ply (its NAGs, comment and variations; ply 0 the comment before the first move). NULL when the typed NAG, clock and eval of the moves give the movetext back (every plain Lichess game).';
 COMMENT ON COLUMN games.import_file_id IS 'import_files.id of the input the game was read from; NULL when it came from none.';
 COMMENT ON COLUMN games.game_number IS '1-based number of the game in that input.';
 COMMENT ON COLUMN games.imported_at IS 'When the row was written.';

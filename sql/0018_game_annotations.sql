@@ -1,0 +1,19 @@
+-- pgnload schema: what a game's movetext says that the typed columns
+-- cannot (issue 27): comments other than the `[%eval …] [%clk …]` that the
+-- moves rows type and export writes back exactly, every NAG of a move
+-- that has more than one, the game's starting comment, and variations
+-- (nested, checked legal by replaying them).
+--
+-- A JSON array of [ply, text] pairs, in ply order: text is the PGN written
+-- after mainline ply `ply`'s move (its NAGs, its comment, its variations
+-- with canonical SAN and move numbers), which replaces the typed NAG and
+-- comment of that ply; ply 0 is the game's comment, before the first move.
+-- NULL when there is nothing of the kind: every Lichess game, which keeps
+-- the database's size as it was (see docs/benchmarks.md).
+--
+-- Nullable without a default: adding it rewrites no row, on a database of
+-- any size, and a bulk load open while this runs (which dropped indexes,
+-- not columns) is unaffected. A sharded layout's shards are migrated as
+-- single nodes: migrate each shard (`pgnload --url <shard> db migrate`)
+-- before the coordinator, whose foreign partitions this adds the column to.
+ALTER TABLE games ADD COLUMN annotations jsonb;

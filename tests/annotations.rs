@@ -1,0 +1,143 @@
+//! A game's comments, NAGs and variations (issue 27): kept by `import` and
+//! `game put`, written back by `game show` and `export` so that
+//! python-chess reads the same game tree from the export as from the
+//! source (`scripts/py_pgn_tree.py`); a Lichess game keeps none of them
+//! apart (its comments are its typed clocks and evaluations); a variation
+//! with an illegal move rejects the game, as python-chess records an error
+//! for it; and the exchange formats say what they could not carry.
+
+use std::path::Path;
+
+use crate::{
+    common::{data, migrated_db, python_script, run, scratch_dir},
+    import::{assert_ok, import},
+};
+
+/// `py_pgn_tree.py SOURCE WRITTEN` must find no difference.
+pub fn assert_same_trees(source: &Path, written: &Path) {
+    let out = run({
+        let mut c = python_script("py_pgn_tree.py");
+        c.arg(source).arg(written);
+        c
+    });
+    assert!(
+        out.status.success(),
+        "{} read back with another game tree:\n{}{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn annotated_games_are_imported_put_and_written_back_whole() {
+    let dir = scratch_dir("pgnload-annotations-");
+    let source = data("annotated-games.pgn");
+    let db = migrated_db("annotations_import");
+    assert_ok(&import(&db, &["-q"], std::slice::from_ref(&source)), &[0]);
+    let exported = dir.path().join("exported.pgn");
+    db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
+    assert_same_trees(&source, &exported);
+    // The Lichess-like game keeps only what its typed columns cannot say:
+    // its second comment and its variation, not its clocks and evals.
+    let lichess =
+        db.psql("SELECT annotations::text FROM games WHERE site = 'https://lichess.org/abcdefgh'");
+    assert_eq!(
+        lichess,
+        r#"[[6, "$4 { [%eval #3] [%clk 0:02:50] } ( 3... Qe7 { [%eval -0.3] } )"], [7, "$4 { [%eval -2.5] [%clk 0:02:40] A\nsecond comment. }"]]"#
+    );
+
+    // `game put` of each game keeps it all too, and says so.
+    let text = std::fs::read_to_string(&source).expect("read the annotated games");
+    let put_db = migrated_db("annotations_put");
+    let mut shown = String::new();
+    for (i, game) in crate::common::games_of(&text).iter().enumerate() {
+        let file = dir.path().join(format!("game{i}.pgn"));
+        std::fs::write(&file, game).expect("write one game");
+        let stored = put_db.quiet_ok(&["game", "put", &file.display().to_string()]);
+        assert!(stored.starts_with("stored as game "), "{stored}");
+        let id = put_db.psql("SELECT max(id) FROM games");
+        shown.push_str(&put_db.quiet_ok(&["game", "show", &id]));
+    }
+    let shown_file = dir.path().join("shown.pgn");
+    std::fs::write(&shown_file, &shown).expect("write the shown games");
+    assert_same_trees(&source, &shown_file);
+}
+
+#[test]
+fn a_lichess_game_keeps_no_annotations_apart() {
+    let db = migrated_db("annotations_lichess");
+    assert_ok(
+        &import(&db, &["-q"], &[data("lichess-2025-05-sample.pgn")]),
+        &[0],
+    );
+    assert_eq!(
+        db.psql("SELECT count(*) > 400, count(annotations) FROM games"),
+        "t|0",
+        "every comment of the sample is its typed clock and evaluation"
+    );
+}
+
+#[test]
+fn a_variation_with_an_illegal_move_rejects_the_game() {
+    let dir = scratch_dir("pgnload-annotations-illegal-");
+    let file = dir.path().join("illegal.pgn");
+    std::fs::write(
+        &file,
+        "[Event \"legal\"]\n\n1. e4 e5 (1... d5 2. exd5) 2. Nf3 *\n\n\
+         [Event \"illegal\"]\n\n1. e4 e5 (1... d5 2. Qxd5) 2. Nf3 *\n\n\
+         [Event \"nested illegal\"]\n\n1. d4 (1. e4 e5 (1... c5 2. Bxf7) 2. Nf3) 1... d5 *\n\n",
+    )
+    .expect("write the games");
+    let db = migrated_db("annotations_illegal");
+    assert_ok(&import(&db, &["-q"], &[file]), &[1]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "1");
+    assert_eq!(
+        db.psql("SELECT reason FROM import_rejects ORDER BY game_number"),
+        "illegal move \"Qxd5\" in a variation of ply 2: illegal move\n\
+         illegal move \"Bxf7\" in a variation of ply 1: illegal move"
+    );
+}
+
+#[test]
+fn exchange_exports_say_what_they_could_not_carry() {
+    let dir = scratch_dir("pgnload-annotations-exchange-");
+    let db = migrated_db("annotations_exchange");
+    assert_ok(&import(&db, &["-q"], &[data("annotated-games.pgn")]), &[0]);
+    let base = dir.path().join("annotated");
+    let dcg = db.quiet_ok(&[
+        "export",
+        "--format",
+        "dcg",
+        "-o",
+        &base.display().to_string(),
+    ]);
+    // Kept per mainline move: its comment and its NAGs. Dropped: the two
+    // starting comments, and the 11 variations with their 6 comments and 6
+    // NAGs.
+    assert_eq!(
+        dcg.lines().nth(1),
+        Some(
+            "not carried by the dcg format: 8 comments, 11 variations, 6 NAGs \
+             (`export --format pgn` keeps them)"
+        ),
+        "{dcg}"
+    );
+    let file = dir.path().join("annotated.ocgdb.db3");
+    let ocgdb = db.quiet_ok(&[
+        "export",
+        "--format",
+        "ocgdb",
+        "-o",
+        &file.display().to_string(),
+    ]);
+    // The same, and the 15 NAGs of mainline moves: ocgdb has no table for them.
+    assert_eq!(
+        ocgdb.lines().nth(1),
+        Some(
+            "not carried by the ocgdb format: 8 comments, 11 variations, 21 NAGs \
+             (`export --format pgn` keeps them)"
+        ),
+        "{ocgdb}"
+    );
+}
