@@ -145,6 +145,8 @@ pub enum RejectKind {
     Empty,
     /// [`RejectReason::IllegalMove`].
     IllegalMove,
+    /// [`RejectReason::IllegalVariationMove`].
+    IllegalVariationMove,
     /// [`RejectReason::BadFen`].
     BadFen,
     /// [`RejectReason::UnsupportedVariant`].
@@ -167,12 +169,13 @@ pub enum RejectKind {
 
 impl RejectKind {
     /// Every kind, in the order of their counters.
-    pub const ALL: [RejectKind; 14] = [
+    pub const ALL: [RejectKind; 15] = [
         RejectKind::Syntax,
         RejectKind::Garbage,
         RejectKind::Unterminated,
         RejectKind::Empty,
         RejectKind::IllegalMove,
+        RejectKind::IllegalVariationMove,
         RejectKind::BadFen,
         RejectKind::UnsupportedVariant,
         RejectKind::TooLarge,
@@ -192,6 +195,7 @@ impl RejectKind {
             RejectKind::Unterminated => "unterminated",
             RejectKind::Empty => "empty",
             RejectKind::IllegalMove => "illegal_move",
+            RejectKind::IllegalVariationMove => "illegal_variation_move",
             RejectKind::BadFen => "bad_fen",
             RejectKind::UnsupportedVariant => "unsupported_variant",
             RejectKind::TooLarge => "too_large",
@@ -214,6 +218,7 @@ impl RejectReason {
             RejectReason::Unterminated => RejectKind::Unterminated,
             RejectReason::Empty => RejectKind::Empty,
             RejectReason::IllegalMove { .. } => RejectKind::IllegalMove,
+            RejectReason::IllegalVariationMove { .. } => RejectKind::IllegalVariationMove,
             RejectReason::BadFen(_) => RejectKind::BadFen,
             RejectReason::UnsupportedVariant(_) => RejectKind::UnsupportedVariant,
             RejectReason::TooLarge { .. } => RejectKind::TooLarge,

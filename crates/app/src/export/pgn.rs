@@ -17,7 +17,7 @@ use crate::{
     chess::{
         annotation::{digits, tokens, typed_comment},
         headers::written_tags,
-        model::{Eval, GameVariant},
+        model::Eval,
     },
     error::Error,
     query::games::{StoredGame, StoredMove},

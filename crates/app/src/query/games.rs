@@ -19,8 +19,8 @@ use tokio_postgres::{
 
 use crate::{
     chess::{
-        headers::{Columns, result_tag},
         annotation::Notes,
+        headers::{Columns, result_tag},
         model::{GameRef, GameVariant},
         scope::sans_after,
     },
