@@ -64,6 +64,37 @@ fn annotated_games_are_imported_put_and_written_back_whole() {
     assert_same_trees(&source, &shown_file);
 }
 
+/// python-chess gives a NAG written before a variation's first move to the
+/// variation's parent (the move before the one it replaces), at any depth;
+/// and an export imported into another database comes out the same again.
+#[test]
+fn nags_before_a_variation_and_a_second_import_keep_the_tree() {
+    let dir = scratch_dir("pgnload-annotations-nags-");
+    let source = dir.path().join("nags.pgn");
+    std::fs::write(
+        &source,
+        "[Event \"depth 1\"]\n\n1. e4 e5 2. Nf3 ( $2 2. Bc4 ) 2... Nc6 *\n\n\
+         [Event \"depth 2\"]\n\n1. e4 e5 (1... c5 ( $2 1... e6 ) 2. Nf3) 2. Nf3 *\n\n\
+         [Event \"depth 3, first move\"]\n\n1. d4 d5 2. c4 (2. Nf3 (2. Bf4 ( $6 $14 2. e3 ) 2... c5)) 2... e6 *\n\n",
+    )
+    .expect("write the games");
+    let db = migrated_db("annotations_nags");
+    assert_ok(&import(&db, &["-q"], std::slice::from_ref(&source)), &[0]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "3");
+    let exported = dir.path().join("exported.pgn");
+    db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
+    assert_same_trees(&source, &exported);
+
+    let again = migrated_db("annotations_nags_again");
+    assert_ok(
+        &import(&again, &["-q"], std::slice::from_ref(&exported)),
+        &[0],
+    );
+    let exported_again = dir.path().join("exported-again.pgn");
+    again.quiet_ok(&["export", "-o", &exported_again.display().to_string()]);
+    assert_same_trees(&source, &exported_again);
+}
+
 #[test]
 fn a_lichess_game_keeps_no_annotations_apart() {
     let db = migrated_db("annotations_lichess");

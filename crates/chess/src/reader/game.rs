@@ -290,6 +290,26 @@ impl Movetext {
     }
 
     /// A NAG after a mainline move.
+    /// Gives `nag` to the parent of the innermost open variation, which
+    /// has no move yet: the move before the one it replaces. That move is
+    /// the one before the last in the enclosing line; when the replaced
+    /// move is its line's first, the parent is that line's own parent, up
+    /// to the mainline.
+    fn parent_nag(&mut self, nag: u8) {
+        let enclosing = self.open.len() - 1;
+        for level in (0..enclosing).rev() {
+            let line = &mut self.open[level];
+            if line.len() >= 2 {
+                let parent = line.len() - 2;
+                line[parent].nags.push(nag);
+                return;
+            }
+        }
+        let replaced = self.game.moves.pop();
+        self.mainline_nag(nag);
+        self.game.moves.extend(replaced);
+    }
+
     fn mainline_nag(&mut self, nag: u8) {
         let has_notes = self.has_notes();
         let Some(last) = self.game.moves.last_mut() else {
@@ -357,23 +377,14 @@ impl Visitor for GameVisitor {
     }
 
     fn nag(&mut self, movetext: &mut Self::Movetext, nag: Nag) -> ControlFlow<Self::Output> {
-        let depth = movetext.open.len();
         match movetext.open.last_mut() {
             None => movetext.mainline_nag(nag.0),
             Some(line) => match line.last_mut() {
                 Some(node) => node.nags.push(nag.0),
-                // python-chess gives it to the move before the one the
-                // variation replaces: in the mainline, that ply's.
-                None if depth == 1 => {
-                    let replaced = movetext.game.moves.pop();
-                    movetext.mainline_nag(nag.0);
-                    movetext.game.moves.extend(replaced);
-                }
-                None => {
-                    return ControlFlow::Break(Err(misplaced(
-                        "a NAG before the first move of a nested variation",
-                    )));
-                }
+                // Before the variation's first move: python-chess gives it
+                // to the variation's parent, the move before the one the
+                // variation replaces.
+                None => movetext.parent_nag(nag.0),
             },
         }
         ControlFlow::Continue(())
