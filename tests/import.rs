@@ -263,7 +263,7 @@ fn game_moves_decode_to_the_uci_of_the_moves_rows() {
         assert_eq!(decoded.join(" "), ucis, "game {games} ({variant})");
         games += 1;
     }
-    assert_eq!(games, 469);
+    assert_eq!(games, 473);
 }
 
 #[test]
