@@ -9,7 +9,9 @@ use std::{
 
 use crate::common::{assert_same_lines, data_pgns, pgnload, python_script, repo, run};
 
-fn compare(file: &Path) {
+/// What `scripts/py_digests.py` (python-chess) and `pgnload positions`
+/// print for `file`, in that order.
+fn positions_of(file: &Path) -> (Output, Output) {
     let python = run({
         let mut c = python_script("py_digests.py");
         c.arg(file);
@@ -20,6 +22,11 @@ fn compare(file: &Path) {
         c.arg("positions").arg(file);
         c
     });
+    (python, rust)
+}
+
+fn compare(file: &Path) {
+    let (python, rust) = positions_of(file);
     assert!(
         !python.stdout.is_empty(),
         "{}: the reference printed nothing: {}",
@@ -65,16 +72,7 @@ fn notation_quirks_are_read_and_refused_as_python_chess_does() {
         ("tags-only-at-eof.pgn", 1, 0),
     ] {
         let file = quirks(name);
-        let python = run({
-            let mut c = python_script("py_digests.py");
-            c.arg(&file);
-            c
-        });
-        let rust = run({
-            let mut c = pgnload();
-            c.arg("positions").arg(&file);
-            c
-        });
+        let (python, rust) = positions_of(&file);
         assert_same_lines(&file, &python.stdout, &rust.stdout);
         let (py_read, py_refused) = keys(&python);
         let (rs_read, rs_refused) = keys(&rust);
@@ -158,16 +156,7 @@ fn the_setup_and_notation_divergences_are_rejected_by_name() {
     ];
     let text: Vec<&str> = games.iter().map(|(game, _)| *game).collect();
     std::fs::write(&file, text.join("\n\n")).expect("write");
-    let python = run({
-        let mut c = python_script("py_digests.py");
-        c.arg(&file);
-        c
-    });
-    let rust = run({
-        let mut c = pgnload();
-        c.arg("positions").arg(&file);
-        c
-    });
+    let (python, rust) = positions_of(&file);
     let (py_read, py_refused) = keys(&python);
     assert_eq!(py_read.len(), games.len(), "python-chess reads them all");
     assert!(py_refused.is_empty());
@@ -298,16 +287,7 @@ fn a_null_move_while_in_check_is_the_documented_divergence() {
          [Event \"null move out of check\"]\n[Result \"*\"]\n\n1. e4 f5 2. Qh5+ g6 3. Z0 Nf6 *\n",
     )
     .expect("write");
-    let python = run({
-        let mut c = python_script("py_digests.py");
-        c.arg(&file);
-        c
-    });
-    let rust = run({
-        let mut c = pgnload();
-        c.arg("positions").arg(&file);
-        c
-    });
+    let (python, rust) = positions_of(&file);
     let lines = |out: &[u8], key: &str| -> Vec<String> {
         String::from_utf8_lossy(out)
             .lines()
