@@ -12,12 +12,15 @@
 //! them) and the others in the order they were read; a Lichess game, whose
 //! tags are its columns' rendering in Lichess's order, keeps nothing.
 
-use std::fmt;
+use std::{borrow::Cow, fmt};
 
-use chrono::{DateTime, NaiveTime, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveTime, Timelike, Utc};
 use serde_json::{Map, Value};
 
-use crate::model::{GameMeta, GameResult, GameVariant, termination_label};
+use crate::{
+    annotation::digits,
+    model::{GameMeta, GameResult, GameVariant, termination_label},
+};
 
 /// The Seven Tag Roster, in its order, with the value python-chess gives a
 /// game that lacks the tag: written first, always.
@@ -180,40 +183,56 @@ impl<'a> Columns<'a> {
     /// UTCDate/UTCTime come with a known time of day (always for Lichess,
     /// whose games carry them), FEN with `SetUp "1"`; a Lichess game's ECO
     /// and Opening are `?` when unknown, as Lichess writes them.
-    pub fn render(&self) -> Vec<(&'static str, String)> {
-        let day = self.started_at.map(|at| at.format("%Y.%m.%d").to_string());
-        let text = |value: Option<&str>| value.map(str::to_owned);
-        let number = |n: Option<i32>| n.map(|n| n.to_string());
-        let signed = |n: Option<i32>| n.map(|n| format!("{n:+}"));
-        let placeholder = |value: Option<String>, or: &str| value.unwrap_or_else(|| or.to_owned());
+    pub fn render(&self) -> Vec<(&'static str, Cow<'a, str>)> {
+        let day = self.started_at.map(|at| {
+            let mut day = String::with_capacity(10);
+            // By hand: chrono's `format` parses its pattern for every game,
+            // which was most of the import's cost for the tags. A year
+            // outside 0..=9999 (which needs a sign) is left to chrono.
+            match u32::try_from(at.year()) {
+                Ok(year) if year <= 9999 => digits(year, 4, &mut day),
+                _ => day.push_str(&at.format("%Y").to_string()),
+            }
+            day.push('.');
+            digits(at.month(), 2, &mut day);
+            day.push('.');
+            digits(at.day(), 2, &mut day);
+            day
+        });
+        let text = |value: Option<&'a str>| value.map(Cow::Borrowed);
+        let fixed = |value: &'static str| Cow::Borrowed(value);
+        let number = |n: Option<i32>| n.map(|n| Cow::Owned(n.to_string()));
+        let signed = |n: Option<i32>| n.map(|n| Cow::Owned(format!("{n:+}")));
+        let placeholder =
+            |value: Option<Cow<'a, str>>, or: &'static str| value.unwrap_or(Cow::Borrowed(or));
         // Lichess writes `?` for an opening it does not name (its variant
         // games): its ECO and Opening tags are always there.
         let lichess_placeholder =
-            |value: Option<String>| value.or_else(|| self.lichess.then(|| "?".to_owned()));
+            |value: Option<Cow<'a, str>>| value.or_else(|| self.lichess.then(|| fixed("?")));
+        let (utc_date, utc_time) = match self.started_at {
+            Some(at) if self.lichess || at.time() != NaiveTime::MIN => {
+                let mut time = String::with_capacity(8);
+                digits(at.hour(), 2, &mut time);
+                time.push(':');
+                digits(at.minute(), 2, &mut time);
+                time.push(':');
+                digits(at.second(), 2, &mut time);
+                (day.clone().map(Cow::Owned), Some(Cow::Owned(time)))
+            }
+            _ => (None, None),
+        };
         let mut out = vec![
             ("Event", placeholder(text(self.event), "?")),
             ("Site", placeholder(text(self.site), "?")),
-            ("Date", placeholder(day.clone(), "????.??.??")),
+            ("Date", placeholder(day.map(Cow::Owned), "????.??.??")),
             (
                 "Round",
                 placeholder(text(self.round), if self.lichess { "-" } else { "?" }),
             ),
             ("White", placeholder(text(self.white), "?")),
             ("Black", placeholder(text(self.black), "?")),
-            ("Result", result_tag(self.result).to_owned()),
+            ("Result", fixed(result_tag(self.result))),
         ];
-        let (utc_date, utc_time) = match self.started_at {
-            Some(at) if self.lichess || at.time() != NaiveTime::MIN => (
-                day,
-                Some(format!(
-                    "{:02}:{:02}:{:02}",
-                    at.hour(),
-                    at.minute(),
-                    at.second()
-                )),
-            ),
-            _ => (None, None),
-        };
         let typed = [
             utc_date,
             utc_time,
@@ -223,13 +242,13 @@ impl<'a> Columns<'a> {
             signed(self.black_rating_diff),
             text(self.white_title),
             text(self.black_title),
-            text(variant_tag(self.variant)),
+            variant_tag(self.variant).map(fixed),
             lichess_placeholder(text(self.eco)),
             lichess_placeholder(text(self.opening)),
             text(self.time_control),
-            text(self.termination.map(termination_tag)),
+            self.termination.map(|label| fixed(termination_tag(label))),
             text(self.start_fen),
-            self.start_fen.map(|_| "1".to_owned()),
+            self.start_fen.map(|_| fixed("1")),
         ];
         out.extend(
             TYPED
@@ -267,7 +286,7 @@ fn is_typed(name: &str) -> bool {
 /// roster, the typed tags in the rendering's order, then the other names
 /// in byte order (each name's values in turn).
 fn default_order<'a>(
-    rendered: &'a [(&'static str, String)],
+    rendered: &'a [(&'static str, Cow<'_, str>)],
     stored: &'a StoredValues,
 ) -> Vec<&'a str> {
     let mut names: Vec<&str> = TYPED
@@ -342,7 +361,7 @@ pub fn written_tags(
         rendered
             .iter()
             .find(|(r, _)| *r == name)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v.clone().into_owned())
     };
     let mut out = Vec::with_capacity(rendered.len() + values.0.len());
     for (name, _) in ROSTER {
@@ -388,6 +407,16 @@ pub fn written_tags(
 /// columns' rendering, as a Lichess game's are, keeps nothing.
 pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<String, Value> {
     let rendered = columns.render();
+    // The tags of most games (every Lichess game's) are the rendering,
+    // tag for tag: nothing to keep, and nothing more to work out.
+    if tags.len() == rendered.len()
+        && tags
+            .iter()
+            .zip(&rendered)
+            .all(|((name, value), (r, v))| name == r && value == v)
+    {
+        return Map::new();
+    }
     // Each name's values, in order of first appearance.
     let mut by_name: Vec<(&str, Vec<&str>)> = Vec::with_capacity(tags.len());
     for (name, value) in tags {

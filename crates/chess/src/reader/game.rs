@@ -18,7 +18,9 @@ use super::{
     garbage::{read_tokens, skip_to},
 };
 use crate::{
-    annotation::{Node, PlyNotes, between_braces, comment_value, join_comment, typed_comment},
+    annotation::{
+        Node, PlyNotes, between_braces, comment_value, join_comment, lichess_clock, typed_comment,
+    },
     model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
     reject::RejectReason,
 };
@@ -261,14 +263,19 @@ impl Movetext {
             join_comment(&mut self.notes().comment, &comment_value(raw));
             return;
         }
-        let (clock, eval) = parse_comment_commands(raw);
         let has_notes = self.has_notes();
         let last = self
             .game
             .moves
             .last_mut()
             .expect("the mainline has a move: checked above");
-        if !has_notes && last.clock_ms.is_none() && last.eval.is_none() {
+        let typed_only = !has_notes && last.clock_ms.is_none() && last.eval.is_none();
+        if typed_only && let Some(clock) = lichess_clock(between_braces(raw)) {
+            last.clock_ms = Some(clock);
+            return;
+        }
+        let (clock, eval) = parse_comment_commands(raw);
+        if typed_only {
             self.typed.clear();
             let rendered = typed_comment(eval, clock, &mut self.typed).is_some();
             // Bytes compared, nothing decoded: most comments end here.
