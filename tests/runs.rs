@@ -447,16 +447,97 @@ fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
     });
     cluster.stop().expect("stop the server");
     // Fewer bytes than a pipe holds: written at once, whatever the
-    // importer does; unless the stop caught a batch mid-write, and the
-    // importer already closed the FIFO to read the input again once the
-    // server is back (a stream is read from its start on a retry): then
-    // it is waiting to retry, which is what this write is for.
-    match writer.write_all(games[50..70].concat().as_bytes()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        written => written.expect("write games"),
-    }
+    // importer does (it keeps the FIFO open across its retries).
+    writer
+        .write_all(games[50..70].concat().as_bytes())
+        .expect("write games");
     assert_sigterm_ends_the_retry_wait(&mut child, &lines);
     drop(writer);
+}
+
+/// A stream survives a server restart mid-input: the retry reads again,
+/// from the bytes pgnload kept, the games no batch had committed, then the
+/// stream on, and every game is imported once with counts that add up.
+/// Before, the retry opened the FIFO again (its writer got EPIPE) and then
+/// skipped the checkpoint's bytes of what came next: games lost at exit 0.
+#[test]
+fn a_stream_goes_on_from_its_last_commit_after_the_server_restarts() {
+    let dir = scratch_dir("pgnload-runs-restarted-");
+    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
+        .expect("cluster");
+    cluster.start_persistent().expect("start the cluster");
+    let db = TestDb::existing(cluster.connection_url());
+    let config = dir.path().join("pgnload.toml");
+    std::fs::write(&config, "[import]\nretry_seconds = 600\n").expect("write");
+    let fifo = dir.path().join("games.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let summary = dir.path().join("summary.json");
+    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+    let games = games_of(&sample);
+    let (mut child, lines) = spawn_reading_stderr({
+        let mut c = db.pgnload();
+        c.arg("--config")
+            .arg(&config)
+            .args(["import", "--mode", "incremental", "--batch-games", "5"])
+            .arg("--summary-json")
+            .arg(&summary)
+            .arg(&fifo);
+        c
+    });
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the FIFO for writing");
+    writer
+        .write_all(games[..50].concat().as_bytes())
+        .expect("write games");
+    wait_until("the importer committed no batch", || {
+        db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "1"
+    });
+    cluster.stop().expect("stop the server");
+    writer
+        .write_all(games[50..70].concat().as_bytes())
+        .expect("the FIFO stays open while the importer waits to retry");
+    let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
+    assert_eq!(exited, None, "{seen:?}");
+    cluster.start_persistent().expect("restart the cluster");
+    // The rest is more than a pipe holds: written beside the import.
+    let rest = games[70..].concat();
+    let feeder = thread::spawn(move || {
+        writer.write_all(rest.as_bytes())?;
+        drop(writer);
+        std::io::Result::Ok(())
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_mins(3) {
+            let _ = child.kill();
+            panic!(
+                "the import did not end: {:?}",
+                lines.try_iter().collect::<Vec<_>>()
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    feeder
+        .join()
+        .expect("feeder")
+        .expect("the importer read the whole stream");
+    let rest: Vec<String> = lines.iter().collect();
+    assert_eq!(status.code(), Some(0), "{seen:?} {rest:?}");
+    assert_eq!(
+        db.psql("SELECT count(*) FROM games"),
+        games.len().to_string()
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let counts = &summary["totals"]["games"];
+    assert_eq!(counts["read"], games.len(), "{summary}");
+    assert_eq!(counts["imported"], games.len(), "{summary}");
+    cluster.stop().expect("stop the cluster");
 }
 
 /// A pipe whose reader is gone: every write to it fails with EPIPE.

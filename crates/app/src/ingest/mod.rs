@@ -18,6 +18,7 @@ pub mod engine;
 pub(crate) mod exchange;
 pub mod pipeline;
 pub mod put;
+pub mod replay;
 pub mod report;
 pub(crate) mod retry;
 pub mod source;

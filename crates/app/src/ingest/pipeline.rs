@@ -34,6 +34,7 @@ use crate::{
     error::{Error, RejectReason, Rejection},
     ingest::{
         exchange::StoredGames,
+        replay::StreamReplay,
         source::{self, Compression, Input, SourceOptions, open_input_interruptible},
     },
 };
@@ -84,6 +85,9 @@ pub struct InputSpec {
     pub skip_bytes: u64,
     /// Games contained in the skipped bytes.
     pub skip_games: u64,
+    /// For a stream, what keeps it and its uncommitted bytes across the
+    /// attempts of one import ([`crate::ingest::replay`]).
+    pub replay: Option<Arc<StreamReplay>>,
 }
 
 impl InputSpec {
@@ -93,6 +97,7 @@ impl InputSpec {
             name: name.into(),
             skip_bytes: 0,
             skip_games: 0,
+            replay: None,
         }
     }
 }
@@ -393,8 +398,11 @@ fn read_loop(
                 Arc::clone(interrupts),
             )
             .map(|games| Opened::Stored(Box::new(games))),
-            _ => open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts))
-                .map(Opened::Pgn),
+            _ => match &spec.replay {
+                Some(replay) => replay.open(config.source, Arc::clone(interrupts)),
+                None => open_input_interruptible(&spec.name, config.source, Arc::clone(interrupts)),
+            }
+            .map(Opened::Pgn),
         };
         let input = match opened {
             Ok(input) => input,
@@ -449,15 +457,25 @@ fn pgn_splitter(
         games_read: games,
         source,
     };
-    if spec.skip_bytes > 0 {
+    // A stream read again starts at its first uncommitted byte, at or
+    // before the checkpoint: only the bytes between are skipped.
+    let Some(to_skip) = spec.skip_bytes.checked_sub(input.start_offset) else {
+        return Err(Error::inconsistent(format!(
+            "{}: the database's checkpoint (byte {}) is before the first byte the stream \
+             still holds ({}): a commit pgnload saw succeed is gone, and the stream cannot \
+             be read again from there",
+            input.name, spec.skip_bytes, input.start_offset
+        )));
+    };
+    if to_skip > 0 {
         let skipped = std::io::copy(
-            &mut std::io::Read::take(&mut input.reader, spec.skip_bytes),
+            &mut std::io::Read::take(&mut input.reader, to_skip),
             &mut std::io::sink(),
         )
-        .map_err(|e| broken(0, spec.skip_games, e))?;
-        if skipped < spec.skip_bytes {
+        .map_err(|e| broken(input.start_offset, spec.skip_games, e))?;
+        if skipped < to_skip {
             return Err(broken(
-                skipped,
+                input.start_offset + skipped,
                 spec.skip_games,
                 std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,

@@ -143,6 +143,11 @@ pub struct Input {
     pub consumed: Arc<AtomicU64>,
     /// The decompressed PGN stream.
     pub reader: Box<dyn Read + Send>,
+    /// The decompressed offset of `reader`'s first byte: 0, but for a
+    /// stream read again after a failed attempt
+    /// ([`crate::ingest::replay`]), which starts at its first byte no
+    /// batch committed.
+    pub start_offset: u64,
 }
 
 /// Counts bytes as they are read from the raw (possibly compressed) source.
@@ -194,6 +199,7 @@ pub fn open_input_interruptible(
         len,
         consumed,
         reader,
+        start_offset: 0,
     })
 }
 

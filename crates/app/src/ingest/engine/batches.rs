@@ -62,6 +62,7 @@ impl Importer<'_> {
             name: name.to_owned(),
             skip_bytes: checkpoint.skip_bytes,
             skip_games: checkpoint.skip_games,
+            replay: self.replay.clone(),
         };
         let pipeline = Pipeline::start_interruptible(
             vec![spec],
@@ -114,6 +115,11 @@ impl Importer<'_> {
                     break self.lost_or_failed(error);
                 }
                 file.expected_bytes_done = to_i64(batch.end_offset);
+                if let Some(replay) = &self.replay
+                    && let Err(error) = replay.release(batch.end_offset)
+                {
+                    break Err(error);
+                }
                 if let Some(end) = self.after_batch(&batch, upstream.consumed.as_deref()) {
                     break Ok(end);
                 }

@@ -45,6 +45,7 @@ use crate::{
         bulk::{self, BulkLoad, Chosen, FinishReport},
         dedup::PositionCache,
         exchange,
+        replay::StreamReplay,
         report::{BulkOutcome, InputOutcome, InputReport, Notice, Reporter, Summary, Totals},
         retry::{Retry, reconnect, retry_on},
         source::{self, Compression, fingerprint},
@@ -129,6 +130,9 @@ struct Importer<'a> {
     /// saw succeed, so the position map and the checkpoint are re-read
     /// from the database before anything is written again.
     stale: bool,
+    /// The input being imported, if it is a stream: kept open with its
+    /// uncommitted bytes across the attempts of its import.
+    replay: Option<Arc<StreamReplay>>,
     /// The run's counts.
     tally: Tally,
 }
@@ -321,6 +325,7 @@ pub async fn import(
             settings.cache_positions / CACHED_PER_HELD_ROW,
         ),
         stale: false,
+        replay: None,
         tally: Tally {
             totals: Totals::default(),
             inputs: Vec::new(),
@@ -734,7 +739,10 @@ impl Importer<'_> {
                 break;
             }
             let before = self.tally.totals.games;
-            let end = match self.import_input_retrying(index, name).await {
+            self.replay = source::is_stream(name).then(|| Arc::new(StreamReplay::new(name)));
+            let end = self.import_input_retrying(index, name).await;
+            self.replay = None;
+            let end = match end {
                 Ok(end) => end,
                 // The failure that stops the run is this input's.
                 Err(error) => {
