@@ -9,8 +9,8 @@ prints one line per game that matches, sorted::
 
     white <TAB> black <TAB> result <TAB> plies
 
-Names match as pgnload keys players: case-insensitively for Lichess games
-(a ``Site`` of lichess.org), exactly otherwise, after trimming. ``--fen``
+Names match case-insensitively for every source, after trimming, as
+``--player`` finds them. ``--fen``
 selects the games of ``--variant`` (standard by default) whose mainline
 reaches the position, the initial and final positions included, comparing
 the first four fields of python-chess's FEN (``board_key_fen``). Names in
@@ -81,10 +81,12 @@ def main() -> None:
 
             white, black = key(headers.get("White")), key(headers.get("Black"))
             if args.player is not None:
-                player = key(args.player)
-                opponent = key(args.opponent) if args.opponent is not None else None
-                as_white = white == player and opponent in (None, black)
-                as_black = black == player and opponent in (None, white)
+
+                def named(name, wanted):
+                    return wanted is None or name.lower() == wanted.strip().lower()
+
+                as_white = named(white, args.player) and named(black, args.opponent)
+                as_black = named(black, args.player) and named(white, args.opponent)
                 if not {"white": as_white, "black": as_black, None: as_white or as_black}[args.color]:
                     continue
             board = game.board()

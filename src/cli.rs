@@ -10,7 +10,10 @@ use chrono::NaiveDate;
 
 use clap::{
     Args, Parser, Subcommand,
-    builder::{OsStringValueParser, PossibleValuesParser, TypedValueParser},
+    builder::{
+        OsStringValueParser, PossibleValue, PossibleValuesParser, StringValueParser,
+        TypedValueParser,
+    },
 };
 
 use crate::{
@@ -144,6 +147,38 @@ pub fn utf8_input() -> impl TypedValueParser<Value = String> {
     })
 }
 
+/// The parser of every flag that names a variant (`games`, `export`,
+/// `explore`, `hash --variant`, `import --variants`): `GameVariant`'s one
+/// `FromStr`, which takes any spelling of a name (`king_of_the_hill`,
+/// `kingOfTheHill`, `King of the Hill`, `koth`), with the database labels
+/// listed as the possible values in `--help`, so every command shows the
+/// one spelling its messages and output use.
+#[derive(Debug, Clone, Copy)]
+pub struct VariantParser;
+
+impl TypedValueParser for VariantParser {
+    type Value = GameVariant;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<GameVariant, clap::Error> {
+        StringValueParser::new()
+            .try_map(|name| name.parse::<GameVariant>())
+            .parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            GameVariant::ALL
+                .iter()
+                .map(|variant| PossibleValue::new(variant.as_db_label())),
+        ))
+    }
+}
+
 /// `--speeds` (also spelled `--speed`): one flag for every command that
 /// selects games by speed (`games`, `export`, `import`, `explore`).
 #[derive(Debug, Clone, Default, Args)]
@@ -201,8 +236,8 @@ impl SelectionFlags {
 /// command line spells it.
 #[derive(Debug, Clone, Default, Args)]
 pub struct FilterFlags {
-    /// Games of this player (case-insensitive for Lichess names, exact
-    /// for other sources, as the import keyed them).
+    /// Games of this player, the name in any case (every source); an
+    /// unknown name is refused with the nearest names stored.
     #[arg(long)]
     pub player: Option<String>,
     /// Only games against this player (needs --player).
@@ -218,10 +253,10 @@ pub struct FilterFlags {
     /// The criteria shared with `import` and `explore`.
     #[command(flatten)]
     pub selection: SelectionFlags,
-    /// Games of this variant (standard, chess960, kingOfTheHill,
-    /// racing-kings, … or a Variant tag value); also the rules --fen is
-    /// read under.
-    #[arg(long)]
+    /// Games of this variant (any spelling: `king_of_the_hill`,
+    /// `kingOfTheHill`, `King of the Hill`, `koth`…); also the rules --fen
+    /// is read under.
+    #[arg(long, value_parser = VariantParser)]
     pub variant: Option<GameVariant>,
     /// Games with this result: 1-0, 0-1, 1/2-1/2 or * (also white, black, draw).
     #[arg(long, value_parser = parse_result)]
@@ -335,12 +370,26 @@ mod tests {
                 panic!("not hash")
             };
             assert_eq!(hash.variant, GameVariant::RacingKings);
-            let import = parsed(&["import", "a.pgn", "--variants", &format!("{variant},zh")])
-                .expect("import");
-            assert_eq!(
-                import.overrides().scope.selection.variants,
-                [GameVariant::RacingKings, GameVariant::Crazyhouse]
-            );
+            for flag in ["--variants", "--variant"] {
+                let import =
+                    parsed(&["import", "a.pgn", flag, &format!("{variant},zh")]).expect("import");
+                assert_eq!(
+                    import.overrides().scope.selection.variants,
+                    [GameVariant::RacingKings, GameVariant::Crazyhouse]
+                );
+            }
+        }
+        // `--help` lists one spelling, the one output and messages use,
+        // and each is read back as its variant.
+        let listed: Vec<String> = VariantParser
+            .possible_values()
+            .expect("listed")
+            .map(|value| value.get_name().to_owned())
+            .collect();
+        let labels: Vec<String> = GameVariant::ALL.iter().map(ToString::to_string).collect();
+        assert_eq!(listed, labels);
+        for (name, variant) in listed.iter().zip(GameVariant::ALL) {
+            assert_eq!(name.parse::<GameVariant>(), Ok(variant));
         }
         for command in [
             vec!["games", "--variant", "shogi"],

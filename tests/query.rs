@@ -2,7 +2,7 @@
 //! `game show` and `export` read back by python-chess, export → import
 //! round trips, and bad input.
 
-use std::{collections::BTreeSet, path::Path};
+use std::path::Path;
 
 use crate::common::{
     TestDb, data, data_pgns, embedded_pgnload, migrated_db, python_script, run, scratch_dir,
@@ -15,10 +15,10 @@ fn import(db: &TestDb, files: &[&Path]) {
     db.quiet_ok(&args);
 }
 
-/// Games with repeated players: Lichess games (names case-insensitive,
-/// spelled three ways) and other games (names exact: `alice` and `Alice`
-/// are two players), some reaching 1. e4 e5, one ending in a position
-/// no other game reaches.
+/// Games with repeated players: Lichess games (one player whose name is
+/// spelled three ways) and other games (`alice` and `Alice` are two
+/// players, both found by either name), some reaching 1. e4 e5, one
+/// ending in a position no other game reaches.
 const PLAYERS_PGN: &str = r#"[Event "Casual"]
 [Site "https://lichess.org/aaaaaaa1"]
 [White "Alice"]
@@ -236,10 +236,10 @@ fn player_and_position_searches_match_a_python_recount() {
         "{} games from the start",
         all.lines().count()
     );
-    // The Lichess "alice" is one player whatever the spelling; the other
-    // source's `alice` and `Alice` are two.
-    assert_eq!(pgnload_lines(&db, &["--player", "alice"]).len(), 5);
-    assert_eq!(pgnload_lines(&db, &["--player", "Alice"]).len(), 5);
+    // A name is found in any case in every source: the Lichess "alice"
+    // and the other source's `alice` and `Alice`.
+    assert_eq!(pgnload_lines(&db, &["--player", "alice"]).len(), 6);
+    assert_eq!(pgnload_lines(&db, &["--player", "Alice"]).len(), 6);
     // A legal position no game reached, and filters no game passes: empty, exit 0.
     for args in [
         vec!["--fen", never_reached],
@@ -277,58 +277,110 @@ fn player_and_position_searches_match_a_python_recount() {
     assert_eq!(count(&["--limit", "7"]), "7");
 }
 
+/// The cells of each line of a `games` table (columns are separated by
+/// two spaces or more, a cell holds no two spaces in a row).
+fn table_cells(table: &str) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|line| {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|cell| !cell.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
 #[test]
 fn json_lines_and_the_table_say_what_the_game_is() {
     let db = migrated_db("query_json");
-    import(&db, &[&data("lichess-2025-05-sample.pgn")]);
+    import(
+        &db,
+        &[
+            &data("lichess-2025-05-sample.pgn"),
+            &data("kasparov-deep-blue-1997.pgn"),
+        ],
+    );
     let out = db.quiet_ok(&["games", "--format", "json", "--player", "RAHMAT_TOJENG"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}");
     let game: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
-    let keys: BTreeSet<&str> = game
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        BTreeSet::from([
-            "id",
-            "source",
-            "external_id",
-            "white",
-            "black",
-            "white_elo",
-            "black_elo",
-            "result",
-            "started_at",
-            "ply_count",
-            "event"
-        ])
-    );
     let id = db.psql("SELECT id FROM games WHERE external_id = 'xZhyPFE7'");
-    assert_eq!(game["id"].to_string(), id);
-    assert_eq!(game["source"], "lichess");
-    assert_eq!(game["external_id"], "xZhyPFE7");
-    assert_eq!(game["white"], "rahmat_tojeng");
-    assert_eq!(game["black"], "vckxlrxmz");
-    assert_eq!(game["white_elo"], 1803);
-    assert_eq!(game["black_elo"], 1802);
-    assert_eq!(game["result"], "0-1");
-    // RFC 3339 as jq's fromdate reads it too (issue 28, item 7).
-    assert_eq!(game["started_at"], "2025-05-01T00:00:30Z");
-    assert_eq!(game["ply_count"], 36);
     assert_eq!(
-        game["event"],
-        "Rated Blitz tournament https://lichess.org/tournament/kMtyy84D"
+        game,
+        serde_json::json!({
+            "id": id.parse::<i64>().expect("an id"),
+            "source": "lichess",
+            "external_id": "xZhyPFE7",
+            "white": "rahmat_tojeng",
+            "black": "vckxlrxmz",
+            "white_elo": 1803,
+            "black_elo": 1802,
+            "result": "0-1",
+            // RFC 3339 as jq's fromdate reads it too (issue 28, item 7).
+            "started_at": "2025-05-01T00:00:30Z",
+            "ply_count": 36,
+            "event": "Rated Blitz tournament https://lichess.org/tournament/kMtyy84D",
+            "time_control": "300+0",
+            "eco": "B01",
+            "variant": "standard",
+            "termination": "normal",
+        })
     );
     let table = db.quiet_ok(&["games", "--player", "rahmat_tojeng"]);
-    let rows: Vec<&str> = table.lines().collect();
+    let rows = table_cells(&table);
     assert_eq!(rows.len(), 2, "a header and one game: {table}");
-    assert!(
-        rows[1].contains("rahmat_tojeng (1803)") && rows[1].contains("0-1"),
+    let cells: Vec<(&str, &str)> = rows[0]
+        .iter()
+        .copied()
+        .zip(rows[1].iter().copied())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("id", id.as_str()),
+            ("started (UTC)", "2025-05-01 00:00"),
+            ("white", "rahmat_tojeng (1803)"),
+            ("black", "vckxlrxmz (1802)"),
+            ("result", "0-1"),
+            ("ply", "36"),
+            ("tc", "300+0"),
+            ("eco", "B01"),
+            ("variant", "standard"),
+            ("termination", "normal"),
+            (
+                "event",
+                "Rated Blitz tournament https://lichess.org/tournament/kMtyy84D"
+            ),
+        ],
         "{table}"
+    );
+    assert_tags_absent_are_null_and_dashes(&db);
+}
+
+/// The games of `Garry Kasparov` (no `TimeControl` nor `Termination`) say
+/// so: null in JSON, `-` in the table.
+fn assert_tags_absent_are_null_and_dashes(db: &TestDb) {
+    let out = db.quiet_ok(&["games", "--format", "json", "--player", "Garry Kasparov"]);
+    assert_eq!(out.lines().count(), 6, "{out}");
+    for line in out.lines() {
+        let game: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert!(
+            game["time_control"].is_null() && game["termination"].is_null(),
+            "{game}"
+        );
+        assert!(game["eco"].is_string(), "{game}");
+    }
+    let table = db.quiet_ok(&["games", "--player", "Garry Kasparov", "--limit", "1"]);
+    let table = table_cells(&table);
+    let cells: Vec<(&str, &str)> = table[0]
+        .iter()
+        .copied()
+        .zip(table[1].iter().copied())
+        .collect();
+    assert!(
+        cells.contains(&("tc", "-")) && cells.contains(&("termination", "-")),
+        "{cells:?}"
     );
 }
 
@@ -569,10 +621,15 @@ fn bad_input_gets_a_message_and_exit_code_2() {
             vec!["games", "--player", "nobody"],
             "--player: no player called \"nobody\"",
         ),
-        // Not Lichess: names are exact.
+        // A name that is no player's in any case: the nearest names.
         (
-            vec!["games", "--player", "garry kasparov"],
-            "no player called",
+            vec!["games", "--player", "kasparov"],
+            "--player: no player called \"kasparov\" in the database; \
+             did you mean \"Garry Kasparov\"?",
+        ),
+        (
+            vec!["export", "--player", "Gary Kasparow", "-o", "-"],
+            "did you mean \"Garry Kasparov\"?",
         ),
         (
             vec![
@@ -620,9 +677,14 @@ fn bad_input_gets_a_message_and_exit_code_2() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?} printed {:?}", out.stdout);
     }
-    // Not a game reference at all: clap's usage error.
-    let out = db.quiet(&["game", "show", "ENPo6ReH"]);
-    assert_eq!(out.status.code(), Some(2));
+    // Not a game reference at all: clap's usage error, naming every form.
+    for bad in ["ENPo6Re", "https://lichess.org/tournament/kMtyy84D"] {
+        let out = db.quiet(&["game", "show", bad]);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("invalid value"), "{bad}: {stderr}");
+    }
+    let out = db.quiet(&["game", "show", "ENPo6Re"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("SOURCE:EXTERNAL_ID"));
 }
 
@@ -1058,4 +1120,176 @@ fn game_show_writes_each_tag_once_as_read() {
         ),
         "{twice}"
     );
+}
+
+#[test]
+fn a_player_is_found_in_any_case_in_every_source_through_an_index() {
+    let dir = scratch_dir("pgnload-query-names-");
+    let db = migrated_db("query_names");
+    import(
+        &db,
+        &[
+            &data("kasparov-deep-blue-1997.pgn"),
+            &data("lichess-2025-05-sample.pgn"),
+        ],
+    );
+    // A database from before migration 0020 (players keyed, no index on
+    // lower(username)) takes it with its players in place.
+    db.psql(
+        "DROP INDEX players_username_lower_idx;
+         CREATE INDEX players_username_key_idx ON players (username_key);
+         DELETE FROM pgnload_migrations WHERE version = 20",
+    );
+    let migrated = db.quiet_ok(&["db", "migrate"]);
+    assert!(
+        migrated.contains("applied 0020_player_names.sql"),
+        "{migrated}"
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes
+             WHERE tablename = 'players' AND indexname LIKE 'players_username%'"
+        ),
+        "players_username_lower_idx,players_username_trgm_idx"
+    );
+    let exact = db.quiet_ok(&["games", "--format", "json", "--player", "Garry Kasparov"]);
+    assert_eq!(exact.lines().count(), 6, "{exact}");
+    for spelling in ["garry kasparov", "GARRY KASPAROV", "gArRy kAsPaRoV"] {
+        let found = db.quiet_ok(&["games", "--format", "json", "--player", spelling]);
+        assert_eq!(found, exact, "--player {spelling:?}");
+    }
+    let against = db.quiet_ok(&[
+        "games",
+        "--format",
+        "json",
+        "--player",
+        "garry kasparov",
+        "--opponent",
+        "DEEP BLUE (COMPUTER)",
+    ]);
+    assert_eq!(against, exact, "all six are against Deep Blue");
+    // export selects by the same lookup.
+    let written = dir.path().join("kasparov.pgn");
+    db.quiet_ok(&[
+        "export",
+        "--player",
+        "GARRY kasparov",
+        "-o",
+        written.to_str().expect("UTF-8 path"),
+    ]);
+    let pgn = std::fs::read_to_string(&written).expect("the export");
+    assert_eq!(pgn.matches("[Event ").count(), 6, "{pgn}");
+    // The lookup reads the index migration 0020 made (a plan that cannot
+    // use it would be a sequential scan, even with those disabled).
+    let plan = db.psql(&format!(
+        "SET enable_seqscan = off; EXPLAIN {}",
+        pgnload::query::filter::PLAYER_IDS.replace("$1", "'garry kasparov'")
+    ));
+    assert!(plan.contains("players_username_lower_idx"), "{plan}");
+    assert_unknown_names_get_the_nearest(&db);
+}
+
+/// A name found in no case (`Garry Kasparov`, `Deep Blue (Computer)` and
+/// `rahmat_tojeng` stored) is refused with the nearest names, from the
+/// trigram index, or none when nothing is near.
+fn assert_unknown_names_get_the_nearest(db: &TestDb) {
+    for (name, nearest) in [
+        ("kasparov", "Garry Kasparov"),
+        ("Gary Kasparow", "Garry Kasparov"),
+        ("rahmat tojeng", "rahmat_tojeng"),
+    ] {
+        let out = db.quiet(&["games", "--player", name]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("did you mean {nearest:?}")),
+            "{name}: {stderr}"
+        );
+    }
+    let out = db.quiet(&[
+        "games",
+        "--player",
+        "Garry Kasparov",
+        "--opponent",
+        "Deep Bleu",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--opponent: no player called \"Deep Bleu\" in the database; did you mean \"Deep Blue (Computer)\"?"),
+        "{stderr}"
+    );
+    // Nothing near: no suggestion.
+    let out = db.quiet(&["games", "--player", "qqqqxxxx"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no player called \"qqqqxxxx\"") && !stderr.contains("did you mean"),
+        "{stderr}"
+    );
+}
+
+/// A game of another source rated above every game of the Lichess sample,
+/// so that `explore` lists it first among the top games.
+const RATED_PGN: &str = r#"[Event "Club"]
+[Site "Town"]
+[White "Strong"]
+[Black "Stronger"]
+[WhiteElo "3100"]
+[BlackElo "3200"]
+[Result "0-1"]
+
+1. e4 e5 2. Nf3 Nc6 0-1
+"#;
+
+#[test]
+fn every_id_printed_is_one_game_show_reads_and_so_is_a_lichess_url() {
+    let dir = scratch_dir("pgnload-query-ids-");
+    let rated = dir.path().join("rated.pgn");
+    std::fs::write(&rated, RATED_PGN).expect("write corpus");
+    let db = migrated_db("query_ids");
+    import(&db, &[&data("lichess-2025-05-sample.pgn"), &rated]);
+    let game = db.quiet_ok(&["game", "show", "lichess:xZhyPFE7"]);
+    assert!(
+        game.contains("[Site \"https://lichess.org/xZhyPFE7\"]"),
+        "{game}"
+    );
+    for form in [
+        "xZhyPFE7",
+        "https://lichess.org/xZhyPFE7",
+        "https://lichess.org/xZhyPFE7/black",
+        "https://lichess.org/xZhyPFE7#12",
+        "https://lichess.org/xZhyPFE7/white#3",
+        "lichess.org/xZhyPFE7",
+        "https://lichess.org/xZhyPFE7wxyz",
+    ] {
+        assert_eq!(
+            db.quiet_ok(&["game", "show", form]),
+            game,
+            "game show {form}"
+        );
+    }
+    // The ids `games` prints.
+    let table = db.quiet_ok(&["games", "--limit", "3"]);
+    for row in table_cells(&table).iter().skip(1) {
+        let shown = db.quiet_ok(&["game", "show", row[0]]);
+        assert!(shown.starts_with("[Event "), "{}: {shown}", row[0]);
+    }
+    // The ids of `explore`'s top games: a Lichess id bare, another
+    // source's game as SOURCE:EXTERNAL_ID.
+    crate::common::enable_explorer(db.pgnload());
+    let explored = db.quiet_ok(&["explore", "--top-games", "3"]);
+    let ids: Vec<&str> = explored
+        .lines()
+        .skip_while(|line| *line != "top games:")
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(ids.len(), 3, "{explored}");
+    assert!(ids[0].starts_with("pgn:"), "{explored}");
+    assert!(!ids[1].contains(':'), "{explored}");
+    let strongest = db.quiet_ok(&["game", "show", ids[0]]);
+    assert!(strongest.contains("[White \"Strong\"]"), "{strongest}");
+    for id in &ids[1..] {
+        let shown = db.quiet_ok(&["game", "show", id]);
+        assert!(shown.starts_with("[Event "), "{id}: {shown}");
+    }
 }

@@ -30,10 +30,8 @@ pub struct ExploreArgs {
     /// Moves to play from that position first, in UCI: e2e4,e7e5.
     #[arg(long, value_name = "UCI,UCI,…", value_delimiter = ',')]
     pub play: Vec<String>,
-    /// The variant: standard, chess960, antichess, atomic, crazyhouse,
-    /// horde, kingOfTheHill, racingKings, threeCheck (or a database label,
-    /// or a Variant tag value).
-    #[arg(long, default_value = "standard")]
+    /// The variant (any spelling: `king_of_the_hill`, `kingOfTheHill`, `koth`…).
+    #[arg(long, default_value = "standard", value_parser = crate::cli::VariantParser)]
     pub variant: GameVariant,
     /// Which speeds.
     #[command(flatten)]

@@ -1,4 +1,4 @@
-//! `pgnload game`: one game by id or natural key — show it as PGN, or
+//! `pgnload game`: one game by id, natural key or Lichess URL — show it as PGN, or
 //! delete it — or one game from a PGN file stored or replaced.
 
 use crate::{
@@ -23,8 +23,9 @@ pub enum GameCommand {
     /// Delete a game and its moves, and take it out of the explorer
     /// counters, in one transaction (positions stay).
     Delete {
-        /// The game: its id, or `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH).
-        #[arg(value_name = "ID|SOURCE:EXTERNAL_ID")]
+        /// The game: its id, `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH),
+        /// or a Lichess game's URL or id (`https://lichess.org/ENPo6ReH`, `ENPo6ReH`).
+        #[arg(value_name = "GAME")]
         game: GameRef,
     },
     /// Store the one game of a PGN file: inserted if new, else it replaces
@@ -42,18 +43,19 @@ pub struct PutArgs {
     /// Source label for a game without a Lichess id [default: pgn].
     #[arg(long, env = "PGNLOAD_SOURCE")]
     pub source: Option<String>,
-    /// Replace this game (its id, or `SOURCE:EXTERNAL_ID`) with the file's
+    /// Replace this game (named as `game show` names it) with the file's
     /// game, which keeps its id and takes the file's key: the way to store
     /// an edited game, whose content digest (its key) changed.
-    #[arg(long, value_name = "ID|SOURCE:EXTERNAL_ID")]
+    #[arg(long, value_name = "GAME")]
     pub replace: Option<GameRef>,
 }
 
 /// Options of `pgnload game show`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShowArgs {
-    /// The game: its id, or `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH).
-    #[arg(value_name = "ID|SOURCE:EXTERNAL_ID")]
+    /// The game: its id, `SOURCE:EXTERNAL_ID` (e.g. lichess:ENPo6ReH), or
+    /// a Lichess game's URL or id (`https://lichess.org/ENPo6ReH`, `ENPo6ReH`).
+    #[arg(value_name = "GAME")]
     pub game: GameRef,
 }
 

@@ -48,10 +48,55 @@ fn json_line(game: &StoredGame) -> serde_json::Value {
         "started_at": game.started_at.map(super::json_time),
         "ply_count": game.ply_count,
         "event": game.event,
+        "time_control": game.time_control,
+        "eco": game.eco,
+        "variant": game.variant.as_db_label(),
+        "termination": game.termination,
     })
 }
 
-/// One line of the table.
+/// The table's columns, headed by `cells` (one per column, the event
+/// last): the one layout of the header and of every game's line.
+fn table_row(cells: [&str; 11]) -> String {
+    let [
+        id,
+        started,
+        white,
+        black,
+        result,
+        ply,
+        tc,
+        eco,
+        variant,
+        termination,
+        event,
+    ] = cells;
+    format!(
+        "{id:>8}  {started:<16}  {white:<28}  {black:<28}  {result:<7}  {ply:>4}  {tc:<9}  \
+         {eco:<3}  {variant:<16}  {termination:<16}  {event}\n"
+    )
+}
+
+/// The table's header.
+fn table_header() -> String {
+    table_row([
+        "id",
+        "started (UTC)",
+        "white",
+        "black",
+        "result",
+        "ply",
+        "tc",
+        "eco",
+        "variant",
+        "termination",
+        "event",
+    ])
+}
+
+/// One line of the table: every text a game holds is [`printable`], the
+/// columns pgnload decides (id, time, result, variant, termination) are not
+/// the game's bytes. An absent value is `-`.
 fn table_line(game: &StoredGame) -> String {
     let side = |name: &Option<String>, elo: Option<i32>| {
         let name = printable(name.as_deref().unwrap_or("?"));
@@ -60,17 +105,22 @@ fn table_line(game: &StoredGame) -> String {
             None => name.into_owned(),
         }
     };
-    format!(
-        "{:>8}  {:<16}  {:<28}  {:<28}  {:<7}  {:>4}  {}\n",
-        game.id,
-        game.started_at
+    let text = |value: &Option<String>| printable(value.as_deref().unwrap_or("-")).into_owned();
+    table_row([
+        &game.id.to_string(),
+        &game
+            .started_at
             .map_or("-".to_owned(), |at| at.format("%Y-%m-%d %H:%M").to_string()),
-        side(&game.white, game.white_elo),
-        side(&game.black, game.black_elo),
+        &side(&game.white, game.white_elo),
+        &side(&game.black, game.black_elo),
         game.result_text(),
-        game.ply_count,
-        printable(game.event.as_deref().unwrap_or(""))
-    )
+        &game.ply_count.to_string(),
+        &text(&game.time_control),
+        &text(&game.eco),
+        game.variant.as_db_label(),
+        game.termination.as_deref().unwrap_or("-"),
+        &printable(game.event.as_deref().unwrap_or("")),
+    ])
 }
 
 /// Runs `pgnload games`.
@@ -83,14 +133,8 @@ pub fn run(args: &GamesArgs, settings: &Settings) -> Result<ExitStatus, Error> {
         let stdout = io::stdout();
         let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
         if args.format == Format::Table {
-            out.write_all(
-                format!(
-                    "{:>8}  {:<16}  {:<28}  {:<28}  {:<7}  {:>4}  {}\n",
-                    "id", "started (UTC)", "white", "black", "result", "ply", "event"
-                )
-                .as_bytes(),
-            )
-            .map_err(Error::Output)?;
+            out.write_all(table_header().as_bytes())
+                .map_err(Error::Output)?;
         }
         let mut text = String::new();
         let mut unwritable = Unwritten::default();

@@ -22,10 +22,9 @@ pub struct HashArgs {
     /// only, cleaned castling rights) instead of only normalizing the text.
     #[arg(long)]
     pub canonical: bool,
-    /// Variant rules for `--canonical` (standard, chess960, crazyhouse,
-    /// atomic, antichess, horde, kingOfTheHill, racingKings, threeCheck, or
-    /// a python-chess name such as "king of the hill").
-    #[arg(long, default_value = "standard")]
+    /// Variant rules for `--canonical` (any spelling: `king_of_the_hill`,
+    /// `kingOfTheHill`, python-chess's `King of the Hill`…).
+    #[arg(long, default_value = "standard", value_parser = crate::cli::VariantParser)]
     pub variant: GameVariant,
 }
 

@@ -74,9 +74,14 @@ pub struct ImportArgs {
     /// is not; any other game is rated when both players have an Elo.
     #[arg(long)]
     pub rated_only: bool,
-    /// Only games of these variants, comma-separated (standard, chess960,
-    /// crazyhouse, kingOfTheHill, …).
-    #[arg(long, value_delimiter = ',')]
+    /// Only games of these variants, comma-separated (any spelling:
+    /// `king_of_the_hill`, `kingOfTheHill`, `koth`…).
+    #[arg(
+        long,
+        visible_alias = "variant",
+        value_delimiter = ',',
+        value_parser = crate::cli::VariantParser
+    )]
     pub variants: Vec<GameVariant>,
     /// The criteria shared with `games`, `export` and `explore`.
     #[command(flatten)]

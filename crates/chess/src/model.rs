@@ -649,8 +649,11 @@ fn parse_int(s: &str) -> Option<i32> {
     s.strip_prefix('+').unwrap_or(s).parse().ok()
 }
 
-/// How a game is named on the command line: its `games.id`, or
-/// `SOURCE:EXTERNAL_ID` (`lichess:ENPo6ReH`).
+/// How a game is named on the command line: its `games.id`,
+/// `SOURCE:EXTERNAL_ID` (`lichess:ENPo6ReH`), a Lichess game's URL
+/// (`https://lichess.org/ENPo6ReH/black#12`) or its bare id (`ENPo6ReH`):
+/// every form pgnload prints a game by (`games`, `explore`'s top games,
+/// `game put`) and the one a browser shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GameRef {
     /// `games.id`.
@@ -664,14 +667,35 @@ pub enum GameRef {
     },
 }
 
+impl GameRef {
+    /// The Lichess game `id`.
+    fn lichess(id: &str) -> GameRef {
+        GameRef::Key {
+            source: "lichess".to_owned(),
+            external_id: id.to_owned(),
+        }
+    }
+}
+
 impl std::str::FromStr for GameRef {
     type Err = String;
 
-    /// A number is an id; otherwise the text after the last `:` is the
-    /// external id (ids and digests never hold one; a source label may).
+    /// A number is an id (so a Lichess id of digits only needs its
+    /// `lichess:`); a Lichess URL (with or without its scheme) names its
+    /// game, also in the 12-character form a player's own view has (the
+    /// game id and 4 characters of the player's); otherwise the text after
+    /// the last `:` is the external id (ids and digests never hold one; a
+    /// source label may); 8 letters and digits alone are a Lichess id.
     fn from_str(text: &str) -> Result<GameRef, String> {
+        let text = text.trim();
         if let Ok(id) = text.parse::<i64>() {
             return Ok(GameRef::Id(id));
+        }
+        if let Some(path) = lichess_path(text) {
+            return lichess_id_at(path, LICHESS_ID_LEN)
+                .or_else(|| lichess_id_at(path, LICHESS_FULL_ID_LEN))
+                .map(|full| GameRef::lichess(&full[..LICHESS_ID_LEN]))
+                .ok_or_else(|| format!("{text:?} is a Lichess URL but no game's"));
         }
         match text.rsplit_once(':') {
             Some((source, external_id)) if !source.is_empty() && !external_id.is_empty() => {
@@ -680,8 +704,10 @@ impl std::str::FromStr for GameRef {
                     external_id: external_id.to_owned(),
                 })
             }
+            _ if lichess_id_at(text, LICHESS_ID_LEN).is_some() => Ok(GameRef::lichess(text)),
             _ => Err(format!(
-                "{text:?} is neither a game id nor SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH)"
+                "{text:?} is neither a game id, SOURCE:EXTERNAL_ID (e.g. lichess:ENPo6ReH), \
+                 a Lichess game URL nor a Lichess game id"
             )),
         }
     }
@@ -711,27 +737,45 @@ pub fn username_key(source: &str, name: &str) -> String {
     }
 }
 
-/// The 8-character Lichess game id in a `Site` URL, if it is one. Scheme
-/// and host are compared without regard to case, as URLs are
-/// (`HTTPS://Lichess.org/…` is the same game as `https://lichess.org/…`),
-/// `www.` may precede the host and the scheme may be missing; the id keeps
-/// its case, because Lichess ids are case-sensitive.
-pub fn lichess_game_id(site: &str) -> Option<&str> {
+/// The length of a Lichess game id.
+const LICHESS_ID_LEN: usize = 8;
+
+/// The length of the id in the URL of a player's own view of a game: the
+/// game id and 4 characters of the player's.
+const LICHESS_FULL_ID_LEN: usize = 12;
+
+/// What follows the host of a Lichess URL (`lichess.org/`), if `url` is
+/// one. Scheme and host are compared without regard to case, as URLs are
+/// (`HTTPS://Lichess.org/…` is the same page as `https://lichess.org/…`),
+/// `www.` may precede the host and the scheme may be missing.
+fn lichess_path(url: &str) -> Option<&str> {
     fn strip<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
         let head = text.get(..prefix.len())?;
         head.eq_ignore_ascii_case(prefix)
             .then(|| &text[prefix.len()..])
     }
-    let rest = strip(site, "https://")
-        .or_else(|| strip(site, "http://"))
-        .unwrap_or(site);
+    let rest = strip(url, "https://")
+        .or_else(|| strip(url, "http://"))
+        .unwrap_or(url);
     let rest = strip(rest, "www.").unwrap_or(rest);
-    let rest = strip(rest, "lichess.org/")?;
-    let id = rest.get(..8)?;
-    let tail = &rest[8..];
+    strip(rest, "lichess.org/")
+}
+
+/// The id of `len` letters and digits that `path` starts with, if nothing
+/// but the end, a `/`, `?` or `#` follows it.
+fn lichess_id_at(path: &str, len: usize) -> Option<&str> {
+    let id = path.get(..len)?;
+    let tail = &path[len..];
     let id_ok = id.bytes().all(|b| b.is_ascii_alphanumeric());
     let tail_ok = tail.is_empty() || tail.starts_with(['/', '?', '#']);
     (id_ok && tail_ok).then_some(id)
+}
+
+/// The 8-character Lichess game id in a `Site` URL, if it is one (see
+/// [`lichess_path`] for the URLs read); the id keeps its case, because
+/// Lichess ids are case-sensitive.
+pub fn lichess_game_id(site: &str) -> Option<&str> {
+    lichess_id_at(lichess_path(site)?, LICHESS_ID_LEN)
 }
 
 /// A Lichess arena or swiss tournament referenced in an `Event` tag.
@@ -1042,9 +1086,43 @@ mod tests {
         assert_eq!("lichess:abcd1234".parse(), Ok(key("lichess", "abcd1234")));
         // A source label may hold a colon; an external id never does.
         assert_eq!("my:src:e6d1".parse(), Ok(key("my:src", "e6d1")));
-        for bad in ["", "abc", "ENPo6ReH", ":x", "x:", "99999999999999999999"] {
+        for bad in [
+            "",
+            "abc",
+            "ENPo6ReH1",
+            "ENPo6Re!",
+            ":x",
+            "x:",
+            "99999999999999999999",
+            "https://lichess.org/ENPo6Re",
+            "lichess.org/ENPo6ReH1",
+            "https://lichess.org/tournament/kMtyy84D",
+        ] {
             assert!(bad.parse::<GameRef>().is_err(), "{bad}");
         }
+        // A Lichess game as a browser shows it, or its bare id.
+        for lichess in [
+            "ENPo6ReH",
+            " ENPo6ReH ",
+            "https://lichess.org/ENPo6ReH",
+            "https://lichess.org/ENPo6ReH/black",
+            "https://lichess.org/ENPo6ReH#12",
+            "https://lichess.org/ENPo6ReH/white#41",
+            "http://www.lichess.org/ENPo6ReH?x=1",
+            "lichess.org/ENPo6ReH",
+            "HTTPS://Lichess.org/ENPo6ReH",
+            "https://lichess.org/ENPo6ReHab12",
+            "lichess.org/ENPo6ReHab12#3",
+        ] {
+            assert_eq!(
+                lichess.parse(),
+                Ok(key("lichess", "ENPo6ReH")),
+                "{lichess:?}"
+            );
+        }
+        // Digits alone are a games.id; the key names such a Lichess game.
+        assert_eq!("12345678".parse(), Ok(GameRef::Id(12_345_678)));
+        assert_eq!("lichess:12345678".parse(), Ok(key("lichess", "12345678")));
         for text in ["42", "lichess:abcd1234", "my:src:e6d1"] {
             assert_eq!(
                 text.parse::<GameRef>().map(|g| g.to_string()),

@@ -135,6 +135,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_schema_comments.sql",
         sql: include_str!("../../../sql/0019_schema_comments.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_player_names.sql",
+        sql: include_str!("../../../sql/0020_player_names.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

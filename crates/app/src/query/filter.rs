@@ -14,7 +14,7 @@ use tokio_postgres::{Client, types::ToSql};
 use crate::{
     chess::{
         category::Speed,
-        model::{GameResult, GameVariant, username_key},
+        model::{GameResult, GameVariant},
         selection::Selection,
     },
     error::Error,
@@ -52,8 +52,7 @@ pub struct FilterArgs {
     /// variants (`--variant` gives at most one: also the rules --fen is
     /// read under), the period, the rating floor.
     pub selection: Selection,
-    /// Games of this player (case-insensitive for Lichess names, exact
-    /// for other sources, as the import keyed them).
+    /// Games of this player, the name in any case (every source).
     pub player: Option<String>,
     /// Only games against this player (needs --player).
     pub opponent: Option<String>,
@@ -191,29 +190,67 @@ impl Where {
     }
 }
 
-/// The ids of the players called `name`: Lichess names compare
-/// case-insensitively (the import keys them by lowercase), other sources'
-/// exactly. An unknown name is an error naming the option.
+/// The ids of the players whose name is `$1` in any case: the lookup of
+/// `--player` and `--opponent` (public so that a test can check that
+/// `players_username_lower_idx` serves it).
+pub const PLAYER_IDS: &str = "SELECT id FROM players WHERE lower(username) = lower($1) ORDER BY id";
+
+/// The ids of the players called `name`, whatever its case, in every
+/// source (`players_username_lower_idx`, `sql/0020_player_names.sql`): a
+/// PGN's `Kasparov, Garry` is the one a user types as `kasparov, garry`,
+/// as Lichess names always were. An unknown name is an error naming the
+/// option, with the names [`similar_names`] finds.
 async fn player_ids(client: &Client, option: &str, name: &str) -> Result<Vec<i64>, Error> {
-    let exact = username_key("", name);
-    let lichess = username_key("lichess", name);
     let rows = client
-        .query(
-            "SELECT id FROM players
-             WHERE username_key IN ($1, $2)
-               AND username_key = CASE WHEN source = 'lichess' THEN $2 ELSE $1 END
-             ORDER BY id",
-            &[&exact, &lichess],
-        )
+        .query(PLAYER_IDS, &[&name])
         .await
         .map_err(db_err("looking up a player"))?;
     if rows.is_empty() {
+        let similar = similar_names(client, name).await?;
         return Err(Error::Input {
             file: option.to_owned(),
-            message: format!("no player called {name:?} in the database"),
+            message: format!(
+                "no player called {name:?} in the database{}",
+                did_you_mean(&similar)
+            ),
         });
     }
     Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// How many names a "did you mean" offers at most.
+const SUGGESTIONS: i64 = 5;
+
+/// The stored names nearest `name` by trigrams (`players_username_trgm_idx`,
+/// which `pg_trgm`'s `%` and `<%` read), the nearest first: similar as a
+/// whole (`Gary Kasparow`), or holding it as a word (`Kasparov` in
+/// `Garry Kasparov`), at `pg_trgm`'s thresholds.
+async fn similar_names(client: &Client, name: &str) -> Result<Vec<String>, Error> {
+    let rows = client
+        .query(
+            "SELECT username FROM players
+             WHERE username % $1 OR $1 <% username
+             GROUP BY username
+             ORDER BY max(greatest(similarity(username, $1), word_similarity($1, username))) DESC,
+                      username
+             LIMIT $2",
+            &[&name, &SUGGESTIONS],
+        )
+        .await
+        .map_err(db_err("looking for similar player names"))?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// The end of an unknown-name message: `; did you mean "A", "B" or "C"?`,
+/// nothing without names. Names are quoted as Rust debug-prints them, so a
+/// control character in a stored name cannot drive the terminal.
+fn did_you_mean(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("{name:?}")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!("; did you mean {last}?"),
+        Some((last, rest)) => format!("; did you mean {} or {last}?", rest.join(", ")),
+    }
 }
 
 /// How to search for position `id` with `limit` (see [`Reached::walk`]):
@@ -532,6 +569,24 @@ mod tests {
             ..GameFilter::default()
         };
         assert!(walked.where_clause().clause.contains("EXISTS"));
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_names_found_quoted() {
+        let names = |list: &[&str]| list.iter().map(|&n| n.to_owned()).collect::<Vec<_>>();
+        assert_eq!(did_you_mean(&[]), "");
+        assert_eq!(
+            did_you_mean(&names(&["Garry Kasparov"])),
+            "; did you mean \"Garry Kasparov\"?"
+        );
+        assert_eq!(
+            did_you_mean(&names(&["A", "B", "C"])),
+            "; did you mean \"A\", \"B\" or \"C\"?"
+        );
+        assert_eq!(
+            did_you_mean(&names(&["bad\u{1b}[2J"])),
+            "; did you mean \"bad\\u{1b}[2J\"?"
+        );
     }
 
     #[test]
