@@ -4,7 +4,7 @@
 //! and pawn-home columns follow En Croissant's rules, and importing it
 //! gives the same games, annotations and variations included.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pgnload::export::encroissant;
 use rusqlite::Connection;
@@ -76,10 +76,11 @@ fn movetext(game: &str) -> &str {
     game.split_once("\n\n").map_or("", |(_, m)| m.trim())
 }
 
-#[test]
-fn an_encroissant_export_decodes_to_the_stored_games() {
-    let db = migrated_db("ecr_decode");
-    let dir = scratch_dir("ecr-decode");
+/// A database of [`sources`] and its En Croissant export: the database,
+/// the directory holding the file, the file, and the export's summary.
+fn exported(label: &str) -> (crate::common::TestDb, tempfile::TempDir, PathBuf, String) {
+    let db = migrated_db(label);
+    let dir = scratch_dir(label);
     let mut args = vec!["import".to_owned()];
     args.extend(sources(dir.path()));
     db.quiet_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -91,102 +92,78 @@ fn an_encroissant_export_decodes_to_the_stored_games() {
         "-o",
         file.to_str().expect("UTF-8 path"),
     ]);
-    assert!(
-        summary.contains("skipped 1 (0 not standard chess, 1 with a null move)"),
-        "{summary}"
-    );
-    assert!(!summary.contains("not carried"), "{summary}");
-    let pgn = db.quiet_ok(&["export"]);
-    // The PGN export in the same order, less the null-move game.
-    let expected: Vec<String> = games_of(&pgn)
-        .into_iter()
-        .filter(|g| !g.contains(" -- "))
-        .collect();
-    let c = Connection::open(&file).expect("open the export");
-    let mut rows = c
-        .prepare(
-            "SELECT w.Name, b.Name, g.Result, g.PlyCount, g.FEN, g.Moves, g.WhiteMaterial, \
-             g.BlackMaterial, g.PawnHome, g.Round FROM Games g JOIN Players w ON w.ID = g.WhiteID \
-             JOIN Players b ON b.ID = g.BlackID ORDER BY g.ID",
-        )
-        .expect("query");
-    type Row = (
-        String,
-        String,
-        String,
-        i64,
-        Option<String>,
-        Vec<u8>,
-        i64,
-        i64,
-        i64,
-    );
-    let games: Vec<Row> = rows
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ))
-        })
-        .expect("rows")
-        .collect::<Result<_, _>>()
-        .expect("rows");
-    assert_eq!(games.len(), expected.len());
-    let mut annotated = 0;
-    for (game, pgn) in games.iter().zip(&expected) {
-        let (white, black, result, plies, fen, moves, ..) = game;
-        assert_eq!(Some(white.as_str()), tag(pgn, "White"), "{pgn}");
-        assert_eq!(Some(black.as_str()), tag(pgn, "Black"), "{pgn}");
-        assert_eq!(Some(result.as_str()), tag(pgn, "Result"), "{pgn}");
-        assert_eq!(fen.as_deref(), tag(pgn, "FEN"), "{pgn}");
-        let start: Chess = fen.as_deref().map_or_else(Chess::default, |f| {
-            Fen::from_ascii(f.as_bytes())
-                .expect("a FEN")
-                .into_position(CastlingMode::Standard)
-                .expect("a position")
-        });
-        let decoded = encroissant::decode(moves, start).expect("decodes");
-        assert_eq!(
-            decoded.mainline.len(),
-            usize::try_from(*plies).expect("plies")
-        );
-        // Every mainline SAN, in order, in the PGN export's movetext.
-        let text = movetext(pgn);
-        let mut rest = text;
-        for san in &decoded.mainline {
-            let at = rest
-                .find(san.as_str())
-                .unwrap_or_else(|| panic!("{san} in {text}"));
-            rest = &rest[at + san.len()..];
-        }
-        annotated += usize::from(decoded.movetext.contains('('));
-    }
-    assert!(annotated > 0, "the corpus has variations");
-    // The promotion game: the least material is before the promotion.
-    let promotion = games
-        .iter()
-        .find(|g| g.4.as_deref() == Some("7k/P7/8/8/8/8/8/K7 w - - 0 1"))
-        .expect("the promotion game");
-    assert_eq!((promotion.6, promotion.7, promotion.8), (1, 0, 0));
-    // 1. e4 e5: the e-pawns left home, 39 each.
-    let open = games
-        .iter()
-        .rev()
-        .find(|g| g.3 == 2 && g.4.is_none())
-        .expect("1. e4 e5");
-    assert_eq!((open.6, open.7, open.8), (39, 39, 0xEFEF));
-    assert_eq!(
-        open.1, "Unknown",
-        "a Black named Unknown is the placeholder"
-    );
+    (db, dir, file, summary)
+}
 
+/// One `Games` row with its players' names.
+struct Row {
+    white: String,
+    black: String,
+    result: String,
+    plies: i64,
+    fen: Option<String>,
+    moves: Vec<u8>,
+    /// `WhiteMaterial`, `BlackMaterial`, `PawnHome`.
+    bounds: (i64, i64, i64),
+}
+
+/// The games of an export, by ID.
+fn rows(c: &Connection) -> Vec<Row> {
+    c.prepare(
+        "SELECT w.Name, b.Name, g.Result, g.PlyCount, g.FEN, g.Moves, g.WhiteMaterial, \
+         g.BlackMaterial, g.PawnHome FROM Games g JOIN Players w ON w.ID = g.WhiteID \
+         JOIN Players b ON b.ID = g.BlackID ORDER BY g.ID",
+    )
+    .expect("query")
+    .query_map([], |r| {
+        Ok(Row {
+            white: r.get(0)?,
+            black: r.get(1)?,
+            result: r.get(2)?,
+            plies: r.get(3)?,
+            fen: r.get(4)?,
+            moves: r.get(5)?,
+            bounds: (r.get(6)?, r.get(7)?, r.get(8)?),
+        })
+    })
+    .expect("rows")
+    .collect::<Result<_, _>>()
+    .expect("rows")
+}
+
+/// Asserts `row` decodes (pgnload's decoder) to the game `pgn` (the PGN
+/// export of the same game): names, result, start, and every mainline
+/// move in order; returns whether it holds a variation.
+fn assert_decodes_to(row: &Row, pgn: &str) -> bool {
+    assert_eq!(Some(row.white.as_str()), tag(pgn, "White"), "{pgn}");
+    assert_eq!(Some(row.black.as_str()), tag(pgn, "Black"), "{pgn}");
+    assert_eq!(Some(row.result.as_str()), tag(pgn, "Result"), "{pgn}");
+    assert_eq!(row.fen.as_deref(), tag(pgn, "FEN"), "{pgn}");
+    let start: Chess = row.fen.as_deref().map_or_else(Chess::default, |f| {
+        Fen::from_ascii(f.as_bytes())
+            .expect("a FEN")
+            .into_position(CastlingMode::Standard)
+            .expect("a position")
+    });
+    let decoded = encroissant::decode(&row.moves, start).expect("decodes");
+    assert_eq!(
+        decoded.mainline.len(),
+        usize::try_from(row.plies).expect("plies")
+    );
+    let text = movetext(pgn);
+    let mut rest = text;
+    for san in &decoded.mainline {
+        let at = rest
+            .find(san.as_str())
+            .unwrap_or_else(|| panic!("{san} in {text}"));
+        rest = &rest[at + san.len()..];
+    }
+    decoded.movetext.contains('(')
+}
+
+/// Asserts the `Info` rows: En Croissant's keys, the counts of the rows
+/// written (placeholders included).
+fn assert_info(c: &Connection, games: usize) {
     let info: Vec<(String, String)> = c
         .prepare("SELECT Name, Value FROM Info ORDER BY Name")
         .expect("info")
@@ -194,25 +171,26 @@ fn an_encroissant_export_decodes_to_the_stored_games() {
         .expect("info")
         .collect::<Result<_, _>>()
         .expect("info");
-    let count = |sql: &str| -> String {
-        c.query_row(sql, [], |r| r.get::<_, i64>(0))
-            .expect("count")
-            .to_string()
+    let count = |table: &str| -> String {
+        c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .expect("count")
+        .to_string()
     };
-    let expected_info = [
+    let expected: Vec<(String, String)> = [
         ("Description", "exported by pgnload".to_owned()),
-        ("EventCount", count("SELECT count(*) FROM Events")),
-        ("GameCount", games.len().to_string()),
-        ("PlayerCount", count("SELECT count(*) FROM Players")),
-        ("SiteCount", count("SELECT count(*) FROM Sites")),
+        ("EventCount", count("Events")),
+        ("GameCount", games.to_string()),
+        ("PlayerCount", count("Players")),
+        ("SiteCount", count("Sites")),
         ("Title", "all".to_owned()),
         ("Version", "1.0.0".to_owned()),
-    ];
-    let expected_info: Vec<(String, String)> = expected_info
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    assert_eq!(info, expected_info);
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(info, expected);
     for table in ["Players", "Events", "Sites"] {
         let name: String = c
             .query_row(&format!("SELECT Name FROM {table} WHERE ID = 0"), [], |r| {
@@ -221,6 +199,45 @@ fn an_encroissant_export_decodes_to_the_stored_games() {
             .expect("the placeholder row");
         assert_eq!(name, "Unknown", "{table}");
     }
+}
+
+#[test]
+fn an_encroissant_export_decodes_to_the_stored_games() {
+    let (db, _dir, file, summary) = exported("ecr_decode");
+    assert!(
+        summary.contains("skipped 1 (0 not standard chess, 1 with a null move)"),
+        "{summary}"
+    );
+    assert!(!summary.contains("not carried"), "{summary}");
+    // The PGN export in the same order, less the null-move game.
+    let expected: Vec<String> = games_of(&db.quiet_ok(&["export"]))
+        .into_iter()
+        .filter(|g| !g.contains(" -- "))
+        .collect();
+    let c = Connection::open(&file).expect("open the export");
+    let games = rows(&c);
+    assert_eq!(games.len(), expected.len());
+    let with_variations = games
+        .iter()
+        .zip(&expected)
+        .filter(|(row, pgn)| assert_decodes_to(row, pgn))
+        .count();
+    assert!(with_variations > 0, "the corpus has variations");
+    // The promotion game: the least material is before the promotion.
+    let promotion = games
+        .iter()
+        .find(|g| g.fen.as_deref() == Some("7k/P7/8/8/8/8/8/K7 w - - 0 1"))
+        .expect("the promotion game");
+    assert_eq!(promotion.bounds, (1, 0, 0));
+    // 1. e4 e5: the e-pawns left home, 39 each.
+    let open = games
+        .iter()
+        .rev()
+        .find(|g| g.plies == 2 && g.fen.is_none())
+        .expect("1. e4 e5");
+    assert_eq!(open.bounds, (39, 39, 0xEFEF));
+    assert_eq!(open.black, "Unknown", "a Black named Unknown is row 0");
+    assert_info(&c, games.len());
 }
 
 /// `(name, declared type, NOT NULL, primary key)` of each column of `table`.
@@ -242,24 +259,16 @@ fn columns(c: &Connection, table: &str) -> Vec<(String, String, bool, bool)> {
     .expect("columns")
 }
 
-#[test]
-fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_games() {
-    let db = migrated_db("ecr_schema");
-    let dir = scratch_dir("ecr-schema");
-    let mut args = vec!["import".to_owned()];
-    args.extend(sources(dir.path()));
-    db.quiet_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let file = dir.path().join("all.db3");
-    let name = file.to_str().expect("UTF-8 path");
-    db.quiet_ok(&["export", "--format", "encroissant", "-o", name]);
-
+/// Asserts the tables and indexes of En Croissant's `create.sql` and
+/// `indexes.sql`: these columns with these types, only `Info.Name` NOT
+/// NULL, the IDs primary keys, one index per column it sorts or filters by.
+fn assert_schema(c: &Connection) {
     // En Croissant's create.sql: these columns, these types, only
     // Info.Name NOT NULL, the IDs primary keys.
-    let c = Connection::open(&file).expect("open the export");
     let col =
         |n: &str, t: &str, not_null: bool, pk: bool| (n.to_owned(), t.to_owned(), not_null, pk);
     assert_eq!(
-        columns(&c, "Info"),
+        columns(c, "Info"),
         [
             col("Name", "TEXT", true, false),
             col("Value", "TEXT", false, false)
@@ -267,7 +276,7 @@ fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_g
     );
     for table in ["Events", "Sites"] {
         assert_eq!(
-            columns(&c, table),
+            columns(c, table),
             [
                 col("ID", "INTEGER", false, true),
                 col("Name", "TEXT", false, false)
@@ -275,14 +284,14 @@ fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_g
         );
     }
     assert_eq!(
-        columns(&c, "Players"),
+        columns(c, "Players"),
         [
             col("ID", "INTEGER", false, true),
             col("Name", "TEXT", false, false),
             col("Elo", "INTEGER", false, false)
         ]
     );
-    let games: Vec<(String, String)> = columns(&c, "Games")
+    let games: Vec<(String, String)> = columns(c, "Games")
         .into_iter()
         .map(|(n, t, not_null, pk)| {
             assert!(!not_null, "{n}");
@@ -321,12 +330,17 @@ fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_g
     .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
     .collect();
     assert_eq!(indexes, expected);
-    drop(c);
+}
+
+#[test]
+fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_games() {
+    let (db, _dir, file, _) = exported("ecr_schema");
+    assert_schema(&Connection::open(&file).expect("open the export"));
 
     // Imported into another database: the same games, in the same order,
     // with the same movetext (comments, NAGs, variations).
     let back = migrated_db("ecr_back");
-    back.quiet_ok(&["import", name]);
+    back.quiet_ok(&["import", file.to_str().expect("UTF-8 path")]);
     let before: Vec<String> = games_of(&db.quiet_ok(&["export"]))
         .into_iter()
         .filter(|g| !g.contains(" -- "))

@@ -705,3 +705,62 @@ impl EncroissantWriter {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shakmaty::{Board, CastlingMode, fen::Fen};
+
+    use super::*;
+
+    #[test]
+    fn pawn_home_and_material_are_en_croissants() {
+        assert_eq!(pawn_home(&Board::default()), 0xFFFF);
+        let board = Fen::from_ascii(b"8/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/8 w - - 0 1")
+            .expect("a FEN")
+            .into_setup()
+            .board;
+        // The e-pawns (bit 4 of each rank) left home.
+        assert_eq!(pawn_home(&board), 0b1110_1111_1110_1111);
+        assert_eq!(material(&Board::default()), (39, 39));
+        assert_eq!(material(&board), (8, 8));
+    }
+
+    #[test]
+    fn moves_decode_with_markers_and_variations() {
+        // At the start e2e4 is legal move 12, and after it e7e5 too
+        // (En Croissant's own test: `[12, 12]` is 1. e4 e5).
+        let mut blob = vec![12, NAG_MARKER, 2, 0, b'$', b'1'];
+        blob.extend([COMMENT_MARKER, 4, 0, b' ', b'h', b'i', b' ']);
+        blob.extend([VARIATION_START, 12, VARIATION_END, 12]);
+        let decoded = decode(&blob, Chess::default()).expect("decodes");
+        assert_eq!(decoded.mainline, ["e4", "e5"]);
+        assert_eq!(decoded.movetext, "1. e4 $1 { hi } ( 1. e4 ) 1... e5");
+        // En Croissant's symbolic NAGs read as their numbers.
+        assert_eq!(nag_number(b"?!"), Ok(6));
+        assert!(nag_number(b"$x").is_err());
+    }
+
+    #[test]
+    fn a_bad_blob_is_an_error_naming_what() {
+        let start = Chess::default;
+        assert!(decode(&[250], start()).is_err_and(|e| e.contains("no legal move")));
+        assert!(
+            decode(&[COMMENT_MARKER, 9, 0, b'a'], start()).is_err_and(|e| e.contains("cut short"))
+        );
+        assert!(decode(&[VARIATION_END], start()).is_err_and(|e| e.contains("closes none")));
+        assert!(
+            decode(&[12, VARIATION_START, 12], start()).is_err_and(|e| e.contains("left open"))
+        );
+        // A set-up start: Black to move, numbered from its FEN.
+        let black = Fen::from_ascii(b"7k/8/8/8/8/8/8/K7 b - - 0 40")
+            .expect("a FEN")
+            .into_position(CastlingMode::Standard)
+            .expect("a position");
+        let decoded = decode(&[0], black).expect("decodes");
+        assert!(
+            decoded.movetext.starts_with("40... K"),
+            "{}",
+            decoded.movetext
+        );
+    }
+}

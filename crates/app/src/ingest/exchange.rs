@@ -1486,6 +1486,7 @@ mod tests {
         let game = Decoded {
             tags: vec![("White", "A \"B\" \\ C".into()), ("Result", "1-0".into())],
             lead: vec![b"before".to_vec()],
+            movetext: None,
             moves: vec![
                 AnnotatedMove {
                     plain: PlainMove::Move {
