@@ -10,7 +10,7 @@ use pgnload::export::encroissant;
 use rusqlite::Connection;
 use shakmaty::{CastlingMode, Chess, fen::Fen};
 
-use crate::common::{data, games_of, migrated_db, scratch_dir};
+use crate::common::{data, games_of, migrated_db, scratch_dir, stderr};
 
 /// Games the corpora lack: a null move (skipped), a promotion from a set-up
 /// position (its pre-promotion material is the least), a short game from
@@ -353,4 +353,28 @@ fn an_encroissant_export_has_en_croissants_schema_and_imports_back_as_the_same_g
             assert_eq!(tag(a, t), tag(b, t), "{t} of\n{a}\n{b}");
         }
     }
+
+    // A file changed by hand: a byte that is no legal move's index, a
+    // comment cut short and an unclosed variation are rejects naming
+    // their row; the other games are found present.
+    let c = Connection::open(&file).expect("open the export");
+    c.execute_batch(
+        "UPDATE Games SET Moves = x'FA' WHERE ID = 1;
+         UPDATE Games SET Moves = x'0CFD0900' WHERE ID = 2;
+         UPDATE Games SET Moves = x'0CFF0C' WHERE ID = 3;",
+    )
+    .expect("alter the file");
+    drop(c);
+    let out = back.quiet(&["import", file.to_str().expect("UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rejects = back.psql(
+        "SELECT string_agg(game_number || ': ' || reason, E'\\n' ORDER BY game_number) \
+         FROM import_rejects",
+    );
+    assert_eq!(
+        rejects,
+        "1: undecodable stored game: Games row 1: byte 0 (250) is no legal move's index\n\
+         2: undecodable stored game: Games row 2: a comment of 9 bytes cut short at byte 2\n\
+         3: undecodable stored game: Games row 3: 1 variations left open"
+    );
 }
