@@ -1,4 +1,4 @@
-//! Imports from the exchange formats: an ocgdb (En Croissant) SQLite
+//! Imports from the exchange formats: an ocgdb or En Croissant SQLite
 //! database and a Simple Chess Database (`.dci/.dcg/.dcn/.dcs/.dce`), read
 //! game by game and handed on as PGN text, so that their games go through
 //! the very pipeline PGN goes through (replay, normalized FEN, digests,
@@ -7,8 +7,8 @@
 //! Each stored game is decoded by a pure function ([`render`], from the
 //! formats' decoders next to their encoders in `export`) into PGN: the tags
 //! the format keeps, the moves in UCI (which the replay reads, castling
-//! included, as python-chess does), comments and NAGs. That text is what a
-//! reject keeps. A game the decoders refuse (a code that is no move, a
+//! included, as python-chess does), comments and NAGs; En Croissant's
+//! moves in SAN, with their variations. That text is what a reject keeps. A game the decoders refuse (a code that is no move, a
 //! record cut short, a reference to a missing name) is a reject of its own
 //! ([`RejectReason::Undecodable`](crate::error::RejectReason)); an illegal
 //! move is the replay's reject, as in PGN. The other games go on.
