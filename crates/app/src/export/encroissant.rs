@@ -18,9 +18,10 @@
 //! The other columns are what En Croissant's importer writes from the PGN
 //! tags (here the tags `export --format pgn` writes): `Date` the last of
 //! `Date`/`UTCDate`, `UTCTime`, `Round`, `Result` and `TimeControl` as
-//! written, an Elo of `-` as 0, `FEN` none for the standard start; names
-//! exactly as written (SQLite's `UNIQUE` is case-sensitive), none being
-//! the placeholder row 0 `Unknown`; `WhiteMaterial`/`BlackMaterial` the
+//! written, an Elo of `-` as 0, `FEN` none for the standard start (a start
+//! shakmaty refuses, which En Croissant's reader would panic on, as the
+//! position pgnload replayed); names exactly as written (SQLite's `UNIQUE`
+//! is case-sensitive), none being the placeholder row 0 `Unknown`; `WhiteMaterial`/`BlackMaterial` the
 //! least material (P 1, N B 3, R 5, Q 9, at most 39) the mainline has
 //! before a promotion or at its end, and `PawnHome` the pawns still on
 //! their home ranks at its end: bounds its position search prunes by.
@@ -37,7 +38,8 @@ use std::{
 
 use rusqlite::{Connection, params};
 use shakmaty::{
-    Bitboard, Chess, Color, Move, Position, Role,
+    Bitboard, CastlingMode, Chess, Color, EnPassantMode, FromSetup, Move, Position, Role,
+    fen::Fen,
     san::{San, SanPlus},
 };
 
@@ -511,6 +513,18 @@ impl TagColumns {
     }
 }
 
+/// Whether En Croissant's readers accept `fen` (as they read it: shakmaty's
+/// parse, the castling mode detected, too much material allowed).
+fn readable_by_en_croissant(fen: &str) -> bool {
+    Fen::from_ascii(fen.as_bytes()).is_ok_and(|fen| {
+        let setup = fen.into_setup();
+        let mode = CastlingMode::detect(&setup);
+        Chess::from_setup(setup, mode)
+            .or_else(shakmaty::PositionError::ignore_too_much_material)
+            .is_ok()
+    })
+}
+
 /// A SQLite error while writing `what`, as an output error.
 fn sql(what: &'static str) -> impl Fn(rusqlite::Error) -> Error {
     move |e| {
@@ -601,7 +615,16 @@ impl EncroissantWriter {
                 });
             }
         };
-        let tags = TagColumns::of(&pgn::tags(game)?);
+        let mut tags = TagColumns::of(&pgn::tags(game)?);
+        if let Some(fen) = &tags.fen
+            && !readable_by_en_croissant(fen)
+        {
+            // A start python-chess reads and shakmaty refuses (castling
+            // rights without their rook): En Croissant's reader would
+            // panic on it; written as the position pgnload replayed.
+            let start = start_position(game)?;
+            tags.fen = Some(Fen::from_position(&start, EnPassantMode::Legal).to_string());
+        }
         let mut ids = [0_i64; 4];
         for (slot, (table, name)) in NAME_TABLES.iter().enumerate() {
             ids[slot] = self.name_id(*table, name, tags.names[slot].as_deref())?;
@@ -738,6 +761,19 @@ mod tests {
         // En Croissant's symbolic NAGs read as their numbers.
         assert_eq!(nag_number(b"?!"), Ok(6));
         assert!(nag_number(b"$x").is_err());
+    }
+
+    #[test]
+    fn a_start_en_croissant_refuses_is_found() {
+        assert!(readable_by_en_croissant(START_FEN));
+        // Too much material: En Croissant allows it.
+        assert!(readable_by_en_croissant(
+            "rnbqkbnr/pppppppp/8/8/8/NNNN4/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+        ));
+        // White may castle short without a rook on h1: python-chess reads
+        // it, shakmaty (so En Croissant) refuses it.
+        assert!(!readable_by_en_croissant("4k3/8/8/8/8/8/8/4K3 w K - 0 1"));
+        assert!(!readable_by_en_croissant("not a fen"));
     }
 
     #[test]
