@@ -242,7 +242,7 @@ fn a_sqlite_file_of_another_schema_is_refused_naming_what_is_missing() {
     let file = dir.path().join("other.db3");
     let c = rusqlite::Connection::open(&file).expect("create");
     c.execute_batch(
-        "CREATE TABLE Games (ID INTEGER PRIMARY KEY, Moves BLOB, WhiteID INTEGER);
+        "CREATE TABLE Games (ID INTEGER PRIMARY KEY, WhiteID INTEGER);
          CREATE TABLE Players (ID INTEGER PRIMARY KEY, Name TEXT);",
     )
     .expect("schema");
@@ -252,9 +252,9 @@ fn a_sqlite_file_of_another_schema_is_refused_naming_what_is_missing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     for missing in [
-        "not one in the ocgdb schema",
+        "not one in the ocgdb or En Croissant schema",
         "column Games.EventID",
-        "column Games.Moves2",
+        "column Games.Moves2 (ocgdb) or Games.Moves (En Croissant)",
         "table Events",
         "table Sites",
     ] {

@@ -11,6 +11,7 @@ mod common;
 mod connecting;
 mod crash;
 mod embedded;
+mod encroissant;
 mod exchange;
 mod exchange_import;
 mod explorer;

@@ -5,8 +5,9 @@
 //! so a file with the asked name is always a whole export; a device or a
 //! pipe that already exists (`/dev/null`, a FIFO) is written to directly.
 //!
-//! `--format dcg` and `--format ocgdb` write the exchange formats of
-//! [`crate::export::dcg`] and [`crate::export::ocgdb`] instead, from the
+//! `--format dcg`, `--format ocgdb` and `--format encroissant` write the
+//! exchange formats of [`crate::export::dcg`], [`crate::export::ocgdb`] and
+//! [`crate::export::encroissant`] instead, from the
 //! same filter and the same stream; they hold standard chess only, so
 //! other games are skipped and counted (exported + skipped = selected).
 //!
@@ -32,7 +33,9 @@ use crate::{
     chess::{annotation::NoteCounts, model::GameVariant},
     config::Settings,
     error::{Error, ExitStatus},
-    export::{Unwritten, dcg, dcg::DcgWriter, ocgdb::OcgdbWriter, pgn},
+    export::{
+        Unwritten, dcg, dcg::DcgWriter, encroissant::EncroissantWriter, ocgdb::OcgdbWriter, pgn,
+    },
     ingest::source,
     progress::Progress,
     query::games::{self, Order},
@@ -64,8 +67,22 @@ pub enum Format {
     Pgn,
     /// Simple Chess Database files (.dci/.dcg/.dcn/.dcs/.dce), as pgn2dcg writes them.
     Dcg,
-    /// An ocgdb / En Croissant SQLite database (.ocgdb.db3).
+    /// An ocgdb SQLite database (.ocgdb.db3).
     Ocgdb,
+    /// An En Croissant SQLite database (.db3), which En Croissant opens.
+    Encroissant,
+}
+
+impl Format {
+    /// The format's name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            Format::Pgn => "pgn",
+            Format::Dcg => "dcg",
+            Format::Ocgdb => "ocgdb",
+            Format::Encroissant => "encroissant",
+        }
+    }
 }
 
 /// Why an exchange export left a selected game out.
@@ -73,7 +90,7 @@ pub enum Format {
 struct Skipped {
     /// Not standard chess.
     variant: u64,
-    /// A null move, which ocgdb's `Moves2` cannot hold.
+    /// A null move, which ocgdb's `Moves2` and En Croissant's `Moves` cannot hold.
     null_move: u64,
     /// A stored value the format cannot say.
     unwritable: Unwritten,
@@ -169,12 +186,14 @@ fn was_interrupted(interrupts: &AtomicUsize) -> bool {
 enum Writer {
     Dcg(DcgWriter),
     Ocgdb(OcgdbWriter),
+    Encroissant(EncroissantWriter),
 }
 
 impl Writer {
     fn create(format: Format, target: &Path) -> Result<Writer, Error> {
         Ok(match format {
             Format::Dcg => Writer::Dcg(DcgWriter::create(target)?),
+            Format::Encroissant => Writer::Encroissant(EncroissantWriter::create(target)?),
             _ => Writer::Ocgdb(OcgdbWriter::create(target)?),
         })
     }
@@ -191,6 +210,7 @@ impl Writer {
         match self {
             Writer::Dcg(w) => unwritable.skip(w.write(game, moves).map(|()| true)),
             Writer::Ocgdb(w) => unwritable.skip(w.write(game, moves)),
+            Writer::Encroissant(w) => unwritable.skip(w.write(game, moves)),
         }
     }
 
@@ -206,21 +226,19 @@ impl Writer {
                 let dropped = w.dropped();
                 w.finish().map(|()| dropped)
             }
+            // Carries every comment, NAG and variation.
+            Writer::Encroissant(w) => w.finish().map(|()| NoteCounts::default()),
         }
     }
 }
 
-/// Runs `pgnload export --format dcg|ocgdb`: both formats' writers behind
+/// Runs `pgnload export --format dcg|ocgdb|encroissant`: the formats' writers behind
 /// one stream, one progress reporter and one summary.
 fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
     if args.output == "-" {
         return Err(Error::Config(format!(
             "--format {} writes files: name them with --output",
-            if args.format == Format::Dcg {
-                "dcg"
-            } else {
-                "ocgdb"
-            }
+            args.format.name()
         )));
     }
     let target = PathBuf::from(&args.output);
@@ -280,11 +298,7 @@ fn run_exchange(args: &ExportArgs, settings: &Settings, quiet: bool) -> Result<E
         super::print(&format!(
             "not carried by the {} format: {} comments, {} variations, {} NAGs \
              (`export --format pgn` keeps them)\n",
-            if args.format == Format::Dcg {
-                "dcg"
-            } else {
-                "ocgdb"
-            },
+            args.format.name(),
             dropped.comments,
             dropped.variations,
             dropped.nags

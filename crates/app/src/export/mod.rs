@@ -1,10 +1,11 @@
 //! Writers of other formats, reading games through `query` so that a
 //! filter means the same thing in every export. Pure formatting: no
 //! database access and no files of their own (the caller owns the output),
-//! except the exchange formats' writers ([`dcg`], [`ocgdb`]), whose output
+//! except the exchange formats' writers ([`dcg`], [`ocgdb`], [`encroissant`]), whose output
 //! is a set of files or a database that they create under a temporary name.
 
 pub mod dcg;
+pub mod encroissant;
 pub mod ocgdb;
 pub mod pgn;
 
@@ -43,6 +44,24 @@ pub enum PlainMove {
     Null,
 }
 
+/// The start position of a standard-chess `game`: its `FEN`, else the
+/// standard start. A start that does not read as standard chess is a
+/// damaged row: a game that cannot be written ([`Error::Unwritable`]).
+pub fn start_position(game: &StoredGame) -> Result<Chess, Error> {
+    let damaged = |reason: String| Error::Unwritable {
+        game: game.id,
+        reason,
+    };
+    match &game.start_fen {
+        None => Ok(Chess::default()),
+        Some(fen) => match position_from_fen(fen, Variant::Chess, false) {
+            Ok(shakmaty::variant::VariantPosition::Chess(board)) => Ok(board),
+            Ok(_) => Err(damaged("start position is not standard chess".into())),
+            Err(e) => Err(damaged(format!("start position {fen:?}: {e}"))),
+        },
+    }
+}
+
 /// The moves of a standard-chess `game`, replayed from its start position
 /// to recover squares. The stored SAN was replayed at import, so a move
 /// that does not replay now is a damaged row: a game that cannot be
@@ -53,14 +72,7 @@ pub fn plain_moves(game: &StoredGame, moves: &[StoredMove]) -> Result<Vec<PlainM
         game: game.id,
         reason: format!("stored move {} does not replay: {why}", ply + 1),
     };
-    let mut board = match &game.start_fen {
-        None => Chess::default(),
-        Some(fen) => match position_from_fen(fen, Variant::Chess, false) {
-            Ok(shakmaty::variant::VariantPosition::Chess(board)) => board,
-            Ok(_) => return Err(damaged(0, "start position is not standard chess".into())),
-            Err(e) => return Err(damaged(0, format!("start position {fen:?}: {e}"))),
-        },
-    };
+    let mut board = start_position(game)?;
     let mut out = Vec::with_capacity(moves.len());
     for (ply, stored) in moves.iter().enumerate() {
         let san: San = stored

@@ -1,6 +1,7 @@
-//! The ocgdb SQLite schema (also En Croissant's): tables `Info`, `Events`,
-//! `Sites`, `Players`, `Games` and `Comments`, created and filled as
-//! ocgdb's builder does, so that both programs open pgnload's files.
+//! The ocgdb SQLite schema: tables `Info`, `Events`, `Sites`, `Players`,
+//! `Games` and `Comments`, created and filled as ocgdb's builder does, so
+//! that ocgdb opens pgnload's files. (En Croissant cannot: it needs
+//! columns and a move encoding of its own, [`super::encroissant`].)
 //!
 //! As ocgdb writes them: `Moves2` is two bytes per ply, `from | to << 6 |
 //! promotion << 12` (a1 = 0; N = 2 … Q = 5; castling is the king moving

@@ -1,4 +1,4 @@
-//! Imports from the exchange formats: an ocgdb (En Croissant) SQLite
+//! Imports from the exchange formats: an ocgdb or En Croissant SQLite
 //! database and a Simple Chess Database (`.dci/.dcg/.dcn/.dcs/.dce`), read
 //! game by game and handed on as PGN text, so that their games go through
 //! the very pipeline PGN goes through (replay, normalized FEN, digests,
@@ -7,8 +7,8 @@
 //! Each stored game is decoded by a pure function ([`render`], from the
 //! formats' decoders next to their encoders in `export`) into PGN: the tags
 //! the format keeps, the moves in UCI (which the replay reads, castling
-//! included, as python-chess does), comments and NAGs. That text is what a
-//! reject keeps. A game the decoders refuse (a code that is no move, a
+//! included, as python-chess does), comments and NAGs; En Croissant's
+//! moves in SAN, with their variations. That text is what a reject keeps. A game the decoders refuse (a code that is no move, a
 //! record cut short, a reference to a missing name) is a reject of its own
 //! ([`RejectReason::Undecodable`](crate::error::RejectReason)); an illegal
 //! move is the replay's reject, as in PGN. The other games go on.
@@ -57,12 +57,15 @@ use rusqlite::{
 };
 
 use crate::{
-    chess::reader::{GameChunk, GameSplitter, ParseLimits},
+    chess::{
+        fen::position_from_fen,
+        reader::{GameChunk, GameSplitter, ParseLimits},
+    },
     error::{Error, SourcePos},
     export::{
         COMMENT_COST, PlainMove,
         dcg::{self, AnnotatedMove},
-        ocgdb,
+        encroissant, ocgdb,
     },
     ingest::source::{self, Compression},
 };
@@ -76,6 +79,9 @@ pub struct Decoded {
     pub lead: Vec<Vec<u8>>,
     /// The moves with their annotations.
     pub moves: Vec<AnnotatedMove>,
+    /// The movetext in SAN, in place of `lead` and `moves`: En
+    /// Croissant's `Moves`, whose variations they cannot hold.
+    pub movetext: Option<String>,
     /// The result marker ending the movetext.
     pub result: &'static str,
 }
@@ -153,6 +159,10 @@ pub fn render(game: &Decoded) -> Vec<u8> {
     out.push(b'\n');
     for comment in &game.lead {
         comment_text(comment, &mut out);
+    }
+    if let Some(movetext) = &game.movetext {
+        out.extend_from_slice(movetext.as_bytes());
+        out.push(b' ');
     }
     for m in &game.moves {
         out.extend_from_slice(uci(m.plain).as_bytes());
@@ -416,8 +426,8 @@ fn check_set(path: &Path, actual: &[(u64, Option<u128>); 5]) -> Result<(), Error
 type Stored = Result<Vec<u8>, (Vec<u8>, String)>;
 
 /// The columns of `Games` read; the optional ones are NULL when absent.
-const GAMES_REQUIRED: [&str; 6] = ["ID", "EventID", "SiteID", "WhiteID", "BlackID", "Moves2"];
-const GAMES_OPTIONAL: [&str; 8] = [
+const GAMES_REQUIRED: [&str; 5] = ["ID", "EventID", "SiteID", "WhiteID", "BlackID"];
+const GAMES_OPTIONAL: [&str; 9] = [
     "Date",
     "Round",
     "WhiteElo",
@@ -426,6 +436,7 @@ const GAMES_OPTIONAL: [&str; 8] = [
     "TimeControl",
     "ECO",
     "FEN",
+    "UTCTime",
 ];
 
 /// One `Games` row with its names and comments, as SQLite gave them (its
@@ -436,9 +447,11 @@ pub struct OcgdbRow {
     /// White, Black (a ref to no row has an ID of NULL).
     pub refs: [(Value, Value, Value); 4],
     /// The optional columns, in [`GAMES_OPTIONAL`] order.
-    pub columns: [Value; 8],
-    /// `Moves2`.
+    pub columns: [Value; 9],
+    /// `Moves2`, or En Croissant's `Moves` when `encroissant`.
     pub moves2: Value,
+    /// Whether the file is En Croissant's: `moves2` is its `Moves`.
+    pub encroissant: bool,
     /// `(Ply, Comment)` of the game's comments, by ply.
     pub comments: Vec<(Value, Value)>,
 }
@@ -450,6 +463,7 @@ impl Default for OcgdbRow {
             refs: [null(), null(), null(), null()],
             columns: std::array::from_fn(|_| Value::Null),
             moves2: Value::Null,
+            encroissant: false,
             comments: Vec::new(),
         }
     }
@@ -482,7 +496,12 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
     };
     tag("Event", event);
     tag("Site", site);
+    let utc_time = column(8)?;
+    if utc_time.is_some() {
+        tag("UTCDate", date.clone());
+    }
     tag("Date", date);
+    tag("UTCTime", utc_time);
     tag("Round", column(1)?);
     tag("White", white);
     tag("Black", black);
@@ -493,6 +512,31 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
     tag("ECO", column(6)?);
     if fen.is_some() {
         tag("SetUp", Some("1".into()));
+    }
+    if row.encroissant {
+        let movetext = match &row.moves2 {
+            Value::Blob(blob) => {
+                let start = match &fen {
+                    None => shakmaty::Chess::default(),
+                    Some(fen) => {
+                        match position_from_fen(fen, shakmaty::variant::Variant::Chess, false) {
+                            Ok(shakmaty::variant::VariantPosition::Chess(start)) => start,
+                            Ok(_) => return Err(format!("FEN {fen:?} is not standard chess")),
+                            Err(e) => return Err(format!("FEN {fen:?}: {e}")),
+                        }
+                    }
+                };
+                encroissant::decode(blob, start)?.movetext
+            }
+            _ => return Err("Moves is not a blob".into()),
+        };
+        tag("FEN", fen);
+        return Ok(Decoded {
+            tags,
+            movetext: Some(movetext),
+            result: result_marker(result.as_deref()),
+            ..Decoded::default()
+        });
     }
     tag("FEN", fen);
     let plain = match &row.moves2 {
@@ -513,6 +557,7 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
         tags,
         lead,
         moves,
+        movetext: None,
         result: result_marker(result.as_deref()),
     })
 }
@@ -658,6 +703,7 @@ impl OcgdbRows {
                 .map_err(sqlite)
         };
         let games = check_schema(&columns)?;
+        let encroissant = moves_column(&games) == Some("Moves");
         let comments = columns("Comments")?;
         let with_comments = ["GameID", "Ply", "Comment"]
             .iter()
@@ -682,6 +728,7 @@ impl OcgdbRows {
                 sql: &sql,
                 skip,
                 with_comments,
+                encroissant,
                 limits,
                 tx: &tx,
             };
@@ -734,6 +781,9 @@ fn check_schema(columns: &dyn Fn(&str) -> io::Result<Vec<String>>) -> io::Result
                 missing.push(format!("column Games.{c}"));
             }
         }
+        if moves_column(&games).is_none() {
+            missing.push("column Games.Moves2 (ocgdb) or Games.Moves (En Croissant)".to_owned());
+        }
     }
     for table in ["Events", "Sites", "Players"] {
         let have = columns(table)?;
@@ -752,11 +802,19 @@ fn check_schema(columns: &dyn Fn(&str) -> io::Result<Vec<String>>) -> io::Result
     Err(io::Error::new(
         io::ErrorKind::InvalidData,
         format!(
-            "a SQLite database, but not one in the ocgdb schema (pgnload reads ocgdb's \
-             Games with a Moves2 column): missing {}",
+            "a SQLite database, but not one in the ocgdb or En Croissant schema (pgnload \
+             reads ocgdb's Games with a Moves2 column, En Croissant's with Moves): missing {}",
             missing.join(", ")
         ),
     ))
+}
+
+/// The column of `Games` (`games` are its columns) that holds the moves:
+/// ocgdb's `Moves2`, else En Croissant's `Moves`; none when it has neither.
+fn moves_column(games: &[String]) -> Option<&'static str> {
+    ["Moves2", "Moves"]
+        .into_iter()
+        .find(|c| games.iter().any(|g| g.eq_ignore_ascii_case(c)))
 }
 
 /// The query of the games past `?1`, with their names, in ID order; an
@@ -774,11 +832,12 @@ fn games_query(games: &[String]) -> String {
         .collect();
     format!(
         "SELECT g.ID, g.EventID, e.ID, e.Name, g.SiteID, s.ID, s.Name, g.WhiteID, w.ID, \
-         w.Name, g.BlackID, b.ID, b.Name, {}, g.Moves2 FROM Games g \
+         w.Name, g.BlackID, b.ID, b.Name, {}, g.{} FROM Games g \
          LEFT JOIN Events e ON e.ID = g.EventID LEFT JOIN Sites s ON s.ID = g.SiteID \
          LEFT JOIN Players w ON w.ID = g.WhiteID LEFT JOIN Players b ON b.ID = g.BlackID \
          ORDER BY g.ID LIMIT -1 OFFSET ?1",
-        optional.join(", ")
+        optional.join(", "),
+        moves_column(games).unwrap_or("Moves2")
     )
 }
 
@@ -824,6 +883,8 @@ struct OcgdbRead<'a> {
     sql: &'a str,
     skip: i64,
     with_comments: bool,
+    /// The file is En Croissant's: its `Moves`, one byte per move at most.
+    encroissant: bool,
     limits: ParseLimits,
     tx: &'a crossbeam_channel::Sender<io::Result<Vec<(u64, Stored)>>>,
 }
@@ -973,8 +1034,10 @@ impl OcgdbRead<'_> {
             );
             return Ok((0, Err((self.moves_head(row)?, reason))));
         }
+        // En Croissant's `Moves` mixes moves with comments: its plies are
+        // counted when its PGN is read, bounded by the byte cap below.
         let plies = held(row.get_ref(GAME_QUERY_COLUMNS - 1)?) / 2;
-        if plies > u64::from(self.limits.max_plies) {
+        if !self.encroissant && plies > u64::from(self.limits.max_plies) {
             let reason = format!(
                 "Games row {id}: Moves2 holds {plies} moves, more than the limit of {} plies",
                 self.limits.max_plies
@@ -1003,6 +1066,7 @@ impl OcgdbRead<'_> {
             game.columns[i] = value(13 + i)?;
         }
         game.moves2 = value(GAME_QUERY_COLUMNS - 1)?;
+        game.encroissant = self.encroissant;
         game.comments = comments.kept;
         let rendered = decode_ocgdb(&game)
             .map(|decoded| render(&decoded))
@@ -1262,6 +1326,7 @@ impl DcgBase {
             tags: entry_tags(e, names, result, fen),
             lead: Vec::new(),
             moves,
+            movetext: None,
             result,
         })))
     }
@@ -1421,6 +1486,7 @@ mod tests {
         let game = Decoded {
             tags: vec![("White", "A \"B\" \\ C".into()), ("Result", "1-0".into())],
             lead: vec![b"before".to_vec()],
+            movetext: None,
             moves: vec![
                 AnnotatedMove {
                     plain: PlainMove::Move {
