@@ -65,6 +65,7 @@ pub mod answers;
 pub mod counting;
 pub mod held;
 pub mod memory;
+pub mod openings;
 pub mod recount;
 pub mod sql;
 
