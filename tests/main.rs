@@ -14,6 +14,7 @@ mod embedded;
 mod exchange;
 mod exchange_import;
 mod explorer;
+mod explorer_lichess;
 mod faults;
 mod footprint;
 mod hostile;
