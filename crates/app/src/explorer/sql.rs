@@ -696,12 +696,12 @@ pub const RECENT_SCAN: &str = concat!(
     listable!(),
     " AND ",
     conditions!(),
-    " AND game_id <> ALL($8::bigint[]) ORDER BY started_at DESC, game_id DESC LIMIT $7"
+    " AND game_id <> ALL($8::bigint[]) ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
 );
 
 /// [`RECENT_SCAN`]'s games found by walking the games from the most
-/// recent (`games_started_at_idx`), keeping those that reached the
-/// position.
+/// recent (`games_newest_idx`, whose order this is), keeping those that
+/// reached the position.
 pub const RECENT_WALK: &str = concat!(
     "SELECT game_id FROM explorer_games e WHERE ",
     listable!(),
@@ -709,7 +709,7 @@ pub const RECENT_WALK: &str = concat!(
     conditions!(),
     " AND game_id <> ALL($8::bigint[]) AND ",
     reached!(),
-    " ORDER BY started_at DESC, game_id DESC LIMIT $7"
+    " ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
 );
 
 /// The moves `$7` of position `$1` and their games, rated ones from the
