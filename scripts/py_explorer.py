@@ -6,8 +6,9 @@ a game with errors is skipped, positions are the first four FEN fields of
 python-chess's own FEN), counts the games that continued from the asked
 position, and prints the Lichess explorer shape without SAN and top games:
 
-    {"white": W, "draws": D, "black": B,
-     "moves": [{"uci", "averageRating", "white", "draws", "black", "games"}]}
+    {"white": W, "draws": D, "black": B, "opening": {"eco", "name"} | null,
+     "moves": [{"uci", "averageRating", "white", "draws", "black", "games",
+                "opening"}]}
 
 Counted the way the Lichess explorer counts: a game once per position, with
 the move it played at its last visit there; speed from TimeControl
@@ -15,7 +16,14 @@ the move it played at its last visit there; speed from TimeControl
 <1500 rapid, <21600 classical, else or without a clock correspondence);
 rating group of floor((WhiteElo + BlackElo) / 2) in the bands 0, 1000, 1200,
 1400, 1600, 1800, 2000, 2200, 2500 (games missing a rating are in no group);
-month from UTCDate, else Date. A Lichess game id counts once.
+month from UTCDate, else Date. A Lichess game id counts once. Castling is
+written king to rook (e1h1), averageRating is rounded half up and left out
+without a rated game, as Lichess does. Opening names: the rows of the
+shipped chess-openings table (crates/app/data/chess-openings), each line's
+SAN played with python-chess and matched by EPD; the position's is the last
+named on the way (the FEN, then after each --play move), a move's the one
+after it (standard, crazyhouse with empty pockets, three-check before any
+check, king of the hill only). --play moves are UCI or SAN.
 
 Usage: py_explorer.py [--variant V] [--fen FEN] [--play UCI,...]
        [--speeds S,...] [--ratings R,...] [--since YYYY-MM] [--until YYYY-MM] FILE...
@@ -94,6 +102,34 @@ def variant_name(board) -> str:
     }[board.uci_variant]
 
 
+def opening_table():
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = os.path.join(here, "..", "crates", "app", "data", "chess-openings")
+    table = {}
+    for volume in "abcde":
+        with open(os.path.join(data, volume + ".tsv"), encoding="utf-8") as f:
+            next(f)
+            for line in f:
+                eco, name, pgn = line.rstrip("\n").split("\t")
+                board = chess.Board()
+                for token in pgn.split(" "):
+                    if not token.endswith("."):
+                        board.push_san(token)
+                table[board.epd()] = {"eco": eco, "name": name}
+    return table
+
+
+def opening_of(table, board):
+    variant = board.uci_variant
+    if board.chess960 or variant not in ("chess", "crazyhouse", "3check", "kingofthehill"):
+        return None
+    if variant == "crazyhouse" and any(len(p) for p in board.pockets):
+        return None
+    if variant == "3check" and list(board.remaining_checks) != [3, 3]:
+        return None
+    return table.get(chess.Board.epd(board))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", default="standard")
@@ -108,8 +144,14 @@ def main() -> int:
 
     board_cls = chess.Board if ns.variant in ("standard", "chess960") else chess.variant.find_variant(ns.variant)
     start = board_cls(ns.fen, chess960=ns.variant == "chess960") if ns.fen else board_cls()
-    for uci in filter(None, ns.play.split(",")):
-        start.push_uci(uci)
+    table = opening_table()
+    opening = opening_of(table, start)
+    for text in filter(None, ns.play.split(",")):
+        try:
+            start.push_uci(text)
+        except ValueError:
+            start.push_san(text)
+        opening = opening_of(table, start) or opening
     target = board_key_fen(start)
     speeds = set(filter(None, ns.speeds.split(",")))
     ratings = {int(r) for r in ns.ratings.split(",") if r}
@@ -150,7 +192,7 @@ def main() -> int:
             last = None
             for move in game.mainline_moves():
                 if board_key_fen(board) == target:
-                    last = board.uci(move)
+                    last = board.uci(move, chess960=True)
                 board.push(move)
             if last is None:
                 continue
@@ -167,14 +209,19 @@ def main() -> int:
 
     out_moves = []
     for entry in sorted(moves.values(), key=lambda e: (-e["games"], e["uci"])):
-        out_moves.append({
+        after = start.copy()
+        after.push(after.parse_uci(entry["uci"]))
+        out = {
             "uci": entry["uci"],
-            "averageRating": entry["sum"] // entry["rated"] if entry["rated"] else None,
             "white": entry["white"], "draws": entry["draws"], "black": entry["black"],
             "games": entry["games"],
-        })
+            "opening": opening_of(table, after),
+        }
+        if entry["rated"]:
+            out["averageRating"] = (2 * entry["sum"] + entry["rated"]) // (2 * entry["rated"])
+        out_moves.append(out)
     total = {k: sum(m[k] for m in out_moves) for k in ("white", "draws", "black")}
-    print(json.dumps({**total, "moves": out_moves}))
+    print(json.dumps({**total, "opening": opening, "moves": out_moves}))
     return 0
 
 

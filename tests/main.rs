@@ -15,6 +15,7 @@ mod encroissant;
 mod exchange;
 mod exchange_import;
 mod explorer;
+mod explorer_lichess;
 mod faults;
 mod footprint;
 mod hostile;

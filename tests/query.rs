@@ -735,7 +735,7 @@ fn control_characters_in_names_are_escaped_in_tables() {
     let file = dir.path().join("controls.pgn");
     std::fs::write(
         &file,
-        "[Event \"Open\u{7}Bell\"]\n[White \"a\u{1b}[31mred\"]\n[Black \"tab\there\u{7f}\u{85}\u{9b}2J\"]\n[WhiteElo \"2000\"]\n[BlackElo \"2100\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n",
+        "[Event \"Open\u{7}Bell\"]\n[White \"a\u{1b}[31mred\"]\n[Black \"tab\there\u{7f}\u{85}\u{9b}2J\"]\n[Date \"2024.01.02\"]\n[WhiteElo \"2000\"]\n[BlackElo \"2100\"]\n[Result \"1-0\"]\n\n1. e4 e5 2. Qh5 Nc6 1-0\n\n",
     )
     .expect("write");
     let db = migrated_db("controls");

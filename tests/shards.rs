@@ -278,12 +278,21 @@ fn concurrent_importers_through_the_coordinator_equal_a_single_node_import() {
     let single = fresh_db("single_queries");
     single.quiet_ok(&["db", "explorer", "enable"]);
     assert_ok(&import(&single, &["-q"], &everything), &[0]);
-    // The explorer's moves and totals (its top games tie by id, which
-    // differ between layouts), before and after the counters' rows are
-    // folded into one per key and shard.
+    // The explorer's moves and totals (its top and recent games tie by
+    // id, which differ between layouts), before and after the counters'
+    // rows are folded into one per key and shard.
     let explore_as_on_one_node = || {
         for play in ["", "e2e4", "e2e4,c7c5", "d2d4,g8f6,c2c4"] {
-            let mut args = vec!["explore", "--json", "--top-games", "0", "--top", "50"];
+            let mut args = vec![
+                "explore",
+                "--json",
+                "--top-games",
+                "0",
+                "--recent-games",
+                "0",
+                "--top",
+                "50",
+            ];
             if !play.is_empty() {
                 args.extend(["--play", play]);
             }

@@ -27,8 +27,9 @@ pub struct ExploreArgs {
     /// The position (FEN; move counters optional) [default: the variant's
     /// start position].
     pub fen: Option<String>,
-    /// Moves to play from that position first, in UCI: e2e4,e7e5.
-    #[arg(long, value_name = "UCI,UCI,…", value_delimiter = ',')]
+    /// Moves to play from that position first, each in UCI or SAN:
+    /// e2e4,e7e5 or e4,e5,Nf3 (castling e1g1, e1h1 or O-O).
+    #[arg(long, value_name = "MOVE,MOVE,…", value_delimiter = ',')]
     pub play: Vec<String>,
     /// The variant (any spelling: `king_of_the_hill`, `kingOfTheHill`, `koth`…).
     #[arg(long, default_value = "standard", value_parser = crate::cli::VariantParser)]
@@ -49,9 +50,14 @@ pub struct ExploreArgs {
     /// How many moves to list, the most played first.
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub top: usize,
-    /// How many top-rated games reaching the position to list.
+    /// How many top games reaching the position to list (at most 4, as
+    /// Lichess): rated 2000 and up, by rating band, then the most recent.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub top_games: u32,
+    /// How many recent games reaching the position to list (at most 8
+    /// less the top games found, as Lichess), the most recent first.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub recent_games: u32,
     /// Print the Lichess explorer's JSON shape instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +84,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
         },
         moves: args.top,
         top_games: args.top_games,
+        recent_games: args.recent_games,
     };
     // Bad input is refused before any database is touched.
     explorer::answers::resolve_position(request.variant, request.fen.as_deref(), &request.play)?;
@@ -115,6 +122,14 @@ fn table(answer: &Answer) -> String {
     let score = answer.score;
     let decided = score.white + score.draws + score.black;
     let _ = writeln!(out, "position: {}", answer.fen);
+    if let Some(opening) = &answer.opening {
+        let _ = writeln!(
+            out,
+            "opening: {} {}",
+            printable(&opening.eco),
+            printable(&opening.name)
+        );
+    }
     if answer.games == 0 {
         let _ = writeln!(out, "no counted game continued from this position");
         return out;
@@ -146,24 +161,29 @@ fn table(answer: &Answer) -> String {
             m.average_rating.map_or("-".to_owned(), |r| r.to_string())
         );
     }
-    if !answer.top_games.is_empty() {
-        let _ = writeln!(out, "top games:");
-        for game in &answer.top_games {
-            let side = |p: &explorer::answers::Player| {
-                format!(
-                    "{} ({})",
-                    printable(p.name.as_deref().unwrap_or("?")),
-                    p.rating.map_or("?".to_owned(), |r| r.to_string())
-                )
-            };
+    for (title, games) in [
+        ("top games", &answer.top_games),
+        ("recent games", &answer.recent_games),
+    ] {
+        if games.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}:");
+        for listed in games {
+            let game = &listed.game;
+            let side =
+                |p: &explorer::answers::Player| format!("{} ({})", printable(&p.name), p.rating);
             let _ = writeln!(
                 out,
-                "  {:<12} {} - {}  {}  {}",
+                "  {:<12} {:<6} {} - {}  {}  {} {}  {}",
                 printable(&game.id),
+                listed.uci,
                 side(&game.white),
                 side(&game.black),
-                game.winner.unwrap_or("-"),
-                game.month.as_deref().unwrap_or("????-??")
+                game.winner.unwrap_or("draw"),
+                game.speed,
+                game.mode,
+                game.month
             );
         }
     }

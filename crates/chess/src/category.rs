@@ -84,6 +84,21 @@ impl Speed {
             .map_or(Speed::Correspondence, |(speed, _)| speed)
     }
 
+    /// The best rating on the Lichess leaderboard of this speed, as the
+    /// Lichess explorer fixes it (lila-openingexplorer, "as of
+    /// 2024-07-27"; correspondence, without a leaderboard, 4000): it
+    /// ranks a top game by how far its rating band is below this.
+    pub fn highscore(self) -> i32 {
+        match self {
+            Speed::UltraBullet => 2644,
+            Speed::Bullet => 3352,
+            Speed::Blitz => 2974,
+            Speed::Rapid => 2949,
+            Speed::Classical => 2533,
+            Speed::Correspondence => 4000,
+        }
+    }
+
     /// The Lichess API name (`ultraBullet`, `blitz`, …).
     pub fn as_str(self) -> &'static str {
         match self {

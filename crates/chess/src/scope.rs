@@ -185,14 +185,19 @@ pub fn in_scope(game: &GameRecord, scope: &Scope) -> Result<(), FilterReason> {
 /// be put in a rating band anyway).
 pub fn is_rated(game: &GameRecord) -> bool {
     let meta = &game.meta;
-    let first_word = meta
-        .event
-        .as_deref()
-        .and_then(|event| event.split_whitespace().next());
-    match first_word {
+    rated_by_event(
+        meta.event.as_deref(),
+        meta.white.elo.is_some() && meta.black.elo.is_some(),
+    )
+}
+
+/// [`is_rated`] from what the database keeps of a game: its `Event` text
+/// and whether both players have a rating (the explorer's `mode`).
+pub fn rated_by_event(event: Option<&str>, both_ratings: bool) -> bool {
+    match event.and_then(|event| event.split_whitespace().next()) {
         Some(word) if word.eq_ignore_ascii_case("rated") => true,
         Some(word) if word.eq_ignore_ascii_case("casual") => false,
-        _ => meta.white.elo.is_some() && meta.black.elo.is_some(),
+        _ => both_ratings,
     }
 }
 

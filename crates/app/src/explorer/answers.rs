@@ -1,13 +1,23 @@
 //! What `pgnload explore` reads: the moves played in a position and how
 //! they scored, from the counters the import keeps (`explorer_moves`, see
-//! [`super::counting`]), never from a scan of `moves`; plus a few
-//! top-rated games that reached the position.
+//! [`super::counting`]), never from a scan of `moves`; the position's
+//! opening name ([`super::openings`]); and a few games that reached it.
 //!
-//! The answer has the shape of the Lichess opening explorer's, so that the
-//! tools that read that API can read ours.
+//! The answer is the Lichess opening explorer's (`/lichess` of
+//! lila-openingexplorer, `src/api/response.rs`): the same keys, types and
+//! rules where the data allows, so that the tools that read that API can
+//! read ours. Where ours differs, and why: `docs/querying.md`.
+
+use std::collections::HashMap;
 
 use serde::Serialize;
-use shakmaty::{Position, fen::Fen, san::SanPlus, uci::UciMove, variant::VariantPosition};
+use shakmaty::{
+    Position,
+    fen::Fen,
+    san::{San, SanPlus},
+    uci::UciMove,
+    variant::VariantPosition,
+};
 use tokio_postgres::{Client, types::ToSql};
 
 use crate::{
@@ -16,12 +26,32 @@ use crate::{
         encoding::{decode_move_uci, encode_move},
         fen::{normalized_fen, position_from_fen},
         model::GameVariant,
+        scope::rated_by_event,
     },
     error::Error,
-    explorer::{TOP_GAMES, sql},
+    explorer::{
+        openings::{self, Opening},
+        sql,
+    },
     query::position::position_id,
     store::db::db_err,
 };
+
+/// How many games Lichess lists at most, top and recent games together
+/// (lila-openingexplorer's `MAX_LICHESS_GAMES`).
+pub const LISTED_MAX: usize = 8;
+
+/// How many top games Lichess lists at most (`MAX_TOP_GAMES`).
+pub const TOP_MAX: usize = 4;
+
+/// The rating bands that can hold top games: from 2000 up, as Lichess's
+/// `top_group` (the rest are only recent games).
+const TOP_BANDS: [i16; 3] = [2000, 2200, 2500];
+
+/// Lichess ranks a top game of an average of `TOP_BAND.0` or more in a
+/// band whose bound is `TOP_BAND.1` (its 2800 band is never chosen: those
+/// games land in its 3200 one), above the 2500 band our counters end with.
+const TOP_BAND: (i64, i32) = (2800, 3200);
 
 /// Which games to count: empty lists mean every speed / rating group; a
 /// month bound leaves out the games without a date.
@@ -45,14 +75,17 @@ pub struct Request {
     pub variant: GameVariant,
     /// The position; `None`: the variant's start position.
     pub fen: Option<String>,
-    /// Moves (UCI) played from that position first.
+    /// Moves played from that position first, each in UCI or SAN.
     pub play: Vec<String>,
     /// Which games count.
     pub filter: Filter,
     /// How many moves to list (the most played).
     pub moves: usize,
-    /// How many top-rated games to list.
+    /// How many top games to list (at most [`TOP_MAX`]).
     pub top_games: u32,
+    /// How many recent games to list (Lichess's `recentGames`; at most
+    /// [`LISTED_MAX`] less the top games found).
+    pub recent_games: u32,
 }
 
 /// Results of the games counted.
@@ -70,49 +103,78 @@ pub struct Score {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MoveStats {
-    /// The move in UCI (king to its destination for standard castling,
-    /// king to rook in Chess960, as Lichess writes them).
+    /// The move in UCI, castling written king to rook (`e1h1`) in every
+    /// variant, as Lichess writes it.
     pub uci: String,
     /// The move in SAN, with check marks.
     pub san: String,
-    /// The average of the games' average ratings (rounded down), over the
-    /// games with both ratings; null when there is none.
+    /// The average rating over the games with both ratings (of both
+    /// players: see `docs/querying.md`), rounded half up as Lichess
+    /// rounds; the key is left out when there is none, as Lichess leaves
+    /// it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub average_rating: Option<i64>,
     /// Results.
     #[serde(flatten)]
     pub score: Score,
+    /// The game, when the move was played in exactly one game and that
+    /// game can be listed (see [`Game`]).
+    pub game: Option<Game>,
+    /// The opening named at the position after the move.
+    pub opening: Option<Opening>,
     /// Games counted (also those without a result).
     #[serde(skip)]
     pub games: i64,
+    /// The move's database code.
+    #[serde(skip)]
+    pub code: i16,
 }
 
-/// A player of a top game.
+/// A player of a listed game.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Player {
-    /// The name as last seen.
-    pub name: Option<String>,
+    /// The name as last seen (`?`, PGN's unknown, without a `White` or
+    /// `Black` tag).
+    pub name: String,
     /// The rating in this game.
-    pub rating: Option<i32>,
+    pub rating: i32,
 }
 
-/// A top-rated game that reached the position.
+/// A game as Lichess lists it. Only games with everything a Lichess
+/// explorer game has (a result, both ratings, a date) are listed: the
+/// others count in the totals but are in no list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TopGame {
+pub struct Game {
     /// The Lichess id, else `source:external_id`.
     pub id: String,
-    /// `white`, `black`, or null for a draw or no result.
+    /// `white`, `black`, or null for a draw.
     pub winner: Option<&'static str>,
+    /// `ultraBullet` … `correspondence`.
+    pub speed: &'static str,
+    /// `rated` or `casual`: what the `Event` tag says, else rated (both
+    /// players have a rating), as `import --rated-only` decides.
+    pub mode: &'static str,
     /// White.
     pub white: Player,
     /// Black.
     pub black: Player,
     /// The year it was played.
-    pub year: Option<i32>,
+    pub year: u16,
     /// The month it was played, `YYYY-MM`.
-    pub month: Option<String>,
+    pub month: String,
 }
 
-/// The explorer's answer.
+/// A top or recent game, with the move it played in the position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedGame {
+    /// The move, in UCI as [`MoveStats::uci`].
+    pub uci: String,
+    /// The game.
+    #[serde(flatten)]
+    pub game: Game,
+}
+
+/// The explorer's answer, keys in Lichess's order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
@@ -121,8 +183,14 @@ pub struct Answer {
     pub score: Score,
     /// The most played moves, most played first.
     pub moves: Vec<MoveStats>,
-    /// Top-rated games that reached the position, best first.
-    pub top_games: Vec<TopGame>,
+    /// The most recent games that reached the position, but the top ones.
+    pub recent_games: Vec<ListedGame>,
+    /// The top games that reached the position, in Lichess's order (see
+    /// [`TOP_SCAN`](sql::TOP_SCAN)).
+    pub top_games: Vec<ListedGame>,
+    /// The opening: the last named position on the way (the position
+    /// asked, then after each move played), as Lichess names it.
+    pub opening: Option<Opening>,
     /// The position's normalized FEN.
     #[serde(skip)]
     pub fen: String,
@@ -139,6 +207,17 @@ pub fn resolve_position(
     fen: Option<&str>,
     play: &[String],
 ) -> Result<VariantPosition, Error> {
+    play_moves(variant, fen, play, |_| Ok(()))
+}
+
+/// [`resolve_position`], calling `visit` on the position asked and after
+/// each move.
+fn play_moves(
+    variant: GameVariant,
+    fen: Option<&str>,
+    play: &[String],
+    mut visit: impl FnMut(&VariantPosition) -> Result<(), Error>,
+) -> Result<VariantPosition, Error> {
     let chess960 = variant == GameVariant::Chess960;
     let mut position = match fen {
         Some(fen) => {
@@ -153,24 +232,40 @@ pub fn resolve_position(
         }
         None => VariantPosition::new(variant.rules()),
     };
+    visit(&position)?;
     for (i, text) in play.iter().enumerate() {
-        let before = normalized_fen(&position);
-        let illegal = |why: String| {
+        let m = parse_move(&position, text.trim()).map_err(|why| {
             Error::Request(format!(
-                "--play move {} ({text:?}) in {before}: {why}",
-                i + 1
+                "--play move {} ({text:?}) in {}: {why}",
+                i + 1,
+                normalized_fen(&position)
             ))
-        };
-        let uci = UciMove::from_ascii(text.trim().as_bytes())
-            .map_err(|e| illegal(format!("not a UCI move: {e}")))?;
-        let m = uci
-            .to_move(&position)
-            .map_err(|e| illegal(format!("not legal here: {e}")))?;
-        position = position
-            .play(m)
-            .map_err(|e| illegal(format!("not legal here: {e}")))?;
+        })?;
+        position.play_unchecked(m);
+        visit(&position)?;
     }
     Ok(position)
+}
+
+/// A move of `position` written in UCI (`e2e4`, `e1g1` or `e1h1`) or SAN
+/// (`e4`, `O-O`, `Nbd7`, check marks optional). No text is a legal move in
+/// both that are different moves: a UCI text read as SAN is a pawn move
+/// from its first square to its second.
+fn parse_move(position: &VariantPosition, text: &str) -> Result<shakmaty::Move, String> {
+    if let Ok(uci) = UciMove::from_ascii(text.as_bytes())
+        && let Ok(m) = uci.to_move(position)
+    {
+        return Ok(m);
+    }
+    let san = SanPlus::from_ascii(text.as_bytes())
+        .map(|san| san.san)
+        .or_else(|_| San::from_ascii(text.as_bytes()));
+    match san {
+        Ok(san) => san
+            .to_move(position)
+            .map_err(|e| format!("not a legal move here ({e})")),
+        Err(_) => Err("neither a UCI nor a SAN move".to_owned()),
+    }
 }
 
 /// Refuses a FEN written for another variant than `variant`: pockets
@@ -198,14 +293,14 @@ fn refuse_other_variants(fen: &str, variant: GameVariant) -> Result<(), Error> {
     }
 }
 
-/// The move of `position` stored as `code`, in UCI and SAN. A code no
-/// legal move has (a database written by other rules) is an
-/// [`Error::Inconsistent`] naming it.
+/// The move of `position` stored as `code`, in UCI (castling king to
+/// rook, as Lichess writes it in every variant) and SAN, and the position
+/// after it. A code no legal move has (a database written by other rules)
+/// is an [`Error::Inconsistent`] naming it.
 fn describe_move(
     position: &VariantPosition,
     code: i16,
-    chess960: bool,
-) -> Result<(String, String), Error> {
+) -> Result<(String, String, VariantPosition), Error> {
     let code = code.cast_unsigned();
     let m = position
         .legal_moves()
@@ -214,12 +309,13 @@ fn describe_move(
         .ok_or_else(|| {
             Error::inconsistent(format!(
                 "explorer_moves holds move code {code:#06x} ({}), which is not legal in {}",
-                decode_move_uci(code, chess960),
+                decode_move_uci(code, true),
                 normalized_fen(position)
             ))
         })?;
-    let san = SanPlus::from_move(position.clone(), m).to_string();
-    Ok((decode_move_uci(code, chess960), san))
+    let mut after = position.clone();
+    let san = SanPlus::from_move_and_play_unchecked(&mut after, m).to_string();
+    Ok((decode_move_uci(code, true), san, after))
 }
 
 /// A request's variant and filter as the values of the conditions of the
@@ -259,82 +355,6 @@ impl BoundFilter {
     }
 }
 
-/// Answers `request`: the position's counted moves and top games. A
-/// position no counted game reached is an empty answer, not an error.
-pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error> {
-    let variant = request.variant;
-    let chess960 = variant == GameVariant::Chess960;
-    let position = resolve_position(variant, request.fen.as_deref(), &request.play)?;
-    let fen = normalized_fen(&position);
-    let mut answer = Answer {
-        score: Score::default(),
-        moves: Vec::new(),
-        top_games: Vec::new(),
-        fen,
-        games: 0,
-    };
-    let Some(id) = position_id(client, variant, &answer.fen).await? else {
-        return Ok(answer);
-    };
-    let bound = BoundFilter::new(request);
-    let counted = has_rows(client, id).await?;
-    let sql = if counted {
-        sql::MOVES_FROM_ROWS
-    } else {
-        sql::MOVES_FROM_GAMES
-    };
-    let rows = client
-        .query(sql, &bound.params(&id))
-        .await
-        .map_err(db_err("reading the explorer counters"))?;
-    // Games counted with both ratings: the candidates for the top games.
-    let mut rated = 0i64;
-    for (i, row) in rows.iter().enumerate() {
-        let score = Score {
-            white: row.get(2),
-            draws: row.get(3),
-            black: row.get(4),
-        };
-        let games: i64 = row.get(1);
-        rated += row.get::<_, i64>(5);
-        answer.score.white += score.white;
-        answer.score.draws += score.draws;
-        answer.score.black += score.black;
-        answer.games += games;
-        if i >= request.moves {
-            continue;
-        }
-        let (uci, san) = describe_move(&position, row.get(0), chess960)?;
-        let move_rated: i64 = row.get(5);
-        let sum: i64 = row.get(6);
-        answer.moves.push(MoveStats {
-            uci,
-            san,
-            average_rating: (move_rated > 0).then(|| sum.div_euclid(move_rated)),
-            score,
-            games,
-        });
-    }
-    if request.top_games > 0 && rated > 0 {
-        let plan = if counted && request.top_games <= TOP_GAMES {
-            // The rows list their best games: a few rows, a few games.
-            TopGamesPlan::Stored
-        } else if rated <= i64::from(request.top_games) {
-            // Every rated game there is listed: nothing reads fewer.
-            TopGamesPlan::Scan
-        } else {
-            let here = rated_by_group(client, id, request).await?;
-            let start = match start_position_id(client, variant).await? {
-                Some(start) => Some(rated_by_group(client, start, request).await?),
-                None => None,
-            };
-            choose_plan(&here, start.as_deref(), request.top_games)
-        };
-        answer.top_games = top_games(client, id, request, plan).await?;
-    }
-    Ok(answer)
-}
-
 /// Whether position `id` is answered from its rows in `explorer_moves`:
 /// it has rows and is not queued for a recount (a position has no rows
 /// while one game reached it, and is queued until its rows are complete,
@@ -361,290 +381,552 @@ async fn start_position_id(client: &Client, variant: GameVariant) -> Result<Opti
     position_id(client, variant, &normalized_fen(&start)).await
 }
 
-/// The cheaper way to the top games of a position, from its rated games
-/// per rating group (`here`) and those of the variant's start position
-/// (`everywhere`: nearly every game of the variant passes there), both
-/// under the request's filter. A scan reads every rated game at the
-/// position; the walk of [`plan_walk`] passes the games of its bands
-/// until `limit` of them reached the position, about `limit × games in
-/// the bands / games of the bands at the position` (the position's games
-/// spread evenly within a band). Both cost a random read per game, so the
-/// smaller count wins. Without `everywhere` the walk cannot be priced, and
-/// the scan, whose cost is known, is taken.
-///
-/// # Panics
-///
-/// Never: the walk's estimate is at most the games it passes.
-pub fn choose_plan(
-    here: &[(i16, i64)],
-    everywhere: Option<&[(i16, i64)]>,
-    limit: u32,
-) -> TopGamesPlan {
-    let walk = plan_walk(here, limit);
-    let (Some(everywhere), TopGamesPlan::Walk { low, high }) = (everywhere, walk) else {
-        return TopGamesPlan::Scan;
+/// Answers `request`: the position's counted moves, its opening, its top
+/// and recent games. A position no counted game reached is an empty
+/// answer, not an error.
+pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error> {
+    let variant = request.variant;
+    let mut opening = None;
+    let position = play_moves(variant, request.fen.as_deref(), &request.play, |p| {
+        if let Some(named) = openings::classify(variant, p)? {
+            opening = Some(named);
+        }
+        Ok(())
+    })?;
+    let mut answer = Answer {
+        score: Score::default(),
+        moves: Vec::new(),
+        recent_games: Vec::new(),
+        top_games: Vec::new(),
+        opening,
+        fen: normalized_fen(&position),
+        games: 0,
     };
-    let walked = |group: i16| {
-        let group = i64::from(group);
-        low.is_none_or(|low| group >= low) && high.is_none_or(|high| group < high)
+    let Some(id) = position_id(client, variant, &answer.fen).await? else {
+        return Ok(answer);
     };
-    let in_bands =
-        |groups: &[(i16, i64)]| -> i64 { groups.iter().filter(|g| walked(g.0)).map(|g| g.1).sum() };
-    let (passed, reaching) = (in_bands(everywhere), in_bands(here));
-    let scanned: i64 = here.iter().map(|g| g.1).sum();
-    if reaching == 0 {
-        return TopGamesPlan::Scan;
-    }
-    // `reaching` < `limit`: the walk passes its whole bands.
-    let probes = if reaching < i64::from(limit) {
-        passed
-    } else {
-        (i128::from(limit) * i128::from(passed) / i128::from(reaching))
-            .try_into()
-            .expect("limit × passed / reaching is at most passed, as reaching >= limit")
-    };
-    if probes < scanned {
-        walk
-    } else {
-        TopGamesPlan::Scan
-    }
-}
-
-/// How the top games of a position are found. All give the same games;
-/// they differ in what they read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopGamesPlan {
-    /// The best games listed by the position's counter rows that the
-    /// filter selects (`sql/0013_explorer_top_games.sql`): the answer is
-    /// among them when the position has rows (`has_rows`) and at most
-    /// [`TOP_GAMES`] are asked for. Reads those rows and the games chosen.
-    Stored,
-    /// Every counted game at the position, from its moves rows, sorted:
-    /// cost grows with the games at the position (fine when it is rare).
-    Scan,
-    /// Rated games from the best average down (index
-    /// `games_rating_sum_idx`), with an average within `[low, high)`, keeping those
-    /// with a moves row at the position: cost grows with the games passed
-    /// before the limit is reached (fine when the position is frequent).
-    /// The bounds come from the counters, so bands without a game at the
-    /// position are not walked (`None`: unbounded).
-    Walk {
-        /// Lowest average that can be among the top games.
-        low: Option<i64>,
-        /// Averages from here up have no game at the position.
-        high: Option<i64>,
-    },
-}
-
-/// The walk's bounds from the position's rated games per rating group
-/// (`(lower bound of the group, games)`, any order): from the best group
-/// that has games down to the group in which `limit` games are reached (or
-/// the lowest that has games). Every top game is inside: groups above have
-/// none, and the groups walked hold `limit` or all there are.
-pub fn plan_walk(by_group: &[(i16, i64)], limit: u32) -> TopGamesPlan {
-    let mut groups: Vec<(i16, i64)> = by_group.iter().copied().filter(|g| g.1 > 0).collect();
-    groups.sort_unstable_by_key(|&(group, _)| std::cmp::Reverse(group));
-    let high = groups.first().and_then(|&(best, _)| {
-        let bounds = RatingGroup::LOWER_BOUNDS;
-        bounds
-            .iter()
-            .position(|&b| b == best)
-            .and_then(|i| bounds.get(i + 1))
-            .map(|&above| i64::from(above))
-    });
-    // The group where the limit is reached, else the lowest with games.
-    let mut seen = 0i64;
-    let lowest = groups
-        .iter()
-        .find(|&&(_, games)| {
-            seen += games;
-            seen >= i64::from(limit)
-        })
-        .or(groups.last());
-    // The lowest band holds every average below 1000 too (negative ones).
-    let low = lowest
-        .filter(|&&(group, _)| group > 0)
-        .map(|&(group, _)| i64::from(group));
-    TopGamesPlan::Walk { low, high }
-}
-
-/// The rated games counted at position `id` under `request`'s filter, per
-/// rating group (lower bound, games): what [`plan_walk`] bounds its walk
-/// with.
-pub async fn rated_by_group(
-    client: &Client,
-    id: i64,
-    request: &Request,
-) -> Result<Vec<(i16, i64)>, Error> {
     let bound = BoundFilter::new(request);
-    // Its rows if it has them, else its games grouped as the import
-    // counts them.
-    let sql = if has_rows(client, id).await? {
-        sql::RATED_BY_GROUP_FROM_ROWS
+    let counted = has_rows(client, id).await?;
+    let sql = if counted {
+        sql::MOVES_FROM_ROWS
     } else {
-        sql::RATED_BY_GROUP_FROM_GAMES
+        sql::MOVES_FROM_GAMES
     };
     let rows = client
         .query(sql, &bound.params(&id))
         .await
-        .map_err(db_err("reading the explorer counters by rating group"))?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        .map_err(db_err("reading the explorer counters"))?;
+    for (i, row) in rows.iter().enumerate() {
+        let score = Score {
+            white: row.get(2),
+            draws: row.get(3),
+            black: row.get(4),
+        };
+        let games: i64 = row.get(1);
+        answer.score.white += score.white;
+        answer.score.draws += score.draws;
+        answer.score.black += score.black;
+        answer.games += games;
+        if i >= request.moves {
+            continue;
+        }
+        let code: i16 = row.get(0);
+        let (uci, san, after) = describe_move(&position, code)?;
+        let rated: i64 = row.get(5);
+        let sum: i64 = row.get(6);
+        answer.moves.push(MoveStats {
+            uci,
+            san,
+            average_rating: (rated > 0).then(|| (2 * sum + rated).div_euclid(2 * rated)),
+            score,
+            game: None,
+            opening: openings::classify(variant, &after)?,
+            games,
+            code,
+        });
+    }
+    if answer.games > 0 {
+        list_games(client, id, request, counted, &position, &mut answer).await?;
+    }
+    Ok(answer)
 }
 
-/// The `limit` games of highest average rating among those the counters
-/// counted at position `id` (by the exact average, that is the sum of both
-/// ratings; ties: lowest id first), found as `plan` says.
-pub async fn top_games(
+/// Fills `answer`'s lists: its top and recent games, and the game of each
+/// move played once.
+async fn list_games(
     client: &Client,
     id: i64,
     request: &Request,
-    plan: TopGamesPlan,
-) -> Result<Vec<TopGame>, Error> {
-    let limit = i64::from(request.top_games);
-    let bound = BoundFilter::new(request);
-    let mut params = bound.params(&id);
-    params.push(&limit);
-    let sql = match &plan {
-        TopGamesPlan::Stored => sql::TOP_STORED,
-        TopGamesPlan::Scan => sql::TOP_SCAN,
-        TopGamesPlan::Walk { low, high } => {
-            if let Some(low) = low {
-                params.push(low);
-            }
-            if let Some(high) = high {
-                params.push(high);
-            }
-            match (low, high) {
-                (None, None) => sql::TOP_WALK,
-                (Some(_), None) => sql::TOP_WALK_LOW,
-                (None, Some(_)) => sql::TOP_WALK_HIGH,
-                (Some(_), Some(_)) => sql::TOP_WALK_BOTH,
+    counted: bool,
+    position: &VariantPosition,
+    answer: &mut Answer,
+) -> Result<(), Error> {
+    let mut top = Vec::new();
+    let mut recent = Vec::new();
+    if request.top_games > 0 || request.recent_games > 0 {
+        let here = listable_by_class(client, id, request).await?;
+        let everywhere = match start_position_id(client, request.variant).await? {
+            Some(start) => Some(listable_by_class(client, start, request).await?),
+            None => None,
+        };
+        if let Some(top_group) = top_group(&request.filter) {
+            let low = top_walk_low(&here, top_group);
+            let plan = choose_top_plan(&here, everywhere.as_deref(), low, answer.games);
+            top = top_games(client, id, request, plan, low).await?;
+        }
+        // Lichess's rule: the recent games fill what the top games (before
+        // the request's limit) leave of the games it lists.
+        let wanted = usize::try_from(request.recent_games)
+            .unwrap_or(usize::MAX)
+            .min(LISTED_MAX - top.len());
+        top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
+        if wanted > 0 {
+            let plan = choose_recent_plan(&here, everywhere.as_deref(), wanted, answer.games);
+            recent = recent_games(client, id, request, plan, &top, wanted).await?;
+        }
+    }
+    // The game of each move played once, from the lists of the rows (a
+    // listable game is rated, so in its one row's list) or the games.
+    let once: Vec<i16> = answer
+        .moves
+        .iter()
+        .filter(|m| m.games == 1)
+        .map(|m| m.code)
+        .collect();
+    let mut game_of_move = HashMap::new();
+    if !once.is_empty() {
+        let bound = BoundFilter::new(request);
+        let mut params = bound.params(&id);
+        params.push(&once);
+        let sql = if counted {
+            sql::GAMES_OF_MOVES_FROM_ROWS
+        } else {
+            sql::GAMES_OF_MOVES_FROM_GAMES
+        };
+        for row in client
+            .query(sql, &params)
+            .await
+            .map_err(db_err("reading the games of the moves played once"))?
+        {
+            game_of_move.insert(row.get::<_, i16>(0), row.get::<_, i64>(1));
+        }
+    }
+    let listed: Vec<i64> = top
+        .iter()
+        .chain(&recent)
+        .chain(game_of_move.values())
+        .copied()
+        .collect();
+    let games = listed_games(client, &listed).await?;
+    let played = moves_of_games(client, id, &top, &recent).await?;
+    let with_move = |ids: &[i64]| -> Result<Vec<ListedGame>, Error> {
+        let mut out = Vec::new();
+        for game_id in ids {
+            if let (Some(game), Some(&code)) = (games.get(game_id), played.get(game_id)) {
+                let (uci, _, _) = describe_move(position, code)?;
+                out.push(ListedGame {
+                    uci,
+                    game: game.clone(),
+                });
             }
         }
+        Ok(out)
     };
+    answer.top_games = with_move(&top)?;
+    answer.recent_games = with_move(&recent)?;
+    for m in &mut answer.moves {
+        m.game = game_of_move
+            .get(&m.code)
+            .and_then(|game_id| games.get(game_id))
+            .cloned();
+    }
+    Ok(())
+}
+
+/// The move each listed game played at position `id`.
+async fn moves_of_games(
+    client: &Client,
+    id: i64,
+    top: &[i64],
+    recent: &[i64],
+) -> Result<HashMap<i64, i16>, Error> {
+    let ids: Vec<i64> = top.iter().chain(recent).copied().collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     let rows = client
-        .query(sql, &params)
+        .query(sql::MOVES_OF_GAMES, &[&id, &ids])
         .await
-        .map_err(db_err("reading the top games"))?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let source: String = row.get(0);
-            let external_id: String = row.get(1);
-            TopGame {
+        .map_err(db_err("reading the moves of the listed games"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The games `ids` that can be listed, by id.
+async fn listed_games(client: &Client, ids: &[i64]) -> Result<HashMap<i64, Game>, Error> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = client
+        .query(sql::LISTED_GAMES, &[&ids])
+        .await
+        .map_err(db_err("reading the listed games"))?;
+    let mut games = HashMap::new();
+    for row in rows {
+        let game_id: i64 = row.get(0);
+        let source: String = row.get(1);
+        let external_id: String = row.get(2);
+        let speed: i16 = row.get(8);
+        let month: i32 = row.get(10);
+        let (Some(speed), Some(month)) = (Speed::from_code(speed), Month::from_code(month)) else {
+            return Err(Error::inconsistent(format!(
+                "game {game_id} has speed code {speed} and month code {month}, \
+                 which no version writes"
+            )));
+        };
+        let player = |name: Option<String>, rating: i32| Player {
+            name: name.unwrap_or_else(|| "?".to_owned()),
+            rating,
+        };
+        let event: Option<String> = row.get(9);
+        games.insert(
+            game_id,
+            Game {
                 id: if source == "lichess" {
                     external_id
                 } else {
                     format!("{source}:{external_id}")
                 },
-                winner: match row.get::<_, Option<i16>>(2) {
-                    Some(1) => Some("white"),
-                    Some(-1) => Some("black"),
+                winner: match row.get::<_, i16>(3) {
+                    1 => Some("white"),
+                    -1 => Some("black"),
                     _ => None,
                 },
-                white: Player {
-                    name: row.get(3),
-                    rating: row.get(4),
+                speed: speed.as_str(),
+                mode: if rated_by_event(event.as_deref(), true) {
+                    "rated"
+                } else {
+                    "casual"
                 },
-                black: Player {
-                    name: row.get(5),
-                    rating: row.get(6),
-                },
-                year: row.get(7),
-                month: row.get(8),
-            }
-        })
+                white: player(row.get(4), row.get(5)),
+                black: player(row.get(6), row.get(7)),
+                year: month.year(),
+                month: month.to_string(),
+            },
+        );
+    }
+    Ok(games)
+}
+
+/// The lowest rating band whose games can be top games under `filter`
+/// (Lichess's `top_group`): the lowest of 2000, 2200, 2500 from which
+/// every band up is in the filter; none if 2500 is not (then Lichess
+/// lists no top games).
+pub fn top_group(filter: &Filter) -> Option<i16> {
+    let selected = |band: i16| {
+        filter.ratings.is_empty() || filter.ratings.iter().any(|r| r.lower_bound() == band)
+    };
+    TOP_BANDS
+        .iter()
+        .rev()
+        .take_while(|&&band| selected(band))
+        .last()
+        .copied()
+}
+
+/// Listable games of a position per class: (speed code, rating group,
+/// games).
+pub type Classes = [(i16, i16, i64)];
+
+/// Position `id`'s listable games under `request`'s filter per speed and
+/// rating group, from its counters: what prices and bounds the walks.
+pub async fn listable_by_class(
+    client: &Client,
+    id: i64,
+    request: &Request,
+) -> Result<Vec<(i16, i16, i64)>, Error> {
+    let bound = BoundFilter::new(request);
+    let sql = if has_rows(client, id).await? {
+        sql::LISTABLE_FROM_ROWS
+    } else {
+        sql::LISTABLE_FROM_GAMES
+    };
+    let rows = client
+        .query(sql, &bound.params(&id))
+        .await
+        .map_err(db_err("reading the explorer counters by class"))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect())
+}
+
+/// The range of Lichess's top-game rank (`highscore - band`, lower first)
+/// of the games of a class: the 2500 group holds Lichess's 3200 band too.
+fn rank_range(speed: i16, group: i16) -> (i32, i32) {
+    let highscore = Speed::from_code(speed).map_or(0, Speed::highscore);
+    let group = i32::from(group);
+    if group >= 2500 {
+        (highscore - TOP_BAND.1, highscore - group)
+    } else {
+        (highscore - group, highscore - group)
+    }
+}
+
+/// The lowest rating group a walk for the top games must pass, from the
+/// position's listable games per class (`here`): the classes ranked first
+/// until [`TOP_MAX`] games are reached, and every class that may rank
+/// among them (the 2500 group spans two of Lichess's bands); `top_group`
+/// when fewer games are there.
+pub fn top_walk_low(here: &Classes, top_group: i16) -> i16 {
+    let mut classes: Vec<(i16, i16, i64)> = here
+        .iter()
+        .copied()
+        .filter(|&(_, group, games)| group >= top_group && games > 0)
+        .collect();
+    classes.sort_unstable_by_key(|&(speed, group, _)| rank_range(speed, group));
+    let top_max = i64::try_from(TOP_MAX).unwrap_or(i64::MAX);
+    let mut seen = 0i64;
+    let mut worst = None;
+    for &(speed, group, games) in &classes {
+        seen += games;
+        let (_, last) = rank_range(speed, group);
+        worst = worst.max(Some(last));
+        if seen >= top_max {
+            break;
+        }
+    }
+    let Some(worst) = worst.filter(|_| seen >= top_max) else {
+        return top_group;
+    };
+    classes
+        .iter()
+        .filter(|&&(speed, group, _)| rank_range(speed, group).0 <= worst)
+        .map(|&(_, group, _)| group)
+        .min()
+        .unwrap_or(top_group)
+}
+
+/// How listed games are found. Both give the same games; they differ in
+/// what they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Every counted game at the position, from its moves rows, sorted:
+    /// cost grows with the games at the position (fine when it is rare).
+    Scan,
+    /// The variant's games in the order asked (from the top rating
+    /// groups; from the most recent), keeping those with a moves row at
+    /// the position: cost grows with the games passed (fine when the
+    /// position is frequent).
+    Walk,
+}
+
+/// The cheaper way to the top games: a walk passes every listable game of
+/// the groups from `low` up (`everywhere`: the variant's start position,
+/// which nearly every game passes), a scan reads the position's `games`.
+/// Without `everywhere` (Chess960) the scan, whose cost is known.
+pub fn choose_top_plan(here: &Classes, everywhere: Option<&Classes>, low: i16, games: i64) -> Plan {
+    let reaching: i64 = here.iter().filter(|c| c.1 >= low).map(|c| c.2).sum();
+    match everywhere {
+        Some(everywhere) if reaching > 0 => {
+            let passed: i64 = everywhere.iter().filter(|c| c.1 >= low).map(|c| c.2).sum();
+            if passed < games {
+                Plan::Walk
+            } else {
+                Plan::Scan
+            }
+        }
+        _ => Plan::Scan,
+    }
+}
+
+/// The cheaper way to the `wanted` most recent games: a walk from the
+/// most recent game passes about `wanted × everywhere / here` games (the
+/// position's games spread evenly in time), a scan reads its `games`.
+pub fn choose_recent_plan(
+    here: &Classes,
+    everywhere: Option<&Classes>,
+    wanted: usize,
+    games: i64,
+) -> Plan {
+    let total = |classes: &Classes| -> i64 { classes.iter().map(|c| c.2).sum() };
+    let reaching = total(here);
+    match everywhere {
+        Some(everywhere) if reaching > 0 => {
+            let wanted = i128::try_from(wanted).unwrap_or(i128::MAX);
+            let passed =
+                wanted.saturating_mul(i128::from(total(everywhere))) / i128::from(reaching);
+            if passed < i128::from(games) {
+                Plan::Walk
+            } else {
+                Plan::Scan
+            }
+        }
+        _ => Plan::Scan,
+    }
+}
+
+/// The first [`TOP_MAX`] top games of position `id` under `request`'s
+/// filter, among its games of rating group `low` or more, in Lichess's
+/// order (by rating band below the best rating of the speed, then the
+/// most recent), found as `plan` says.
+pub async fn top_games(
+    client: &Client,
+    id: i64,
+    request: &Request,
+    plan: Plan,
+    low: i16,
+) -> Result<Vec<i64>, Error> {
+    let limit = i64::try_from(TOP_MAX).unwrap_or(i64::MAX);
+    let highscores: Vec<i32> = Speed::ALL.iter().map(|s| s.highscore()).collect();
+    let bound = BoundFilter::new(request);
+    let mut params = bound.params(&id);
+    params.extend([
+        &limit as &(dyn ToSql + Sync),
+        &low,
+        &highscores,
+        &TOP_BAND.0,
+        &TOP_BAND.1,
+    ]);
+    let sql = match plan {
+        Plan::Scan => sql::TOP_SCAN,
+        Plan::Walk => sql::TOP_WALK,
+    };
+    let rows = client
+        .query(sql, &params)
+        .await
+        .map_err(db_err("reading the top games"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The `wanted` most recent games of position `id` under `request`'s
+/// filter but the games `but`, found as `plan` says.
+pub async fn recent_games(
+    client: &Client,
+    id: i64,
+    request: &Request,
+    plan: Plan,
+    but: &[i64],
+    wanted: usize,
+) -> Result<Vec<i64>, Error> {
+    let limit = i64::try_from(wanted).unwrap_or(i64::MAX);
+    let but = but.to_vec();
+    let bound = BoundFilter::new(request);
+    let mut params = bound.params(&id);
+    params.extend([&limit as &(dyn ToSql + Sync), &but]);
+    let sql = match plan {
+        Plan::Scan => sql::RECENT_SCAN,
+        Plan::Walk => sql::RECENT_WALK,
+    };
+    let rows = client
+        .query(sql, &params)
+        .await
+        .map_err(db_err("reading the recent games"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn bands(bounds: &[&str]) -> Filter {
+        Filter {
+            ratings: bounds.iter().map(|b| b.parse().expect("a band")).collect(),
+            ..Filter::default()
+        }
+    }
+
     #[test]
-    fn the_walk_spans_the_best_groups_with_games_down_to_the_limit() {
-        // 2 games at 2200+, 3 at 2000+, many below: the top 4 are all at
-        // 2000 or more, and nothing is at 2500.
-        let groups = [(1600, 500), (2200, 2), (0, 40), (2000, 3), (2500, 0)];
+    fn top_games_come_from_the_bands_from_2000_up_that_the_filter_selects_to_the_top() {
+        assert_eq!(top_group(&Filter::default()), Some(2000));
         assert_eq!(
-            plan_walk(&groups, 4),
-            TopGamesPlan::Walk {
-                low: Some(2000),
-                high: Some(2500)
-            }
+            top_group(&bands(&["1600", "2000", "2200", "2500"])),
+            Some(2000)
         );
-        assert_eq!(
-            plan_walk(&groups, 2),
-            TopGamesPlan::Walk {
-                low: Some(2200),
-                high: Some(2500)
-            }
-        );
-        // More than the 2200 and 2000 groups hold: down to 1600.
-        assert_eq!(
-            plan_walk(&groups, 6),
-            TopGamesPlan::Walk {
-                low: Some(1600),
-                high: Some(2500)
-            }
-        );
+        assert_eq!(top_group(&bands(&["2200", "2500"])), Some(2200));
+        // A gap: from the band above it.
+        assert_eq!(top_group(&bands(&["2000", "2500"])), Some(2500));
+        // Without 2500, none (as Lichess: its top band is always 2500+).
+        assert_eq!(top_group(&bands(&["2000", "2200"])), None);
+        assert_eq!(top_group(&bands(&["1600"])), None);
+    }
+
+    #[test]
+    fn a_top_walk_starts_low_enough_for_every_class_that_may_rank_among_the_first_four() {
+        let (blitz, classical, correspondence) = (2, 4, 5);
+        // Classical 2500 ranks 33 (or -667 at 2800+), blitz 2500 474 (or
+        // -226), blitz 2200 774, correspondence 2500 1500 (or 800): two
+        // classical games, then blitz 2200's; correspondence cannot rank
+        // before those.
+        let here = [
+            (blitz, 2200, 50),
+            (classical, 2500, 2),
+            (correspondence, 2500, 7),
+        ];
+        assert_eq!(top_walk_low(&here, 2000), 2200);
+        // Four games in the 2500 classes ranked first: no lower.
+        let here = [(blitz, 2200, 50), (classical, 2500, 3), (blitz, 2500, 1)];
+        assert_eq!(top_walk_low(&here, 2000), 2500);
+        // Fewer than four games from the top group up: all of it.
+        assert_eq!(top_walk_low(&[(blitz, 2500, 2)], 2000), 2000);
+        // Only games below the top group: nothing to walk past it.
+        assert_eq!(top_walk_low(&[(blitz, 1600, 90)], 2200), 2200);
     }
 
     #[test]
     fn the_cheaper_of_scan_and_walk_is_chosen_from_the_counts() {
-        let everywhere = [(2200, 3460), (2000, 34513), (1600, 216_148)];
-        // A frequent position (1.e3 among 1M games): 57 of its games in the
-        // top band with games, which the walk passes 3460 games to find 5
-        // of: about 300 probes instead of reading 18,599 games.
-        let frequent = [(2200, 57), (2000, 642), (1600, 17900)];
+        let blitz = 2;
+        let everywhere = [
+            (blitz, 2500, 3000),
+            (blitz, 2200, 30_000),
+            (blitz, 1600, 900_000),
+        ];
+        // The start position itself: a walk of the 2500 band passes 3000
+        // games, a scan reads every one.
         assert_eq!(
-            choose_plan(&frequent, Some(&everywhere), 5),
-            TopGamesPlan::Walk {
-                low: Some(2200),
-                high: Some(2500)
-            }
+            choose_top_plan(&everywhere, Some(&everywhere), 2500, 933_000),
+            Plan::Walk
         );
-        // A rare one: a scan of 40 games beats passing thousands.
-        let rare = [(2000, 2), (1600, 38)];
-        assert_eq!(choose_plan(&rare, Some(&everywhere), 5), TopGamesPlan::Scan);
-        // The start position itself: every game reaches it.
+        // A rare position: its 40 games.
+        let rare = [(blitz, 2500, 1), (blitz, 1600, 39)];
         assert_eq!(
-            choose_plan(&everywhere, Some(&everywhere), 5),
-            TopGamesPlan::Walk {
-                low: Some(2200),
-                high: Some(2500)
-            }
+            choose_top_plan(&rare, Some(&everywhere), 2500, 40),
+            Plan::Scan
         );
         // No start position to price the walk with (Chess960).
-        assert_eq!(choose_plan(&frequent, None, 5), TopGamesPlan::Scan);
+        assert_eq!(choose_top_plan(&rare, None, 2500, 40), Plan::Scan);
+        // Recent games: 8 of a position of 10% of the games pass about 80.
+        let frequent = [(blitz, 1600, 93_300)];
+        assert_eq!(
+            choose_recent_plan(&frequent, Some(&everywhere), 8, 93_300),
+            Plan::Walk
+        );
+        assert_eq!(
+            choose_recent_plan(&rare, Some(&everywhere), 8, 40),
+            Plan::Scan
+        );
     }
 
     #[test]
-    fn the_walk_is_open_at_the_ends_of_the_scale() {
-        // Games in the top band: no upper bound.
+    fn moves_are_read_as_uci_or_san() {
+        let position = VariantPosition::new(GameVariant::Standard.rules());
+        let play = |moves: &[&str]| {
+            let moves: Vec<String> = moves.iter().map(|m| (*m).to_owned()).collect();
+            resolve_position(GameVariant::Standard, None, &moves).map(|p| normalized_fen(&p))
+        };
+        let italian = ["e2e4", "e5", "Nf3", "b8c6", "Bc4", "Bc5+"];
+        let castled = |castle: &str| {
+            let mut moves = italian.to_vec();
+            moves.pop();
+            moves.extend(["Bc5", castle]);
+            play(&moves).expect("legal")
+        };
+        assert_eq!(castled("O-O"), castled("e1g1"));
+        assert_eq!(castled("e1h1"), castled("e1g1"));
+        assert!(play(&["e4", "Ke2"]).is_err());
+        assert!(play(&["e2e5"]).is_err());
         assert_eq!(
-            plan_walk(&[(2500, 10)], 5),
-            TopGamesPlan::Walk {
-                low: Some(2500),
-                high: None
-            }
-        );
-        // Fewer games than the limit reach the lowest group, which holds
-        // every average below 1000 (negative ones too): no lower bound.
-        assert_eq!(
-            plan_walk(&[(1000, 2), (0, 1)], 5),
-            TopGamesPlan::Walk {
-                low: None,
-                high: Some(1200)
-            }
-        );
-        // Fewer games than the limit: no lower than the lowest with games.
-        assert_eq!(
-            plan_walk(&[(1200, 2), (1600, 1)], 5),
-            TopGamesPlan::Walk {
-                low: Some(1200),
-                high: Some(1800)
-            }
+            parse_move(&position, "Nf3").expect("legal"),
+            parse_move(&position, "g1f3").expect("legal")
         );
     }
 }

@@ -65,6 +65,7 @@ pub mod answers;
 pub mod counting;
 pub mod held;
 pub mod memory;
+pub mod openings;
 pub mod recount;
 pub mod sql;
 
@@ -77,9 +78,10 @@ pub use self::{
 };
 
 /// How many best-rated games a counter row keeps
-/// (`sql/0013_explorer_top_games.sql`): `explore` answers a request for
-/// up to this many top games from the rows alone. Four, as the Lichess
-/// explorer lists by default. (Defined with the SQL texts that keep them.)
+/// (`sql/0013_explorer_top_games.sql`): `explore` reads the game of a move
+/// played once from them (its top games, in Lichess's order by band and
+/// recency, it finds from the games). (Defined with the SQL texts that
+/// keep them.)
 pub const TOP_GAMES: u32 = sql::TOP_GAMES;
 
 /// The key of a counter row: position, variant, speed, rating group,

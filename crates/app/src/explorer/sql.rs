@@ -602,16 +602,18 @@ macro_rules! moves {
     };
 }
 
-/// Position `$1`'s rated games under the filter per rating group, from
-/// `$counts`.
-macro_rules! rated_by_group {
+/// Position `$1`'s games that `explore` can list (see [`listable!`])
+/// under the filter, per speed and rating group, from `$counts`: in a row
+/// of a rating group and a month, every game has both ratings and a date,
+/// so those with a result are the listable ones.
+macro_rules! listable_by_class {
     ($($counts:tt)+) => {
         concat!(
-            "SELECT rating_group, sum(games)::bigint FROM ",
+            "SELECT speed, rating_group, sum(white + draws + black)::bigint FROM ",
             $($counts)+,
-            " c WHERE position_id = $1 AND rating_group >= 0 AND ",
+            " c WHERE position_id = $1 AND rating_group >= 0 AND month >= 0 AND ",
             conditions!(),
-            " GROUP BY rating_group HAVING sum(games) > 0"
+            " GROUP BY speed, rating_group HAVING sum(white + draws + black) > 0"
         )
     };
 }
@@ -620,79 +622,128 @@ macro_rules! rated_by_group {
 pub const MOVES_FROM_ROWS: &str = moves!(from_rows!());
 /// `moves!` from the position's games.
 pub const MOVES_FROM_GAMES: &str = moves!(from_games!());
-/// `rated_by_group!` from the position's rows.
-pub const RATED_BY_GROUP_FROM_ROWS: &str = rated_by_group!(from_rows!());
-/// `rated_by_group!` from the position's games.
-pub const RATED_BY_GROUP_FROM_GAMES: &str = rated_by_group!(from_games!());
+/// `listable_by_class!` from the position's rows.
+pub const LISTABLE_FROM_ROWS: &str = listable_by_class!(from_rows!());
+/// `listable_by_class!` from the position's games.
+pub const LISTABLE_FROM_GAMES: &str = listable_by_class!(from_games!());
 
-/// The top games chosen by `$candidates` (a select of `game_id,
-/// rating_sum`), with their players: source, external id, result, white's
-/// name and rating, black's, year, month.
-macro_rules! top_games_of {
-    ($($candidates:tt)+) => {
-        concat!(
-            "SELECT g.source, g.external_id, g.result, wp.username, g.white_elo, \
-                    bp.username, g.black_elo, \
-                    extract(year FROM g.started_at AT TIME ZONE 'UTC')::integer, \
-                    to_char(g.started_at AT TIME ZONE 'UTC', 'YYYY-MM') \
-             FROM (",
-            $($candidates)+,
-            ") t \
-             JOIN games g ON g.id = t.game_id \
-             LEFT JOIN players wp ON wp.id = g.white_player_id \
-             LEFT JOIN players bp ON bp.id = g.black_player_id \
-             ORDER BY t.rating_sum DESC, t.game_id"
-        )
+/// The games `explore` lists (top games, recent games, a move's only
+/// game) have every field a Lichess explorer game has: a result, both
+/// ratings, a date (conditions on `explorer_games` and the views read
+/// from it).
+macro_rules! listable {
+    () => {
+        "result IS NOT NULL AND rating_sum IS NOT NULL AND month >= 0"
     };
 }
 
-/// The walk's candidates: rated games from the best average down, within
-/// `$bounds` (conditions on the sum of both ratings), with a moves row at
-/// position `$1`. The probe is a subquery (not EXISTS, which the planner
-/// may turn into a join driven by the position's moves rows, the very
-/// read the walk avoids): one lookup of moves (`position_id`, `game_id`), from
-/// the index alone (`sql/0014_moves_position_game.sql`).
-macro_rules! walk {
-    ($bounds:tt) => {
-        top_games_of!(concat!(
-            "SELECT game_id, rating_sum FROM explorer_games e WHERE rating_sum IS NOT NULL",
-            $bounds,
-            " AND ",
-            conditions!(),
-            " AND (SELECT 1 FROM moves m \
-                   WHERE m.position_id = $1 AND m.game_id = e.game_id LIMIT 1) IS NOT NULL \
-             ORDER BY rating_sum DESC NULLS LAST, game_id LIMIT $7"
-        ))
+/// The order of the top games, Lichess's: by the distance of the game's
+/// rating band below the best rating of its speed (`$9`, indexed by speed
+/// code + 1), where an average of `$10` or more is in the band `$11`;
+/// then the most recent first.
+macro_rules! top_order {
+    () => {
+        "($9::integer[])[speed + 1] \
+           - CASE WHEN average >= $10::bigint THEN $11::integer ELSE rating_group END, \
+         started_at DESC, game_id DESC"
     };
 }
 
-/// The `$7` best games listed by position `$1`'s rows that the filter
-/// selects.
-pub const TOP_STORED: &str = top_games_of!(concat!(
-    "SELECT best.game_id, best.rating_sum FROM explorer_moves c, \
-            unnest(c.top_game_ratings, c.top_game_ids) AS best(rating_sum, game_id) \
-     WHERE c.position_id = $1 AND ",
-    conditions!(),
-    " ORDER BY best.rating_sum DESC, best.game_id LIMIT $7"
-));
+/// The probe of a walk: whether the game has a moves row at position
+/// `$1`. A subquery (not EXISTS, which the planner may turn into a join
+/// driven by the position's moves rows, the very read a walk avoids): one
+/// lookup of moves (`position_id`, `game_id`), from the index alone
+/// (`sql/0014_moves_position_game.sql`).
+macro_rules! reached {
+    () => {
+        "(SELECT 1 FROM moves m WHERE m.position_id = $1 AND m.game_id = e.game_id LIMIT 1) \
+         IS NOT NULL"
+    };
+}
 
-/// The `$7` best of every counted game at position `$1`, from its moves
-/// rows.
-pub const TOP_SCAN: &str = top_games_of!(concat!(
-    "SELECT game_id, rating_sum FROM explorer_game_moves \
-     WHERE position_id = $1 AND rating_sum IS NOT NULL AND ",
+/// The `$7` first top games of position `$1` in [`top_order!`], among
+/// its listable games of rating group `$8` or more: from its moves rows.
+pub const TOP_SCAN: &str = concat!(
+    "SELECT game_id FROM explorer_game_moves WHERE position_id = $1 AND rating_group >= $8 AND ",
+    listable!(),
+    " AND ",
     conditions!(),
-    " ORDER BY rating_sum DESC, game_id LIMIT $7"
-));
+    " ORDER BY ",
+    top_order!(),
+    " LIMIT $7"
+);
 
-/// The walk without bounds. On the sum of both ratings: an average
-/// (rounded down) of at least `low` is a sum of at least `2 * low`, one
-/// below `high` a sum below `2 * high`.
-pub const TOP_WALK: &str = walk!("");
-/// The walk from the lowest average `$8` up.
-pub const TOP_WALK_LOW: &str = walk!(" AND rating_sum >= 2 * $8::bigint");
-/// The walk below the average `$8`.
-pub const TOP_WALK_HIGH: &str = walk!(" AND rating_sum < 2 * $8::bigint");
-/// The walk from the average `$8` up to below `$9`.
-pub const TOP_WALK_BOTH: &str =
-    walk!(" AND rating_sum >= 2 * $8::bigint AND rating_sum < 2 * $9::bigint");
+/// [`TOP_SCAN`]'s games found by walking the games of rating group `$8`
+/// or more (an average of at least `$8` is a sum of both ratings of at
+/// least twice that: `games_rating_sum_idx`), keeping those that reached
+/// the position.
+pub const TOP_WALK: &str = concat!(
+    "SELECT game_id FROM explorer_games e WHERE rating_sum >= 2 * $8::smallint AND ",
+    listable!(),
+    " AND ",
+    conditions!(),
+    " AND ",
+    reached!(),
+    " ORDER BY ",
+    top_order!(),
+    " LIMIT $7"
+);
+
+/// The `$7` most recent listable games of position `$1` but the games
+/// `$8`: from its moves rows.
+pub const RECENT_SCAN: &str = concat!(
+    "SELECT game_id FROM explorer_game_moves WHERE position_id = $1 AND ",
+    listable!(),
+    " AND ",
+    conditions!(),
+    " AND game_id <> ALL($8::bigint[]) ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
+);
+
+/// [`RECENT_SCAN`]'s games found by walking the games from the most
+/// recent (`games_newest_idx`, whose order this is), keeping those that
+/// reached the position.
+pub const RECENT_WALK: &str = concat!(
+    "SELECT game_id FROM explorer_games e WHERE ",
+    listable!(),
+    " AND ",
+    conditions!(),
+    " AND game_id <> ALL($8::bigint[]) AND ",
+    reached!(),
+    " ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
+);
+
+/// The moves `$7` of position `$1` and their games, rated ones from the
+/// lists of best games of the position's rows that the filter selects:
+/// where a move has one game, the game.
+pub const GAMES_OF_MOVES_FROM_ROWS: &str = concat!(
+    "SELECT c.move, best.game_id FROM explorer_moves c, unnest(c.top_game_ids) AS best(game_id) \
+     WHERE c.position_id = $1 AND c.move = ANY($7::smallint[]) AND ",
+    conditions!()
+);
+
+/// [`GAMES_OF_MOVES_FROM_ROWS`] from the position's games.
+pub const GAMES_OF_MOVES_FROM_GAMES: &str = concat!(
+    "SELECT move, game_id FROM explorer_game_moves \
+     WHERE position_id = $1 AND move = ANY($7::smallint[]) AND ",
+    conditions!()
+);
+
+/// The move each of the games `$2` played at position `$1` (at its last
+/// visit, as counted).
+pub const MOVES_OF_GAMES: &str = "SELECT game_id, move FROM explorer_game_moves \
+     WHERE position_id = $1 AND game_id = ANY($2::bigint[])";
+
+/// The games `$1` that are listable, as the explorer lists them: id,
+/// source, external id, result, white's name and rating, black's, speed
+/// code, the `Event` text, month code.
+pub const LISTED_GAMES: &str = concat!(
+    "SELECT e.game_id, g.source, g.external_id, e.result, wp.username, g.white_elo, \
+            bp.username, g.black_elo, e.speed, ev.name, e.month \
+     FROM (SELECT game_id, result, speed, month FROM explorer_games \
+           WHERE game_id = ANY($1::bigint[]) AND ",
+    listable!(),
+    ") e JOIN games g ON g.id = e.game_id \
+     LEFT JOIN players wp ON wp.id = g.white_player_id \
+     LEFT JOIN players bp ON bp.id = g.black_player_id \
+     LEFT JOIN events ev ON ev.id = g.event_id"
+);
