@@ -410,49 +410,82 @@ fn assert_sigterm_ends_the_retry_wait(child: &mut Child, lines: &mpsc::Receiver<
     );
 }
 
+/// An import of a named pipe into a server of the test's own, stopped
+/// under it after its first committed batch: `child` waits to retry, and
+/// `writer` still feeds the pipe.
+struct StoppedMidRun {
+    dir: tempfile::TempDir,
+    cluster: pgnload::store::embedded::EmbeddedCluster,
+    db: TestDb,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    writer: std::fs::File,
+    /// The Lichess sample's games, the first 50 written.
+    games: Vec<String>,
+}
+
+impl StoppedMidRun {
+    /// Starts `pgnload import --mode incremental --batch-games 5 ARGS
+    /// FIFO` (retrying for 600 s), writes 50 games, waits for a committed
+    /// batch and stops the server.
+    fn start(prefix: &str, args: &[&str]) -> StoppedMidRun {
+        let dir = scratch_dir(prefix);
+        let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
+            .expect("cluster");
+        cluster.start_persistent().expect("start the cluster");
+        let db = TestDb::existing(cluster.connection_url());
+        let config = dir.path().join("pgnload.toml");
+        std::fs::write(&config, "[import]\nretry_seconds = 600\n").expect("write");
+        let fifo = dir.path().join("games.fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
+        let games = games_of(&sample);
+        let (child, lines) = spawn_reading_stderr({
+            let mut c = db.pgnload();
+            c.arg("--config")
+                .arg(&config)
+                .args(["import", "--mode", "incremental", "--batch-games", "5"])
+                .args(args)
+                .arg(&fifo);
+            c
+        });
+        let mut writer = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo)
+            .expect("open the FIFO for writing");
+        writer
+            .write_all(games[..50].concat().as_bytes())
+            .expect("write games");
+        wait_until("the importer committed no batch", || {
+            db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "1"
+        });
+        cluster.stop().expect("stop the server");
+        // Fewer bytes than a pipe holds: written at once, whatever the
+        // importer does (it keeps the FIFO open across its retries).
+        writer
+            .write_all(games[50..70].concat().as_bytes())
+            .expect("the FIFO stays open while the importer waits to retry");
+        StoppedMidRun {
+            dir,
+            cluster,
+            db,
+            child,
+            lines,
+            writer,
+            games,
+        }
+    }
+}
+
 /// Item 16 mid-run: the server stops under an import (by URL, so pgnload
 /// cannot restart it); the import waits to retry, and the first SIGTERM
 /// ends that wait at once with exit code 3, where it used to wait out
 /// `retry_seconds`.
 #[test]
 fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
-    let dir = scratch_dir("pgnload-runs-stopped-");
-    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
-        .expect("cluster");
-    cluster.start_persistent().expect("start the cluster");
-    let db = TestDb::existing(cluster.connection_url());
-    let config = dir.path().join("pgnload.toml");
-    std::fs::write(&config, "[import]\nretry_seconds = 600\n").expect("write");
-    let fifo = dir.path().join("games.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
-    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
-    let games = games_of(&sample);
-    let (mut child, lines) = spawn_reading_stderr({
-        let mut c = db.pgnload();
-        c.arg("--config")
-            .arg(&config)
-            .args(["import", "--mode", "incremental", "--batch-games", "5"])
-            .arg(&fifo);
-        c
-    });
-    let mut writer = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&fifo)
-        .expect("open the FIFO for writing");
-    writer
-        .write_all(games[..50].concat().as_bytes())
-        .expect("write games");
-    wait_until("the importer committed no batch", || {
-        db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "1"
-    });
-    cluster.stop().expect("stop the server");
-    // Fewer bytes than a pipe holds: written at once, whatever the
-    // importer does (it keeps the FIFO open across its retries).
-    writer
-        .write_all(games[50..70].concat().as_bytes())
-        .expect("write games");
-    assert_sigterm_ends_the_retry_wait(&mut child, &lines);
-    drop(writer);
+    let mut run = StoppedMidRun::start("pgnload-runs-stopped-", &[]);
+    assert_sigterm_ends_the_retry_wait(&mut run.child, &run.lines);
 }
 
 /// A stream survives a server restart mid-input: the retry reads again,
@@ -462,42 +495,18 @@ fn the_first_signal_ends_a_retry_wait_when_the_server_stops_mid_run() {
 /// skipped the checkpoint's bytes of what came next: games lost at exit 0.
 #[test]
 fn a_stream_goes_on_from_its_last_commit_after_the_server_restarts() {
-    let dir = scratch_dir("pgnload-runs-restarted-");
-    let cluster = pgnload::store::embedded::EmbeddedCluster::new(dir.path().join("cluster"))
-        .expect("cluster");
-    cluster.start_persistent().expect("start the cluster");
-    let db = TestDb::existing(cluster.connection_url());
-    let config = dir.path().join("pgnload.toml");
-    std::fs::write(&config, "[import]\nretry_seconds = 600\n").expect("write");
-    let fifo = dir.path().join("games.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
-    let summary = dir.path().join("summary.json");
-    let sample = std::fs::read_to_string(data("lichess-2025-05-sample.pgn")).expect("sample");
-    let games = games_of(&sample);
-    let (mut child, lines) = spawn_reading_stderr({
-        let mut c = db.pgnload();
-        c.arg("--config")
-            .arg(&config)
-            .args(["import", "--mode", "incremental", "--batch-games", "5"])
-            .arg("--summary-json")
-            .arg(&summary)
-            .arg(&fifo);
-        c
-    });
-    let mut writer = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&fifo)
-        .expect("open the FIFO for writing");
-    writer
-        .write_all(games[..50].concat().as_bytes())
-        .expect("write games");
-    wait_until("the importer committed no batch", || {
-        db.psql("SELECT count(*) FROM import_files WHERE games_done > 0") == "1"
-    });
-    cluster.stop().expect("stop the server");
-    writer
-        .write_all(games[50..70].concat().as_bytes())
-        .expect("the FIFO stays open while the importer waits to retry");
+    let summary = scratch_dir("pgnload-runs-summary-");
+    let summary = summary.path().join("summary.json");
+    let summary_arg = summary.to_str().expect("utf-8 temp path");
+    let StoppedMidRun {
+        dir: _dir,
+        cluster,
+        db,
+        mut child,
+        lines,
+        mut writer,
+        games,
+    } = StoppedMidRun::start("pgnload-runs-restarted-", &["--summary-json", summary_arg]);
     let (seen, exited) = until_line_or_exit(&mut child, &lines, "retrying in");
     assert_eq!(exited, None, "{seen:?}");
     cluster.start_persistent().expect("restart the cluster");

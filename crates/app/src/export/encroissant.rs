@@ -557,24 +557,7 @@ impl EncroissantWriter {
     ///
     /// [`finish`]: EncroissantWriter::finish
     pub fn create(target: &Path) -> Result<EncroissantWriter, Error> {
-        let partial = super::ocgdb::OcgdbWriter::partial(target);
-        match fs::remove_file(&partial) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(Error::Open {
-                    path: partial,
-                    source,
-                });
-            }
-        }
-        let connection = Connection::open(&partial).map_err(sql("creating the file"))?;
-        connection
-            .execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
-            .map_err(sql("setting up"))?;
-        connection
-            .execute_batch(SCHEMA)
-            .map_err(sql("creating the tables"))?;
+        let (partial, connection) = super::ocgdb::OcgdbWriter::create_partial(target, SCHEMA)?;
         let title = target.file_stem().map_or_else(
             || "pgnload".to_owned(),
             |s| s.to_string_lossy().into_owned(),

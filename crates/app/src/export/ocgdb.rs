@@ -210,12 +210,13 @@ impl OcgdbWriter {
         PathBuf::from(name)
     }
 
-    /// Creates the database at `target` (under a `.partial` name until
-    /// [`finish`]), with the schema and the `Info` rows ocgdb writes first,
-    /// and opens the transaction every game goes into.
-    ///
-    /// [`finish`]: OcgdbWriter::finish
-    pub fn create(target: &Path) -> Result<OcgdbWriter, Error> {
+    /// A new SQLite file for `target` under its [`partial`](Self::partial)
+    /// name (an earlier one removed), journal off, with `schema`: how
+    /// every SQLite export starts.
+    pub(super) fn create_partial(
+        target: &Path,
+        schema: &str,
+    ) -> Result<(PathBuf, Connection), Error> {
         let partial = Self::partial(target);
         match fs::remove_file(&partial) {
             Ok(()) => {}
@@ -232,8 +233,18 @@ impl OcgdbWriter {
             .execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
             .map_err(sql("setting up"))?;
         connection
-            .execute_batch(SCHEMA)
+            .execute_batch(schema)
             .map_err(sql("creating the tables"))?;
+        Ok((partial, connection))
+    }
+
+    /// Creates the database at `target` (under a `.partial` name until
+    /// [`finish`]), with the schema and the `Info` rows ocgdb writes first,
+    /// and opens the transaction every game goes into.
+    ///
+    /// [`finish`]: OcgdbWriter::finish
+    pub fn create(target: &Path) -> Result<OcgdbWriter, Error> {
+        let (partial, connection) = Self::create_partial(target, SCHEMA)?;
         let mut info = connection
             .prepare("INSERT INTO Info (Name, Value) VALUES (?1, ?2)")
             .map_err(sql("Info"))?;
