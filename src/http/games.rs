@@ -90,7 +90,7 @@ pub async fn of_player(
     })?;
     let mut text = String::new();
     let mut unwritable = Unwritten::default();
-    games::for_each(
+    let listed = games::for_each(
         client,
         None,
         &filter,
@@ -111,8 +111,11 @@ pub async fn of_player(
             }
             Ok(())
         },
-    )
-    .await?;
+    );
+    // `for_each` blocks its thread while another reads the cursor (see
+    // `query::games::for_each_batch`): this worker's tasks, the
+    // connection's among them, are handed to another worker meanwhile.
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(listed))?;
     drop(checkout);
     for line in unwritable.report() {
         stderr_line!("pgnload serve: {line}");
