@@ -34,7 +34,11 @@ fn options() -> Result<Options, String> {
         (None, None, 16, 10_000, 30);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        let number = || value.parse::<u64>().map_err(|e| format!("{flag} {value}: {e}"));
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|e| format!("{flag} {value}: {e}"))
+        };
         match flag.as_str() {
             "--address" => {
                 address = Some(
@@ -72,11 +76,7 @@ fn options() -> Result<Options, String> {
 }
 
 /// One GET on a keep-alive connection: the status, the body read whole.
-fn get(
-    stream: &mut BufReader<TcpStream>,
-    address: SocketAddr,
-    path: &str,
-) -> std::io::Result<u16> {
+fn get(stream: &mut BufReader<TcpStream>, address: SocketAddr, path: &str) -> std::io::Result<u16> {
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n");
     stream.get_mut().write_all(request.as_bytes())?;
     let mut line = String::new();

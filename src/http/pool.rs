@@ -74,8 +74,8 @@ pub struct Pool {
 
 impl Pool {
     /// A pool of at most `size` connections to `target`, opened on demand
-    /// (the server starts while its database is still down, and answers
-    /// 503 until it is up), lent within `wait` or not at all. A connection
+    /// (a database that went down is answered with 503 until it is back),
+    /// lent within `wait` or not at all. A connection
     /// is not checked when lent (a round trip per request): one the server
     /// closed fails its request with 503 and is replaced.
     pub fn new(target: Target, size: u32, wait: Duration) -> Pool {
