@@ -4,17 +4,21 @@
 # to a baseline measured in the same run (the naive SQL a user would write,
 # or PostgreSQL's own COPY of the same rows), and the cost of keeping the
 # explorer counters during imports (an import with them against the same
-# import without). Ratios, not absolute numbers, are what to compare across
+# import without), and `pgnload serve` answering the explore questions to N
+# concurrent loopback clients (examples/http_load.rs, bounded in requests
+# and seconds) next to the CLI's answers to the same questions. Ratios, not absolute numbers, are what to compare across
 # machines. See scripts/README.md ("bench_query.sh").
 #
 #   scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
-#                          [--cluster DIR] [--reuse]
+#                          [--cluster DIR] [--reuse] [--clients N]
+#                          [--serve-seconds S] [--serve-requests N]
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
 Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
-                              [--cluster DIR] [--reuse]
+                              [--cluster DIR] [--reuse] [--clients N]
+                              [--serve-seconds S] [--serve-requests N]
 
   --games N     games in the corpus searched (default 1000000)
   --queries N   explorer positions drawn from the games (default 1000; the
@@ -30,6 +34,11 @@ Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
                 with their explorer counters (from an earlier run of this
                 script, or the same corpus imported by hand): the corpus
                 import and `db explorer enable` are then not measured again
+  --clients N   concurrent clients of `pgnload serve` (default 16; one client
+                is measured too)
+  --serve-seconds S, --serve-requests N
+                bound of each load run, whichever comes first (default 20 s,
+                20000 requests)
 EOF
 }
 
@@ -39,6 +48,9 @@ naive=100
 out=target/bench-query
 cluster=
 reuse=0
+clients=16
+serve_seconds=20
+serve_requests=20000
 while [[ $# -gt 0 ]]; do
     case $1 in
         --games) games=${2:?--games needs a value}; shift 2 ;;
@@ -46,6 +58,9 @@ while [[ $# -gt 0 ]]; do
         --naive) naive=${2:?--naive needs a value}; shift 2 ;;
         --cluster) cluster=${2:?--cluster needs a value}; shift 2 ;;
         --reuse) reuse=1; shift ;;
+        --clients) clients=${2:?--clients needs a value}; shift 2 ;;
+        --serve-seconds) serve_seconds=${2:?--serve-seconds needs a value}; shift 2 ;;
+        --serve-requests) serve_requests=${2:?--serve-requests needs a value}; shift 2 ;;
         --out) out=${2:?--out needs a value}; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "bench_query.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -54,6 +69,12 @@ done
 for value in "$games" "$queries" "$naive"; do
     if ! [[ $value =~ ^[0-9]+$ ]] || ((value < 10)); then
         echo "bench_query.sh: --games, --queries and --naive must be integers >= 10" >&2
+        exit 2
+    fi
+done
+for value in "$clients" "$serve_seconds" "$serve_requests"; do
+    if ! [[ $value =~ ^[0-9]+$ ]] || ((value < 1)); then
+        echo "bench_query.sh: --clients, --serve-seconds and --serve-requests must be positive integers" >&2
         exit 2
     fi
 done
@@ -66,6 +87,7 @@ cluster=${cluster:-$out/cluster}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 pgnload=$target_dir/release/pgnload
 gen=$target_dir/release/examples/gen_corpus
+http_load=$target_dir/release/examples/http_load
 psql=${PSQL:-psql}
 results=$out/results.tsv
 rm -f "$results" "$out/bench_query.json"
@@ -83,7 +105,11 @@ source "$root/scripts/bench_lib.sh"
 record() { printf '%s\t%s\n' "$1" "$2" >>"$results"; }
 
 cluster_started=0
+serve_pid=
 cleanup() {
+    if [[ -n $serve_pid ]]; then
+        kill -TERM "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+    fi
     if ((cluster_started)); then
         "$pgnload" --data-dir "$cluster" db stop >/dev/null 2>&1 ||
             echo "bench_query.sh: could not stop the cluster; run: $pgnload --data-dir $cluster db stop" >&2
@@ -92,11 +118,15 @@ cleanup() {
 trap cleanup EXIT
 
 log "building release binaries"
-cargo build --release --quiet --bin pgnload --example gen_corpus
+cargo build --release --quiet --bin pgnload --example gen_corpus --example http_load
 : >"$results"
 record games "$games"
 record queries "$queries"
 record cost_rounds "$cost_rounds"
+record clients "$clients"
+record serve_requests "$serve_requests"
+record serve_seconds "$serve_seconds"
+record load "$(cut -d' ' -f1-3 /proc/loadavg)"
 record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 
 log "generating $cost_games games for the counters' cost"
@@ -267,6 +297,42 @@ time_each "$out/search_positions.txt" "$out/games_fen.ms" games_fen
 time_each_naive "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
 time_each "$out/players.txt" "$out/startup.ms" noop
 
+# ------------------------------------------------ 3. serve under load
+# The explore questions above, asked of `pgnload serve` by concurrent
+# keep-alive clients; the CLI's times for the same questions (one process
+# each, start and connection included) are explore.ms and explore_filtered.ms.
+log "serve: the same $queries positions to 1 and $clients concurrent clients"
+python3 - "$out/positions.txt" "$out" <<'PY'
+import sys, urllib.parse
+fens = [line.strip() for line in open(sys.argv[1]) if line.strip()]
+with open(f"{sys.argv[2]}/serve_plain.paths", "w") as plain, \
+        open(f"{sys.argv[2]}/serve_filtered.paths", "w") as filtered:
+    for fen in fens:
+        path = "/lichess?fen=" + urllib.parse.quote(fen)
+        print(path, file=plain)
+        print(path + "&speeds=blitz,rapid&ratings=1600,1800,2000", file=filtered)
+PY
+"$pgnload" --database-url "$url" serve --listen 127.0.0.1:0 >"$out/serve.out" 2>"$out/serve.log" &
+serve_pid=$!
+for _ in $(seq 300); do
+    grep -q 'http://' "$out/serve.out" 2>/dev/null && break
+    kill -0 "$serve_pid" 2>/dev/null || die "pgnload serve did not start: $(tail -3 "$out/serve.log")"
+    sleep 0.1
+done
+address=$(grep -o 'http://[^/]*' "$out/serve.out" | head -n 1 | sed 's#http://##')
+[[ -n $address ]] || die "pgnload serve printed no address: $(tail -3 "$out/serve.log")"
+for kind in plain filtered; do
+    for n in 1 "$clients"; do
+        "$http_load" --address "$address" --paths "$out/serve_$kind.paths" --clients "$n" \
+            --requests "$serve_requests" --seconds "$serve_seconds" >"$out/serve_${kind}_$n.json" ||
+            die "http_load failed"
+        log "serve, $kind, $n clients: $(cat "$out/serve_${kind}_$n.json")"
+    done
+done
+kill -TERM "$serve_pid"
+wait "$serve_pid" || die "pgnload serve did not exit 0 on SIGTERM: $(tail -3 "$out/serve.log")"
+serve_pid=
+
 log "export of every game, and PostgreSQL's COPY of its games and moves tables"
 start=$(now_ns)
 "$pgnload" --database-url "$url" --quiet export -o "$out/export.pgn" >/dev/null
@@ -294,7 +360,7 @@ def ms(name):
     except FileNotFoundError:
         pass
     return stats
-report = {"meta": {k: meta[k] for k in ("games", "queries", "commit")}}
+report = {"meta": {k: meta[k] for k in ("games", "queries", "clients", "load", "commit")}}
 rows = [
     ("explore", "explore", "naive_explore"),
     ("explore with filters", "explore_filtered", "naive_explore_filtered"),
@@ -311,6 +377,20 @@ for label, ours, naive in rows:
     print(f"{label:32} {a['n']:>5} {a['p50']:>8.1f} {a['p95']:>8.1f} {a['max']:>8.1f} {b['n']:>8} {b['p50']:>10.1f} {b['p95']:>10.1f} {b.get('timeouts', 0):>9} {ratio:>10.3f}")
 print("(naive: the SQL a user would write, on the first positions drawn; a timeout counts as its 30 s)")
 report["startup"] = startup
+clients = int(meta["clients"])
+print(f"\nserve: the explore questions over HTTP (ms per request, keep-alive; machine load {meta['load']})")
+print(f"{'questions':22} {'clients':>7} {'requests':>8} {'not 200':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>8}   CLI (one process each): p50, p95, req/s")
+report["serve"] = {}
+for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
+    values = [int(v) / 1000 for v in open(f"{out}/{cli}.ms")]
+    c = ms(cli)
+    cli_rate = len(values) / (sum(values) / 1000)
+    for n in (1, clients):
+        s = json.load(open(f"{out}/serve_{kind}_{n}.json"))
+        report["serve"][f"{kind}_{n}"] = s
+        print(f"{'explore ' + kind:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
+    report["serve"][f"{kind}_cli_per_s"] = cli_rate
+print(f"(target: p95 <= 20 ms at 16 clients on a 2-core machine; one load run stops at {meta.get('serve_requests', '?')} requests or {meta.get('serve_seconds', '?')} s)")
 games = int(meta["games"])
 export_s, copy_s = float(meta["export_seconds"]), float(meta["copy_seconds"])
 report["export"] = {"seconds": export_s, "games_per_s": games / export_s,

@@ -25,7 +25,7 @@ use crate::{
     cmd::{
         db::DbCommand, explore::ExploreArgs, export::ExportArgs, game::GameCommand,
         games::GamesArgs, hash::HashArgs, import::ImportArgs, positions::PositionsArgs,
-        status::StatusArgs, verify::VerifyArgs,
+        serve::ServeArgs, status::StatusArgs, verify::VerifyArgs,
     },
     config::{LoadMode, Overrides, ScopeOverrides},
     query::filter::{FilterArgs, Side, parse_result},
@@ -129,6 +129,8 @@ pub enum Command {
     Export(ExportArgs),
     /// The moves played in a position and how they scored (opening explorer).
     Explore(ExploreArgs),
+    /// Answer the explorer (Lichess's /lichess API), games and players over HTTP.
+    Serve(ServeArgs),
 }
 
 /// Parser of input names: pgnload keeps an input's name as text (messages,

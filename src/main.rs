@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd;
+mod http;
 
 use std::{io::Write, process::ExitCode};
 

@@ -34,6 +34,7 @@ mod runs;
 mod schema;
 mod scope;
 mod secrets;
+mod serve;
 mod shard_cluster;
 mod shards;
 mod status;

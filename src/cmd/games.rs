@@ -34,8 +34,9 @@ pub struct GamesArgs {
     pub format: Format,
 }
 
-/// The JSON object of one game (one line of `--format json`).
-fn json_line(game: &StoredGame) -> serde_json::Value {
+/// The JSON object of one game (one line of `--format json`, and of
+/// `serve`'s games of a player).
+pub fn json_line(game: &StoredGame) -> serde_json::Value {
     serde_json::json!({
         "id": game.id,
         "source": game.source,

@@ -12,6 +12,7 @@ pub mod games;
 pub mod hash;
 pub mod import;
 pub mod positions;
+pub mod serve;
 pub mod status;
 pub mod verify;
 
@@ -59,6 +60,7 @@ pub fn run(cli: &cli::Cli) -> crate::Result<error::ExitStatus> {
         cli::Command::Game(command) => game::run(command, &settings),
         cli::Command::Export(args) => export::run(args, &settings, cli.global.quiet),
         cli::Command::Explore(args) => explore::run(args, &settings),
+        cli::Command::Serve(args) => serve::run(args, &settings),
     }
 }
 

@@ -28,8 +28,9 @@
 //!   them.
 //!
 //! The binary (`src/` of the workspace root) holds `cli` (the clap
-//! definitions) and `cmd` (one file per subcommand: parse arguments, call
-//! this crate, print).
+//! definitions), `cmd` (one file per subcommand: parse arguments, call
+//! this crate, print) and `http` (`pgnload serve`'s HTTP front end, which
+//! calls this crate as `cmd` does).
 //!
 //! # Flow of a game
 //!

@@ -1,0 +1,128 @@
+//! `pgnload serve`: the HTTP front end ([`crate::http`]) started, its
+//! address printed, stopped gracefully on Ctrl-C or SIGTERM.
+
+use std::{net::SocketAddr, time::Duration};
+
+use crate::{
+    config::Settings,
+    error::{Error, ExitStatus},
+    explorer,
+    http::{self, Limits, Shared},
+    store::db,
+};
+
+/// Options of `pgnload serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed at start).
+    /// Loopback only unless told otherwise: the answers are public reads,
+    /// but a database is not put on a network by default.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9002")]
+    pub listen: SocketAddr,
+    /// Database connections: the requests answered at once.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub connections: u32,
+    /// Requests admitted at once (answered or waiting for a connection);
+    /// one more is refused with 503 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_requests: u32,
+    /// Seconds an admitted request waits for a connection before 503.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub wait_seconds: u64,
+}
+
+/// Runs `pgnload serve` until Ctrl-C or SIGTERM, then lets the requests in
+/// flight finish and exits 0.
+pub fn run(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    // One worker per core: the server's work is answering, in parallel.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("pgnload-serve")
+        .enable_all()
+        .build()
+        .map_err(|source| Error::System {
+            what: "starting the async runtime",
+            source,
+        })?;
+    runtime.block_on(serve(args, settings))
+}
+
+async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Error> {
+    let target = settings.target();
+    // Held while serving: the database is checked (reachable, migrated)
+    // before anyone is told the address, and the embedded server stays up
+    // between requests (its session) until the end.
+    let mut keeper = db::connect(&target).await?;
+    db::migrate(&mut keeper.client).await?;
+    if let Err(why) = explorer::require_usable(&keeper.client).await {
+        stderr_line!("pgnload serve: /lichess answers 503 for now: {why}");
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| Error::System {
+            what: "listening on --listen's address",
+            source,
+        })?;
+    let address = listener.local_addr().map_err(|source| Error::System {
+        what: "reading the address listened on",
+        source,
+    })?;
+    let limits = Limits {
+        connections: args.connections,
+        requests: usize::try_from(args.max_requests).unwrap_or(usize::MAX),
+        wait: Duration::from_secs(args.wait_seconds),
+    };
+    let shared = Shared::new(target, limits);
+    let stop = stop_signal()?;
+    super::print(&format!(
+        "pgnload serve: http://{address}/ (explorer: http://{address}/lichess) on {}; \
+         Ctrl-C or SIGTERM stops it\n",
+        keeper.description
+    ))?;
+    axum::serve(listener, http::router(shared))
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|source| Error::System {
+            what: "serving HTTP",
+            source,
+        })?;
+    keeper.close()?;
+    stderr_line!("pgnload serve: stopped");
+    Ok(ExitStatus::Clean)
+}
+
+/// Resolves on the first Ctrl-C or SIGTERM: the server then stops taking
+/// connections and lets its requests in flight finish. A second signal
+/// ends the process at once (exit 3). The handlers are installed before
+/// this returns, so that no signal after the address is printed is lost
+/// to the default action.
+fn stop_signal() -> Result<impl Future<Output = ()>, Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let installed = |kind: SignalKind| {
+        signal(kind).map_err(|source| Error::System {
+            what: "installing a signal handler",
+            source,
+        })
+    };
+    let (mut int, mut term) = (
+        installed(SignalKind::interrupt())?,
+        installed(SignalKind::terminate())?,
+    );
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        stderr_line!("pgnload serve: stopping: finishing the requests in flight (again: stop now)");
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            stderr_line!("pgnload serve: stopped at once");
+            std::process::exit(i32::from(ExitStatus::Interrupted.code()));
+        });
+    })
+}

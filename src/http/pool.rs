@@ -1,0 +1,117 @@
+//! The server's database connections: a bb8 pool whose every connection
+//! is opened by `store::db::connect`, as every command opens its one, so
+//! that `serve` reaches the same server the same way (connection string,
+//! service, `PG*` variables, TLS modes, the embedded default and its
+//! session).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use super::ApiError;
+use crate::{
+    error::Error,
+    store::db::{self, Database, Target},
+};
+
+/// Opens connections to one target.
+pub struct Manager {
+    target: Target,
+}
+
+impl bb8::ManageConnection for Manager {
+    type Connection = Database;
+    type Error = Error;
+
+    async fn connect(&self) -> Result<Database, Error> {
+        db::connect(&self.target).await
+    }
+
+    async fn is_valid(&self, database: &mut Database) -> Result<(), Error> {
+        database
+            .client
+            .simple_query("")
+            .await
+            .map(drop)
+            .map_err(db::db_err("checking a pooled connection"))
+    }
+
+    fn has_broken(&self, database: &mut Database) -> bool {
+        database.client.is_closed()
+    }
+}
+
+/// The last error opening a connection: bb8 hands it to its error sink
+/// and answers a waiting request only that it timed out, so it is kept
+/// here to say why.
+#[derive(Debug, Clone, Default)]
+struct LastError(Arc<Mutex<Option<String>>>);
+
+impl bb8::ErrorSink<Error> for LastError {
+    fn sink(&self, error: Error) {
+        let said = crate::error::report(&error);
+        stderr_line!("pgnload serve: connecting: {said}");
+        if let Ok(mut last) = self.0.lock() {
+            *last = Some(said);
+        }
+    }
+
+    fn boxed_clone(&self) -> Box<dyn bb8::ErrorSink<Error>> {
+        Box::new(self.clone())
+    }
+}
+
+/// A connection of the pool, given back when dropped.
+pub type Connection = bb8::PooledConnection<'static, Manager>;
+
+/// The pool.
+#[derive(Clone)]
+pub struct Pool {
+    pool: bb8::Pool<Manager>,
+    last_error: LastError,
+}
+
+impl Pool {
+    /// A pool of at most `size` connections to `target`, opened on demand
+    /// (a database that went down is answered with 503 until it is back),
+    /// lent within `wait` or not at all. A connection
+    /// is not checked when lent (a round trip per request): one the server
+    /// closed fails its request with 503 and is replaced.
+    pub fn new(target: Target, size: u32, wait: Duration) -> Pool {
+        let last_error = LastError::default();
+        let pool = bb8::Pool::builder()
+            .max_size(size)
+            .connection_timeout(wait)
+            .test_on_check_out(false)
+            .error_sink(Box::new(last_error.clone()))
+            .build_unchecked(Manager { target });
+        Pool { pool, last_error }
+    }
+
+    /// A connection, waiting for one to be free or opened.
+    pub async fn checkout(&self) -> Result<Connection, ApiError> {
+        match self.pool.get_owned().await {
+            Ok(connection) => {
+                if let Ok(mut last) = self.last_error.0.lock() {
+                    // Connected since: an old failure is no reason now.
+                    *last = None;
+                }
+                Ok(connection)
+            }
+            Err(bb8::RunError::User(error)) => Err(error.into()),
+            Err(bb8::RunError::TimedOut) => {
+                let why = self
+                    .last_error
+                    .0
+                    .lock()
+                    .ok()
+                    .and_then(|last| last.clone())
+                    .unwrap_or_else(|| "every connection is busy".to_owned());
+                Err(ApiError::unavailable(format!(
+                    "no database connection in time: {why}"
+                )))
+            }
+        }
+    }
+}
