@@ -70,35 +70,27 @@ impl Progress {
     /// A reporter for `import`, fitting stderr: a bar on a terminal, log
     /// lines otherwise.
     pub fn new(quiet: bool) -> Progress {
-        Progress::labelled(quiet, String::new())
+        Progress::labelled(quiet, String::new(), "verify", true)
     }
 
     /// A reporter for `verify`, counting `noun` ("positions", …).
     pub fn counting(quiet: bool, noun: &str) -> Progress {
-        Progress::labelled(quiet, noun.to_owned())
+        Progress::labelled(quiet, noun.to_owned(), "verify", true)
     }
 
     /// A reporter for another command that counts `noun` without checking
     /// anything (`export` counting games); `add` takes 0 mismatches.
     pub fn counting_for(quiet: bool, command: &'static str, noun: &str) -> Progress {
-        Progress {
-            command,
-            checks: false,
-            ..Progress::labelled(quiet, noun.to_owned())
-        }
+        Progress::labelled(quiet, noun.to_owned(), command, false)
     }
 
     /// A reporter for a command made of named steps (`db backup`, …),
     /// shown as `pgnload COMMAND: …` ([`Progress::show`]).
     pub fn steps(quiet: bool, command: &'static str) -> Progress {
-        Progress {
-            command,
-            checks: false,
-            ..Progress::labelled(quiet, String::new())
-        }
+        Progress::labelled(quiet, String::new(), command, false)
     }
 
-    fn labelled(quiet: bool, label: String) -> Progress {
+    fn labelled(quiet: bool, label: String, command: &'static str, checks: bool) -> Progress {
         let mode = if quiet {
             Mode::Quiet
         } else if std::io::stderr().is_terminal() {
@@ -114,8 +106,8 @@ impl Progress {
             label,
             len: None,
             done: 0,
-            command: "verify",
-            checks: true,
+            command,
+            checks,
             tail: false,
             shape: None,
         }
@@ -306,6 +298,14 @@ impl Progress {
         if let Mode::Bar(bar) = &self.mode {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// A bar still shown when its command ends early (an error) is cleared
+/// before the error is printed.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 

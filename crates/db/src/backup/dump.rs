@@ -14,13 +14,15 @@ use super::{
 use crate::{
     db::{self, Target},
     error::Error,
+    progress::{Count, Step, Steps, Unit},
     shards,
 };
 
 /// `pgnload db backup`: `pg_dump` of `target` into `path`, written under a
 /// temporary name beside it and moved into place only once complete, so
 /// that a failed or interrupted backup never leaves a file that looks like
-/// one. `jobs` (directory format only) defaults to one per core.
+/// one. `jobs` (directory format only) defaults to one per core. `steps`
+/// hears of each table dumped (`pg_dump --verbose`) and of the bytes written.
 /// `interrupts` says when the front end saw Ctrl-C or SIGTERM (its
 /// handlers run on `runtime`, which the backup uses too).
 pub fn backup(
@@ -30,7 +32,7 @@ pub fn backup(
     jobs: Option<NonZeroUsize>,
     runtime: &Runtime,
     interrupts: &Interrupts,
-    progress: &dyn Fn(&str),
+    steps: Steps<'_>,
 ) -> Result<Outcome, Error> {
     let format = format.unwrap_or_else(|| Format::for_path(path));
     let jobs = match (format, jobs) {
@@ -61,23 +63,40 @@ pub fn backup(
         let link = Link::new(target)?;
         let tool = locate_tool("pg_dump", target, &server)?;
         interrupts.check("pg_dump")?;
-        progress(&format!(
+        steps(Step::Said(&format!(
             "backing up {} with {} ({} format, {jobs} job{}) to {}",
             database.description,
             tool.display(),
             format.name(),
             if jobs == 1 { "" } else { "s" },
             path.display()
-        ));
+        )));
         let mut cmd = link.command(&tool);
-        cmd.arg(format!("--format={}", format.name()))
+        cmd.arg("--verbose")
+            .arg(format!("--format={}", format.name()))
             .arg("--file")
             .arg(&staging);
         if format == Format::Directory {
             cmd.arg(format!("--jobs={jobs}"));
         }
         let started = Instant::now();
-        let ran = interrupts.run_tool(cmd, &tool, "pg_dump");
+        steps(Step::Phase("reading the schema"));
+        // Each table's data a phase; the archive's bytes written so far
+        // (compressed: there is no total to hold them against).
+        let mut watch = |table: Option<&str>| {
+            if let Some(table) = table {
+                steps(Step::Phase(&format!("dumping {table}")));
+            }
+            steps(Step::Count(Count {
+                done: disk_bytes(&staging),
+                total: None,
+                unit: Unit::Bytes,
+                detail: "written",
+            }));
+        };
+        let ran = interrupts
+            .run_tool(cmd, &tool, "pg_dump", &mut watch)
+            .map(drop);
         let seconds = started.elapsed().as_secs_f64();
         if let Err(e) = ran.and_then(|()| publish(&staging, &path)) {
             remove_all(&staging);
