@@ -188,8 +188,15 @@ impl Progress {
     }
 
     /// `verify`: sets the expected total (an estimate is fine; `None` shows
-    /// a spinner).
+    /// a spinner). A log says at once what the run is about to count, so
+    /// that a short run says it too.
     pub fn set_total(&self, total: Option<u64>) {
+        if let Mode::Log { .. } = &self.mode {
+            stderr_line!(
+                "{}",
+                start_line(self.command, &self.label, self.checks, total)
+            );
+        }
         if let Mode::Bar(bar) = &self.mode {
             let template = match total {
                 Some(total) => {
@@ -309,6 +316,17 @@ impl Drop for Progress {
     }
 }
 
+/// The log's first line of a counting command (`verify`: `checks`;
+/// `export`), with its total when known (`verify`'s is an estimate).
+fn start_line(command: &str, noun: &str, checks: bool, total: Option<u64>) -> String {
+    match (checks, total) {
+        (true, Some(total)) => format!("pgnload {command}: checking about {total} {noun}"),
+        (true, None) => format!("pgnload {command}: checking {noun}"),
+        (false, Some(total)) => format!("pgnload {command}: {total} {noun} to write"),
+        (false, None) => format!("pgnload {command}: writing {noun}"),
+    }
+}
+
 /// The bar of a phase's counts: (whether the total is known, the unit).
 fn bar_template(shape: (bool, Unit)) -> &'static str {
     match shape {
@@ -414,6 +432,23 @@ mod tests {
                 "pgnload import: rebuilding indexes: 2 of 17, moves_pkey (sorting live tuples)"
                     .into()
             )
+        );
+    }
+
+    /// A counting command's log begins with what it counts.
+    #[test]
+    fn a_counting_log_says_what_it_counts_first() {
+        assert_eq!(
+            start_line("export", "games", false, Some(438)),
+            "pgnload export: 438 games to write"
+        );
+        assert_eq!(
+            start_line("verify", "positions", true, Some(26846)),
+            "pgnload verify: checking about 26846 positions"
+        );
+        assert_eq!(
+            start_line("verify", "lines", true, None),
+            "pgnload verify: checking lines"
         );
     }
 
