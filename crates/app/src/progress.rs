@@ -258,10 +258,10 @@ impl Progress {
     /// at once: phases are few), a count fills the bar (and a log line
     /// every few seconds), a message is a line above the bar.
     pub fn show(&mut self, step: Step<'_>) {
+        let began = !self.label.is_empty();
         if let Step::Phase(name) = step {
             name.clone_into(&mut self.label);
             self.started = Instant::now();
-            self.shape = None;
         }
         match &mut self.mode {
             Mode::Quiet => {}
@@ -277,10 +277,16 @@ impl Progress {
                     *bar = Progress::new_bar();
                 }
                 match step {
+                    // Before the first phase there is no bar to keep.
+                    Step::Said(text) if !began => stderr_line!("pgnload: {text}"),
                     Step::Said(text) => bar.suspend(|| stderr_line!("pgnload: {text}")),
                     Step::Phase(name) => {
-                        Progress::style(bar, "{prefix} {spinner} {wide_msg} {elapsed}");
-                        bar.reset();
+                        // The counts of the phases before stay on the bar
+                        // (they count the same list) until new ones come.
+                        if self.shape.is_none() {
+                            Progress::style(bar, "{prefix} {spinner} {wide_msg} {elapsed}");
+                        }
+                        bar.reset_elapsed();
                         bar.set_prefix(self.command);
                         bar.set_message(name.to_owned());
                         bar.enable_steady_tick(Duration::from_millis(200));

@@ -94,6 +94,12 @@ pub fn restore(
             )
             .map_err(|e| e.leaving(aftermath(jobs, &database.description)))?;
         let seconds = started.elapsed().as_secs_f64();
+        steps(Step::Count(Count {
+            done: begun,
+            total: Some(total.max(begun)),
+            unit: Unit::Items,
+            detail: "",
+        }));
         steps(Step::Phase("applying migrations"));
         let migrations = runtime.block_on(db::migrate(&mut database.client))?;
         Ok::<_, Error>(Outcome {
