@@ -287,8 +287,8 @@ impl Progress {
                             Progress::style(bar, "{prefix} {spinner} {wide_msg} {elapsed}");
                         }
                         bar.reset_elapsed();
-                        bar.set_prefix(self.command);
                         bar.set_message(name.to_owned());
+                        bar.set_prefix(self.command);
                         bar.enable_steady_tick(Duration::from_millis(200));
                     }
                     Step::Count(count) => {

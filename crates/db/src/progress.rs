@@ -121,6 +121,62 @@ pub async fn index_builds(
         .collect())
 }
 
+/// One `COPY … TO` in progress (`pg_stat_progress_copy`, PostgreSQL 14
+/// and later), with its table's row estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyOut {
+    /// The table copied.
+    pub table: String,
+    /// Rows copied so far.
+    pub rows: i64,
+    /// The planner's estimate of the table's rows (`pg_class.reltuples`;
+    /// not positive when the table was never analyzed).
+    pub estimate: i64,
+}
+
+impl CopyOut {
+    /// The copy as a short text: rows so far, of about the estimate when
+    /// there is one (an estimate, and said to be one).
+    pub fn describe(&self) -> String {
+        if self.estimate > 0 {
+            format!(
+                "{} {} of about {} rows",
+                self.table, self.rows, self.estimate
+            )
+        } else {
+            format!("{} {} rows", self.table, self.rows)
+        }
+    }
+}
+
+/// The `COPY … TO` of the sessions named `application` in this database.
+const COPIES_SQL: &str = "
+SELECT c.relid::regclass::text, c.tuples_processed, greatest(t.reltuples, 0)::bigint
+FROM pg_stat_progress_copy c
+JOIN pg_stat_activity a ON a.pid = c.pid
+JOIN pg_class t ON t.oid = c.relid
+WHERE a.application_name = $1 AND c.datname = current_database() AND c.command = 'COPY TO'
+ORDER BY c.pid";
+
+/// The `COPY … TO` of the sessions named `application` (a tool started
+/// with that `application_name`), read on `monitor`. PostgreSQL before 14
+/// has no such view: the error says so, and the caller shows no rows.
+pub async fn copies_out(
+    monitor: &Client,
+    application: &str,
+) -> Result<Vec<CopyOut>, tokio_postgres::Error> {
+    Ok(monitor
+        .query(COPIES_SQL, &[&application])
+        .await?
+        .iter()
+        .map(|row| CopyOut {
+            table: row.get(0),
+            rows: row.get(1),
+            estimate: row.get(2),
+        })
+        .collect())
+}
+
 /// How often a running index build is looked at.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
 
@@ -171,6 +227,20 @@ mod tests {
             tuples_done: tuples.0,
             tuples_total: tuples.1,
         }
+    }
+
+    #[test]
+    fn a_copy_shows_its_rows_and_the_estimate_only_when_there_is_one() {
+        let copy = |estimate| CopyOut {
+            table: "public.moves".into(),
+            rows: 1200,
+            estimate,
+        };
+        assert_eq!(
+            copy(3400).describe(),
+            "public.moves 1200 of about 3400 rows"
+        );
+        assert_eq!(copy(0).describe(), "public.moves 1200 rows");
     }
 
     #[test]

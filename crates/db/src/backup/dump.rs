@@ -14,7 +14,7 @@ use super::{
 use crate::{
     db::{self, Target},
     error::Error,
-    progress::{Count, Step, Steps, Unit},
+    progress::{Count, Step, Steps, Unit, copies_out},
     shards,
 };
 
@@ -79,21 +79,13 @@ pub fn backup(
         if format == Format::Directory {
             cmd.arg(format!("--jobs={jobs}"));
         }
+        // Its sessions' COPY found by name (a name the connection string
+        // gives instead hides them: the bytes are still counted).
+        let application = format!("pgnload db backup {}", std::process::id());
+        cmd.env("PGAPPNAME", &application);
         let started = Instant::now();
         steps(Step::Phase("reading the schema"));
-        // Each table's data a phase; the archive's bytes written so far
-        // (compressed: there is no total to hold them against).
-        let mut watch = |table: Option<&str>| {
-            if let Some(table) = table {
-                steps(Step::Phase(&format!("dumping {table}")));
-            }
-            steps(Step::Count(Count {
-                done: disk_bytes(&staging),
-                total: None,
-                unit: Unit::Bytes,
-                detail: "written",
-            }));
-        };
+        let mut watch = watch_dump(steps, runtime, &database.client, &application, &staging);
         let ran = interrupts
             .run_tool(cmd, &tool, "pg_dump", &mut watch)
             .map(drop);
@@ -114,4 +106,38 @@ pub fn backup(
     let outcome = result?;
     closed?;
     Ok(outcome)
+}
+
+/// What `db backup` shows of a running `pg_dump` (a `watch` of
+/// [`Interrupts::run_tool`]): each table's data a phase; the archive's
+/// bytes written to `staging` so far (compressed: there is no total to
+/// hold them against), and the rows of the tables being copied by the
+/// sessions named `application`, as the server counts them (read on
+/// `monitor`, idle meanwhile).
+fn watch_dump<'a>(
+    steps: Steps<'a>,
+    runtime: &'a Runtime,
+    monitor: &'a tokio_postgres::Client,
+    application: &'a str,
+    staging: &'a Path,
+) -> impl FnMut(Option<&str>) + 'a {
+    move |table| {
+        if let Some(table) = table {
+            steps(Step::Phase(&format!("dumping {table}")));
+        }
+        let copies = runtime
+            .block_on(copies_out(monitor, application))
+            .unwrap_or_default();
+        let mut detail = String::from("written");
+        for copy in &copies {
+            detail.push_str("; ");
+            detail.push_str(&copy.describe());
+        }
+        steps(Step::Count(Count {
+            done: disk_bytes(staging),
+            total: None,
+            unit: Unit::Bytes,
+            detail: &detail,
+        }));
+    }
 }
