@@ -25,6 +25,7 @@ mod layering;
 mod machine_output;
 mod nightly;
 mod parity;
+mod progress;
 mod put;
 mod query;
 mod reliability;

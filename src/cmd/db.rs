@@ -5,7 +5,7 @@ use std::{
     fmt::Write as _,
     num::NonZeroUsize,
     path::PathBuf,
-    sync::{Arc, atomic::AtomicUsize},
+    sync::{Arc, Mutex, PoisonError, atomic::AtomicUsize},
     time::Instant,
 };
 
@@ -14,6 +14,7 @@ use crate::{
     error::Error,
     error::ExitStatus,
     explorer::admin::{self, Compacted, Switched},
+    progress::{Progress, Step, Steps},
     store::{
         backup::{self, BackupError, Format, Outcome},
         db::{self, Target},
@@ -175,17 +176,13 @@ fn remove_new_cluster(dir: &std::path::Path) {
 }
 
 /// Runs `pgnload db explorer compact`; returns the summary line.
-fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
+fn compact_explorer(settings: &Settings, steps: Steps<'_>) -> Result<String, Error> {
     let started = Instant::now();
-    let waiting = || {
-        if !quiet {
-            stderr_line!("pgnload: waiting for running imports to finish");
-        }
-    };
+    let waiting = || steps(Step::Said("waiting for running imports to finish"));
     let compacted = db::runtime()?.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        let compacted = admin::compact(&mut database.client, &waiting).await?;
+        let compacted = admin::compact(&mut database.client, &waiting, steps).await?;
         database.close()?;
         Ok::<_, Error>(compacted)
     })?;
@@ -202,19 +199,20 @@ fn compact_explorer(settings: &Settings, quiet: bool) -> Result<String, Error> {
 
 /// Runs `pgnload db explorer enable` (`enable`) or `disable`; returns the
 /// summary line.
-fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<String, Error> {
+fn switch_explorer(enable: bool, settings: &Settings, steps: Steps<'_>) -> Result<String, Error> {
     let started = Instant::now();
-    let waiting = || {
-        if !quiet {
-            stderr_line!("pgnload: waiting for running imports to finish");
-        }
-    };
+    let waiting = || steps(Step::Said("waiting for running imports to finish"));
     let runtime = db::runtime()?;
     let switched = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
         let switched = if enable {
-            admin::enable(&mut database.client, &waiting).await?
+            // The key's build is watched from a second connection.
+            let monitor = db::connect(&settings.target()).await?;
+            let switched =
+                admin::enable(&mut database.client, &waiting, &monitor.client, steps).await;
+            monitor.close()?;
+            switched?
         } else {
             admin::disable(&mut database.client, &waiting).await?
         };
@@ -234,13 +232,20 @@ fn switch_explorer(enable: bool, settings: &Settings, quiet: bool) -> Result<Str
     })
 }
 
-/// Runs a `pgnload db` subcommand; `quiet` silences the progress lines of
-/// backup and restore.
+/// Runs a `pgnload db` subcommand; `quiet` silences the progress of
+/// backup, restore and the explorer's switches.
 pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<ExitStatus, Error> {
-    let progress = |line: &str| {
-        if !quiet {
-            stderr_line!("pgnload: {line}");
-        }
+    let name = match command {
+        DbCommand::Backup(_) => "db backup",
+        DbCommand::Restore(_) => "db restore",
+        _ => "db explorer",
+    };
+    let shown = Mutex::new(Progress::steps(quiet, name));
+    let progress = |step: Step<'_>| {
+        shown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .show(step);
     };
     let message = match command {
         DbCommand::Backup(args) => match backup(args, settings, &progress)? {
@@ -266,10 +271,16 @@ pub fn run(command: &DbCommand, settings: &Settings, quiet: bool) -> Result<Exit
         }
         DbCommand::Status => status(settings)?,
         DbCommand::Url => url(settings)?,
-        DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, quiet)?,
-        DbCommand::Explorer(ExplorerCommand::Disable) => switch_explorer(false, settings, quiet)?,
-        DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings, quiet)?,
+        DbCommand::Explorer(ExplorerCommand::Enable) => switch_explorer(true, settings, &progress)?,
+        DbCommand::Explorer(ExplorerCommand::Disable) => {
+            switch_explorer(false, settings, &progress)?
+        }
+        DbCommand::Explorer(ExplorerCommand::Compact) => compact_explorer(settings, &progress)?,
     };
+    shown
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .finish();
     super::print(&format!("{message}\n"))?;
     Ok(ExitStatus::Clean)
 }
@@ -297,7 +308,7 @@ fn watch_tool_signals(runtime: &tokio::runtime::Runtime) -> Result<backup::Inter
 fn backup(
     args: &BackupArgs,
     settings: &Settings,
-    progress: &dyn Fn(&str),
+    progress: Steps<'_>,
 ) -> Result<Option<String>, Error> {
     let runtime = db::runtime()?;
     let interrupts = watch_tool_signals(&runtime)?;
@@ -317,7 +328,7 @@ fn backup(
 fn restore(
     args: &RestoreArgs,
     settings: &Settings,
-    progress: &dyn Fn(&str),
+    progress: Steps<'_>,
 ) -> Result<Option<String>, Error> {
     let target = settings.target();
     // Restoring into a data directory that does not exist yet

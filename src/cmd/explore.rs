@@ -190,12 +190,21 @@ fn table(answer: &Answer) -> String {
     out
 }
 
-/// `pgnload verify --explorer`: recounts, the report written by the
-/// library, and prints a summary. Exit status as verify's: 0 clean, 1
-/// differences.
-pub fn verify(settings: &Settings, report: &Path) -> Result<ExitStatus, Error> {
+/// `pgnload verify --explorer`: recounts (its steps shown unless
+/// `quiet`), the report written by the library, and prints a summary.
+/// Exit status as verify's: 0 clean, 1 differences.
+pub fn verify(settings: &Settings, report: &Path, quiet: bool) -> Result<ExitStatus, Error> {
     let runtime = db::runtime()?;
-    let Recounted { total, differences } = explorer::recount::verify(settings, &runtime, report)?;
+    let shown = std::sync::Mutex::new(crate::progress::Progress::steps(quiet, "verify"));
+    let steps = |step: crate::progress::Step<'_>| {
+        let mut shown = shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shown.show(step);
+    };
+    let recounted = explorer::recount::verify(settings, &runtime, report, &steps);
+    drop(shown); // the bar cleared before the summary
+    let Recounted { total, differences } = recounted?;
     if total == 0 {
         super::print_outcome(&format!(
             "explorer counters match a recount from games and moves: no mismatches\n\

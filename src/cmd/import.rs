@@ -20,7 +20,7 @@ use crate::{
         engine::{self, ImportJob},
         report::{BatchStats, BulkOutcome, Notice, Reporter, Summary},
     },
-    progress::{Progress, Snapshot},
+    progress::{Progress, Snapshot, Step},
     store::db,
 };
 
@@ -124,6 +124,7 @@ pub fn run(args: &ImportArgs, settings: &Settings, quiet: bool) -> Result<ExitSt
     };
     let printer = Printer {
         progress: Mutex::new(Progress::new(quiet)),
+        finish: Mutex::new(Progress::steps(quiet, "import")),
         quiet,
         summary: Mutex::new(None),
     };
@@ -265,6 +266,8 @@ struct Printer {
     /// Locked for each update only (the engine reports from both write
     /// phases, which run on one task).
     progress: Mutex<Progress>,
+    /// The steps of a bulk load's finish, after the inputs' bar is cleared.
+    finish: Mutex<Progress>,
     /// `--quiet`: no progress, no bulk-finish steps, no advice; messages that need
     /// attention (retries, skipped or failed inputs) are still shown.
     quiet: bool,
@@ -293,12 +296,26 @@ impl Reporter for Printer {
     }
 
     fn notice(&self, notice: &Notice<'_>) {
-        if !(self.quiet && matches!(notice, Notice::BulkLoad(_) | Notice::Advice(_))) {
+        if let Notice::BulkLoad(_) = notice {
+            // Above the finish's bar, which quiet keeps silent.
+            self.step(Step::Said(&notice.to_string()));
+        } else if !(self.quiet && matches!(notice, Notice::Advice(_))) {
             stderr_line!("pgnload: {notice}");
         }
     }
 
+    fn step(&self, step: Step<'_>) {
+        self.finish
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .show(step);
+    }
+
     fn summary(&self, summary: &Summary) {
+        self.finish
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .finish();
         print_summary(summary);
         *self.summary.lock().unwrap_or_else(PoisonError::into_inner) = Some(summary.clone());
     }

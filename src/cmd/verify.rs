@@ -169,7 +169,7 @@ impl VerifyArgs {
 /// Runs `pgnload verify`.
 pub fn run(args: &VerifyArgs, settings: &Settings, quiet: bool) -> crate::Result<ExitStatus> {
     if args.explorer {
-        return crate::cmd::explore::verify(settings, &args.report);
+        return crate::cmd::explore::verify(settings, &args.report, quiet);
     }
     let started = Instant::now();
     let options = args.options();

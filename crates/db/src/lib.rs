@@ -28,6 +28,7 @@ pub mod conninfo;
 pub mod db;
 pub mod embedded;
 pub mod error;
+pub mod progress;
 pub mod shards;
 pub mod tuning;
 

@@ -7,7 +7,11 @@
 use tokio_postgres::{Client, GenericClient};
 
 use super::{counting, sql};
-use crate::error::Error;
+use crate::{
+    error::Error,
+    progress::{Count, Step, Steps, Unit},
+    store::progress::{IndexBuild, backend_pid, watching_index_builds},
+};
 
 /// Whether this database keeps the counters. An import reads it once,
 /// with the import lock held (so [`enable`] and [`disable`], which take it
@@ -109,10 +113,18 @@ pub(super) async fn try_lock_imports(client: &Client) -> Result<bool, Error> {
 /// game already in the database and sets the flag, in one transaction: a
 /// crash leaves the counters either off and empty or on and complete.
 /// The table is filled without its primary key, which is added back
-/// after (one index build instead of one insert per row into it).
-pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched, Error> {
+/// after (one index build instead of one insert per row into it). Each of
+/// the two is a phase of `steps`; the key's build is watched on `monitor`
+/// (another connection: this one is busy building it).
+pub async fn enable(
+    client: &mut Client,
+    waiting: &dyn Fn(),
+    monitor: &Client,
+    steps: Steps<'_>,
+) -> Result<Switched, Error> {
     let err = crate::store::db::db_err;
     lock_imports(client, waiting).await?;
+    let pid = backend_pid(client).await?;
     if let Some(load) = crate::ingest::bulk::unfinished(client).await? {
         return Err(Error::Conflict(format!(
             "bulk load {load} is unfinished: run `pgnload import` again to finish it, then enable \
@@ -133,6 +145,9 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
     }
     // Disabled means empty (disable truncates in the flag's transaction).
     counting::advance_epoch(&tx).await?;
+    steps(Step::Phase(
+        "counting the games imported into the explorer counters",
+    ));
     let rows = match crate::store::shards::layout(&tx).await? {
         None => {
             tx.batch_execute("ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_pkey")
@@ -142,9 +157,16 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
                 .execute(sql::INSERT_SHARED_ALL, &[])
                 .await
                 .map_err(err("counting the games into the explorer counters"))?;
-            tx.batch_execute(sql::ADD_PRIMARY_KEY)
-                .await
-                .map_err(err("building the explorer counters' key"))?;
+            steps(Step::Phase("building the explorer counters' key"));
+            let show = |builds: &[IndexBuild]| show_builds(builds, steps);
+            watching_index_builds(
+                monitor,
+                &[pid],
+                &show,
+                tx.batch_execute(sql::ADD_PRIMARY_KEY),
+            )
+            .await
+            .map_err(err("building the explorer counters' key"))?;
             rows
         }
         // Shards: no key to drop; each row counts the games of one shard,
@@ -167,6 +189,19 @@ pub async fn enable(client: &mut Client, waiting: &dyn Fn()) -> Result<Switched,
         .await
         .map_err(err("committing the explorer counters"))?;
     Ok(Switched::Changed { rows })
+}
+
+/// An index build as a count of `steps`: PostgreSQL's share of its
+/// current phase, in percent, when it counts one.
+fn show_builds(builds: &[IndexBuild], steps: Steps<'_>) {
+    for build in builds {
+        steps(Step::Count(Count {
+            done: 0,
+            total: None,
+            unit: Unit::Items,
+            detail: &build.describe(),
+        }));
+    }
 }
 
 /// What [`compact`] did.
@@ -200,15 +235,21 @@ pub enum Compacted {
 /// its rows are deleted and their sums inserted back on that shard,
 /// anchored on the lowest of their anchors, which is on that shard. Rows
 /// an import adds meanwhile are not in the snapshot and stay as they are,
-/// so the counts stay exact while imports run.
+/// so the counts stay exact while imports run. Each count, and each
+/// shard, is a phase of `steps`.
 ///
 /// # Panics
 ///
 /// Never: `count(*)` is not negative.
-pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacted, Error> {
+pub async fn compact(
+    client: &mut Client,
+    waiting: &dyn Fn(),
+    steps: Steps<'_>,
+) -> Result<Compacted, Error> {
     let err = crate::store::db::db_err;
     let Some(shards) = crate::store::shards::layout(&*client).await? else {
         lock_imports(client, waiting).await?;
+        steps(Step::Phase("counting the positions imports queued"));
         return Ok(Compacted::Queue {
             positions: counting::count_pending(client).await?,
         });
@@ -216,6 +257,11 @@ pub async fn compact(client: &mut Client, waiting: &dyn Fn()) -> Result<Compacte
     let (mut before_all, mut after_all) = (0u64, 0u64);
     for shard in 0..shards.count() {
         let table = format!("explorer_moves_shard_{shard}");
+        steps(Step::Phase(&format!(
+            "compacting {table} ({} of {})",
+            shard + 1,
+            shards.count()
+        )));
         let tx = client
             .transaction()
             .await

@@ -12,6 +12,7 @@ use super::{admin, sql};
 use crate::{
     config::Settings,
     error::Error,
+    progress::{Step, Steps},
     store::db::{self, db_err},
 };
 
@@ -78,8 +79,14 @@ pub struct Recounted {
 /// snapshot (refused unless they are kept and complete:
 /// [`admin::require_usable`]), and writes every difference returned to
 /// the TSV `report` (`key, stored, expected`; `-` for a missing row; just
-/// the header when they match).
-pub fn verify(settings: &Settings, runtime: &Runtime, report: &Path) -> Result<Recounted, Error> {
+/// the header when they match). The recount, one query PostgreSQL
+/// reports no progress of, is a phase of `steps`.
+pub fn verify(
+    settings: &Settings,
+    runtime: &Runtime,
+    report: &Path,
+    steps: Steps<'_>,
+) -> Result<Recounted, Error> {
     let (total, differences) = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
@@ -93,6 +100,9 @@ pub fn verify(settings: &Settings, runtime: &Runtime, report: &Path) -> Result<R
             .await
             .map_err(db_err("starting the explorer recount"))?;
         admin::require_usable(&tx).await?;
+        steps(Step::Phase(
+            "recounting the explorer counters from games and moves",
+        ));
         let found = recount(&tx).await?;
         tx.commit()
             .await

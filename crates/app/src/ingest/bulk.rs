@@ -55,7 +55,11 @@ use crate::{
         report::{Notice, Reporter},
         writer::{self, IdSequence, WriteMode},
     },
-    store::db::{self, Target, db_err},
+    progress::{Count, Step, Unit},
+    store::{
+        db::{self, Target, db_err},
+        progress::{IndexBuild, backend_pid, watching_index_builds},
+    },
 };
 
 /// Advisory lock key: held exclusively by a bulk load, shared by
@@ -662,7 +666,7 @@ pub async fn finish(
     let mut report = FinishReport::default();
     if needs_dedup {
         explorer::flush_once(client, held).await?;
-        say("merging duplicate positions");
+        reporter.step(Step::Phase("merging duplicate positions"));
         report.duplicates_merged = merge_duplicates(client, load_id, explorer).await?;
         report.dedup_s = started.elapsed().as_secs_f64();
         say(&format!(
@@ -683,7 +687,7 @@ pub async fn finish(
         work.push_back((format!("statistics of {table}"), format!("ANALYZE {table}")));
     }
     let rebuild_started = Instant::now();
-    rebuild(target, work, held, interrupts, &say).await?;
+    rebuild(target, client, work, held, interrupts, reporter).await?;
     if interrupts.load(Ordering::SeqCst) > 0 {
         return Ok(None);
     }
@@ -744,25 +748,65 @@ async fn objects_to_rebuild(
             .map_err(db_err("checking a dropped object"))?
             .get(0);
         if !exists {
-            work.push_back((name, create_sql));
+            work.push_back((format!("{kind} {name}"), create_sql));
         }
     }
     Ok(work)
 }
 
+/// Where the rebuild stands, for its steps: statements begun and done
+/// of `total`.
+struct Rebuilt<'a> {
+    total: usize,
+    begun: AtomicUsize,
+    done: AtomicUsize,
+    reporter: &'a dyn Reporter,
+}
+
+impl Rebuilt<'_> {
+    /// A statement begins: its phase, named, with its place in the list.
+    fn begin(&self, name: &str) {
+        let place = self.begun.fetch_add(1, Ordering::SeqCst) + 1;
+        self.reporter.step(Step::Phase(&format!(
+            "rebuilding {name} ({place} of {})",
+            self.total
+        )));
+    }
+
+    /// The statements done, and the index builds PostgreSQL reports.
+    fn show(&self, builds: &[IndexBuild]) {
+        let detail: Vec<String> = builds.iter().map(IndexBuild::describe).collect();
+        self.reporter.step(Step::Count(Count {
+            done: self.done.load(Ordering::SeqCst) as u64,
+            total: Some(self.total as u64),
+            unit: Unit::Items,
+            detail: &detail.join("; "),
+        }));
+    }
+}
+
 /// Runs the statements of `work` on [`REBUILD_CONNECTIONS`] connections
 /// of their own ([`rebuild_worker`]) while the held rows are written
-/// ([`write_held_rows`]). Every worker is waited for, and the held rows'
-/// write; the first failure is returned.
+/// ([`write_held_rows`]), each statement a phase of its own, and the index
+/// builds' progress read on `monitor` (idle meanwhile). Every worker is
+/// waited for, and the held rows' write; the first failure is returned.
 async fn rebuild(
     target: &Target,
+    monitor: &Client,
     work: VecDeque<(String, String)>,
     held: &mut Option<HeldRows>,
     interrupts: &Arc<AtomicUsize>,
-    say: &(dyn Fn(&str) + Sync),
+    reporter: &dyn Reporter,
 ) -> Result<(), Error> {
+    let rebuilt = Rebuilt {
+        total: work.len(),
+        begun: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        reporter,
+    };
     let work = Arc::new(Mutex::new(work));
     let mut workers = Vec::new();
+    let mut pids = Vec::new();
     for _ in 0..REBUILD_CONNECTIONS {
         let connection = db::connect(target).await?;
         connection
@@ -773,11 +817,12 @@ async fn rebuild(
             )
             .await
             .map_err(db_err("naming a rebuild session"))?;
+        pids.push(backend_pid(&connection.client).await?);
         workers.push(rebuild_worker(
             connection,
             Arc::clone(&work),
             Arc::clone(interrupts),
-            say,
+            &rebuilt,
         ));
     }
     let rebuilding = async {
@@ -794,7 +839,9 @@ async fn rebuild(
         }
         failure.map_or(Ok(()), Err)
     };
-    let (rebuilt, flushed) = tokio::join!(rebuilding, write_held_rows(target, held));
+    let show = |builds: &[IndexBuild]| rebuilt.show(builds);
+    let watched = watching_index_builds(monitor, &pids, &show, rebuilding);
+    let (rebuilt, flushed) = tokio::join!(watched, write_held_rows(target, held));
     rebuilt.and(flushed)
 }
 
@@ -821,7 +868,7 @@ async fn rebuild_worker(
     connection: db::Database,
     work: Arc<Mutex<VecDeque<(String, String)>>>,
     interrupts: Arc<AtomicUsize>,
-    say: &(dyn Fn(&str) + Sync),
+    rebuilt: &Rebuilt<'_>,
 ) -> Result<db::Database, Error> {
     loop {
         if interrupts.load(Ordering::SeqCst) > 0 {
@@ -834,15 +881,19 @@ async fn rebuild_worker(
         let Some((name, sql)) = next else {
             break;
         };
+        rebuilt.begin(&name);
         let started = Instant::now();
         connection
             .client
             .batch_execute(&sql)
             .await
             .map_err(db_err(format!("rebuilding {name}")))?;
+        rebuilt.done.fetch_add(1, Ordering::SeqCst);
         let seconds = started.elapsed().as_secs_f64();
         if seconds >= 1.0 {
-            say(&format!("{name} in {seconds:.1} s"));
+            rebuilt
+                .reporter
+                .notice(&Notice::BulkLoad(&format!("{name} in {seconds:.1} s")));
         }
     }
     Ok(connection)

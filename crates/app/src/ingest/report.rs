@@ -14,7 +14,7 @@ pub use crate::ingest::writer::{BatchStats, RejectCounts};
 use crate::{
     error::{Error, SourcePos},
     ingest::{bulk::FinishReport, writer::Conflict},
-    progress::Snapshot,
+    progress::{Snapshot, Step},
 };
 
 /// Where an import's progress and messages go. Methods take `&self`
@@ -30,6 +30,10 @@ pub trait Reporter: Sync {
     fn inputs_ended(&self);
     /// Something the user should know while the run goes on.
     fn notice(&self, notice: &Notice<'_>);
+    /// A step of a bulk load's finish, after the inputs (merging
+    /// duplicates, each index and constraint rebuilt, analyzing), with the
+    /// counts PostgreSQL gives of the index builds.
+    fn step(&self, step: Step<'_>);
     /// What the run did, given before its connections close.
     fn summary(&self, summary: &Summary);
 }

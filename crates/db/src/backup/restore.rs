@@ -15,6 +15,7 @@ use super::{
 use crate::{
     db::{self, Target},
     error::Error,
+    progress::{Count, Step, Steps, Unit},
 };
 
 /// Objects named when a restore target is refused as not empty.
@@ -36,7 +37,7 @@ pub fn restore(
     jobs: Option<NonZeroUsize>,
     runtime: &Runtime,
     interrupts: &Interrupts,
-    progress: &dyn Fn(&str),
+    steps: Steps<'_>,
 ) -> Result<Outcome, Error> {
     let path = trim_slash(path);
     let metadata = fs::metadata(&path).map_err(|source| BackupError::NoBackup {
@@ -53,25 +54,53 @@ pub fn restore(
         let server = runtime.block_on(server_version(&database.client))?;
         let link = Link::new(target)?;
         let tool = locate_tool("pg_restore", target, &server)?;
-        read_through(&link, &tool, &path, interrupts)?;
+        steps(Step::Phase("reading the archive through"));
+        let total = named_steps(&read_through(&link, &tool, &path, interrupts)?);
         runtime.block_on(ensure_empty(&database.client, &database.description))?;
         interrupts.check("pg_restore")?;
-        progress(&format!(
+        steps(Step::Said(&format!(
             "restoring {} into {} with {} ({jobs} job{})",
             path.display(),
             database.description,
             tool.display(),
             if jobs == 1 { ", one transaction" } else { "s" },
-        ));
+        )));
         let started = Instant::now();
+        steps(Step::Phase("creating the schema"));
+        let mut begun = 0;
+        let mut watch = |step: Option<&str>| {
+            if let Some(step) = step {
+                begun += 1;
+                let place = if begun <= total {
+                    format!("{begun} of {total}")
+                } else {
+                    begun.to_string()
+                };
+                steps(Step::Phase(&format!("restoring {step} ({place})")));
+                steps(Step::Count(Count {
+                    done: begun - 1,
+                    total: Some(total.max(begun)),
+                    unit: Unit::Items,
+                    detail: "",
+                }));
+            }
+        };
         interrupts
             .run_tool(
                 restore_command(&link, &tool, &path, jobs),
                 &tool,
                 "pg_restore",
+                &mut watch,
             )
             .map_err(|e| e.leaving(aftermath(jobs, &database.description)))?;
         let seconds = started.elapsed().as_secs_f64();
+        steps(Step::Count(Count {
+            done: begun,
+            total: Some(total.max(begun)),
+            unit: Unit::Items,
+            detail: "",
+        }));
+        steps(Step::Phase("applying migrations"));
         let migrations = runtime.block_on(db::migrate(&mut database.client))?;
         Ok::<_, Error>(Outcome {
             bytes: disk_bytes(&path),
@@ -86,17 +115,18 @@ pub fn restore(
 }
 
 /// Reads the archive through (`pg_restore --list`) before the database is
-/// touched: a file that is no backup changes nothing.
+/// touched: a file that is no backup changes nothing. Returns its table
+/// of contents.
 fn read_through(
     link: &Link,
     tool: &Path,
     path: &Path,
     interrupts: &Interrupts,
-) -> Result<(), BackupError> {
+) -> Result<String, BackupError> {
     let mut list = link.command(tool);
     list.arg("--list").arg(path);
     interrupts
-        .run_tool(list, tool, "pg_restore")
+        .run_tool(list, tool, "pg_restore", &mut |_| {})
         .map_err(|e| match e {
             BackupError::Failed { stderr, .. } => BackupError::NotAnArchive {
                 path: path.to_path_buf(),
@@ -106,10 +136,30 @@ fn read_through(
         })
 }
 
+/// The entries of a table of contents (`pg_restore --list`) that
+/// `pg_restore --verbose` names as steps ([`super::run::classify`]): each
+/// table's data, index and constraint. A line is `ID; CATALOG OID TYPE
+/// SCHEMA NAME OWNER`; comments begin with `;`.
+fn named_steps(list: &str) -> u64 {
+    let count = list
+        .lines()
+        .filter(|line| !line.starts_with(';'))
+        .filter_map(|line| line.split_once("; "))
+        .filter_map(|(_, entry)| entry.splitn(3, ' ').nth(2))
+        .filter(|entry| {
+            ["TABLE DATA ", "INDEX ", "CONSTRAINT ", "FK CONSTRAINT "]
+                .iter()
+                .any(|kind| entry.starts_with(kind))
+        })
+        .count();
+    count as u64
+}
+
 /// The `pg_restore` of `path`: one transaction with one job, else `jobs`
-/// in parallel.
+/// in parallel; `--verbose`, whose steps are shown.
 fn restore_command(link: &Link, tool: &Path, path: &Path, jobs: usize) -> Command {
     let mut cmd = link.command(tool);
+    cmd.arg("--verbose");
     // Objects belong to whoever restores (a --database-url role need
     // not be the embedded cluster's `pgnload`); the first error stops
     // the restore rather than leaving a database with holes.
@@ -171,4 +221,31 @@ async fn ensure_empty(client: &tokio_postgres::Client, description: &str) -> Res
             .collect(),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entries counted are the ones `--verbose` names (table data,
+    /// indexes, constraints, foreign keys), in `pg_restore --list`'s form.
+    #[test]
+    fn the_steps_of_a_table_of_contents_are_counted() {
+        let list = "\
+;
+; Archive created at 2026-11-27 07:40:01 UTC
+;     dbname: pgnload
+;
+3759; 0 16385 TABLE DATA public pgnload_migrations pgnload
+3761; 0 16508 TABLE DATA public positions pgnload
+225; 1259 16394 TABLE public games pgnload
+3560; 2606 16605 CONSTRAINT public games games_pkey pgnload
+3590; 1259 16630 INDEX public moves_game_idx pgnload
+3600; 2606 16640 FK CONSTRAINT public moves moves_game_id_fkey pgnload
+4001; 0 0 COMMENT public TABLE games pgnload
+;3762; 0 16509 TABLE DATA public excluded pgnload
+";
+        assert_eq!(named_steps(list), 5);
+        assert_eq!(named_steps(""), 0);
+    }
 }
