@@ -10,7 +10,11 @@
 //! committed batch are kept: the next attempt reads them first, then the
 //! stream on. What is kept is what the pipeline and the writer hold in
 //! flight (their channels and batches are bounded), released batch by
-//! batch as they commit.
+//! batch as they commit, up to a cap: past it (a game larger than the
+//! cap, which the splitter streams through and rejects, or batches larger
+//! than usual) nothing more is kept, and a retry of the input fails,
+//! saying from which byte and game the stream was not imported, instead of
+//! reading on from a point where games would be missing.
 
 use std::{
     collections::VecDeque,
@@ -31,6 +35,8 @@ use crate::{
 /// ([module docs](self)).
 pub struct StreamReplay {
     name: String,
+    /// The most bytes kept at once.
+    cap: usize,
     state: Mutex<State>,
 }
 
@@ -46,6 +52,9 @@ struct State {
     kept: VecDeque<u8>,
     /// The decompressed offset of `kept`'s first byte.
     kept_from: u64,
+    /// Set once more than the cap had to be kept: the offset from which
+    /// the stream can no longer be read again. Nothing is kept after.
+    given_up_at: Option<u64>,
 }
 
 impl State {
@@ -64,9 +73,11 @@ impl fmt::Debug for StreamReplay {
 
 impl StreamReplay {
     /// The stream `name`, not opened yet: the first attempt opens it.
-    pub fn new(name: &str) -> StreamReplay {
+    /// At most `cap` bytes are kept at once.
+    pub fn new(name: &str, cap: usize) -> StreamReplay {
         StreamReplay {
             name: name.to_owned(),
+            cap,
             state: Mutex::default(),
         }
     }
@@ -82,14 +93,29 @@ impl StreamReplay {
     /// from the first byte no batch committed ([`Input::start_offset`]).
     ///
     /// # Errors
-    /// Opening the stream failed, or an earlier attempt still reads it (a
-    /// bug: the engine ends an attempt's pipeline before the next).
+    /// Opening the stream failed; more than the cap was read past the last
+    /// commit, so the stream cannot be read again
+    /// ([`Error::Input`], naming the byte from which it was not imported);
+    /// or an earlier attempt still reads it (a bug: the engine ends an
+    /// attempt's pipeline before the next).
     pub fn open(
         self: &Arc<Self>,
         options: SourceOptions,
         interrupts: Arc<AtomicUsize>,
     ) -> Result<Input, Error> {
         let mut state = self.state();
+        if let Some(at) = state.given_up_at {
+            return Err(Error::Input {
+                file: self.name.clone(),
+                message: format!(
+                    "a stream cannot be read again after a failed attempt once more than \
+                     {} MiB were read past the last committed batch: it was not imported \
+                     from byte {at} of its decompressed data on (the summary counts what \
+                     was); feed the rest again, or import a file, which resumes",
+                    self.cap >> 20
+                ),
+            });
+        }
         let (opened, live) = match &state.opened {
             None => {
                 let input = open_input_interruptible(&self.name, options, interrupts)?;
@@ -131,6 +157,9 @@ impl StreamReplay {
     /// `through` is past every byte read: no batch can end there (a bug).
     pub fn release(&self, through: u64) -> Result<(), Error> {
         let mut state = self.state();
+        if state.given_up_at.is_some() {
+            return Ok(());
+        }
         if through > state.kept_end() {
             return Err(Error::bug(format!(
                 "{}: a batch ending at byte {through} committed, but only {} bytes were read",
@@ -192,7 +221,14 @@ impl Read for Attempt {
             .expect("an attempt's stream is taken only when it is dropped");
         let n = live.read(buf)?;
         let mut state = self.replay.state();
-        state.kept.extend(&buf[..n]);
+        if state.given_up_at.is_none() {
+            if state.kept.len() + n > self.replay.cap {
+                state.given_up_at = Some(state.kept_from);
+                state.kept = VecDeque::new();
+            } else {
+                state.kept.extend(&buf[..n]);
+            }
+        }
         self.cursor += n as u64;
         Ok(n)
     }
@@ -210,12 +246,13 @@ mod tests {
 
     use super::*;
 
-    /// A file of `text`, read as the stream the replay opens.
-    fn replay_of(text: &[u8]) -> (tempfile::NamedTempFile, Arc<StreamReplay>) {
+    /// A file of `text`, read as the stream the replay opens, keeping at
+    /// most `cap` bytes.
+    fn replay_of(text: &[u8], cap: usize) -> (tempfile::NamedTempFile, Arc<StreamReplay>) {
         let mut file = tempfile::NamedTempFile::new().expect("temp file");
         file.write_all(text).expect("write");
         let name = file.path().to_str().expect("utf-8 temp path").to_owned();
-        (file, Arc::new(StreamReplay::new(&name)))
+        (file, Arc::new(StreamReplay::new(&name, cap)))
     }
 
     fn read_some(input: &mut Input, n: usize) -> Vec<u8> {
@@ -227,7 +264,7 @@ mod tests {
     #[test]
     fn an_attempt_after_a_failure_reads_again_what_no_batch_committed() {
         let text: Vec<u8> = (0..200u8).collect();
-        let (_file, replay) = replay_of(&text);
+        let (_file, replay) = replay_of(&text, 1024);
         let mut first = replay
             .open(SourceOptions::default(), Arc::default())
             .expect("open");
@@ -250,7 +287,7 @@ mod tests {
     #[test]
     fn only_committed_bytes_are_forgotten() {
         let text = b"0123456789";
-        let (_file, replay) = replay_of(text);
+        let (_file, replay) = replay_of(text, 1024);
         let mut input = replay
             .open(SourceOptions::default(), Arc::default())
             .expect("open");
@@ -269,8 +306,34 @@ mod tests {
     }
 
     #[test]
+    fn past_the_cap_a_retry_fails_naming_the_byte_it_cannot_read_again() {
+        let text: Vec<u8> = (0..200u8).collect();
+        let (_file, replay) = replay_of(&text, 64);
+        let mut first = replay
+            .open(SourceOptions::default(), Arc::default())
+            .expect("open");
+        assert_eq!(read_some(&mut first, 40), text[..40]);
+        replay
+            .release(30)
+            .expect("a batch through byte 30 committed");
+        // 10 kept + 60 more read: over the cap of 64.
+        assert_eq!(read_some(&mut first, 60), text[40..100]);
+        assert!(
+            replay.state().kept.is_empty(),
+            "nothing is kept past the cap"
+        );
+        replay.release(90).expect("a later commit changes nothing");
+        drop(first);
+        let retried = replay.open(SourceOptions::default(), Arc::default());
+        let Err(Error::Input { message, .. }) = retried else {
+            panic!("a retry past the cap must fail the input");
+        };
+        assert!(message.contains("from byte 30 "), "{message}");
+    }
+
+    #[test]
     fn two_attempts_cannot_read_the_stream_at_once() {
-        let (_file, replay) = replay_of(b"abc");
+        let (_file, replay) = replay_of(b"abc", 1024);
         let _first = replay
             .open(SourceOptions::default(), Arc::default())
             .expect("open");

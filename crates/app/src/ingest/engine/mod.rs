@@ -111,6 +111,12 @@ impl InputEnd {
     }
 }
 
+/// How many batches' bytes a stream input keeps for a retry at most
+/// ([`StreamReplay`]): the batches in flight of a usual run (Lichess games
+/// fill a batch's game count long before its byte cap), with room to
+/// spare, and far below what an oversized game streams through.
+const REPLAY_BATCHES: usize = 4;
+
 /// Everything an input's import needs, grouped by idea.
 struct Importer<'a> {
     /// What the run was given, and its identity.
@@ -739,7 +745,8 @@ impl Importer<'_> {
                 break;
             }
             let before = self.tally.totals.games;
-            self.replay = source::is_stream(name).then(|| Arc::new(StreamReplay::new(name)));
+            let cap = REPLAY_BATCHES * self.run.settings.pipeline.batch_bytes;
+            self.replay = source::is_stream(name).then(|| Arc::new(StreamReplay::new(name, cap)));
             let end = self.import_input_retrying(index, name).await;
             self.replay = None;
             let end = match end {
