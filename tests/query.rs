@@ -1227,10 +1227,12 @@ fn assert_unknown_names_get_the_nearest(db: &TestDb) {
     );
 }
 
-/// A game of another source rated above every game of the Lichess sample,
-/// so that `explore` lists it first among the top games.
+/// A game of another source rated above every game of the Lichess sample
+/// and dated (the explorer lists only games with ratings, a result and a
+/// month, as Lichess), so that `explore` lists it among its games.
 const RATED_PGN: &str = r#"[Event "Club"]
 [Site "Town"]
+[Date "2025.05.20"]
 [White "Strong"]
 [Black "Stronger"]
 [WhiteElo "3100"]
@@ -1273,22 +1275,24 @@ fn every_id_printed_is_one_game_show_reads_and_so_is_a_lichess_url() {
         let shown = db.quiet_ok(&["game", "show", row[0]]);
         assert!(shown.starts_with("[Event "), "{}: {shown}", row[0]);
     }
-    // The ids of `explore`'s top games: a Lichess id bare, another
-    // source's game as SOURCE:EXTERNAL_ID.
+    // The ids of the games `explore` lists (top, then recent): a Lichess
+    // id bare, another source's game as SOURCE:EXTERNAL_ID.
     crate::common::enable_explorer(db.pgnload());
-    let explored = db.quiet_ok(&["explore", "--top-games", "3"]);
+    let explored = db.quiet_ok(&["explore", "--top-games", "4", "--recent-games", "8"]);
     let ids: Vec<&str> = explored
         .lines()
-        .skip_while(|line| *line != "top games:")
-        .skip(1)
+        .skip_while(|line| *line != "top games:" && *line != "recent games:")
+        .filter(|line| line.starts_with("  "))
         .filter_map(|line| line.split_whitespace().next())
         .collect();
-    assert_eq!(ids.len(), 3, "{explored}");
-    assert!(ids[0].starts_with("pgn:"), "{explored}");
-    assert!(!ids[1].contains(':'), "{explored}");
-    let strongest = db.quiet_ok(&["game", "show", ids[0]]);
+    let other = ids
+        .iter()
+        .find(|id| id.starts_with("pgn:"))
+        .unwrap_or_else(|| panic!("the rated game of another source is listed: {explored}"));
+    assert!(ids.iter().any(|id| !id.contains(':')), "{explored}");
+    let strongest = db.quiet_ok(&["game", "show", other]);
     assert!(strongest.contains("[White \"Strong\"]"), "{strongest}");
-    for id in &ids[1..] {
+    for id in &ids {
         let shown = db.quiet_ok(&["game", "show", id]);
         assert!(shown.starts_with("[Event "), "{id}: {shown}");
     }

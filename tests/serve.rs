@@ -227,7 +227,7 @@ fn questions() -> Vec<(Value, Vec<&'static str>)> {
         ),
         (
             json!({"top_games": 0, "recent_games": 2}),
-            vec!["--top-games", "0"],
+            vec!["--top-games", "0", "--recent-games", "2"],
         ),
     ]
 }
@@ -353,23 +353,39 @@ fn every_origin_may_read_the_answers() {
 fn games_are_served_as_game_show_and_games_print_them() {
     let db = corpus();
     let server = Server::start(db);
-    // The ids the explorer's top games give, with and without a source.
+    // A Lichess id as the explorer's top games give it (bare), and another
+    // source's game as SOURCE:EXTERNAL_ID, from `games --format json`.
     let answer: Value =
         serde_json::from_str(&get(&server, "/lichess?topGames=4").body).expect("JSON");
-    let ids: Vec<&str> = answer["topGames"]
+    let lichess = answer["topGames"]
         .as_array()
         .expect("topGames")
         .iter()
         .filter_map(|game| game["id"].as_str())
-        .collect();
-    let lichess = ids
-        .iter()
         .find(|id| !id.contains(':'))
-        .expect("a Lichess id");
-    let other = ids.iter().find(|id| id.contains(':')).expect("a source:id");
+        .expect("a Lichess id")
+        .to_owned();
+    let kasparov = stdout_of(
+        db,
+        &[
+            "games",
+            "--player",
+            "Garry Kasparov",
+            "--limit",
+            "1",
+            "--format",
+            "json",
+        ],
+    );
+    let kasparov: Value = serde_json::from_str(kasparov.trim()).expect("a JSON line");
+    let other = format!(
+        "{}:{}",
+        kasparov["source"].as_str().expect("source"),
+        kasparov["external_id"].as_str().expect("external_id")
+    );
     for (id, show) in [
-        (*lichess, format!("lichess:{lichess}")),
-        (*other, (*other).to_owned()),
+        (lichess.as_str(), format!("lichess:{lichess}")),
+        (other.as_str(), other.clone()),
     ] {
         let reply = get(&server, &format!("/game/{id}"));
         assert_eq!(reply.status, 200, "{id}: {}", reply.body);
