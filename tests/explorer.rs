@@ -296,7 +296,7 @@ pub(crate) fn explore_json(db: &TestDb, args: &[&str]) -> Value {
 }
 
 /// `scripts/py_explorer.py` ARGS over `files`.
-fn python_json(args: &[&str], files: &[PathBuf]) -> Value {
+pub(crate) fn python_json(args: &[&str], files: &[PathBuf]) -> Value {
     let out = run({
         let mut c = python_script("py_explorer.py");
         c.args(args).args(files);

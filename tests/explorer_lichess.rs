@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::{
     common::{data, enable_explorer, fresh_db, python_script, run, scratch_dir},
-    explorer::{corpus, summary},
+    explorer::{corpus, python_json, summary},
     import::{assert_ok, import},
 };
 
@@ -40,20 +40,9 @@ fn explore_full(db: &crate::common::TestDb, args: &[String]) -> Value {
 
 /// `py_explorer.py` with `args` (a FEN given as `--fen`) over `files`.
 fn recount(fen: Option<&str>, args: &[String], files: &[PathBuf]) -> Value {
-    let out = run({
-        let mut c = python_script("py_explorer.py");
-        if let Some(fen) = fen {
-            c.args(["--fen", fen]);
-        }
-        c.args(args).args(files);
-        c
-    });
-    assert!(
-        out.status.success(),
-        "py_explorer.py {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("py_explorer.py prints JSON")
+    let mut all: Vec<&str> = fen.map_or_else(Vec::new, |fen| vec!["--fen", fen]);
+    all.extend(args.iter().map(String::as_str));
+    python_json(&all, files)
 }
 
 /// The words of `text` as arguments.

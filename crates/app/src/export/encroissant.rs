@@ -32,7 +32,7 @@
 
 use std::{
     collections::HashMap,
-    fs, io,
+    io,
     path::{Path, PathBuf},
 };
 
@@ -701,14 +701,7 @@ impl EncroissantWriter {
                 .map_err(sql("Info"))?;
         }
         connection.execute_batch(INDEXES).map_err(sql("indexes"))?;
-        connection.execute_batch("COMMIT").map_err(sql("COMMIT"))?;
-        connection
-            .close()
-            .map_err(|(_, e)| sql("closing the file")(e))?;
-        fs::rename(&partial, &target).map_err(|source| Error::Open {
-            path: target.clone(),
-            source,
-        })
+        super::ocgdb::OcgdbWriter::finish_partial(connection, &partial, &target)
     }
 }
 

@@ -387,12 +387,22 @@ impl OcgdbWriter {
                     .map_err(sql("Info"))?;
             }
         }
+        Self::finish_partial(connection, &partial, &target)
+    }
+
+    /// Commits the transaction every game went into, closes the file and
+    /// gives it its name `target`: how every SQLite export ends.
+    pub(super) fn finish_partial(
+        connection: Connection,
+        partial: &Path,
+        target: &Path,
+    ) -> Result<(), Error> {
         connection.execute_batch("COMMIT").map_err(sql("COMMIT"))?;
         connection
             .close()
             .map_err(|(_, e)| sql("closing the file")(e))?;
-        fs::rename(&partial, &target).map_err(|source| Error::Open {
-            path: target.clone(),
+        fs::rename(partial, target).map_err(|source| Error::Open {
+            path: target.to_path_buf(),
             source,
         })
     }
