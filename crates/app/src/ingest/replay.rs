@@ -53,7 +53,8 @@ struct State {
     /// The decompressed offset of `kept`'s first byte.
     kept_from: u64,
     /// Set once more than the cap had to be kept: the offset from which
-    /// the stream can no longer be read again. Nothing is kept after.
+    /// the stream can no longer be read again (the last commit's end).
+    /// Nothing is kept after.
     given_up_at: Option<u64>,
 }
 
@@ -157,7 +158,9 @@ impl StreamReplay {
     /// `through` is past every byte read: no batch can end there (a bug).
     pub fn release(&self, through: u64) -> Result<(), Error> {
         let mut state = self.state();
-        if state.given_up_at.is_some() {
+        // Given up: nothing is kept, but what is not imported starts later.
+        if let Some(at) = &mut state.given_up_at {
+            *at = (*at).max(through);
             return Ok(());
         }
         if through > state.kept_end() {
@@ -322,13 +325,15 @@ mod tests {
             replay.state().kept.is_empty(),
             "nothing is kept past the cap"
         );
-        replay.release(90).expect("a later commit changes nothing");
+        replay
+            .release(90)
+            .expect("a later commit moves where the loss starts");
         drop(first);
         let retried = replay.open(SourceOptions::default(), Arc::default());
         let Err(Error::Input { message, .. }) = retried else {
             panic!("a retry past the cap must fail the input");
         };
-        assert!(message.contains("from byte 30 "), "{message}");
+        assert!(message.contains("from byte 90 "), "{message}");
     }
 
     #[test]
