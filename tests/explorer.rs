@@ -279,11 +279,16 @@ fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
 
 /// `pgnload explore ARGS --json` on `db`, every move listed, no top games.
 pub(crate) fn explore_json(db: &TestDb, args: &[&str]) -> Value {
+    explore_answer(db, &[args, &["--top-games", "0"]].concat())
+}
+
+/// `pgnload explore ARGS --json` on `db`, every move listed.
+pub(crate) fn explore_answer(db: &TestDb, args: &[&str]) -> Value {
     let out = run({
         let mut c = db.pgnload();
         c.arg("explore")
             .args(args)
-            .args(["--json", "--top", "1000", "--top-games", "0"]);
+            .args(["--json", "--top", "1000"]);
         c
     });
     assert_eq!(

@@ -16,27 +16,9 @@ use serde_json::Value;
 
 use crate::{
     common::{data, enable_explorer, fresh_db, python_script, run, scratch_dir},
-    explorer::{corpus, python_json, summary},
+    explorer::{corpus, explore_answer, python_json, summary},
     import::{assert_ok, import},
 };
-
-/// `pgnload explore ARGS --json` with every move and the default lists.
-fn explore_full(db: &crate::common::TestDb, args: &[String]) -> Value {
-    let out = run({
-        let mut c = db.pgnload();
-        c.arg("explore")
-            .args(args)
-            .args(["--json", "--top", "1000"]);
-        c
-    });
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "explore {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("explore --json prints JSON")
-}
 
 /// `py_explorer.py` with `args` (a FEN given as `--fen`) over `files`.
 fn recount(fen: Option<&str>, args: &[String], files: &[PathBuf]) -> Value {
@@ -95,7 +77,10 @@ fn every_answer_has_berserks_declared_type_and_the_recounted_counts() {
     for (fen, args) in &cases {
         let mut ours_args: Vec<String> = fen.iter().map(|f| (*f).to_owned()).collect();
         ours_args.extend(args.iter().cloned());
-        let ours = explore_full(&db, &ours_args);
+        let ours = explore_answer(
+            &db,
+            &ours_args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
         assert_eq!(
             summary(&ours),
             summary(&recount(*fen, args, &files)),

@@ -290,29 +290,12 @@ pub fn typed_comment(eval: Option<Eval>, clock_ms: Option<i32>, out: &mut String
 /// by its bytes, without parsing then rendering it: for these comments
 /// that pair was a sixth of the reader's time.
 pub fn lichess_clock(text: &[u8]) -> Option<i32> {
-    let &[
-        b'[',
-        b'%',
-        b'c',
-        b'l',
-        b'k',
-        b' ',
-        h,
-        b':',
-        m1,
-        m2,
-        b':',
-        s1,
-        s2,
-        b']',
-    ] = text
-    else {
-        return None;
-    };
-    let digit = |d: u8, below: u8| (d.is_ascii_digit() && d < below).then(|| i32::from(d - b'0'));
-    let (h, m1, m2) = (digit(h, b':')?, digit(m1, b'6')?, digit(m2, b':')?);
-    let (s1, s2) = (digit(s1, b'6')?, digit(s2, b':')?);
-    Some(((h * 60 + m1 * 10 + m2) * 60 + s1 * 10 + s2) * 1000)
+    let value = text.strip_prefix(b"[%clk ")?.strip_suffix(b"]")?;
+    // Minutes and seconds as `clock` writes them: below 60.
+    let rendered_back = matches!(value, &[_, _, m1, _, _, s1, _] if m1 < b'6' && s1 < b'6');
+    rendered_back
+        .then(|| crate::model::positional_clock(value))
+        .flatten()
 }
 
 /// Appends the decimal digits of `n` to `out`, at least `width` (up to

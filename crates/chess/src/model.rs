@@ -978,6 +978,19 @@ fn trim_ascii(s: &[u8]) -> Option<&str> {
     std::str::from_utf8(s.trim_ascii()).ok()
 }
 
+/// Lichess's own layout of a clock, `h:mm:ss` (one digit of hours),
+/// read by position: its milliseconds, or `None` for any other bytes.
+pub(crate) fn positional_clock(value: &[u8]) -> Option<i32> {
+    let &[h, b':', m1, m2, b':', s1, s2] = value else {
+        return None;
+    };
+    if ![h, m1, m2, s1, s2].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = |d: u8| i32::from(d - b'0');
+    Some(((n(h) * 60 + n(m1) * 10 + n(m2)) * 60 + n(s1) * 10 + n(s2)) * 1000)
+}
+
 /// [`parse_clock`] for the form Lichess writes on every move, without
 /// `str` parsing (which was most of the comment cost): `Some` when `value`
 /// is `h:m:s[.f]` with 1–9 ASCII digits per number and at most 3 fraction
@@ -988,14 +1001,8 @@ fn trim_ascii(s: &[u8]) -> Option<&str> {
     reason = "the outer `None` is \"not this form, ask parse_clock\", the inner one \"no clock\""
 )]
 fn clock_digits(value: &[u8]) -> Option<Option<i32>> {
-    // Lichess's own layout, `h:mm:ss`, by position.
-    if let &[h, b':', m1, m2, b':', s1, s2] = value
-        && [h, m1, m2, s1, s2].iter().all(u8::is_ascii_digit)
-    {
-        let n = |d: u8| i32::from(d - b'0');
-        return Some(Some(
-            ((n(h) * 60 + n(m1) * 10 + n(m2)) * 60 + n(s1) * 10 + n(s2)) * 1000,
-        ));
+    if let Some(ms) = positional_clock(value) {
+        return Some(Some(ms));
     }
     // One pass: hours, minutes, whole seconds, then fraction digits.
     let mut numbers = [0i64; 3];
