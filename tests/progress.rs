@@ -77,6 +77,29 @@ fn a_bulk_finish_names_each_index_and_constraint_it_rebuilds() {
     }
     let steps = objects.lines().count() + 3;
     assert!(said.contains(&format!("({steps} of {steps})")), "{said}");
+    // The longest builds start first: the GIN index on fen_hash before
+    // every B-tree and constraint, so that no connection ends alone on it.
+    let methods = db.psql(
+        "SELECT string_agg(coalesce(a.amname, 'constraint'), ',' ORDER BY o.position)
+         FROM import_bulk_objects o
+         LEFT JOIN pg_class c ON c.relname = o.object_name AND c.relkind = 'i' AND o.kind = 'index'
+         LEFT JOIN pg_am a ON a.oid = c.relam",
+    );
+    let first_other = methods.split(',').position(|m| m != "gin");
+    assert!(
+        methods.starts_with("gin,")
+            && methods
+                .split(',')
+                .skip(first_other.unwrap_or(0))
+                .all(|m| m != "gin"),
+        "{methods}"
+    );
+    assert!(
+        said.contains(&format!(
+            "rebuilding index positions_fen_hash_idx (1 of {steps})"
+        )),
+        "{said}"
+    );
 
     let quiet = fresh_db("progress_bulk_quiet");
     let out = pgnload(&quiet, true, &["import", "--mode", "bulk", &sample]);
