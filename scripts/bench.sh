@@ -4,7 +4,7 @@
 # reference, all measured in one run on one fresh embedded cluster, so the
 # ratios hold even on a noisy machine. See scripts/README.md ("bench.sh").
 #
-#   scripts/bench.sh [--games N] [--out DIR] [--no-import]
+#   scripts/bench.sh [--games N] [--out DIR] [--pgnload BINARY] [--no-import]
 set -euo pipefail
 
 usage() {
@@ -23,10 +23,12 @@ EOF
 games=200000
 out=target/bench
 no_import=0
+given_binary=
 while [[ $# -gt 0 ]]; do
     case $1 in
         --games) games=${2:?--games needs a value}; shift 2 ;;
         --out) out=${2:?--out needs a value}; shift 2 ;;
+        --pgnload) given_binary=$(realpath "${2:?--pgnload needs a file}"); shift 2 ;;
         --no-import) no_import=1; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -43,7 +45,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cluster=$out/cluster
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-pgnload=$target_dir/release/pgnload
+pgnload=${given_binary:-$target_dir/release/pgnload}
 gen=$target_dir/release/examples/gen_corpus
 psql=${PSQL:-psql}
 results=$out/results.tsv
@@ -91,8 +93,14 @@ python3 -c 'import chess, xxhash' 2>/dev/null ||
     die "python3 with chess and xxhash is needed for the baseline: pip install chess==1.11.2 xxhash"
 
 # ---------------------------------------------------------------- 1. build
-log "building release binaries"
-cargo build --release --quiet --bin pgnload --example gen_corpus
+if [[ -n $given_binary ]]; then
+    [[ -x $given_binary ]] || die "--pgnload $given_binary is not an executable file"
+    log "building the corpus generator; measuring $given_binary"
+    cargo build --release --quiet --example gen_corpus
+else
+    log "building release binaries"
+    cargo build --release --quiet --bin pgnload --example gen_corpus
+fi
 # Until bulk and incremental modes land, both runs use the one import path
 # (reported as such); with --mode they are the two modes.
 mode_flag=1
@@ -105,7 +113,11 @@ fi
 record meta games "$games"
 record meta b_games "$b_games"
 record meta py_games "$py_games"
-record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+if [[ -n $given_binary ]]; then
+    record meta commit "binary $given_binary"
+else
+    record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+fi
 record meta cores "$(nproc)"
 record meta mem_kb "$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)"
 record meta no_import "$no_import"
