@@ -76,6 +76,41 @@ impl Default for PipelineConfig {
     }
 }
 
+/// Batches an input smaller than one batch is cut into at least. Why: the
+/// writer overlaps the positions phase of batch N+1 with the games and
+/// moves of batch N, which a one-batch input never does. Measured on
+/// 2,500-game generated inputs into a 30,000-game database (`--mode
+/// incremental`, alternating runs at load 6-7): 12.0 s median in batches
+/// of 625 games against 15.2 s in one batch of 2,500.
+const SMALL_INPUT_BATCHES: usize = 4;
+
+/// The smallest batch that cut makes (about 400 games): below it a
+/// batch's fixed costs (lookups, commit, checkpoint) outweigh the overlap.
+const SMALL_INPUT_MIN_BATCH_BYTES: usize = 1 << 20;
+
+impl PipelineConfig {
+    /// The sizes for one input of about `plain_bytes` bytes of PGN
+    /// ([`source::estimated_plain_bytes`]; `None` when unknown, a
+    /// stream): an input under `batch_bytes` is cut into
+    /// [`SMALL_INPUT_BATCHES`] batches, not smaller than
+    /// [`SMALL_INPUT_MIN_BATCH_BYTES`]; a larger one, or one of unknown
+    /// size, keeps the configured batches, which an incremental import
+    /// into a database larger than memory needs large.
+    #[must_use]
+    pub fn for_input(self, plain_bytes: Option<u64>) -> PipelineConfig {
+        let small = plain_bytes.and_then(|plain| usize::try_from(plain).ok());
+        match small {
+            Some(plain) if plain < self.batch_bytes => PipelineConfig {
+                batch_bytes: (plain / SMALL_INPUT_BATCHES)
+                    .max(SMALL_INPUT_MIN_BATCH_BYTES)
+                    .min(self.batch_bytes),
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
 /// One input to read, possibly resuming part-way.
 #[derive(Debug, Clone)]
 pub struct InputSpec {
@@ -536,12 +571,13 @@ fn read_input(
     tx: &Sender<ReadEvent>,
     stop: &AtomicBool,
 ) -> Result<Option<ReadEvent>, Error> {
-    let (name, mut splitter) = match input {
+    let (name, mut splitter, config) = match input {
         Opened::Pgn(input) => {
             let name = Arc::clone(&input.name);
-            (name, Games::Pgn(pgn_splitter(spec, input, config)?))
+            let config = config.for_input(source::estimated_plain_bytes(&spec.name));
+            (name, Games::Pgn(pgn_splitter(spec, input, config)?), config)
         }
-        Opened::Stored(games) => (Arc::from(spec.name.as_str()), Games::Stored(*games)),
+        Opened::Stored(games) => (Arc::from(spec.name.as_str()), Games::Stored(*games), config),
     };
     let broken = |offset: u64, games: u64, source| Error::InputBroken {
         file: Arc::clone(&name),
@@ -642,6 +678,28 @@ fn process_loop(rx: &Receiver<ReadEvent>, tx: &Sender<Event>, limits: ParseLimit
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An input under one batch's bytes is cut in four (not below 1 MiB);
+    /// a larger one, or a stream, keeps the configured batches.
+    #[test]
+    fn small_inputs_are_cut_into_several_batches_and_large_ones_are_not() {
+        let config = PipelineConfig::default();
+        let mib = 1usize << 20;
+        let sized = |bytes: Option<u64>| config.for_input(bytes).batch_bytes;
+        assert_eq!(sized(Some(6 * (1 << 20))), 6 * mib / 4);
+        assert_eq!(sized(Some(3 * (1 << 20))), mib);
+        assert_eq!(sized(Some(0)), mib);
+        assert_eq!(sized(Some(32 << 20)), config.batch_bytes);
+        assert_eq!(sized(Some(46 << 20)), config.batch_bytes);
+        assert_eq!(sized(None), config.batch_bytes);
+        assert_eq!(config.for_input(Some(1000)).batch_games, config.batch_games);
+        // A configured batch under the floor is never raised.
+        let tiny = PipelineConfig {
+            batch_bytes: 4096,
+            ..config
+        };
+        assert_eq!(tiny.for_input(Some(2048)).batch_bytes, 4096);
+    }
 
     /// The bytes of a game that did not parse look like PGN when a line
     /// starts a tag pair or the movetext starts with a move; prose and

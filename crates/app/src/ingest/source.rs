@@ -513,6 +513,27 @@ pub fn is_stream(name: &str) -> bool {
     name == "-" || std::fs::metadata(name).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
+/// How much a compressed dump grows when decompressed, roughly (a Lichess
+/// month's `.pgn.zst` is about a fifth of its PGN).
+const COMPRESSION_RATIO: u64 = 5;
+
+/// The PGN bytes a named input holds, roughly, before it is read: a regular
+/// file's size, times [`COMPRESSION_RATIO`] if it is compressed; `None` for
+/// a stream (unknown until read) or a path that cannot be read (opening it
+/// reports why). Estimates only: they size things (`--mode auto`, small
+/// inputs' batches), never decide what is read.
+pub fn estimated_plain_bytes(name: &str) -> Option<u64> {
+    if is_stream(name) {
+        return None;
+    }
+    let path = Path::new(name);
+    let size = std::fs::metadata(path).ok()?.len();
+    Some(match sniff_file(path) {
+        Some(Compression::None) | None => size,
+        Some(_) => size.saturating_mul(COMPRESSION_RATIO),
+    })
+}
+
 /// The format of a regular file, from its first bytes; `None` for a stream
 /// (see [`is_stream`]), which must not be opened twice, or for a file that
 /// cannot be read (opening it reports why).

@@ -1007,25 +1007,14 @@ pub const DEFAULT_SOURCE: &str = "pgn";
 /// Uncompressed PGN bytes per new position, roughly, for a Lichess month
 /// (games of ~1.5 kB with clocks, ~35 positions each not seen before).
 const BYTES_PER_NEW_POSITION: u64 = 40;
-/// How much a compressed dump grows when decompressed, roughly.
-const COMPRESSION_RATIO: u64 = 5;
 
 /// How many new positions the inputs may bring: the scale `--mode auto`
-/// compares with the database's positions (stdin counts as nothing).
+/// compares with the database's positions (a stream counts as nothing).
 fn estimated_positions(inputs: &[String]) -> u64 {
     inputs
         .iter()
-        .filter(|name| name.as_str() != "-")
-        .map(|name| {
-            let path = Path::new(name);
-            let size = std::fs::metadata(path).map_or(0, |m| m.len());
-            let plain = if sniff_compression(path) == Compression::None {
-                size
-            } else {
-                size.saturating_mul(COMPRESSION_RATIO)
-            };
-            plain / BYTES_PER_NEW_POSITION
-        })
+        .filter_map(|name| source::estimated_plain_bytes(name))
+        .map(|plain| plain / BYTES_PER_NEW_POSITION)
         .sum()
 }
 
