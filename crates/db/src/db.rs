@@ -140,6 +140,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_player_names.sql",
         sql: include_str!("../../../sql/0020_player_names.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_explorer_mover_rating.sql",
+        sql: include_str!("../../../sql/0021_explorer_mover_rating.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

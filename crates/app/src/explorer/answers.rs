@@ -108,9 +108,9 @@ pub struct MoveStats {
     pub uci: String,
     /// The move in SAN, with check marks.
     pub san: String,
-    /// The average rating over the games with both ratings (of both
-    /// players: see `docs/querying.md`), rounded half up as Lichess
-    /// rounds; the key is left out when there is none, as Lichess leaves
+    /// The average rating of the player who played the move, over the
+    /// games where that player has a rating (Lichess's rule), rounded
+    /// half up; the key is left out when there is none, as Lichess leaves
     /// it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub average_rating: Option<i64>,
