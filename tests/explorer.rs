@@ -14,13 +14,13 @@ use pgnload::{
     explorer::{
         CounterKey, Counts, GameCounts,
         answers::{
-            Filter, Plan, Request, listable_by_class, recent_games, resolve_position, top_games,
-            top_group, top_walk_low,
+            Filter, Plan, Request, find, listable_by_class, recent_games, resolve_position,
+            top_games, top_group, top_walk_low,
         },
         counting::add_rows,
         sql::compact_shard,
     },
-    query::position::position_id,
+    store::db::{Prepared, Statements},
 };
 use proptest::{prelude::*, test_runner::TestRunner};
 use serde_json::Value;
@@ -585,31 +585,33 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             .await
             .expect("connect");
         let driver = tokio::spawn(connection);
+        let statements = Statements::default();
+        let db = Prepared::new(&client, &statements);
         let position = resolve_position(request.variant, None, &request.play).expect("position");
-        let id = position_id(&client, request.variant, &normalized_fen(&position))
+        let position = find(db, &normalized_fen(&position))
             .await
             .expect("position lookup")
             .expect("a position of the corpus");
+        let id = position.id;
         let mut found = Vec::new();
         if let Some(group) = top_group(&request.filter) {
-            let classes = listable_by_class(&client, id, request)
+            let classes = listable_by_class(db, position, request)
                 .await
                 .expect("classes");
             let low = top_walk_low(&classes, group);
             for (plan, low) in [(Plan::Scan, group), (Plan::Walk, low), (Plan::Walk, group)] {
-                let games = top_games(&client, id, request, plan, low)
-                    .await
-                    .expect("top");
+                let games = top_games(db, id, request, plan, low).await.expect("top");
                 found.push((format!("top {plan:?} from {low}"), games));
             }
         }
         let top = found.first().map(|f| f.1.clone()).unwrap_or_default();
         for plan in [Plan::Scan, Plan::Walk] {
-            let games = recent_games(&client, id, request, plan, &top, 5)
+            let games = recent_games(db, id, request, plan, &top, 5)
                 .await
                 .expect("recent");
             found.push((format!("recent {plan:?}"), games));
         }
+        drop(statements);
         drop(client);
         driver.await.expect("driver").expect("connection");
         found

@@ -92,8 +92,12 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
     let answer = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        explorer::require_usable(&database.client).await?;
-        explore(&database.client, &request).await
+        // Checks that the counters are usable with its first question.
+        explore(
+            db::Prepared::new(&database.client, &db::Statements::default()),
+            &request,
+        )
+        .await
     })?;
     let text = if args.json {
         let mut json = serde_json::to_string(&answer)

@@ -561,6 +561,32 @@ pub const RECOUNT_SHARDED: &str = recount!(concat!(
 
 // The answers of `explore`.
 
+/// How many games a bulk load has not counted yet: the games of
+/// `explorer_deferred`'s runs.
+macro_rules! uncounted {
+    () => {
+        "SELECT coalesce(sum(last_game_id - first_game_id + 1), 0)::bigint FROM explorer_deferred"
+    };
+}
+
+/// [`uncounted!`]: the counters are usable when it is 0.
+pub const UNCOUNTED: &str = uncounted!();
+
+/// What `explore` asks first, in one round trip: whether the counters are
+/// kept (`explorer_state.enabled`, NULL without its row) and how many
+/// games a bulk load has not counted ([`UNCOUNTED`]); then the position of
+/// normalized FEN `$1` (NULL: no game reached it) and whether it is
+/// answered from its rows: it has rows and is not queued for a recount (a
+/// position has no rows while one game reached it, and is queued until
+/// its rows are complete, see `sql/0012_explorer_shared_positions.sql`).
+pub const FIND_POSITION: &str = concat!(
+    "SELECT (SELECT enabled FROM explorer_state), (",
+    uncounted!(),
+    "), p.id, EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = p.id) \
+       AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = p.id) \
+     FROM (SELECT 1) AS one LEFT JOIN positions p ON p.normalized_fen = $1"
+);
+
 /// The conditions of a request's filter on the counters' categories, for
 /// `explorer_moves` and for the views that define them
 /// (`explorer_game_moves`, `explorer_games`): `$1` is the position, `$2`
