@@ -17,8 +17,10 @@ the move it played at its last visit there; speed from TimeControl
 rating group of floor((WhiteElo + BlackElo) / 2) in the bands 0, 1000, 1200,
 1400, 1600, 1800, 2000, 2200, 2500 (games missing a rating are in no group);
 month from UTCDate, else Date. A Lichess game id counts once. Castling is
-written king to rook (e1h1), averageRating is rounded half up and left out
-without a rated game, as Lichess does. Opening names: the rows of the
+written king to rook (e1h1); averageRating is the average rating of the
+player who played the move (WhiteElo when White was to move, else BlackElo)
+over the games where that player has one, rounded half up, and left out
+without such a game, as Lichess does. Opening names: the rows of the
 shipped chess-openings table (crates/app/data/chess-openings), each line's
 SAN played with python-chess and matched by EPD; the position's is the last
 named on the way (the FEN, then after each --play move), a move's the one
@@ -190,9 +192,11 @@ def main() -> int:
             if until is not None and played > until:
                 continue
             last = None
+            mover = None
             for move in game.mainline_moves():
                 if board_key_fen(board) == target:
                     last = board.uci(move, chess960=True)
+                    mover = elo(headers.get("WhiteElo" if board.turn == chess.WHITE else "BlackElo"))
                 board.push(move)
             if last is None:
                 continue
@@ -202,9 +206,9 @@ def main() -> int:
             entry["games"] += 1
             if result:
                 entry[result] += 1
-            if average is not None:
+            if mover is not None:
                 entry["rated"] += 1
-                entry["sum"] += average
+                entry["sum"] += mover
         handle.close()
 
     out_moves = []

@@ -14,13 +14,13 @@ use pgnload::{
     explorer::{
         CounterKey, Counts, GameCounts,
         answers::{
-            Filter, Plan, Request, listable_by_class, recent_games, resolve_position, top_games,
-            top_group, top_walk_low,
+            Filter, Plan, Request, find, listable_by_class, recent_games, resolve_position,
+            top_games, top_group, top_walk_low,
         },
         counting::add_rows,
         sql::compact_shard,
     },
-    query::position::position_id,
+    store::db::{Prepared, Statements},
 };
 use proptest::{prelude::*, test_runner::TestRunner};
 use serde_json::Value;
@@ -585,31 +585,33 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             .await
             .expect("connect");
         let driver = tokio::spawn(connection);
+        let statements = Statements::default();
+        let db = Prepared::new(&client, &statements);
         let position = resolve_position(request.variant, None, &request.play).expect("position");
-        let id = position_id(&client, request.variant, &normalized_fen(&position))
+        let position = find(db, &normalized_fen(&position))
             .await
             .expect("position lookup")
             .expect("a position of the corpus");
+        let id = position.id;
         let mut found = Vec::new();
         if let Some(group) = top_group(&request.filter) {
-            let classes = listable_by_class(&client, id, request)
+            let classes = listable_by_class(db, position, request)
                 .await
                 .expect("classes");
             let low = top_walk_low(&classes, group);
             for (plan, low) in [(Plan::Scan, group), (Plan::Walk, low), (Plan::Walk, group)] {
-                let games = top_games(&client, id, request, plan, low)
-                    .await
-                    .expect("top");
+                let games = top_games(db, id, request, plan, low).await.expect("top");
                 found.push((format!("top {plan:?} from {low}"), games));
             }
         }
         let top = found.first().map(|f| f.1.clone()).unwrap_or_default();
         for plan in [Plan::Scan, Plan::Walk] {
-            let games = recent_games(&client, id, request, plan, &top, 5)
+            let games = recent_games(db, id, request, plan, &top, 5)
                 .await
                 .expect("recent");
             found.push((format!("recent {plan:?}"), games));
         }
+        drop(statements);
         drop(client);
         driver.await.expect("driver").expect("connection");
         found
@@ -716,7 +718,8 @@ fn counters_by_fen(db: &TestDb) -> String {
     db.psql(
         "SELECT string_agg(concat_ws(' ', p.normalized_fen, e.variant, e.speed, e.rating_group,
                                      e.month, e.move, e.games, e.white, e.draws, e.black,
-                                     e.rated_games, e.rating_sum, e.last_played), E'\\n'
+                                     e.mover_rated_games, e.mover_rating_sum, e.last_played),
+                                     E'\\n'
                            ORDER BY p.normalized_fen, e.variant, e.speed, e.rating_group,
                                     e.month, e.move)
          FROM explorer_moves e JOIN positions p ON p.id = e.position_id",
@@ -1135,7 +1138,7 @@ fn rows_older_than_their_best_games_lists_are_queued_and_compact_lists_them() {
     assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
     assert_eq!(
         db.psql(
-            "SELECT count(*) FROM explorer_moves WHERE rated_games > 0 AND top_game_ids IS NULL"
+            "SELECT count(*) FROM explorer_moves WHERE rating_group >= 0 AND top_game_ids IS NULL"
         ),
         "0"
     );
@@ -1371,8 +1374,8 @@ fn row_values<'a>(rows: impl IntoIterator<Item = &'a (CounterKey, Counts)>) -> V
                     counts.white,
                     counts.draws,
                     counts.black,
-                    counts.rated_games,
-                    counts.rating_sum,
+                    counts.mover_rated_games,
+                    counts.mover_rating_sum,
                 ),
                 counts.last_played,
                 counts.top.arrays(),
@@ -1389,7 +1392,7 @@ async fn stored_rows(client: &tokio_postgres::Client, table: &str) -> Vec<RowVal
         .query(
             &format!(
                 "SELECT position_id, variant::text, speed, rating_group, month, move, games, \
-                        white, draws, black, rated_games, rating_sum, last_played, \
+                        white, draws, black, mover_rated_games, mover_rating_sum, last_played, \
                         top_game_ratings, top_game_ids \
                  FROM {table} ORDER BY position_id, variant::text, speed, rating_group, month, move"
             ),
@@ -1424,7 +1427,8 @@ async fn stored_rows(client: &tokio_postgres::Client, table: &str) -> Vec<RowVal
 }
 
 /// One game of a random batch: where it counts (position and move), its
-/// categories, result, ratings and date, and which batch it is in.
+/// categories, result, ratings and date, and which batch it is in. White
+/// moves at the odd positions.
 #[derive(Debug, Clone)]
 struct RandomGame {
     position: i64,
@@ -1444,12 +1448,16 @@ fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
         prop_oneof![Just(-1i16), Just(1600i16)],
         prop_oneof![Just(-1i32), Just(24_290i32)],
         prop::option::of(-1i16..=1),
-        prop::option::of(prop_oneof![Just(3000i64), Just(-4i64), 2990i64..3010]),
+        (
+            prop::option::of(prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
+            prop::option::of(prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
+        ),
         prop::option::of(0i64..5),
         0usize..3,
     )
         .prop_map(
-            |(position, code, variant, speed, rating_group, month, score, ratings, day, batch)| {
+            |(position, code, variant, speed, rating_group, month, score, elos, day, batch)| {
+                let (white_rating, black_rating) = elos;
                 RandomGame {
                     position,
                     code,
@@ -1459,7 +1467,11 @@ fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
                         rating_group,
                         month,
                         score,
-                        ratings,
+                        ratings: white_rating
+                            .zip(black_rating)
+                            .map(|(white, black)| i64::from(white) + i64::from(black)),
+                        white_rating,
+                        black_rating,
                         started_at: day.map(|day| {
                             chrono::DateTime::from_timestamp(1_700_000_000 + day * 86_400, 0)
                                 .expect("a time in range")
@@ -1482,7 +1494,7 @@ fn batch_rows(games: &[RandomGame], salts: &[u16]) -> Vec<Vec<(CounterKey, Count
         batches[game.batch]
             .entry(game.counts.key(game.position, game.code))
             .or_default()
-            .add(id, &game.counts);
+            .add(id, &game.counts, game.position % 2 == 1);
     }
     batches
         .into_iter()
@@ -1567,10 +1579,13 @@ async fn merged_in_sql(
         add_rows(client, rows).await.expect("the upsert");
     }
     let insert = client
-        .prepare(
-            "INSERT INTO fold_rows VALUES ($1, $2::text::game_variant, $3, $4, $5, $6, $7, $8, \
-             $9, $10, $11, $12, $13, $14, $15, $16)",
-        )
+        .prepare(&format!(
+            "INSERT INTO fold_rows ({}, {}, anchor_game_id) VALUES ($1, \
+                 $2::text::game_variant, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+                 $15, $16)",
+            pgnload::explorer::sql::KEY,
+            pgnload::explorer::sql::COUNTS
+        ))
         .await
         .expect("prepare");
     for (batch, rows) in (0i64..).zip(batches) {
@@ -1590,8 +1605,8 @@ async fn merged_in_sql(
                         &counts.white,
                         &counts.draws,
                         &counts.black,
-                        &counts.rated_games,
-                        &counts.rating_sum,
+                        &counts.mover_rated_games,
+                        &counts.mover_rating_sum,
                         &counts.last_played,
                         &ratings,
                         &ids,
@@ -1610,4 +1625,145 @@ async fn merged_in_sql(
         stored_rows(client, "explorer_moves").await,
         stored_rows(client, "fold_rows").await,
     )
+}
+
+/// Three games whose movers' ratings differ from their averages: two from
+/// a FEN with Black to move (Black plays ply 1), one with only White
+/// rated, and one from the start with only Black rated. After 1.e4 (Black
+/// to move) 1...e5 averages Black's 2100 and 1900; after 1...e5, 2.Nf3
+/// White's 1500 and 1700; after 2.Nf3, 2...Nc6 Black's 2100 and 1900 and
+/// 2...Nf6 none (its mover has no rating).
+const MOVER_GAMES: &str = r#"[Event "Mover 1"]
+[White "a"]
+[Black "b"]
+[WhiteElo "1500"]
+[BlackElo "2100"]
+[Result "1-0"]
+[SetUp "1"]
+[FEN "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"]
+
+1... e5 2. Nf3 Nc6 1-0
+
+[Event "Mover 2"]
+[White "c"]
+[Black "d"]
+[WhiteElo "1700"]
+[Result "0-1"]
+[SetUp "1"]
+[FEN "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"]
+
+1... e5 2. Nf3 Nf6 0-1
+
+[Event "Mover 3"]
+[White "e"]
+[Black "f"]
+[BlackElo "1900"]
+[Result "1/2-1/2"]
+
+1. e4 e5 2. Nf3 Nc6 1/2-1/2
+"#;
+
+/// Takes back what migration 0021 changed of the counters (on a single
+/// node or a shard; on a coordinator, of its foreign partitions' columns):
+/// the columns of the games' average ratings in place of the movers',
+/// the readable view as 0019 wrote it, without its function; and forgets
+/// it: a database counted before it.
+pub(crate) const BEFORE_0021: &str = "
+ALTER TABLE explorer_moves ADD COLUMN rated_games integer NOT NULL DEFAULT 0,
+                           ADD COLUMN rating_sum bigint NOT NULL DEFAULT 0;
+CREATE OR REPLACE VIEW explorer_moves_readable AS
+SELECT x.position_id, p.normalized_fen AS fen, x.variant, speed_name(x.speed) AS speed,
+       x.rating_group, month_text(x.month) AS month, move_uci(x.move, x.variant) AS uci,
+       x.games, x.white, x.draws, x.black,
+       x.rating_sum / nullif(x.rated_games, 0) AS average_rating, x.last_played, x.top_game_ids
+FROM explorer_moves x
+LEFT JOIN positions p ON p.id = x.position_id;
+DROP FUNCTION move_uci_lichess(integer, game_variant);
+ALTER TABLE explorer_moves DROP COLUMN mover_rated_games, DROP COLUMN mover_rating_sum;
+DELETE FROM pgnload_migrations WHERE version = 21";
+
+/// A move's `averageRating` in `answer` (`None`: the key is left out).
+fn average_of(answer: &Value, uci: &str) -> Option<i64> {
+    let found = answer["moves"]
+        .as_array()
+        .expect("moves")
+        .iter()
+        .find(|m| m["uci"] == uci)
+        .unwrap_or_else(|| panic!("{uci} in {answer}"));
+    found
+        .get("averageRating")
+        .map(|a| a.as_i64().expect("an integer"))
+}
+
+#[test]
+fn average_ratings_are_the_movers_and_a_database_counted_before_0021_is_recounted() {
+    let dir = scratch_dir("pgnload-explorer-mover-");
+    let movers = dir.path().join("movers.pgn");
+    std::fs::write(&movers, MOVER_GAMES).expect("write the games");
+    let files = vec![data("lichess-2025-05-sample.pgn"), movers];
+    let db = fresh_db("explorer_mover");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q", "--mode", "incremental"], &files), &[0]);
+    let answers = |db: &TestDb| {
+        let start = assert_explore_matches_python(db, &files, None, &[]);
+        // Lichess's own figure for 1.a4 in this sample: White's ratings.
+        assert_eq!(average_of(&start, "a2a4"), Some(464), "{start}");
+        for play in ["e4", "e4,e5", "e4,e5,Nf3"] {
+            assert_explore_matches_python(db, &files, None, &["--play", play]);
+        }
+        let only_ours = ["--speeds", "correspondence", "--play"];
+        let after = |play: &str| {
+            let mut args = only_ours.to_vec();
+            args.push(play);
+            explore_json(db, &args)
+        };
+        assert_eq!(average_of(&after("e4"), "e7e5"), Some(2000));
+        assert_eq!(average_of(&after("e4,e5"), "g1f3"), Some(1600));
+        let knights = after("e4,e5,Nf3");
+        assert_eq!(average_of(&knights, "b8c6"), Some(2000));
+        assert_eq!(average_of(&knights, "g8f6"), None, "{knights}");
+    };
+    answers(&db);
+    // The readable view: the same rule, and castling king to rook.
+    assert_eq!(
+        db.psql(
+            "SELECT count(*) FILTER (WHERE uci = 'e1h1') > 0, count(*) FILTER (WHERE uci = 'e1g1')
+             FROM explorer_moves_readable WHERE variant = 'standard'"
+        ),
+        "t|0"
+    );
+    // After 2.Nf3, one row per key: game 1's (Black 2100, rating group
+    // 1800), game 3's (Black 1900, unrated group), game 2's (Black
+    // unrated).
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(uci || ' ' || coalesce(average_rating::text, '-'), ','
+                               ORDER BY uci, average_rating)
+             FROM explorer_moves_readable
+             WHERE fen = 'rnbqkbnr/pppp1ppp/8/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq -'
+               AND speed = 'correspondence'"
+        ),
+        "b8c6 1900,b8c6 2100,g8f6 -"
+    );
+    let counted = counters_by_fen(&db);
+
+    // Counted before 0021 (averages of both ratings): recounted by it.
+    db.psql(BEFORE_0021);
+    db.psql(
+        "UPDATE explorer_moves e SET rated_games = r.n, rating_sum = r.s
+         FROM (SELECT position_id, variant, speed, rating_group, month, move,
+                      count(average)::integer AS n, coalesce(sum(average), 0)::bigint AS s
+               FROM explorer_game_moves GROUP BY 1, 2, 3, 4, 5, 6) r
+         WHERE (e.position_id, e.variant, e.speed, e.rating_group, e.month, e.move)
+             = (r.position_id, r.variant, r.speed, r.rating_group, r.month, r.move)",
+    );
+    let migrated = db.quiet_ok(&["db", "migrate"]);
+    assert!(
+        migrated.contains("applied 0021_explorer_mover_rating.sql"),
+        "{migrated}"
+    );
+    assert_eq!(counters_by_fen(&db), counted);
+    answers(&db);
+    let (code, output) = verify_explorer(&db, dir.path());
+    assert_eq!(code, Some(0), "{output}");
 }

@@ -16,6 +16,7 @@ use nix::{
 
 use crate::{
     common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on},
+    explorer::BEFORE_0021,
     import::{assert_ok, import, overlapping_halves},
     schema::assert_every_object_commented,
 };
@@ -490,6 +491,7 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
         &db.quiet(&["verify", "--explorer", "--report", "/dev/null"]),
         &[0],
     );
+    assert_layout_counted_before_0021_is_recounted(&cluster, &db);
     // A coordinator with games cannot be sharded again elsewhere, nor can
     // a single node that holds games.
     let single = fresh_db("shard_nonempty");
@@ -500,6 +502,49 @@ fn single_node_features_are_refused_on_shards_and_the_layout_is_built_once() {
         String::from_utf8_lossy(&out.stderr).contains("is not empty"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A sharded layout counted before migration 0021 (the averages of both
+/// ratings) takes it: the coordinator migrated first answers with an
+/// error naming the column its shards lack, not with numbers; each shard
+/// migrated then recounts its rows, and the answers are those of before.
+fn assert_layout_counted_before_0021_is_recounted(cluster: &ShardCluster, db: &TestDb) {
+    // A rated game (the Kasparov games have no ratings): a move with an
+    // average rating, here 2795 (1.e4 by White).
+    assert_ok(
+        &import(db, &["-q"], &[data("nepomniachtchi-liren-game1.pgn")]),
+        &[0],
+    );
+    let start = || db.quiet_ok(&["explore", "--json"]);
+    let before = start();
+    assert!(before.contains("\"averageRating\":2795"), "{before}");
+    let shards: Vec<TestDb> = cluster
+        .shard_urls
+        .iter()
+        .map(|url| TestDb::existing(url.clone()))
+        .collect();
+    for shard in &shards {
+        shard.psql(BEFORE_0021);
+    }
+    db.psql(BEFORE_0021);
+    let migrated = db.quiet_ok(&["db", "migrate"]);
+    assert!(migrated.contains("applied 0021"), "{migrated}");
+    let out = db.quiet(&["explore", "--json"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mover_rated_games"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for shard in &shards {
+        let migrated = shard.quiet_ok(&["db", "migrate"]);
+        assert!(migrated.contains("applied 0021"), "{migrated}");
+    }
+    assert_eq!(start(), before);
+    assert_ok(
+        &db.quiet(&["verify", "--explorer", "--report", "/dev/null"]),
+        &[0],
     );
 }
 

@@ -92,8 +92,12 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
     let answer = runtime.block_on(async {
         let mut database = db::connect(&settings.target()).await?;
         db::migrate(&mut database.client).await?;
-        explorer::require_usable(&database.client).await?;
-        explore(&database.client, &request).await
+        // Checks that the counters are usable with its first question.
+        explore(
+            db::Prepared::new(&database.client, &db::Statements::default()),
+            &request,
+        )
+        .await
     })?;
     let text = if args.json {
         let mut json = serde_json::to_string(&answer)
@@ -216,7 +220,8 @@ pub fn verify(settings: &Settings, report: &Path, quiet: bool) -> Result<ExitSta
     let mut text = format!(
         "{total} explorer counter rows differ from a recount from games and moves \
          (key: position_id variant speed rating_group month move; \
-         counts: games white draws black rated_games rating_sum last_played)\n"
+         counts: games white draws black mover_rated_games mover_rating_sum last_played \
+         top_game_ratings top_game_ids)\n"
     );
     for difference in differences.iter().take(20) {
         let _ = writeln!(

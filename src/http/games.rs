@@ -53,7 +53,7 @@ pub async fn game(
         }
     })?;
     let checkout = shared.checkout().await?;
-    let found = games::find(&checkout.connection.client, &game).await?;
+    let found = games::find(&checkout.connection.database.client, &game).await?;
     drop(checkout);
     let (game, moves) =
         found.ok_or_else(|| ApiError::not_found(format!("no game {id} in the database")))?;
@@ -81,7 +81,7 @@ pub async fn of_player(
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains(NDJSON));
     let mut checkout = shared.checkout().await?;
-    let client = &mut checkout.connection.client;
+    let client = &mut checkout.connection.database.client;
     // An unknown name is the one `Input` error of resolving a filter
     // without a FEN: here it names a resource that does not exist.
     let filter = args.resolve(client).await.map_err(|e| match e {

@@ -28,10 +28,7 @@ use crate::{
         category::{Month, RatingGroup, Speed},
         model::GameVariant,
     },
-    explorer::{
-        self,
-        answers::{Filter, LISTED_MAX, Request, explore, resolve_position},
-    },
+    explorer::answers::{Filter, LISTED_MAX, Request, explore, resolve_position},
 };
 
 /// Lichess's most top games (`MAX_TOP_GAMES`).
@@ -49,9 +46,9 @@ pub async fn answer(
     // Bad positions and moves are refused before the database is asked.
     resolve_position(request.variant, request.fen.as_deref(), &request.play)?;
     let checkout = shared.checkout().await?;
-    let client = &checkout.connection.client;
-    explorer::require_usable(client).await?;
-    let answer = explore(client, request).await?;
+    // `explore` checks that the counters are usable with its first
+    // question (`explorer::answers::find`).
+    let answer = explore(checkout.connection.prepared(), request).await?;
     drop(checkout);
     let body = serde_json::to_string(&answer)
         .map_err(|e| crate::Error::bug_from("serializing the explorer answer", e))?;

@@ -12,7 +12,7 @@ use std::{
 use super::ApiError;
 use crate::{
     error::Error,
-    store::db::{self, Database, Target},
+    store::db::{self, Database, Prepared, Statements, Target},
 };
 
 /// Opens connections to one target.
@@ -20,16 +20,37 @@ pub struct Manager {
     target: Target,
 }
 
+/// A connection of the pool, with the statements prepared on it: the
+/// explorer asks the same dozen questions with every answer, each one
+/// round trip instead of two once prepared ([`Statements`] says why a
+/// kept statement never gives a wrong answer after a schema change).
+pub struct Pooled {
+    /// The connection.
+    pub database: Database,
+    statements: Statements,
+}
+
+impl Pooled {
+    /// The client with its prepared statements.
+    pub fn prepared(&self) -> Prepared<'_> {
+        Prepared::new(&self.database.client, &self.statements)
+    }
+}
+
 impl bb8::ManageConnection for Manager {
-    type Connection = Database;
+    type Connection = Pooled;
     type Error = Error;
 
-    async fn connect(&self) -> Result<Database, Error> {
-        db::connect(&self.target).await
+    async fn connect(&self) -> Result<Pooled, Error> {
+        Ok(Pooled {
+            database: db::connect(&self.target).await?,
+            statements: Statements::default(),
+        })
     }
 
-    async fn is_valid(&self, database: &mut Database) -> Result<(), Error> {
-        database
+    async fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Error> {
+        pooled
+            .database
             .client
             .simple_query("")
             .await
@@ -37,8 +58,8 @@ impl bb8::ManageConnection for Manager {
             .map_err(db::db_err("checking a pooled connection"))
     }
 
-    fn has_broken(&self, database: &mut Database) -> bool {
-        database.client.is_closed()
+    fn has_broken(&self, pooled: &mut Pooled) -> bool {
+        pooled.database.client.is_closed()
     }
 }
 

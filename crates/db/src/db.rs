@@ -19,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use tokio_postgres::{Client, NoTls, Socket, tls::MakeTlsConnect};
+use tokio_postgres::{Client, NoTls, Row, Socket, Statement, tls::MakeTlsConnect, types::ToSql};
 
 use crate::{
     conninfo::{ConnectionSettings, Environment, ResolveError, tls::SslMode},
@@ -139,6 +139,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20,
         name: "0020_player_names.sql",
         sql: include_str!("../../../sql/0020_player_names.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "0021_explorer_mover_rating.sql",
+        sql: include_str!("../../../sql/0021_explorer_mover_rating.sql"),
     },
 ];
 
@@ -543,6 +548,91 @@ where
 pub fn db_err(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> Error {
     let context = context.into();
     move |cause| Error::Database { context, cause }
+}
+
+/// A connection's prepared statements, by their text, so that a question
+/// asked again on the same connection takes one round trip (bind and
+/// execute) instead of two: `Client::query` with a text parses and
+/// describes it first, every time. What `pgnload serve` answers many
+/// times per pooled connection. Keeping a statement is safe across schema
+/// changes: PostgreSQL plans a prepared statement again when a table it
+/// reads changes, and one whose columns went away or whose result would
+/// change type fails with an error (never a wrong answer), after which it
+/// is forgotten and prepared again by the next call.
+#[derive(Debug, Default)]
+pub struct Statements(std::sync::Mutex<HashMap<&'static str, Statement>>);
+
+impl Statements {
+    /// The map, also after a panic elsewhere while it was held (it holds
+    /// only complete entries: an insert or a removal is one call).
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Statement>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A client with its connection's [`Statements`]: what a reader asked
+/// many times on one connection queries through. Its queries take
+/// constant texts only, so that the cache is bounded by the program's
+/// texts.
+#[derive(Debug, Clone, Copy)]
+pub struct Prepared<'a> {
+    /// The client.
+    pub client: &'a Client,
+    statements: &'a Statements,
+}
+
+impl<'a> Prepared<'a> {
+    /// `client` with `statements`, the ones prepared on its connection.
+    pub fn new(client: &'a Client, statements: &'a Statements) -> Prepared<'a> {
+        Prepared { client, statements }
+    }
+
+    /// `sql` prepared on this connection, once.
+    async fn statement(&self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(statement) = self.statements.map().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.statements.map().insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    /// `result` of `sql`, which is forgotten if it failed (prepared again
+    /// next time: see [`Statements`]).
+    fn forget_failed<T>(
+        &self,
+        sql: &'static str,
+        result: Result<T, tokio_postgres::Error>,
+    ) -> Result<T, tokio_postgres::Error> {
+        if result.is_err() {
+            self.statements.map().remove(sql);
+        }
+        result
+    }
+
+    /// `Client::query` of `sql`, prepared once.
+    pub async fn query(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = self.statement(sql).await?;
+        let result = self.client.query(&statement, params).await;
+        self.forget_failed(sql, result)
+    }
+
+    /// `Client::query_one` of `sql`, prepared once.
+    pub async fn query_one(
+        &self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let statement = self.statement(sql).await?;
+        let result = self.client.query_one(&statement, params).await;
+        self.forget_failed(sql, result)
+    }
 }
 
 /// Applies pending migrations; returns the names applied now. The whole

@@ -39,22 +39,31 @@ pub async fn enabled(client: &impl GenericClient, lock: bool) -> Result<bool, Er
 /// records in `explorer_deferred`, see [`super::held`]): the counters lack them
 /// until the load finishes.
 pub async fn require_usable(client: &impl GenericClient) -> Result<(), Error> {
-    if !enabled(client, false).await? {
+    let enabled = enabled(client, false).await?;
+    let uncounted: i64 = client
+        .query_one(sql::UNCOUNTED, &[])
+        .await
+        .map_err(crate::store::db::db_err("reading explorer_deferred"))?
+        .get(0);
+    usable(Some(enabled), uncounted)
+}
+
+/// [`require_usable`]'s answer from what it reads: `explorer_state`'s
+/// `enabled` (`None`: the table has no row) and [`sql::UNCOUNTED`].
+/// (`explore` reads both with its first question, in one round trip.)
+pub fn usable(enabled: Option<bool>, uncounted: i64) -> Result<(), Error> {
+    let Some(enabled) = enabled else {
+        return Err(Error::inconsistent(
+            "explorer_state has no row (sql/0004_explorer.sql inserts it)",
+        ));
+    };
+    if !enabled {
         return Err(Error::Config(
             "this database keeps no explorer counters; run `pgnload db explorer enable` \
              (it counts the games already imported, and imports keep them from then on)"
                 .to_owned(),
         ));
     }
-    let uncounted: i64 = client
-        .query_one(
-            "SELECT coalesce(sum(last_game_id - first_game_id + 1), 0)::bigint
-             FROM explorer_deferred",
-            &[],
-        )
-        .await
-        .map_err(crate::store::db::db_err("reading explorer_deferred"))?
-        .get(0);
     if uncounted > 0 {
         return Err(Error::Conflict(format!(
             "a bulk load has not counted {uncounted} of its games into the explorer counters \

@@ -18,7 +18,7 @@ use shakmaty::{
     uci::UciMove,
     variant::VariantPosition,
 };
-use tokio_postgres::{Client, types::ToSql};
+use tokio_postgres::types::ToSql;
 
 use crate::{
     chess::{
@@ -30,11 +30,11 @@ use crate::{
     },
     error::Error,
     explorer::{
+        admin,
         openings::{self, Opening},
         sql,
     },
-    query::position::position_id,
-    store::db::db_err,
+    store::db::{Prepared, db_err},
 };
 
 /// How many games Lichess lists at most, top and recent games together
@@ -108,9 +108,9 @@ pub struct MoveStats {
     pub uci: String,
     /// The move in SAN, with check marks.
     pub san: String,
-    /// The average rating over the games with both ratings (of both
-    /// players: see `docs/querying.md`), rounded half up as Lichess
-    /// rounds; the key is left out when there is none, as Lichess leaves
+    /// The average rating of the player who played the move, over the
+    /// games where that player has a rating (Lichess's rule), rounded
+    /// half up; the key is left out when there is none, as Lichess leaves
     /// it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub average_rating: Option<i64>,
@@ -355,36 +355,50 @@ impl BoundFilter {
     }
 }
 
-/// Whether position `id` is answered from its rows in `explorer_moves`:
-/// it has rows and is not queued for a recount (a position has no rows
-/// while one game reached it, and is queued until its rows are complete,
-/// see `sql/0012_explorer_shared_positions.sql`).
-async fn has_rows(client: &Client, id: i64) -> Result<bool, Error> {
-    Ok(client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = $1)
-                    AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = $1)",
-            &[&id],
-        )
-        .await
-        .map_err(db_err("looking up the position's explorer counters"))?
-        .get(0))
+/// A position found in the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Its id.
+    pub id: i64,
+    /// Whether it is answered from its rows in `explorer_moves` (else from
+    /// its games: see [`sql::FIND_POSITION`]).
+    pub counted: bool,
 }
 
-/// The id of `variant`'s start position (`None`: Chess960 has none, or no
-/// game of the variant started there).
-async fn start_position_id(client: &Client, variant: GameVariant) -> Result<Option<i64>, Error> {
+/// The position of normalized FEN `fen` (`None`: no game reached it), in
+/// one round trip that also checks that the counters are usable
+/// ([`admin::usable`]). Asked with every answer, not once per connection
+/// or server: `db explorer disable` and a bulk load (which holds counter
+/// rows in memory) change that under a running server, and its answers
+/// must then say so rather than count without them; the check costs two
+/// index reads of tiny tables in a round trip made anyway.
+pub async fn find(db: Prepared<'_>, fen: &str) -> Result<Option<Found>, Error> {
+    let row = db
+        .query_one(sql::FIND_POSITION, &[&fen])
+        .await
+        .map_err(db_err("looking up the position and the explorer's state"))?;
+    admin::usable(row.get(0), row.get(1))?;
+    Ok(row.get::<_, Option<i64>>(2).map(|id| Found {
+        id,
+        counted: row.get(3),
+    }))
+}
+
+/// `variant`'s start position as [`find`] finds it (`None`: Chess960 has
+/// none, or no game of the variant started there).
+async fn find_start(db: Prepared<'_>, variant: GameVariant) -> Result<Option<Found>, Error> {
     if variant == GameVariant::Chess960 {
         return Ok(None);
     }
     let start = VariantPosition::new(variant.rules());
-    position_id(client, variant, &normalized_fen(&start)).await
+    find(db, &normalized_fen(&start)).await
 }
 
 /// Answers `request`: the position's counted moves, its opening, its top
 /// and recent games. A position no counted game reached is an empty
-/// answer, not an error.
-pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error> {
+/// answer, not an error; counters not kept or not complete are an error
+/// ([`find`]).
+pub async fn explore(db: Prepared<'_>, request: &Request) -> Result<Answer, Error> {
     let variant = request.variant;
     let mut opening = None;
     let position = play_moves(variant, request.fen.as_deref(), &request.play, |p| {
@@ -402,18 +416,17 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         fen: normalized_fen(&position),
         games: 0,
     };
-    let Some(id) = position_id(client, variant, &answer.fen).await? else {
+    let Some(found) = find(db, &answer.fen).await? else {
         return Ok(answer);
     };
     let bound = BoundFilter::new(request);
-    let counted = has_rows(client, id).await?;
-    let sql = if counted {
+    let sql = if found.counted {
         sql::MOVES_FROM_ROWS
     } else {
         sql::MOVES_FROM_GAMES
     };
-    let rows = client
-        .query(sql, &bound.params(&id))
+    let rows = db
+        .query(sql, &bound.params(&found.id))
         .await
         .map_err(db_err("reading the explorer counters"))?;
     for (i, row) in rows.iter().enumerate() {
@@ -446,7 +459,7 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
         });
     }
     if answer.games > 0 {
-        list_games(client, id, request, counted, &position, &mut answer).await?;
+        list_games(db, found, request, &position, &mut answer).await?;
     }
     Ok(answer)
 }
@@ -454,25 +467,25 @@ pub async fn explore(client: &Client, request: &Request) -> Result<Answer, Error
 /// Fills `answer`'s lists: its top and recent games, and the game of each
 /// move played once.
 async fn list_games(
-    client: &Client,
-    id: i64,
+    db: Prepared<'_>,
+    found: Found,
     request: &Request,
-    counted: bool,
     position: &VariantPosition,
     answer: &mut Answer,
 ) -> Result<(), Error> {
+    let id = found.id;
     let mut top = Vec::new();
     let mut recent = Vec::new();
     if request.top_games > 0 || request.recent_games > 0 {
-        let here = listable_by_class(client, id, request).await?;
-        let everywhere = match start_position_id(client, request.variant).await? {
-            Some(start) => Some(listable_by_class(client, start, request).await?),
+        let here = listable_by_class(db, found, request).await?;
+        let everywhere = match find_start(db, request.variant).await? {
+            Some(start) => Some(listable_by_class(db, start, request).await?),
             None => None,
         };
         if let Some(top_group) = top_group(&request.filter) {
             let low = top_walk_low(&here, top_group);
             let plan = choose_top_plan(&here, everywhere.as_deref(), low, answer.games);
-            top = top_games(client, id, request, plan, low).await?;
+            top = top_games(db, id, request, plan, low).await?;
         }
         // Lichess's rule: the recent games fill what the top games (before
         // the request's limit) leave of the games it lists.
@@ -482,7 +495,7 @@ async fn list_games(
         top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
         if wanted > 0 {
             let plan = choose_recent_plan(&here, everywhere.as_deref(), wanted, answer.games);
-            recent = recent_games(client, id, request, plan, &top, wanted).await?;
+            recent = recent_games(db, id, request, plan, &top, wanted).await?;
         }
     }
     // The game of each move played once, from the lists of the rows (a
@@ -498,12 +511,12 @@ async fn list_games(
         let bound = BoundFilter::new(request);
         let mut params = bound.params(&id);
         params.push(&once);
-        let sql = if counted {
+        let sql = if found.counted {
             sql::GAMES_OF_MOVES_FROM_ROWS
         } else {
             sql::GAMES_OF_MOVES_FROM_GAMES
         };
-        for row in client
+        for row in db
             .query(sql, &params)
             .await
             .map_err(db_err("reading the games of the moves played once"))?
@@ -517,8 +530,8 @@ async fn list_games(
         .chain(game_of_move.values())
         .copied()
         .collect();
-    let games = listed_games(client, &listed).await?;
-    let played = moves_of_games(client, id, &top, &recent).await?;
+    let games = listed_games(db, &listed).await?;
+    let played = moves_of_games(db, id, &top, &recent).await?;
     let with_move = |ids: &[i64]| -> Result<Vec<ListedGame>, Error> {
         let mut out = Vec::new();
         for game_id in ids {
@@ -545,7 +558,7 @@ async fn list_games(
 
 /// The move each listed game played at position `id`.
 async fn moves_of_games(
-    client: &Client,
+    db: Prepared<'_>,
     id: i64,
     top: &[i64],
     recent: &[i64],
@@ -554,7 +567,7 @@ async fn moves_of_games(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = client
+    let rows = db
         .query(sql::MOVES_OF_GAMES, &[&id, &ids])
         .await
         .map_err(db_err("reading the moves of the listed games"))?;
@@ -562,11 +575,11 @@ async fn moves_of_games(
 }
 
 /// The games `ids` that can be listed, by id.
-async fn listed_games(client: &Client, ids: &[i64]) -> Result<HashMap<i64, Game>, Error> {
+async fn listed_games(db: Prepared<'_>, ids: &[i64]) -> Result<HashMap<i64, Game>, Error> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = client
+    let rows = db
         .query(sql::LISTED_GAMES, &[&ids])
         .await
         .map_err(db_err("reading the listed games"))?;
@@ -637,21 +650,22 @@ pub fn top_group(filter: &Filter) -> Option<i16> {
 /// games).
 pub type Classes = [(i16, i16, i64)];
 
-/// Position `id`'s listable games under `request`'s filter per speed and
-/// rating group, from its counters: what prices and bounds the walks.
+/// The position `found`'s listable games under `request`'s filter per
+/// speed and rating group, from its counters: what prices and bounds the
+/// walks.
 pub async fn listable_by_class(
-    client: &Client,
-    id: i64,
+    db: Prepared<'_>,
+    found: Found,
     request: &Request,
 ) -> Result<Vec<(i16, i16, i64)>, Error> {
     let bound = BoundFilter::new(request);
-    let sql = if has_rows(client, id).await? {
+    let sql = if found.counted {
         sql::LISTABLE_FROM_ROWS
     } else {
         sql::LISTABLE_FROM_GAMES
     };
-    let rows = client
-        .query(sql, &bound.params(&id))
+    let rows = db
+        .query(sql, &bound.params(&found.id))
         .await
         .map_err(db_err("reading the explorer counters by class"))?;
     Ok(rows
@@ -770,7 +784,7 @@ pub fn choose_recent_plan(
 /// order (by rating band below the best rating of the speed, then the
 /// most recent), found as `plan` says.
 pub async fn top_games(
-    client: &Client,
+    db: Prepared<'_>,
     id: i64,
     request: &Request,
     plan: Plan,
@@ -791,7 +805,7 @@ pub async fn top_games(
         Plan::Scan => sql::TOP_SCAN,
         Plan::Walk => sql::TOP_WALK,
     };
-    let rows = client
+    let rows = db
         .query(sql, &params)
         .await
         .map_err(db_err("reading the top games"))?;
@@ -801,7 +815,7 @@ pub async fn top_games(
 /// The `wanted` most recent games of position `id` under `request`'s
 /// filter but the games `but`, found as `plan` says.
 pub async fn recent_games(
-    client: &Client,
+    db: Prepared<'_>,
     id: i64,
     request: &Request,
     plan: Plan,
@@ -817,7 +831,7 @@ pub async fn recent_games(
         Plan::Scan => sql::RECENT_SCAN,
         Plan::Walk => sql::RECENT_WALK,
     };
-    let rows = client
+    let rows = db
         .query(sql, &params)
         .await
         .map_err(db_err("reading the recent games"))?;

@@ -136,21 +136,31 @@ pub(super) async fn advance_epoch(client: &impl GenericClient) -> Result<(), Err
 }
 
 /// A position a batch reached: how many of its games did, and the first
-/// of them with the move of its last visit (what a position one game
-/// reached is remembered with).
+/// of them's visit (what a position one game reached is remembered with).
 #[derive(Debug, Clone, Copy)]
 struct Reached {
     games: usize,
-    first: (i64, i16),
+    first: LoneVisit,
 }
 
 /// A game's last visit to a position it counts in: the position, the move
-/// played there, and the game (an index into the batch's games).
+/// played there, whether White played it (so whose rating the row sums),
+/// and the game (an index into the batch's games).
 #[derive(Debug, Clone, Copy)]
 struct Visit {
     position: i64,
     code: i16,
+    white_moves: bool,
     game: usize,
+}
+
+/// Whether White moves first in `game`: its first position's side to move
+/// (the second field of its FEN). Sides alternate in every variant, so
+/// White moves at ply `i` (0-based) when this is `i % 2 == 0`, as the view
+/// `explorer_game_moves` computes it from `games.start_fen`
+/// (`sql/0021_explorer_mover_rating.sql`).
+fn white_starts(game: &GameRecord) -> bool {
+    game.positions.fen(0).split(' ').nth(1) != Some("b")
 }
 
 /// The visits game `index` (`games.id` `id`) counts in: its last visit to
@@ -165,6 +175,7 @@ fn last_visits(
     ids: &KeyMap<i64>,
 ) -> Result<Vec<Visit>, Error> {
     let stored = keys.len().saturating_sub(1);
+    let white_first = white_starts(game);
     let mut visits = game
         .plies
         .iter()
@@ -189,9 +200,10 @@ fn last_visits(
     visits.dedup_by_key(|visit| visit.0);
     Ok(visits
         .into_iter()
-        .map(|(position, _, code)| Visit {
+        .map(|(position, std::cmp::Reverse(ply), code)| Visit {
             position,
             code,
+            white_moves: (ply % 2 == 0) == white_first,
             game: index,
         })
         .collect())
@@ -308,7 +320,12 @@ async fn plan_visits(
             let first = visits[0];
             let reached = Reached {
                 games: visits.len(),
-                first: (counted[first.game].0, first.code),
+                first: LoneVisit {
+                    position: first.position,
+                    game: counted[first.game].0,
+                    code: first.code,
+                    white_moves: first.white_moves,
+                },
             };
             (first.position, reached)
         })
@@ -339,13 +356,14 @@ fn rows_by_key(
     counted: &[(i64, i64, GameCounts)],
     taken: &[(LoneVisit, GameCounts)],
 ) -> Vec<((CounterKey, i64), Counts)> {
-    let mut keyed: Vec<((CounterKey, i64), i64, &GameCounts)> = visits
+    let mut keyed: Vec<((CounterKey, i64), i64, bool, &GameCounts)> = visits
         .iter()
         .map(|visit| {
             let (id, anchor, counts) = &counted[visit.game];
             (
                 (counts.key(visit.position, visit.code), *anchor),
                 *id,
+                visit.white_moves,
                 counts,
             )
         })
@@ -353,6 +371,7 @@ fn rows_by_key(
             (
                 (counts.key(visit.position, visit.code), 0),
                 visit.game,
+                visit.white_moves,
                 counts,
             )
         }))
@@ -362,8 +381,8 @@ fn rows_by_key(
         .chunk_by(|a, b| a.0 == b.0)
         .map(|visits| {
             let mut counts = Counts::default();
-            for &(_, id, game) in visits {
-                counts.add(id, game);
+            for &(_, id, white_moves, game) in visits {
+                counts.add(id, game, white_moves);
             }
             (visits[0].0, counts)
         })
@@ -664,12 +683,7 @@ async fn plan_positions(
                 plan.counted.insert(position);
                 plan.first.insert(position);
             } else if memory.is_some() {
-                let (game, code) = reached.first;
-                plan.learnt.visits.push(LoneVisit {
-                    position,
-                    game,
-                    code,
-                });
+                plan.learnt.visits.push(reached.first);
             }
         } else if memory
             .as_deref()
@@ -927,18 +941,18 @@ mod tests {
             ids.entry(*key).or_insert(id);
         }
         let visits = last_visits(7, 42, &record, &keys, &ids).expect("every key has an id");
-        let found: Vec<(i64, i16, usize)> = visits
+        let found: Vec<(i64, i16, bool, usize)> = visits
             .iter()
-            .map(|visit| (visit.position, visit.code, visit.game))
+            .map(|visit| (visit.position, visit.code, visit.white_moves, visit.game))
             .collect();
         let code = |ply: usize| record.plies[ply].code.cast_signed();
         assert_eq!(
             found,
             vec![
-                (100, code(4), 7),
-                (101, code(1), 7),
-                (102, code(2), 7),
-                (103, code(3), 7)
+                (100, code(4), true, 7),
+                (101, code(1), false, 7),
+                (102, code(2), true, 7),
+                (103, code(3), false, 7)
             ]
         );
         // A game capped at two plies counts in its first two positions.
@@ -948,5 +962,24 @@ mod tests {
         ids.remove(&keys[2]);
         let error = last_visits(0, 42, &record, &keys, &ids).expect_err("a key has no id");
         assert!(error.to_string().contains("game 42"), "{error}");
+        // From a FEN with Black to move, Black plays the first move.
+        let record = replayed(
+            "[FEN \"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1\"]\n\n1... e5 2. Nf3 *",
+        );
+        let keys: Vec<PositionKey> = record
+            .positions
+            .iter()
+            .map(|(fen, _)| PositionKey::of(fen))
+            .collect();
+        let mut ids = KeyMap::default();
+        for (id, key) in (200..).zip(&keys) {
+            ids.entry(*key).or_insert(id);
+        }
+        let visits = last_visits(0, 43, &record, &keys, &ids).expect("every key has an id");
+        let movers: Vec<(i64, bool)> = visits
+            .iter()
+            .map(|visit| (visit.position, visit.white_moves))
+            .collect();
+        assert_eq!(movers, vec![(200, false), (201, true)]);
     }
 }

@@ -112,7 +112,9 @@ mod tests {
     use super::*;
     use crate::{chess::model::GameVariant, explorer::GameCounts};
 
-    fn counts(id: i64, ratings: i64, month: i32) -> Counts {
+    /// A row of game `id`, White rated `white` and Black `ratings -
+    /// white`, at a position where White moves.
+    fn counts(id: i64, ratings: i64, white: i32, month: i32) -> Counts {
         let mut counts = Counts::default();
         counts.add(
             id,
@@ -120,8 +122,11 @@ mod tests {
                 month,
                 score: Some(1),
                 ratings: Some(ratings),
+                white_rating: Some(white),
+                black_rating: i32::try_from(ratings - i64::from(white)).ok(),
                 ..GameCounts::default()
             },
+            true,
         );
         counts
     }
@@ -132,12 +137,15 @@ mod tests {
         let other: CounterKey = (6, GameVariant::Standard, 2, 1600, 202_401, 77);
         let mut held = HeldRows::default();
         held.add(BatchRows {
-            rows: vec![(key, counts(1, 3000, 1)), (other, counts(2, 2000, 1))],
+            rows: vec![
+                (key, counts(1, 3000, 1400, 1)),
+                (other, counts(2, 2000, 1000, 1)),
+            ],
             first: vec![5],
             deferred: vec![10],
         });
-        let mut second = counts(3, 3200, 1);
-        second.merge(&counts(4, 3000, 1));
+        let mut second = counts(3, 3200, 1700, 1);
+        second.merge(&counts(4, 3000, 1550, 1));
         held.add(BatchRows {
             rows: vec![(key, second)],
             first: vec![],
@@ -148,8 +156,9 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].0, rows[1].0), (key, other), "key order");
         let row = rows[0].1;
-        assert_eq!((row.games, row.white, row.rated_games), (3, 3, 3));
-        assert_eq!(row.rating_sum, 1500 + 1600 + 1500);
+        assert_eq!((row.games, row.white, row.mover_rated_games), (3, 3, 3));
+        // White's ratings (White moves here), not the games' averages.
+        assert_eq!(row.mover_rating_sum, 1400 + 1700 + 1550);
         assert_eq!(row.top.kept(), &[(3200, 3), (3000, 1), (3000, 4)]);
         assert_eq!(rows[1].1.games, 1);
         assert_eq!(held.first, vec![5]);

@@ -49,6 +49,8 @@ pub struct LoneVisit {
     pub game: i64,
     /// The move of the game's last visit to the position.
     pub code: i16,
+    /// Whether White moves at the position (whose rating the row sums).
+    pub white_moves: bool,
 }
 
 /// What a committed batch teaches [`RunMemory`].
@@ -78,8 +80,8 @@ pub struct RunMemory {
     capacity: usize,
     /// `explorer_rows_epoch` of the entries held.
     epoch: i64,
-    /// Position → its one game and move.
-    visits: HashMap<i64, (i64, i16)>,
+    /// Position → its one game's visit.
+    visits: HashMap<i64, LoneVisit>,
     /// The games the visits name.
     games: HashMap<i64, GameCounts>,
     /// The remembered batches, oldest first: their positions and games,
@@ -162,16 +164,9 @@ impl RunMemory {
     /// Takes the position's one game out of the map (it is reached again:
     /// it is no longer one game's), with that game's categories.
     pub fn take(&mut self, position: i64) -> Option<(LoneVisit, GameCounts)> {
-        let (game, code) = self.visits.remove(&position)?;
-        let counts = *self.games.get(&game)?;
-        Some((
-            LoneVisit {
-                position,
-                game,
-                code,
-            },
-            counts,
-        ))
+        let visit = self.visits.remove(&position)?;
+        let counts = *self.games.get(&visit.game)?;
+        Some((visit, counts))
     }
 
     /// Learns what a committed batch says, forgetting the oldest lone
@@ -199,7 +194,7 @@ impl RunMemory {
         let positions: Vec<i64> = batch.visits.iter().map(|visit| visit.position).collect();
         self.held += positions.len();
         for visit in &batch.visits {
-            self.visits.insert(visit.position, (visit.game, visit.code));
+            self.visits.insert(visit.position, *visit);
         }
         let game_ids: Vec<i64> = batch.games.iter().map(|(id, _)| *id).collect();
         self.games.extend(batch.games);
@@ -239,6 +234,7 @@ mod tests {
                     position,
                     game,
                     code: 7,
+                    white_moves: position % 2 == 0,
                 })
                 .collect(),
             games: vec![(game, counts(i32::try_from(game).expect("small")))],
@@ -258,7 +254,8 @@ mod tests {
             LoneVisit {
                 position: 100,
                 game: 1,
-                code: 7
+                code: 7,
+                white_moves: true,
             }
         );
         assert_eq!(game.month, 1);

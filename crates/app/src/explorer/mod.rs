@@ -47,8 +47,8 @@ macro_rules! counter_columns {
                 white: INT4 = (counts.white),
                 draws: INT4 = (counts.draws),
                 black: INT4 = (counts.black),
-                rated_games: INT4 = (counts.rated_games),
-                rating_sum: INT8 = (counts.rating_sum),
+                mover_rated_games: INT4 = (counts.mover_rated_games),
+                mover_rating_sum: INT8 = (counts.mover_rating_sum),
                 last_played: TIMESTAMPTZ = (counts.last_played),
                 top_game_ratings: INT8_ARRAY = (top_game_ratings),
                 top_game_ids: INT8_ARRAY = (top_game_ids),
@@ -92,7 +92,9 @@ pub type CounterKey = (i64, GameVariant, i16, i16, i32, i16);
 
 /// What one game adds to each counter row that counts it, but the
 /// position and the move: its categories, result and ratings (and what a
-/// remembered lone visit keeps of its game, see [`memory`]).
+/// remembered lone visit keeps of its game, see [`memory`]). Which of its
+/// ratings a row sums depends on the position (its side to move): see
+/// [`Counts::add`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GameCounts {
     /// The variant.
@@ -106,8 +108,13 @@ pub struct GameCounts {
     /// 1, 0, -1 for a white win, a draw, a black win.
     pub score: Option<i16>,
     /// Both ratings added, if both are known: what orders the best-rated
-    /// games, and twice the average the row sums.
+    /// games.
     pub ratings: Option<i64>,
+    /// White's rating, if known (what a row of a position where White
+    /// moves sums).
+    pub white_rating: Option<i32>,
+    /// Black's rating, if known.
+    pub black_rating: Option<i32>,
     /// When it was played.
     pub started_at: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -131,7 +138,20 @@ impl GameCounts {
                 (Some(white), Some(black)) => Some(i64::from(white) + i64::from(black)),
                 _ => None,
             },
+            white_rating: meta.white.elo,
+            black_rating: meta.black.elo,
             started_at: meta.started_at,
+        }
+    }
+
+    /// The rating of the player who moves at a position where White
+    /// moves (`white_moves`) or Black does, if known: what Lichess
+    /// averages (`averageRating` is the mover's, not the game's).
+    pub fn mover_rating(&self, white_moves: bool) -> Option<i32> {
+        if white_moves {
+            self.white_rating
+        } else {
+            self.black_rating
         }
     }
 
@@ -159,10 +179,12 @@ pub struct Counts {
     pub draws: i32,
     /// Black won.
     pub black: i32,
-    /// Games with both ratings.
-    pub rated_games: i32,
-    /// Their average ratings (each rounded down) added.
-    pub rating_sum: i64,
+    /// Games whose player to move at the position (the one who played the
+    /// move) has a rating.
+    pub mover_rated_games: i32,
+    /// Those players' ratings added: Lichess's `averageRating` is this
+    /// over `mover_rated_games`.
+    pub mover_rating_sum: i64,
     /// The latest `started_at`.
     pub last_played: Option<chrono::DateTime<chrono::Utc>>,
     /// The best-rated games.
@@ -170,8 +192,9 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Counts the game `id`, of `game`'s categories, in this row.
-    pub fn add(&mut self, id: i64, game: &GameCounts) {
+    /// Counts the game `id`, of `game`'s categories, in this row, whose
+    /// position has White to move (`white_moves`) or Black.
+    pub fn add(&mut self, id: i64, game: &GameCounts, white_moves: bool) {
         self.games += 1;
         match game.score {
             Some(1) => self.white += 1,
@@ -179,10 +202,11 @@ impl Counts {
             Some(-1) => self.black += 1,
             _ => {}
         }
+        if let Some(rating) = game.mover_rating(white_moves) {
+            self.mover_rated_games += 1;
+            self.mover_rating_sum += i64::from(rating);
+        }
         if let Some(ratings) = game.ratings {
-            self.rated_games += 1;
-            // The average of both, rounded down as the view's.
-            self.rating_sum += ratings.div_euclid(2);
             self.top.offer(ratings, id);
         }
         self.last_played = self.last_played.max(game.started_at);
@@ -198,8 +222,8 @@ impl Counts {
         self.white += other.white;
         self.draws += other.draws;
         self.black += other.black;
-        self.rated_games += other.rated_games;
-        self.rating_sum += other.rating_sum;
+        self.mover_rated_games += other.mover_rated_games;
+        self.mover_rating_sum += other.mover_rating_sum;
         self.last_played = self.last_played.max(other.last_played);
         for &(ratings, id) in other.top.kept() {
             self.top.offer(ratings, id);
@@ -281,5 +305,39 @@ mod tests {
         low.offer(-5, 3);
         low.offer(i64::from(i32::MIN) * 2, 1);
         assert_eq!(low.kept(), [(-5, 3), (i64::from(i32::MIN) * 2, 1)]);
+    }
+
+    #[test]
+    fn a_row_sums_the_rating_of_the_player_who_moved_where_that_one_is_rated() {
+        let game = |white_rating, black_rating| GameCounts {
+            white_rating,
+            black_rating,
+            ratings: white_rating
+                .zip(black_rating)
+                .map(|(w, b): (i32, i32)| i64::from(w) + i64::from(b)),
+            ..GameCounts::default()
+        };
+        let mut white_moves = Counts::default();
+        let mut black_moves = Counts::default();
+        for (id, counted) in [
+            (1, game(Some(1500), Some(2500))),
+            (2, game(Some(1700), None)),
+            (3, game(None, Some(2300))),
+            (4, game(None, None)),
+        ] {
+            white_moves.add(id, &counted, true);
+            black_moves.add(id, &counted, false);
+        }
+        assert_eq!(
+            (white_moves.mover_rated_games, white_moves.mover_rating_sum),
+            (2, 1500 + 1700)
+        );
+        assert_eq!(
+            (black_moves.mover_rated_games, black_moves.mover_rating_sum),
+            (2, 2500 + 2300)
+        );
+        assert_eq!(white_moves.games, 4);
+        // Best games still need both ratings.
+        assert_eq!(white_moves.top.kept(), [(4000, 1)]);
     }
 }

@@ -68,17 +68,18 @@ macro_rules! top_games {
 }
 
 /// The counts of the view's rows in one group: [`counts!`]. (Counts are
-/// cast to `integer`: a count past it is an error, never a clamp.) Inside
-/// the aggregates, `rating_sum` is the view's column, both ratings of the
-/// game added; the output column of that name sums their averages.
+/// cast to `integer`: a count past it is an error, never a clamp.) The
+/// rating summed is the view's `mover_rating`, the rating of the player
+/// who played the move (Lichess's `averageRating`); `rating_sum`, both
+/// ratings of the game added, orders the best-rated games.
 macro_rules! counted {
     () => {
         concat!(
             "count(*)::integer AS games, (count(*) FILTER (WHERE result = 1))::integer AS white, \
              (count(*) FILTER (WHERE result = 0))::integer AS draws, \
              (count(*) FILTER (WHERE result = -1))::integer AS black, \
-             count(average)::integer AS rated_games, \
-             coalesce(sum(average), 0)::bigint AS rating_sum, \
+             count(mover_rating)::integer AS mover_rated_games, \
+             coalesce(sum(mover_rating), 0)::bigint AS mover_rating_sum, \
              max(started_at) AS last_played, \
              (array_agg(rating_sum ORDER BY rating_sum DESC, game_id) \
                 FILTER (WHERE rating_sum IS NOT NULL))[1:",
@@ -142,14 +143,15 @@ macro_rules! folded {
         concat!(
             "SELECT ",
             key!(),
-            ", s.games, s.white, s.draws, s.black, s.rated_games, s.rating_sum, \
+            ", s.games, s.white, s.draws, s.black, s.mover_rated_games, s.mover_rating_sum, \
                s.last_played, t.top_game_ratings, t.top_game_ids",
             $anchor,
             " FROM (SELECT ",
             key!(),
             ", sum(games)::integer AS games, sum(white)::integer AS white, \
                sum(draws)::integer AS draws, sum(black)::integer AS black, \
-               sum(rated_games)::integer AS rated_games, sum(rating_sum)::bigint AS rating_sum, \
+               sum(mover_rated_games)::integer AS mover_rated_games, \
+               sum(mover_rating_sum)::bigint AS mover_rating_sum, \
                max(last_played) AS last_played",
             $min_anchor,
             " FROM ",
@@ -289,8 +291,8 @@ pub const ADD_STAGED: &str = concat!(
        white = explorer_moves.white + excluded.white, \
        draws = explorer_moves.draws + excluded.draws, \
        black = explorer_moves.black + excluded.black, \
-       rated_games = explorer_moves.rated_games + excluded.rated_games, \
-       rating_sum = explorer_moves.rating_sum + excluded.rating_sum, \
+       mover_rated_games = explorer_moves.mover_rated_games + excluded.mover_rated_games, \
+       mover_rating_sum = explorer_moves.mover_rating_sum + excluded.mover_rating_sum, \
        last_played = greatest(explorer_moves.last_played, excluded.last_played), \
        top_game_ratings = ",
     merged_top!("top_game_ratings", "r"),
@@ -413,7 +415,8 @@ pub const CREATE_DELTA: &str = concat!(
 /// games keeps no `last_played` nor best games.
 pub const DECREMENT: &str = "UPDATE explorer_moves e SET games = e.games - d.games, \
        white = e.white - d.white, draws = e.draws - d.draws, black = e.black - d.black, \
-       rated_games = e.rated_games - d.rated_games, rating_sum = e.rating_sum - d.rating_sum, \
+       mover_rated_games = e.mover_rated_games - d.mover_rated_games, \
+       mover_rating_sum = e.mover_rating_sum - d.mover_rating_sum, \
        last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END, \
        top_game_ratings = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ratings END, \
        top_game_ids = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ids END \
@@ -558,6 +561,32 @@ pub const RECOUNT_SHARDED: &str = recount!(concat!(
 
 // The answers of `explore`.
 
+/// How many games a bulk load has not counted yet: the games of
+/// `explorer_deferred`'s runs.
+macro_rules! uncounted {
+    () => {
+        "SELECT coalesce(sum(last_game_id - first_game_id + 1), 0)::bigint FROM explorer_deferred"
+    };
+}
+
+/// [`uncounted!`]: the counters are usable when it is 0.
+pub const UNCOUNTED: &str = uncounted!();
+
+/// What `explore` asks first, in one round trip: whether the counters are
+/// kept (`explorer_state.enabled`, NULL without its row) and how many
+/// games a bulk load has not counted ([`UNCOUNTED`]); then the position of
+/// normalized FEN `$1` (NULL: no game reached it) and whether it is
+/// answered from its rows: it has rows and is not queued for a recount (a
+/// position has no rows while one game reached it, and is queued until
+/// its rows are complete, see `sql/0012_explorer_shared_positions.sql`).
+pub const FIND_POSITION: &str = concat!(
+    "SELECT (SELECT enabled FROM explorer_state), (",
+    uncounted!(),
+    "), p.id, EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = p.id) \
+       AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = p.id) \
+     FROM (SELECT 1) AS one LEFT JOIN positions p ON p.normalized_fen = $1"
+);
+
 /// The conditions of a request's filter on the counters' categories, for
 /// `explorer_moves` and for the views that define them
 /// (`explorer_game_moves`, `explorer_games`): `$1` is the position, `$2`
@@ -587,12 +616,14 @@ macro_rules! from_games {
 }
 
 /// Position `$1`'s moves under the filter, from `$counts`: move, games,
-/// white, draws, black, rated games, rating sum; the most played first.
+/// white, draws, black, games with the mover rated, the movers' ratings
+/// added; the most played first.
 macro_rules! moves {
     ($($counts:tt)+) => {
         concat!(
             "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint, \
-                    sum(black)::bigint, sum(rated_games)::bigint, sum(rating_sum)::bigint \
+                    sum(black)::bigint, sum(mover_rated_games)::bigint, \
+                    sum(mover_rating_sum)::bigint \
              FROM ",
             $($counts)+,
             " c WHERE position_id = $1 AND ",

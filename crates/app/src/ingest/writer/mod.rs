@@ -94,7 +94,7 @@ const STAGING_DDL: &str = "
 CREATE TEMP TABLE IF NOT EXISTS stage_explorer (
     position_id bigint, variant game_variant, speed smallint, rating_group smallint,
     month integer, move smallint, games integer, white integer, draws integer, black integer,
-    rated_games integer, rating_sum bigint, last_played timestamptz,
+    mover_rated_games integer, mover_rating_sum bigint, last_played timestamptz,
     top_game_ratings bigint[], top_game_ids bigint[], anchor_game_id bigint
 ) ON COMMIT DELETE ROWS;
 ";
