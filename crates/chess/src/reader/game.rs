@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     annotation::{
-        Node, PlyNotes, between_braces, comment_value, join_comment, lichess_clock, typed_comment,
+        Node, PlyNotes, between_braces, comment_value, join_comment, lichess_comment, typed_comment,
     },
     model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
     reject::RejectReason,
@@ -270,8 +270,9 @@ impl Movetext {
             .last_mut()
             .expect("the mainline has a move: checked above");
         let typed_only = !has_notes && last.clock_ms.is_none() && last.eval.is_none();
-        if typed_only && let Some(clock) = lichess_clock(between_braces(raw)) {
-            last.clock_ms = Some(clock);
+        if typed_only && let Some((eval, clock)) = lichess_comment(between_braces(raw)) {
+            last.clock_ms = clock;
+            last.eval = eval;
             return;
         }
         let (clock, eval) = parse_comment_commands(raw);
