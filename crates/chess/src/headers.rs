@@ -184,7 +184,9 @@ impl<'a> Columns<'a> {
     /// whose games carry them), FEN with `SetUp "1"`; a Lichess game's ECO
     /// and Opening are `?` when unknown, as Lichess writes them.
     pub fn render(&self) -> Vec<(&'static str, Cow<'a, str>)> {
-        let day = self.started_at.map(|at| {
+        // UTC's own fields, without converting to a zone for each of them.
+        let started_at = self.started_at.map(|at| at.naive_utc());
+        let day = started_at.map(|at| {
             let mut day = String::with_capacity(10);
             // By hand: chrono's `format` parses its pattern for every game,
             // which was most of the import's cost for the tags. A year
@@ -201,15 +203,15 @@ impl<'a> Columns<'a> {
         });
         let text = |value: Option<&'a str>| value.map(Cow::Borrowed);
         let fixed = |value: &'static str| Cow::Borrowed(value);
-        let number = |n: Option<i32>| n.map(|n| Cow::Owned(n.to_string()));
-        let signed = |n: Option<i32>| n.map(|n| Cow::Owned(format!("{n:+}")));
+        let number = |n: Option<i32>| n.map(|n| Cow::Owned(integer(n, false)));
+        let signed = |n: Option<i32>| n.map(|n| Cow::Owned(integer(n, true)));
         let placeholder =
             |value: Option<Cow<'a, str>>, or: &'static str| value.unwrap_or(Cow::Borrowed(or));
         // Lichess writes `?` for an opening it does not name (its variant
         // games): its ECO and Opening tags are always there.
         let lichess_placeholder =
             |value: Option<Cow<'a, str>>| value.or_else(|| self.lichess.then(|| fixed("?")));
-        let (utc_date, utc_time) = match self.started_at {
+        let (utc_date, utc_time) = match started_at {
             Some(at) if self.lichess || at.time() != NaiveTime::MIN => {
                 let mut time = String::with_capacity(8);
                 digits(at.hour(), 2, &mut time);
@@ -221,7 +223,8 @@ impl<'a> Columns<'a> {
             }
             _ => (None, None),
         };
-        let mut out = vec![
+        let mut out = Vec::with_capacity(ROSTER.len() + TYPED.len());
+        out.extend([
             ("Event", placeholder(text(self.event), "?")),
             ("Site", placeholder(text(self.site), "?")),
             ("Date", placeholder(day.map(Cow::Owned), "????.??.??")),
@@ -232,7 +235,7 @@ impl<'a> Columns<'a> {
             ("White", placeholder(text(self.white), "?")),
             ("Black", placeholder(text(self.black), "?")),
             ("Result", fixed(result_tag(self.result))),
-        ];
+        ]);
         let typed = [
             utc_date,
             utc_time,
@@ -260,6 +263,19 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// `n` in decimal, with a `+` before a positive number or zero when
+/// `plus` (as `format!("{n:+}")` writes it); by hand, as [`digits`] says why.
+fn integer(n: i32, plus: bool) -> String {
+    let mut out = String::with_capacity(11);
+    if n < 0 {
+        out.push('-');
+    } else if plus {
+        out.push('+');
+    }
+    digits(n.unsigned_abs(), 1, &mut out);
+    out
+}
+
 /// A stored `games.tags` that does not say tags: a value that is neither
 /// text nor an array of texts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,25 +300,27 @@ fn is_typed(name: &str) -> bool {
 
 /// The tags as [`written_tags`] writes them without a stored order: the
 /// roster, the typed tags in the rendering's order, then the other names
-/// in byte order (each name's values in turn).
+/// in byte order (each name's values in turn). `stored`: each name of
+/// `games.tags` with its number of values.
 fn default_order<'a>(
-    rendered: &'a [(&'static str, Cow<'_, str>)],
-    stored: &'a StoredValues,
+    rendered: &[(&'static str, Cow<'_, str>)],
+    stored: &[(&'a str, usize)],
 ) -> Vec<&'a str> {
+    let count = |name: &str| stored.iter().find(|(n, _)| *n == name).map(|&(_, n)| n);
     let mut names: Vec<&str> = TYPED
         .iter()
         .copied()
-        .filter(|name| stored.get(name).is_some() || rendered.iter().any(|(r, _)| r == name))
-        .flat_map(|name| std::iter::repeat_n(name, stored.get(name).map_or(1, <[_]>::len)))
+        .filter(|name| count(name).is_some() || rendered.iter().any(|(r, _)| r == name))
+        .flat_map(|name| std::iter::repeat_n(name, count(name).unwrap_or(1)))
         .collect();
-    let mut others: Vec<&(String, Vec<String>)> = stored
-        .0
+    let mut others: Vec<(&str, usize)> = stored
         .iter()
+        .copied()
         .filter(|(name, _)| !is_typed(name))
         .collect();
-    others.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    others.sort_unstable_by(|a, b| a.0.cmp(b.0));
     for (name, values) in others {
-        names.extend(std::iter::repeat_n(name.as_str(), values.len()));
+        names.extend(std::iter::repeat_n(name, values));
     }
     names
 }
@@ -370,9 +388,15 @@ pub fn written_tags(
             None => out.extend(rendered_value(name).map(|v| (name.to_owned(), v))),
         }
     }
-    let names: Vec<&str> = match &order {
-        Some(order) => order.iter().map(String::as_str).collect(),
-        None => default_order(&rendered, &values),
+    let names: Vec<&str> = if let Some(order) = &order {
+        order.iter().map(String::as_str).collect()
+    } else {
+        let counts: Vec<(&str, usize)> = values
+            .0
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.len()))
+            .collect();
+        default_order(&rendered, &counts)
     };
     // The next stored value of each name, in turn.
     let mut taken: Vec<usize> = vec![0; values.0.len()];
@@ -417,51 +441,56 @@ pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<Stri
     {
         return Map::new();
     }
-    // Each name's values, in order of first appearance.
-    let mut by_name: Vec<(&str, Vec<&str>)> = Vec::with_capacity(tags.len());
-    for (name, value) in tags {
-        match by_name.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, values)) => values.push(value),
-            None => by_name.push((name, vec![value])),
+    // By index and borrowed, not gathered into owned lists first: most
+    // games (every one from an OTB file) come here, and the allocations
+    // were most of their tags' cost.
+    let rendered_value = |name: &str| {
+        rendered
+            .iter()
+            .find(|(r, _)| *r == name)
+            .map(|(_, v)| v.as_ref())
+    };
+    // The names kept, in order of first appearance, with their number of
+    // values and the first (a placeholder: the roster's, for a tag absent).
+    let mut kept: Vec<(&str, usize, &str)> = Vec::with_capacity(tags.len() + 1);
+    for (at, (name, value)) in tags.iter().enumerate() {
+        if tags[..at].iter().any(|(n, _)| n == name) {
+            continue;
         }
-    }
-    let mut kept = StoredValues(Vec::new());
-    for (name, values) in &by_name {
-        let reproduced = is_typed(name)
-            && matches!(values.as_slice(), [value]
-                if rendered.iter().any(|(r, v)| r == name && v == value));
+        let count = 1 + tags[at + 1..].iter().filter(|(n, _)| n == name).count();
+        let reproduced =
+            count == 1 && is_typed(name) && rendered_value(name) == Some(value.as_str());
         if !reproduced {
-            kept.0.push((
-                (*name).to_owned(),
-                values.iter().map(|v| (*v).to_owned()).collect(),
-            ));
+            kept.push((name, count, value));
         }
     }
     for (name, placeholder) in ROSTER {
-        let absent = !by_name.iter().any(|(n, _)| *n == name);
-        let says_more = rendered.iter().any(|(r, v)| *r == name && v != placeholder);
+        let absent = !tags.iter().any(|(n, _)| n == name);
+        let says_more = rendered_value(name).is_some_and(|v| v != placeholder);
         if absent && says_more && name != "Result" {
-            kept.0.push((name.to_owned(), vec![placeholder.to_owned()]));
+            kept.push((name, 1, placeholder));
         }
     }
-    let read_order: Vec<&str> = tags
+    let read_order = tags
         .iter()
         .map(|(name, _)| name.as_str())
-        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name))
-        .collect();
-    let needs_order = default_order(&rendered, &kept) != read_order;
+        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name));
+    let counts: Vec<(&str, usize)> = kept.iter().map(|&(name, n, _)| (name, n)).collect();
+    let needs_order = !default_order(&rendered, &counts)
+        .into_iter()
+        .eq(read_order.clone());
     let mut map = Map::new();
-    for (name, mut values) in kept.0 {
-        let value = if values.len() == 1 {
-            Value::String(values.swap_remove(0))
+    for (name, count, first) in kept {
+        let value = if count == 1 {
+            Value::String(first.to_owned())
         } else {
-            Value::Array(values.into_iter().map(Value::String).collect())
+            let values = tags.iter().filter(|(n, _)| n == name);
+            Value::Array(values.map(|(_, v)| Value::String(v.clone())).collect())
         };
-        map.insert(name, value);
+        map.insert(name.to_owned(), value);
     }
     if needs_order {
         let order = read_order
-            .into_iter()
             .map(|name| Value::String(name.to_owned()))
             .collect();
         map.insert(ORDER_KEY.to_owned(), Value::Array(order));
@@ -612,6 +641,14 @@ mod tests {
             let read = tags(case);
             let (stored, written) = round_trip(&read);
             assert_eq!(written, faithful(&read), "stored {stored:?}");
+        }
+    }
+
+    #[test]
+    fn integers_by_hand_are_what_format_writes() {
+        for n in [i32::MIN, -2850, -10, -1, 0, 1, 9, 10, 2850, i32::MAX] {
+            assert_eq!(integer(n, false), n.to_string());
+            assert_eq!(integer(n, true), format!("{n:+}"));
         }
     }
 
