@@ -104,7 +104,7 @@ pub(super) enum Reading {
 /// (`12.`, `12...`, `7.N1f3`), then a move, a result, a NAG or an annotation.
 /// Inlined, with everything but move numbers and plain SAN out of line in
 /// [`read_other`]: called from the token walk for every token, it cost
-/// ~60 instructions per token more than the same checks inlined there
+/// ~30 instructions per token more than the same checks inlined there
 /// (callgrind), and a hint alone is not taken.
 #[expect(
     clippy::inline_always,
