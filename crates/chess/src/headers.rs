@@ -356,17 +356,21 @@ fn is_typed(name: &str) -> bool {
 
 /// The tags as [`written_tags`] writes them without a stored order: the
 /// roster, the typed tags in the rendering's order, then the other names
-/// in byte order (each name's values in turn). `stored`: each name of
-/// `games.tags` with its number of values.
+/// in byte order (each name's values in turn). `rendered`: the names of
+/// [`Columns::render`], in its order; `stored`: each name of `games.tags`
+/// with its number of values.
 fn default_order<'a>(
-    rendered: &(impl Iterator<Item = &'static str> + Clone),
+    rendered: impl Iterator<Item = &'static str>,
     stored: &[(&'a str, usize)],
 ) -> Vec<&'a str> {
     let count = |name: &str| stored.iter().find(|(n, _)| *n == name).map(|&(_, n)| n);
+    // The rendering gives the typed names in TYPED's order, after the
+    // roster: one walk along both, not a search of the rendering per name.
+    let mut typed_rendered = rendered.skip(ROSTER.len()).peekable();
     let mut names: Vec<&str> = TYPED
         .iter()
         .copied()
-        .filter(|name| count(name).is_some() || rendered.clone().any(|r| r == *name))
+        .filter(|name| typed_rendered.next_if(|r| r == name).is_some() || count(name).is_some())
         .flat_map(|name| std::iter::repeat_n(name, count(name).unwrap_or(1)))
         .collect();
     let mut others: Vec<(&str, usize)> = stored
@@ -452,7 +456,7 @@ pub fn written_tags(
             .iter()
             .map(|(n, v)| (n.as_str(), v.len()))
             .collect();
-        default_order(&rendered.iter().map(|&(name, _)| name), &counts)
+        default_order(rendered.iter().map(|&(name, _)| name), &counts)
     };
     // The next stored value of each name, in turn.
     let mut taken: Vec<usize> = vec![0; values.0.len()];
@@ -513,8 +517,8 @@ pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<Stri
             continue;
         }
         let count = 1 + tags[at + 1..].iter().filter(|(n, _)| n == name).count();
-        let reproduced =
-            count == 1 && is_typed(name) && rendered_value(name) == Some(value.as_str());
+        // The rendering says only tags a column holds (`is_typed`).
+        let reproduced = count == 1 && rendered_value(name) == Some(value.as_str());
         if !reproduced {
             kept.push((name, count, value));
         }
@@ -531,7 +535,7 @@ pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<Stri
         .map(|(name, _)| name.as_str())
         .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name));
     let counts: Vec<(&str, usize)> = kept.iter().map(|&(name, n, _)| (name, n)).collect();
-    let needs_order = !default_order(&rendered.iter().map(|&(name, _)| name), &counts)
+    let needs_order = !default_order(rendered.iter().map(|&(name, _)| name), &counts)
         .into_iter()
         .eq(read_order.clone());
     let mut map = Map::new();
@@ -697,6 +701,29 @@ mod tests {
             let (stored, written) = round_trip(&read);
             assert_eq!(written, faithful(&read), "stored {stored:?}");
         }
+    }
+
+    #[test]
+    fn the_rendering_is_the_roster_then_the_typed_tags_in_order() {
+        // default_order walks the rendering's typed names in TYPED's order.
+        let columns = Columns {
+            lichess: true,
+            started_at: DateTime::from_timestamp(1_000_000_000, 0),
+            white_elo: Some(1),
+            black_elo: Some(2),
+            white_rating_diff: Some(3),
+            black_rating_diff: Some(4),
+            white_title: Some("GM"),
+            black_title: Some("IM"),
+            variant: GameVariant::Atomic,
+            time_control: Some("60+0"),
+            termination: Some("normal"),
+            start_fen: Some("8/8/8/8/8/8/8/K6k w - - 0 1"),
+            ..Columns::default()
+        };
+        let names: Vec<&str> = columns.render().into_iter().map(|(name, _)| name).collect();
+        let expected: Vec<&str> = ROSTER.iter().map(|(name, _)| *name).chain(TYPED).collect();
+        assert_eq!(names, expected);
     }
 
     #[test]
