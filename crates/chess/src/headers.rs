@@ -186,14 +186,15 @@ impl<'a> Columns<'a> {
     pub fn render(&self) -> Vec<(&'static str, Cow<'a, str>)> {
         let mut scratch = String::new();
         let tags = self.rendering(&mut scratch);
-        tags.map(|(name, text)| {
-            let value = match text {
-                Text::Borrowed(text) => Cow::Borrowed(text),
-                Text::Written(at) => Cow::Owned(scratch[at].to_owned()),
-            };
-            (name, value)
-        })
-        .collect()
+        tags.into_iter()
+            .map(|(name, text)| {
+                let value = match text {
+                    Text::Borrowed(text) => Cow::Borrowed(text),
+                    Text::Written(at) => Cow::Owned(scratch[at].to_owned()),
+                };
+                (name, value)
+            })
+            .collect()
     }
 
     /// The start's date (`Date`, and `UTCDate` with `UTCTime`) and its
@@ -236,10 +237,7 @@ impl<'a> Columns<'a> {
     /// one after the other in `scratch`. The import renders every game's
     /// columns to compare them with its tags, and these allocations were
     /// most of that cost (callgrind).
-    fn rendering(
-        &self,
-        scratch: &mut String,
-    ) -> impl Iterator<Item = (&'static str, Text<'a>)> + use<'a> {
+    fn rendering(&self, scratch: &mut String) -> Vec<(&'static str, Text<'a>)> {
         scratch.clear();
         let (day, utc_time) = self.start_texts(scratch);
         let utc_date = utc_time.as_ref().and(day.clone());
@@ -296,12 +294,16 @@ impl<'a> Columns<'a> {
             text(self.start_fen),
             self.start_fen.and_then(|_| fixed("1")),
         ];
-        ROSTER
-            .map(|(name, _)| name)
-            .into_iter()
-            .zip(roster)
-            .chain(TYPED.into_iter().zip(typed))
-            .filter_map(|(name, value)| value.map(|v| (name, v)))
+        // Pushed in loops: as a chain of iterators over the two arrays it
+        // was not inlined, and cost more than the allocations it saves.
+        let mut out = Vec::with_capacity(ROSTER.len() + TYPED.len());
+        for ((name, _), value) in ROSTER.iter().zip(roster) {
+            out.extend(value.map(|v| (*name, v)));
+        }
+        for (name, value) in TYPED.into_iter().zip(typed) {
+            out.extend(value.map(|v| (name, v)));
+        }
+        out
     }
 }
 
@@ -314,13 +316,13 @@ enum Text<'a> {
 
 impl<'a> Text<'a> {
     /// The value, `scratch` being the buffer it was rendered with.
-    fn get<'s>(self, scratch: &'s str) -> &'s str
+    fn get<'s>(&'s self, scratch: &'s str) -> &'s str
     where
         'a: 's,
     {
         match self {
             Text::Borrowed(text) => text,
-            Text::Written(at) => &scratch[at],
+            Text::Written(at) => &scratch[at.clone()],
         }
     }
 }
@@ -493,7 +495,8 @@ pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<Stri
     let mut scratch = String::with_capacity(64);
     let rendering = columns.rendering(&mut scratch);
     let rendered: Vec<(&str, &str)> = rendering
-        .map(|(name, text)| (name, text.get(&scratch)))
+        .iter()
+        .map(|(name, text)| (*name, text.get(&scratch)))
         .collect();
     // The tags of most games (every Lichess game's) are the rendering,
     // tag for tag: nothing to keep, and nothing more to work out.
