@@ -284,18 +284,75 @@ pub fn typed_comment(eval: Option<Eval>, clock_ms: Option<i32>, out: &mut String
     Some(())
 }
 
-/// The clock of a comment whose text is exactly what [`typed_comment`]
-/// writes for a clock alone under ten hours, `[%clk h:mm:ss]` (Lichess's
-/// comment on nearly every move); `None` for any other text. Recognized
-/// by its bytes, without parsing then rendering it: for these comments
-/// that pair was a sixth of the reader's time.
-pub fn lichess_clock(text: &[u8]) -> Option<i32> {
+/// The evaluation and clock of a comment whose text is exactly what
+/// [`typed_comment`] writes for them, in the forms Lichess writes on
+/// nearly every move: `[%clk h:mm:ss]` (a clock under ten hours), `[%eval
+/// E]`, or both, `[%eval E] [%clk h:mm:ss]`, where `E` is pawns with one
+/// or two decimals (up to four digits before the point) or a mate `#N` /
+/// `#-N`; `None` for any other text, which the reader then parses and
+/// renders back. Recognized by its bytes, without parsing then rendering
+/// it: for these comments that pair was a sixth of the reader's time.
+pub fn lichess_comment(text: &[u8]) -> Option<(Option<Eval>, Option<i32>)> {
+    let Some(rest) = text.strip_prefix(b"[%eval ") else {
+        return lichess_clock(text).map(|clock| (None, Some(clock)));
+    };
+    let end = rest.iter().position(|&b| b == b']')?;
+    let eval = lichess_eval(&rest[..end])?;
+    match &rest[end + 1..] {
+        [] => Some((Some(eval), None)),
+        [b' ', clock @ ..] => lichess_clock(clock).map(|clock| (Some(eval), Some(clock))),
+        _ => None,
+    }
+}
+
+/// `[%clk h:mm:ss]` as [`typed_comment`] writes it: its milliseconds.
+fn lichess_clock(text: &[u8]) -> Option<i32> {
     let value = text.strip_prefix(b"[%clk ")?.strip_suffix(b"]")?;
     // Minutes and seconds as `clock` writes them: below 60.
     let rendered_back = matches!(value, &[_, _, m1, _, _, s1, _] if m1 < b'6' && s1 < b'6');
     rendered_back
         .then(|| crate::model::positional_clock(value))
         .flatten()
+}
+
+/// An evaluation as [`typed_comment`] writes it (what [`pawns`] writes,
+/// or `#N` / `#-N` without leading zeros), up to four digits before the
+/// point or four of a mate; `None` for any other bytes.
+fn lichess_eval(value: &[u8]) -> Option<Eval> {
+    // Digits without a leading zero (a lone `0` allowed when `zero`),
+    // one to four of them, as `digits` writes a number.
+    let number = |d: &[u8], zero: bool| -> Option<i32> {
+        let leading_ok = d.first().is_some_and(|&b| b != b'0') || (zero && d == b"0");
+        (leading_ok && d.len() <= 4 && d.iter().all(u8::is_ascii_digit))
+            .then(|| d.iter().fold(0, |n, &b| n * 10 + i32::from(b - b'0')))
+    };
+    if let Some(mate) = value.strip_prefix(b"#") {
+        return match mate.strip_prefix(b"-") {
+            Some(moves) => number(moves, false).map(|n| Eval::MateIn(-n)),
+            None => number(mate, false).map(Eval::MateIn),
+        };
+    }
+    let (negative, value) = match value.strip_prefix(b"-") {
+        Some(abs) => (true, abs),
+        None => (false, value),
+    };
+    let point = value.iter().position(|&b| b == b'.')?;
+    let whole = number(&value[..point], true)?;
+    // One decimal for whole tens of centipawns, else two, the last not 0.
+    let cents = match value[point + 1..] {
+        [d] if d.is_ascii_digit() => i32::from(d - b'0') * 10,
+        [d, e] if d.is_ascii_digit() && (b'1'..=b'9').contains(&e) => {
+            i32::from(d - b'0') * 10 + i32::from(e - b'0')
+        }
+        _ => return None,
+    };
+    let cp = whole * 100 + cents;
+    // `pawns` writes no sign for zero.
+    match (negative, cp) {
+        (true, 0) => None,
+        (true, cp) => Some(Eval::Centipawns(-cp)),
+        (false, cp) => Some(Eval::Centipawns(cp)),
+    }
 }
 
 /// Appends the decimal digits of `n` to `out`, at least `width` (up to
@@ -460,20 +517,24 @@ mod tests {
         }
     }
 
+    /// What the reader makes of a comment's text without the recognizer:
+    /// its commands parsed, kept as typed values only when they render
+    /// back to the text byte for byte.
+    fn typed_by_parsing(text: &str) -> Option<(Option<Eval>, Option<i32>)> {
+        let (clock, eval) = crate::model::parse_comment_commands(text.as_bytes());
+        let mut rendered = String::new();
+        let same = typed_comment(eval, clock, &mut rendered).is_some() && rendered == text;
+        same.then_some((eval, clock))
+    }
+
     #[test]
     fn a_lichess_clock_is_recognized_exactly_when_it_reads_and_renders_back() {
-        let mut rendered = String::new();
         for h in 0..=9u8 {
             for m in 0..=99u8 {
                 for sec in 0..=99u8 {
                     let text = format!("[%clk {h}:{m:02}:{sec:02}]");
-                    let (clock, eval) = crate::model::parse_comment_commands(text.as_bytes());
-                    rendered.clear();
-                    let same = eval.is_none()
-                        && typed_comment(eval, clock, &mut rendered).is_some()
-                        && rendered == text;
-                    let expected = same.then_some(clock).flatten();
-                    assert_eq!(lichess_clock(text.as_bytes()), expected, "{text}");
+                    let expected = typed_by_parsing(&text);
+                    assert_eq!(lichess_comment(text.as_bytes()), expected, "{text}");
                 }
             }
         }
@@ -483,10 +544,82 @@ mod tests {
             "[%clk  0:00:00]",
             "[%clk 0:0:00]",
             "[%clk a:00:00]",
-            "[%eval 0.1]",
+            "[%eval 0.1",
             "",
         ] {
-            assert_eq!(lichess_clock(other.as_bytes()), None, "{other}");
+            assert_eq!(lichess_comment(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_lichess_evaluation_is_recognized_only_where_parsing_reads_the_same() {
+        let mut recognized = 0;
+        let mut values: Vec<String> = Vec::new();
+        for sign in ["", "-", "+", "#", "#-", "#+"] {
+            for whole in [
+                "", "0", "00", "1", "01", "9", "10", "99", "100", "1234", "9999", "12345",
+            ] {
+                for fraction in [
+                    "", ".", ".0", ".5", ".05", ".10", ".17", ".00", ".123", ".1a",
+                ] {
+                    values.push(format!("{sign}{whole}{fraction}"));
+                }
+            }
+        }
+        values.extend(
+            ["0.17,20", " 0.17", "0.17 ", "x", "#", "-0.0", "1e2", "inf"].map(String::from),
+        );
+        for value in &values {
+            for clock in [
+                "",
+                " [%clk 0:05:00]",
+                " [%clk 0:61:00]",
+                "  [%clk 0:05:00]",
+                " [%clk 0:05:00] ",
+                "[%clk 0:05:00]",
+                " x",
+            ] {
+                let text = format!("[%eval {value}]{clock}");
+                let found = lichess_comment(text.as_bytes());
+                // Whatever the recognizer takes, parsing reads the same.
+                if found.is_some() {
+                    assert_eq!(found, typed_by_parsing(&text), "{text}");
+                    recognized += 1;
+                }
+            }
+        }
+        assert!(recognized > 100, "only {recognized} recognized");
+        // Every evaluation typed_comment writes (with up to four digits
+        // before the point), with and without a clock, is recognized.
+        for eval in (-10_000..=10_000)
+            .step_by(7)
+            .map(Eval::Centipawns)
+            .chain((-300..=300).filter(|&n| n != 0).map(Eval::MateIn))
+        {
+            for clock in [None, Some(300_000), Some(35_999_000)] {
+                let mut text = String::new();
+                typed_comment(Some(eval), clock, &mut text).expect("a clock of at least 0");
+                assert_eq!(
+                    lichess_comment(text.as_bytes()),
+                    Some((Some(eval), clock)),
+                    "{text}"
+                );
+            }
+        }
+        for refused in [
+            "[%eval 0.17] [%clk 0:05:00] x",
+            "[%eval 0.17][%clk 0:05:00]",
+            "[%clk 0:05:00] [%eval 0.17]",
+            "[%eval 0.17] { [%clk 0:05:00]",
+            "[%eval 0.17]]",
+            "[%eval 0.10]",
+            "[%eval 00.1]",
+            "[%eval -0.0]",
+            "[%eval #0]",
+            "[%eval #03]",
+            "[%eval 12345.0]",
+        ] {
+            assert_eq!(lichess_comment(refused.as_bytes()), None, "{refused}");
         }
     }
 

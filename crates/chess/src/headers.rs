@@ -12,7 +12,7 @@
 //! them) and the others in the order they were read; a Lichess game, whose
 //! tags are its columns' rendering in Lichess's order, keeps nothing.
 
-use std::{borrow::Cow, fmt};
+use std::{borrow::Cow, fmt, ops::Range};
 
 use chrono::{DateTime, Datelike, NaiveTime, Timelike, Utc};
 use serde_json::{Map, Value};
@@ -184,80 +184,154 @@ impl<'a> Columns<'a> {
     /// whose games carry them), FEN with `SetUp "1"`; a Lichess game's ECO
     /// and Opening are `?` when unknown, as Lichess writes them.
     pub fn render(&self) -> Vec<(&'static str, Cow<'a, str>)> {
-        let day = self.started_at.map(|at| {
-            let mut day = String::with_capacity(10);
-            // By hand: chrono's `format` parses its pattern for every game,
-            // which was most of the import's cost for the tags. A year
-            // outside 0..=9999 (which needs a sign) is left to chrono.
-            match u32::try_from(at.year()) {
-                Ok(year) if year <= 9999 => digits(year, 4, &mut day),
-                _ => day.push_str(&at.format("%Y").to_string()),
-            }
-            day.push('.');
-            digits(at.month(), 2, &mut day);
-            day.push('.');
-            digits(at.day(), 2, &mut day);
-            day
+        let mut scratch = String::new();
+        let tags = self.rendering(&mut scratch);
+        tags.into_iter()
+            .map(|(name, text)| {
+                let value = match text {
+                    Text::Borrowed(text) => Cow::Borrowed(text),
+                    Text::Written(at) => Cow::Owned(scratch[at].to_owned()),
+                };
+                (name, value)
+            })
+            .collect()
+    }
+
+    /// The start's date (`Date`, and `UTCDate` with `UTCTime`) and its
+    /// `UTCTime` when the time of day is known, written in `scratch`.
+    fn start_texts(&self, scratch: &mut String) -> (Option<Range<usize>>, Option<Range<usize>>) {
+        // UTC's own fields, without converting to a zone for each of them.
+        let started_at = self.started_at.map(|at| at.naive_utc());
+        let day = started_at.map(|at| {
+            written(scratch, |out| {
+                // By hand: chrono's `format` parses its pattern for every
+                // game, which was most of the import's cost for the tags. A
+                // year outside 0..=9999 (which needs a sign) is left to chrono.
+                match u32::try_from(at.year()) {
+                    Ok(year) if year <= 9999 => digits(year, 4, out),
+                    _ => out.push_str(&at.format("%Y").to_string()),
+                }
+                out.push('.');
+                digits(at.month(), 2, out);
+                out.push('.');
+                digits(at.day(), 2, out);
+            })
         });
-        let text = |value: Option<&'a str>| value.map(Cow::Borrowed);
-        let fixed = |value: &'static str| Cow::Borrowed(value);
-        let number = |n: Option<i32>| n.map(|n| Cow::Owned(n.to_string()));
-        let signed = |n: Option<i32>| n.map(|n| Cow::Owned(format!("{n:+}")));
-        let placeholder =
-            |value: Option<Cow<'a, str>>, or: &'static str| value.unwrap_or(Cow::Borrowed(or));
+        let utc_time = match started_at {
+            Some(at) if self.lichess || at.time() != NaiveTime::MIN => {
+                Some(written(scratch, |out| {
+                    digits(at.hour(), 2, out);
+                    out.push(':');
+                    digits(at.minute(), 2, out);
+                    out.push(':');
+                    digits(at.second(), 2, out);
+                }))
+            }
+            _ => None,
+        };
+        (day, utc_time)
+    }
+
+    /// [`Columns::render`] without an allocation per value: the values
+    /// the columns do not hold as text (dates, times, numbers) are written
+    /// one after the other in `scratch`. The import renders every game's
+    /// columns to compare them with its tags, and these allocations were
+    /// most of that cost (callgrind).
+    fn rendering(&self, scratch: &mut String) -> Vec<(&'static str, Text<'a>)> {
+        scratch.clear();
+        let (day, utc_time) = self.start_texts(scratch);
+        let utc_date = utc_time.as_ref().and(day.clone());
+        let mut integer = |n: Option<i32>, plus: bool| {
+            n.map(|n| {
+                written(scratch, |out| {
+                    if n < 0 {
+                        out.push('-');
+                    } else if plus {
+                        out.push('+');
+                    }
+                    digits(n.unsigned_abs(), 1, out);
+                })
+            })
+        };
+        let numbers = [
+            integer(self.white_elo, false),
+            integer(self.black_elo, false),
+            integer(self.white_rating_diff, true),
+            integer(self.black_rating_diff, true),
+        ];
+        let text = |value: Option<&'a str>| value.map(Text::Borrowed);
+        let fixed = |value: &'static str| Some(Text::Borrowed(value));
         // Lichess writes `?` for an opening it does not name (its variant
         // games): its ECO and Opening tags are always there.
-        let lichess_placeholder =
-            |value: Option<Cow<'a, str>>| value.or_else(|| self.lichess.then(|| fixed("?")));
-        let (utc_date, utc_time) = match self.started_at {
-            Some(at) if self.lichess || at.time() != NaiveTime::MIN => {
-                let mut time = String::with_capacity(8);
-                digits(at.hour(), 2, &mut time);
-                time.push(':');
-                digits(at.minute(), 2, &mut time);
-                time.push(':');
-                digits(at.second(), 2, &mut time);
-                (day.clone().map(Cow::Owned), Some(Cow::Owned(time)))
-            }
-            _ => (None, None),
+        let lichess_placeholder = |value: Option<&'a str>| {
+            text(value).or_else(|| if self.lichess { fixed("?") } else { None })
         };
-        let mut out = vec![
-            ("Event", placeholder(text(self.event), "?")),
-            ("Site", placeholder(text(self.site), "?")),
-            ("Date", placeholder(day.map(Cow::Owned), "????.??.??")),
-            (
-                "Round",
-                placeholder(text(self.round), if self.lichess { "-" } else { "?" }),
-            ),
-            ("White", placeholder(text(self.white), "?")),
-            ("Black", placeholder(text(self.black), "?")),
-            ("Result", fixed(result_tag(self.result))),
+        let [white_elo, black_elo, white_rating_diff, black_rating_diff] = numbers;
+        let roster = [
+            text(self.event).or(fixed("?")),
+            text(self.site).or(fixed("?")),
+            day.map(Text::Written).or(fixed("????.??.??")),
+            text(self.round).or(fixed(if self.lichess { "-" } else { "?" })),
+            text(self.white).or(fixed("?")),
+            text(self.black).or(fixed("?")),
+            fixed(result_tag(self.result)),
         ];
         let typed = [
-            utc_date,
-            utc_time,
-            number(self.white_elo),
-            number(self.black_elo),
-            signed(self.white_rating_diff),
-            signed(self.black_rating_diff),
+            utc_date.map(Text::Written),
+            utc_time.map(Text::Written),
+            white_elo.map(Text::Written),
+            black_elo.map(Text::Written),
+            white_rating_diff.map(Text::Written),
+            black_rating_diff.map(Text::Written),
             text(self.white_title),
             text(self.black_title),
-            variant_tag(self.variant).map(fixed),
-            lichess_placeholder(text(self.eco)),
-            lichess_placeholder(text(self.opening)),
+            variant_tag(self.variant).and_then(fixed),
+            lichess_placeholder(self.eco),
+            lichess_placeholder(self.opening),
             text(self.time_control),
-            self.termination.map(|label| fixed(termination_tag(label))),
+            self.termination
+                .and_then(|label| fixed(termination_tag(label))),
             text(self.start_fen),
-            self.start_fen.map(|_| fixed("1")),
+            self.start_fen.and_then(|_| fixed("1")),
         ];
-        out.extend(
-            TYPED
-                .into_iter()
-                .zip(typed)
-                .filter_map(|(name, value)| value.map(|v| (name, v))),
-        );
+        // Pushed in loops: as a chain of iterators over the two arrays it
+        // was not inlined, and cost more than the allocations it saves.
+        let mut out = Vec::with_capacity(ROSTER.len() + TYPED.len());
+        for ((name, _), value) in ROSTER.iter().zip(roster) {
+            out.extend(value.map(|v| (*name, v)));
+        }
+        for (name, value) in TYPED.into_iter().zip(typed) {
+            out.extend(value.map(|v| (name, v)));
+        }
         out
     }
+}
+
+/// A value of [`Columns::rendering`]: a column's text (or a fixed one), or
+/// the bytes of the scratch buffer it was written in.
+enum Text<'a> {
+    Borrowed(&'a str),
+    Written(Range<usize>),
+}
+
+impl<'a> Text<'a> {
+    /// The value, `scratch` being the buffer it was rendered with.
+    fn get<'s>(&'s self, scratch: &'s str) -> &'s str
+    where
+        'a: 's,
+    {
+        match self {
+            Text::Borrowed(text) => text,
+            Text::Written(at) => &scratch[at.clone()],
+        }
+    }
+}
+
+/// Appends what `write` writes to `out`: where it is in `out`.
+fn written(out: &mut String, write: impl FnOnce(&mut String)) -> Range<usize> {
+    let start = out.len();
+    write(out);
+    start..out.len()
 }
 
 /// A stored `games.tags` that does not say tags: a value that is neither
@@ -284,25 +358,31 @@ fn is_typed(name: &str) -> bool {
 
 /// The tags as [`written_tags`] writes them without a stored order: the
 /// roster, the typed tags in the rendering's order, then the other names
-/// in byte order (each name's values in turn).
+/// in byte order (each name's values in turn). `rendered`: the names of
+/// [`Columns::render`], in its order; `stored`: each name of `games.tags`
+/// with its number of values.
 fn default_order<'a>(
-    rendered: &'a [(&'static str, Cow<'_, str>)],
-    stored: &'a StoredValues,
+    rendered: impl Iterator<Item = &'static str>,
+    stored: &[(&'a str, usize)],
 ) -> Vec<&'a str> {
+    let count = |name: &str| stored.iter().find(|(n, _)| *n == name).map(|&(_, n)| n);
+    // The rendering gives the typed names in TYPED's order, after the
+    // roster: one walk along both, not a search of the rendering per name.
+    let mut typed_rendered = rendered.skip(ROSTER.len()).peekable();
     let mut names: Vec<&str> = TYPED
         .iter()
         .copied()
-        .filter(|name| stored.get(name).is_some() || rendered.iter().any(|(r, _)| r == name))
-        .flat_map(|name| std::iter::repeat_n(name, stored.get(name).map_or(1, <[_]>::len)))
+        .filter(|name| typed_rendered.next_if(|r| r == name).is_some() || count(name).is_some())
+        .flat_map(|name| std::iter::repeat_n(name, count(name).unwrap_or(1)))
         .collect();
-    let mut others: Vec<&(String, Vec<String>)> = stored
-        .0
+    let mut others: Vec<(&str, usize)> = stored
         .iter()
+        .copied()
         .filter(|(name, _)| !is_typed(name))
         .collect();
-    others.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    others.sort_unstable_by(|a, b| a.0.cmp(b.0));
     for (name, values) in others {
-        names.extend(std::iter::repeat_n(name.as_str(), values.len()));
+        names.extend(std::iter::repeat_n(name, values));
     }
     names
 }
@@ -370,9 +450,15 @@ pub fn written_tags(
             None => out.extend(rendered_value(name).map(|v| (name.to_owned(), v))),
         }
     }
-    let names: Vec<&str> = match &order {
-        Some(order) => order.iter().map(String::as_str).collect(),
-        None => default_order(&rendered, &values),
+    let names: Vec<&str> = if let Some(order) = &order {
+        order.iter().map(String::as_str).collect()
+    } else {
+        let counts: Vec<(&str, usize)> = values
+            .0
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.len()))
+            .collect();
+        default_order(rendered.iter().map(|&(name, _)| name), &counts)
     };
     // The next stored value of each name, in turn.
     let mut taken: Vec<usize> = vec![0; values.0.len()];
@@ -406,7 +492,12 @@ pub fn written_tags(
 /// [`written_tags`] would write. A game whose tags are exactly its
 /// columns' rendering, as a Lichess game's are, keeps nothing.
 pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<String, Value> {
-    let rendered = columns.render();
+    let mut scratch = String::with_capacity(64);
+    let rendering = columns.rendering(&mut scratch);
+    let rendered: Vec<(&str, &str)> = rendering
+        .iter()
+        .map(|(name, text)| (*name, text.get(&scratch)))
+        .collect();
     // The tags of most games (every Lichess game's) are the rendering,
     // tag for tag: nothing to keep, and nothing more to work out.
     if tags.len() == rendered.len()
@@ -417,51 +508,51 @@ pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<Stri
     {
         return Map::new();
     }
-    // Each name's values, in order of first appearance.
-    let mut by_name: Vec<(&str, Vec<&str>)> = Vec::with_capacity(tags.len());
-    for (name, value) in tags {
-        match by_name.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, values)) => values.push(value),
-            None => by_name.push((name, vec![value])),
+    // By index and borrowed, not gathered into owned lists first: most
+    // games (every one from an OTB file) come here, and the allocations
+    // were most of their tags' cost.
+    let rendered_value = |name: &str| rendered.iter().find(|(r, _)| *r == name).map(|&(_, v)| v);
+    // The names kept, in order of first appearance, with their number of
+    // values and the first (a placeholder: the roster's, for a tag absent).
+    let mut kept: Vec<(&str, usize, &str)> = Vec::with_capacity(tags.len() + 1);
+    for (at, (name, value)) in tags.iter().enumerate() {
+        if tags[..at].iter().any(|(n, _)| n == name) {
+            continue;
         }
-    }
-    let mut kept = StoredValues(Vec::new());
-    for (name, values) in &by_name {
-        let reproduced = is_typed(name)
-            && matches!(values.as_slice(), [value]
-                if rendered.iter().any(|(r, v)| r == name && v == value));
+        let count = 1 + tags[at + 1..].iter().filter(|(n, _)| n == name).count();
+        // The rendering says only tags a column holds (`is_typed`).
+        let reproduced = count == 1 && rendered_value(name) == Some(value.as_str());
         if !reproduced {
-            kept.0.push((
-                (*name).to_owned(),
-                values.iter().map(|v| (*v).to_owned()).collect(),
-            ));
+            kept.push((name, count, value));
         }
     }
     for (name, placeholder) in ROSTER {
-        let absent = !by_name.iter().any(|(n, _)| *n == name);
-        let says_more = rendered.iter().any(|(r, v)| *r == name && v != placeholder);
+        let absent = !tags.iter().any(|(n, _)| n == name);
+        let says_more = rendered_value(name).is_some_and(|v| v != placeholder);
         if absent && says_more && name != "Result" {
-            kept.0.push((name.to_owned(), vec![placeholder.to_owned()]));
+            kept.push((name, 1, placeholder));
         }
     }
-    let read_order: Vec<&str> = tags
+    let read_order = tags
         .iter()
         .map(|(name, _)| name.as_str())
-        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name))
-        .collect();
-    let needs_order = default_order(&rendered, &kept) != read_order;
+        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name));
+    let counts: Vec<(&str, usize)> = kept.iter().map(|&(name, n, _)| (name, n)).collect();
+    let needs_order = !default_order(rendered.iter().map(|&(name, _)| name), &counts)
+        .into_iter()
+        .eq(read_order.clone());
     let mut map = Map::new();
-    for (name, mut values) in kept.0 {
-        let value = if values.len() == 1 {
-            Value::String(values.swap_remove(0))
+    for (name, count, first) in kept {
+        let value = if count == 1 {
+            Value::String(first.to_owned())
         } else {
-            Value::Array(values.into_iter().map(Value::String).collect())
+            let values = tags.iter().filter(|(n, _)| n == name);
+            Value::Array(values.map(|(_, v)| Value::String(v.clone())).collect())
         };
-        map.insert(name, value);
+        map.insert(name.to_owned(), value);
     }
     if needs_order {
         let order = read_order
-            .into_iter()
             .map(|name| Value::String(name.to_owned()))
             .collect();
         map.insert(ORDER_KEY.to_owned(), Value::Array(order));
@@ -612,6 +703,53 @@ mod tests {
             let read = tags(case);
             let (stored, written) = round_trip(&read);
             assert_eq!(written, faithful(&read), "stored {stored:?}");
+        }
+    }
+
+    #[test]
+    fn the_rendering_is_the_roster_then_the_typed_tags_in_order() {
+        // default_order walks the rendering's typed names in TYPED's order.
+        let columns = Columns {
+            lichess: true,
+            started_at: DateTime::from_timestamp(1_000_000_000, 0),
+            white_elo: Some(1),
+            black_elo: Some(2),
+            white_rating_diff: Some(3),
+            black_rating_diff: Some(4),
+            white_title: Some("GM"),
+            black_title: Some("IM"),
+            variant: GameVariant::Atomic,
+            time_control: Some("60+0"),
+            termination: Some("normal"),
+            start_fen: Some("8/8/8/8/8/8/8/K6k w - - 0 1"),
+            ..Columns::default()
+        };
+        let names: Vec<&str> = columns.render().into_iter().map(|(name, _)| name).collect();
+        let expected: Vec<&str> = ROSTER.iter().map(|(name, _)| *name).chain(TYPED).collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn numbers_are_rendered_as_format_writes_them() {
+        for n in [i32::MIN, -2850, -10, -1, 0, 1, 9, 10, 2850, i32::MAX] {
+            let columns = Columns {
+                white_elo: Some(n),
+                black_elo: Some(n),
+                white_rating_diff: Some(n),
+                black_rating_diff: Some(n),
+                ..Columns::default()
+            };
+            let rendered = columns.render();
+            let value = |name: &str| {
+                rendered
+                    .iter()
+                    .find(|(r, _)| *r == name)
+                    .map(|(_, v)| v.to_string())
+            };
+            assert_eq!(value("WhiteElo"), Some(n.to_string()));
+            assert_eq!(value("BlackElo"), Some(n.to_string()));
+            assert_eq!(value("WhiteRatingDiff"), Some(format!("{n:+}")));
+            assert_eq!(value("BlackRatingDiff"), Some(format!("{n:+}")));
         }
     }
 

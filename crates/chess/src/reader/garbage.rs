@@ -102,12 +102,16 @@ pub(super) enum Reading {
 
 /// Reads a movetext token: a move number, possibly glued to the move
 /// (`12.`, `12...`, `7.N1f3`), then a move, a result, a NAG or an annotation.
+/// Inlined, with everything but move numbers and plain SAN out of line in
+/// [`read_other`]: called from the token walk for every token, it cost
+/// ~30 instructions per token more than the same checks inlined there
+/// (callgrind), and a hint alone is not taken.
+#[expect(
+    clippy::inline_always,
+    reason = "measured: the token walk needs it inlined, and a hint alone is not taken"
+)]
+#[inline(always)]
 pub(super) fn read_token(token: &[u8]) -> Reading {
-    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
-    const SYMBOLS: &[&[u8]] = &[
-        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
-        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
-    ];
     let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
     let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
     // `0000` is python-chess's null move, not a move number.
@@ -120,6 +124,18 @@ pub(super) fn read_token(token: &[u8]) -> Reading {
     if rest.is_empty() || is_plain_san(rest) {
         return Reading::Kept;
     }
+    read_other(rest, from)
+}
+
+/// [`read_token`] for a token that is neither a move number nor plain
+/// SAN: `rest` is the token from byte `from` on, after its move number.
+#[inline(never)]
+fn read_other(rest: &[u8], from: usize) -> Reading {
+    const RESULTS: &[&[u8]] = &[b"1-0", b"0-1", b"1/2-1/2", b"*", "½-½".as_bytes()];
+    const SYMBOLS: &[&[u8]] = &[
+        b"e.p.", b"ep", b"+-", b"-+", b"=", b"+/-", b"-/+", b"+=", b"=+", b"+/=", b"=/+", b"0-0",
+        b"0-0-0", b"0-0+", b"0-0-0+", b"0-0#", b"0-0-0#",
+    ];
     if RESULTS.contains(&rest) || SYMBOLS.contains(&rest) {
         return Reading::Kept;
     }
@@ -295,6 +311,7 @@ pub(super) fn skip_to(chunk: &[u8], from: usize, needle: u8) -> usize {
 /// `[NBRQK]?[a-h]?[1-8]?x?[a-h][1-8](=[NBRQ])?[+#]?`), checked without
 /// running the SAN parser again. Every such token parses as `SanPlus`, so
 /// this only skips work: anything else still goes to the parser.
+#[inline]
 pub(super) fn is_plain_san(token: &[u8]) -> bool {
     let t = match token {
         [rest @ .., b'+' | b'#'] => rest,
