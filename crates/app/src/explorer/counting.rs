@@ -927,19 +927,26 @@ mod tests {
     use super::*;
     use crate::testing::replayed;
 
-    #[test]
-    fn a_game_counts_in_each_position_once_with_the_move_of_its_last_visit() {
-        // The start position again after four plies: its move is 3. e4.
-        let record = replayed("1. Nf3 Nf6 2. Ng1 Ng8 3. e4 *");
+    /// The keys of a game's positions, and ids from `first` up for the
+    /// distinct ones in order of first visit.
+    fn keys_and_ids(record: &GameRecord, first: i64) -> (Vec<PositionKey>, KeyMap<i64>) {
         let keys: Vec<PositionKey> = record
             .positions
             .iter()
             .map(|(fen, _)| PositionKey::of(fen))
             .collect();
         let mut ids = KeyMap::default();
-        for (id, key) in (100..).zip(&keys) {
+        for (id, key) in (first..).zip(&keys) {
             ids.entry(*key).or_insert(id);
         }
+        (keys, ids)
+    }
+
+    #[test]
+    fn a_game_counts_in_each_position_once_with_the_move_of_its_last_visit() {
+        // The start position again after four plies: its move is 3. e4.
+        let record = replayed("1. Nf3 Nf6 2. Ng1 Ng8 3. e4 *");
+        let (keys, mut ids) = keys_and_ids(&record, 100);
         let visits = last_visits(7, 42, &record, &keys, &ids).expect("every key has an id");
         let found: Vec<(i64, i16, bool, usize)> = visits
             .iter()
@@ -966,15 +973,7 @@ mod tests {
         let record = replayed(
             "[FEN \"rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1\"]\n\n1... e5 2. Nf3 *",
         );
-        let keys: Vec<PositionKey> = record
-            .positions
-            .iter()
-            .map(|(fen, _)| PositionKey::of(fen))
-            .collect();
-        let mut ids = KeyMap::default();
-        for (id, key) in (200..).zip(&keys) {
-            ids.entry(*key).or_insert(id);
-        }
+        let (keys, ids) = keys_and_ids(&record, 200);
         let visits = last_visits(0, 43, &record, &keys, &ids).expect("every key has an id");
         let movers: Vec<(i64, bool)> = visits
             .iter()
