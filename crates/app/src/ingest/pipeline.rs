@@ -90,7 +90,7 @@ const SMALL_INPUT_MIN_BATCH_BYTES: usize = 1 << 20;
 
 impl PipelineConfig {
     /// The sizes for one input of about `plain_bytes` bytes of PGN
-    /// ([`source::estimated_plain_bytes`]; `None` when unknown, a
+    /// ([`Input::estimated_plain_len`]; `None` when unknown, a
     /// stream): an input under `batch_bytes` is cut into
     /// [`SMALL_INPUT_BATCHES`] batches, not smaller than
     /// [`SMALL_INPUT_MIN_BATCH_BYTES`]; a larger one, or one of unknown
@@ -574,7 +574,7 @@ fn read_input(
     let (name, mut splitter, config) = match input {
         Opened::Pgn(input) => {
             let name = Arc::clone(&input.name);
-            let config = config.for_input(source::estimated_plain_bytes(&spec.name));
+            let config = config.for_input(input.estimated_plain_len());
             (name, Games::Pgn(pgn_splitter(spec, input, config)?), config)
         }
         Opened::Stored(games) => (Arc::from(spec.name.as_str()), Games::Stored(*games), config),

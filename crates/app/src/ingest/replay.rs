@@ -28,7 +28,7 @@ use std::{
 
 use crate::{
     error::Error,
-    ingest::source::{Input, SourceOptions, open_input_interruptible},
+    ingest::source::{Compression, Input, SourceOptions, open_input_interruptible},
 };
 
 /// One stream input of a run, kept across the attempts of its import
@@ -40,12 +40,21 @@ pub struct StreamReplay {
     state: Mutex<State>,
 }
 
+/// What an [`Input`] says of the stream beside its reader, kept for the
+/// attempts after the first (the counter goes on across attempts).
+#[derive(Clone)]
+struct Opened {
+    name: Arc<str>,
+    len: Option<u64>,
+    compression: Compression,
+    consumed: Arc<AtomicU64>,
+}
+
 /// What the attempts share.
 #[derive(Default)]
 struct State {
-    /// The stream once opened: its name, size and byte counter as
-    /// [`Input`] gives them (the counter goes on across attempts).
-    opened: Option<(Arc<str>, Option<u64>, Arc<AtomicU64>)>,
+    /// The stream once opened.
+    opened: Option<Opened>,
     /// The decompressed stream while no attempt reads it.
     idle: Option<Box<dyn Read + Send>>,
     /// The bytes read and not yet committed, from offset `kept_from`.
@@ -120,7 +129,12 @@ impl StreamReplay {
         let (opened, live) = match &state.opened {
             None => {
                 let input = open_input_interruptible(&self.name, options, interrupts)?;
-                let opened = (input.name, input.len, input.consumed);
+                let opened = Opened {
+                    name: input.name,
+                    len: input.len,
+                    compression: input.compression,
+                    consumed: input.consumed,
+                };
                 state.opened = Some(opened.clone());
                 (opened, input.reader)
             }
@@ -135,12 +149,18 @@ impl StreamReplay {
                 (opened, live)
             }
         };
-        let (name, len, consumed) = opened;
+        let Opened {
+            name,
+            len,
+            compression,
+            consumed,
+        } = opened;
         let start_offset = state.kept_from;
         drop(state);
         Ok(Input {
             name,
             len,
+            compression,
             consumed,
             reader: Box::new(Attempt {
                 replay: Arc::clone(self),
@@ -258,6 +278,14 @@ mod tests {
         (file, Arc::new(StreamReplay::new(&name, cap)))
     }
 
+    /// An attempt's input, which must open.
+    #[track_caller]
+    fn open(replay: &Arc<StreamReplay>) -> Input {
+        replay
+            .open(SourceOptions::default(), Arc::default())
+            .expect("the attempt opens")
+    }
+
     fn read_some(input: &mut Input, n: usize) -> Vec<u8> {
         let mut out = vec![0; n];
         input.reader.read_exact(&mut out).expect("read");
@@ -268,9 +296,7 @@ mod tests {
     fn an_attempt_after_a_failure_reads_again_what_no_batch_committed() {
         let text: Vec<u8> = (0..200u8).collect();
         let (_file, replay) = replay_of(&text, 1024);
-        let mut first = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("open");
+        let mut first = open(&replay);
         assert_eq!(first.start_offset, 0);
         assert_eq!(read_some(&mut first, 120), text[..120]);
         replay
@@ -278,9 +304,7 @@ mod tests {
             .expect("a batch through byte 50 committed");
         drop(first);
 
-        let mut second = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("reopen");
+        let mut second = open(&replay);
         assert_eq!(second.start_offset, 50);
         let mut rest = Vec::new();
         second.reader.read_to_end(&mut rest).expect("read");
@@ -291,9 +315,7 @@ mod tests {
     fn only_committed_bytes_are_forgotten() {
         let text = b"0123456789";
         let (_file, replay) = replay_of(text, 1024);
-        let mut input = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("open");
+        let mut input = open(&replay);
         assert_eq!(read_some(&mut input, 6), b"012345");
         assert!(replay.release(7).is_err(), "byte 7 was not read yet");
         replay.release(4).expect("release");
@@ -302,9 +324,7 @@ mod tests {
             .expect("the same checkpoint again changes nothing");
         assert_eq!(replay.state().kept, b"45".to_vec());
         drop(input);
-        let mut again = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("reopen");
+        let mut again = open(&replay);
         assert_eq!(read_some(&mut again, 6), b"456789");
     }
 
@@ -312,9 +332,7 @@ mod tests {
     fn past_the_cap_a_retry_fails_naming_the_byte_it_cannot_read_again() {
         let text: Vec<u8> = (0..200u8).collect();
         let (_file, replay) = replay_of(&text, 64);
-        let mut first = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("open");
+        let mut first = open(&replay);
         assert_eq!(read_some(&mut first, 40), text[..40]);
         replay
             .release(30)
@@ -339,9 +357,7 @@ mod tests {
     #[test]
     fn two_attempts_cannot_read_the_stream_at_once() {
         let (_file, replay) = replay_of(b"abc", 1024);
-        let _first = replay
-            .open(SourceOptions::default(), Arc::default())
-            .expect("open");
+        let _first = open(&replay);
         let second = replay.open(SourceOptions::default(), Arc::default());
         assert!(
             matches!(second, Err(Error::Bug { .. })),

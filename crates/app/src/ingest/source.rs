@@ -138,6 +138,8 @@ pub struct Input {
     pub name: Arc<str>,
     /// Size on disk (compressed), when known.
     pub len: Option<u64>,
+    /// The format its first bytes were sniffed as.
+    pub compression: Compression,
     /// Bytes consumed from the underlying file so far (compressed bytes for
     /// compressed inputs): the progress bar's position.
     pub consumed: Arc<AtomicU64>,
@@ -197,6 +199,7 @@ pub fn open_input_interruptible(
     Ok(Input {
         name: Arc::from(name),
         len,
+        compression,
         consumed,
         reader,
         start_offset: 0,
@@ -517,21 +520,38 @@ pub fn is_stream(name: &str) -> bool {
 /// month's `.pgn.zst` is about a fifth of its PGN).
 const COMPRESSION_RATIO: u64 = 5;
 
-/// The PGN bytes a named input holds, roughly, before it is read: a regular
-/// file's size, times [`COMPRESSION_RATIO`] if it is compressed; `None` for
-/// a stream (unknown until read) or a path that cannot be read (opening it
-/// reports why). Estimates only: they size things (`--mode auto`, small
-/// inputs' batches), never decide what is read.
+/// The PGN bytes a file of `size` bytes in `compression` holds, roughly:
+/// its size, times [`COMPRESSION_RATIO`] if it is compressed. Estimates
+/// only: they size things (`--mode auto`, small inputs' batches), never
+/// decide what is read.
+fn plain_estimate(size: u64, compression: Compression) -> u64 {
+    match compression {
+        Compression::None => size,
+        _ => size.saturating_mul(COMPRESSION_RATIO),
+    }
+}
+
+/// [`plain_estimate`] of a named input before it is opened; `None` for a
+/// stream (unknown until read) or a path that cannot be read (opening it
+/// reports why).
 pub fn estimated_plain_bytes(name: &str) -> Option<u64> {
     if is_stream(name) {
         return None;
     }
     let path = Path::new(name);
     let size = std::fs::metadata(path).ok()?.len();
-    Some(match sniff_file(path) {
-        Some(Compression::None) | None => size,
-        Some(_) => size.saturating_mul(COMPRESSION_RATIO),
-    })
+    Some(plain_estimate(
+        size,
+        sniff_file(path).unwrap_or(Compression::None),
+    ))
+}
+
+impl Input {
+    /// [`plain_estimate`] of this opened input, from what opening it
+    /// learnt; `None` for a stream.
+    pub fn estimated_plain_len(&self) -> Option<u64> {
+        self.len.map(|len| plain_estimate(len, self.compression))
+    }
 }
 
 /// The format of a regular file, from its first bytes; `None` for a stream
