@@ -507,3 +507,74 @@ fn the_nightly_script_reads_only_new_or_changed_files() {
     assert_eq!(db.psql("SELECT count(*) FROM games"), "439");
     assert_eq!(db.psql("SELECT count(*) FROM import_runs"), "2");
 }
+
+/// A position another writer commits after the import looked it up (found
+/// absent) and before the import inserts it: the import's insert waits for
+/// that writer, finds the position taken when it commits, and reuses the
+/// committed row instead of failing or storing the position twice.
+#[test]
+fn a_position_committed_by_another_writer_after_the_lookup_is_reused() {
+    use std::io::Write;
+    let db = crate::common::migrated_db("raced_position");
+    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
+    let digest = pgnload::chess::hash::fen_digest(start);
+    let mut writer = Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &db.url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn psql");
+    let mut sql = writer.stdin.take().expect("psql's stdin");
+    writeln!(
+        sql,
+        "BEGIN; INSERT INTO positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+         VALUES (424242, '{start}', {digest}, '{}', 'w', 'KQkq', '-');",
+        start.split(' ').next().expect("a FEN has a placement")
+    )
+    .expect("write to psql");
+    wait_until(
+        &db,
+        "the other writer's uncommitted position",
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+             WHERE state = 'idle in transaction' AND query LIKE 'INSERT INTO positions%')",
+    );
+    let import = db
+        .pgnload()
+        .args(["-q", "import", "--mode", "incremental"])
+        .arg(crate::common::data("lichess-2025-05-sample.pgn"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pgnload");
+    wait_until(
+        &db,
+        "the import's insert to wait for the other writer",
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE 'COPY positions%')",
+    );
+    writeln!(sql, "COMMIT;").expect("write to psql");
+    drop(sql);
+    assert!(writer.wait().expect("wait for psql").success());
+    let out = import.wait_with_output().expect("wait for pgnload");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("438 read = 438 imported + 0 already present + 0 rejected"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT id FROM positions WHERE normalized_fen = '{start}'"
+        )),
+        "424242"
+    );
+    assert_eq!(
+        db.psql("SELECT count(*) FROM games WHERE initial_position_id <> 424242"),
+        "0"
+    );
+    let clean = fresh_db("raced_position_ref");
+    let sample = crate::common::data("lichess-2025-05-sample.pgn");
+    let reference = clean.quiet(&["import", &sample.to_string_lossy()]);
+    assert_eq!(reference.status.code(), Some(0), "{reference:?}");
+    let positions = "SELECT count(*), count(DISTINCT normalized_fen) FROM positions";
+    assert_eq!(db.psql(positions), clean.psql(positions));
+}

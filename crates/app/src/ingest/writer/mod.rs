@@ -6,10 +6,11 @@
 //! 1. games already in the database (by `(source, external_id)`) or
 //!    repeated in the batch are set aside;
 //! 2. positions of the new games are resolved, cache first. In incremental
-//!    mode the misses are `COPY`ed (binary) into a temporary staging table,
-//!    inserted with `ON CONFLICT DO NOTHING` (sorted, so concurrent
-//!    importers take row locks in the same order) and joined back for their
-//!    ids; in bulk mode a miss is a new position, given the next id and
+//!    mode the misses are looked up, and the absent ones `COPY`ed (binary,
+//!    sorted, so concurrent importers take them in the same order) with ids
+//!    from the sequence; if a concurrent importer committed one meanwhile,
+//!    they are staged and inserted with `ON CONFLICT DO NOTHING` instead;
+//!    in bulk mode a miss is a new position, given the next id and
 //!    `COPY`ed straight into the table (see [`crate::ingest::bulk`]). After the
 //!    commit the cache learns the new ids.
 //!

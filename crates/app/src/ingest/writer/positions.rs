@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use foldhash::{HashSet, HashSetExt, fast::RandomState};
 use rayon::prelude::*;
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{Client, Transaction, error::SqlState};
 
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
@@ -217,13 +217,13 @@ const ROUND_POSITIONS: usize = 50_000;
 /// Incremental mode, over the unique index on `normalized_fen`, which
 /// carries `id` (migration 0017), in rounds of consecutive keys (the misses
 /// sorted by `normalized_fen`, in [`ROUND_POSITIONS`]): in each, the misses
-/// already stored are read from that index alone; the others are staged
-/// and inserted `ON CONFLICT DO NOTHING`, sorted, so that the insert walks
-/// every index of positions from left to right (one read per index page,
-/// not per position, once the database outgrows memory) and concurrent
-/// importers take row locks in the same order; those a concurrent importer
-/// committed in between are read back. Returns the ids of the positions it
-/// created.
+/// already stored are read from that index alone; the others are inserted
+/// sorted ([`copy_absent`], or staged and inserted `ON CONFLICT DO NOTHING`
+/// when a concurrent importer committed one of them in between, those then
+/// read back), so that the insert walks every index of positions from left
+/// to right (one read per index page, not per position, once the database
+/// outgrows memory) and concurrent importers take them in the same order.
+/// Returns the ids of the positions it created.
 pub(super) async fn get_or_create_positions(
     tx: &Transaction<'_>,
     misses: &[(PositionRow<'_>, PositionKey)],
@@ -270,7 +270,7 @@ async fn get_or_create_round(
         .copied()
         .filter(|(_, key)| !position_ids.contains_key(key))
         .collect();
-    if absent.is_empty() {
+    if absent.is_empty() || copy_absent(tx, &absent, position_ids, pending, created).await? {
         return Ok(());
     }
     let staged: Vec<&PositionRow<'_>> = absent.iter().map(|(row, _)| row).collect();
@@ -306,6 +306,69 @@ async fn get_or_create_round(
         );
     }
     Ok(())
+}
+
+/// Inserts a round's `absent` positions (sorted by `normalized_fen`) by
+/// `COPY`, with ids drawn from the table's sequence, and records their ids;
+/// `false`, with nothing inserted, if another writer committed one of them
+/// since the lookup (a unique violation, undone by a savepoint): the caller
+/// then inserts them `ON CONFLICT DO NOTHING`.
+///
+/// Why not `ON CONFLICT` every time: the lookup has just found them absent,
+/// and only a concurrent importer can make one present. `COPY` inserts
+/// each position with one descent of the unique index where a speculative
+/// insert makes two, and needs no staging table nor `RETURNING`: measured
+/// on 89,000 new positions into a 10,000-game database, the server spent
+/// 1.26–1.51 CPU seconds on the `COPY` and 1.58–2.34 on the staged insert.
+/// Waiting on a concurrent importer's uncommitted position is the same for
+/// both, and both take the positions in the same (sorted) order.
+async fn copy_absent(
+    tx: &Transaction<'_>,
+    absent: &[&(PositionRow<'_>, PositionKey)],
+    position_ids: &mut KeyMap<i64>,
+    pending: &mut PendingIds,
+    created: &mut HashSet<i64>,
+) -> Result<bool, WriteError> {
+    let count = i64::try_from(absent.len()).map_err(|e| WriteError::Encode(Box::new(e)))?;
+    // The sequence by its name, a constant the planner resolves once: read
+    // from a subquery (`pg_get_serial_sequence`), it cost 13 times as much
+    // per id.
+    let ids: Vec<i64> = tx
+        .query(
+            "SELECT nextval('positions_id_seq') FROM generate_series(1, $1::bigint)",
+            &[&count],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let rows: Vec<PositionRow<'_>> = absent
+        .iter()
+        .zip(&ids)
+        .map(|((row, _), &id)| PositionRow {
+            id: Some(id),
+            ..*row
+        })
+        .collect();
+    tx.batch_execute("SAVEPOINT absent_positions").await?;
+    match copy_rows(tx, &PositionRow::copy_into("positions"), &rows).await {
+        Ok(_) => {
+            tx.batch_execute("RELEASE SAVEPOINT absent_positions")
+                .await?;
+        }
+        Err(WriteError::Database(e)) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT absent_positions")
+                .await?;
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
+    for ((_, key), &id) in absent.iter().zip(&ids) {
+        position_ids.insert(*key, id);
+        pending.push((*key, id));
+        created.insert(id);
+    }
+    Ok(true)
 }
 
 /// `(id, normalized_fen)` of the stored positions among `fens`, read from
