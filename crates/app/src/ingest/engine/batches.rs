@@ -13,7 +13,10 @@ use std::{
     },
 };
 
-use super::{BulkState, DEFAULT_SOURCE, Importer, InputEnd, checkpoint::Checkpoint};
+use super::{
+    BulkState, DEFAULT_SOURCE, Importer, InputEnd, checkpoint::Checkpoint,
+    merge_pending_hash_entries,
+};
 use crate::{
     error::Error,
     ingest::{
@@ -286,12 +289,25 @@ impl Importer<'_> {
         let (positions_retry, games_retry) = (self.run.retry(), self.run.retry());
         let (target, reporter) = (&self.run.target, self.run.reporter);
         let (mut position_seq, mut game_seq) = self.load.write_mode.sequences();
+        // The input's last games are written while the positions
+        // connection, done with the input, merges what its batches added
+        // to the `fen_hash` index's pending list (incremental mode on one
+        // node: a bulk load rebuilds that index instead).
+        let merge_pending = next.is_none()
+            && ready.is_some()
+            && position_seq.is_none()
+            && self.run.shards.is_none();
         let cache = &mut self.cache;
         let memory = &mut self.memory;
         let positions_db = &mut self.conns.positions_db;
         let db = &mut self.conns.db;
         let resolve = async {
-            let batch = next?;
+            let Some(batch) = next else {
+                if merge_pending {
+                    merge_pending_hash_entries(&positions_db.client, reporter).await;
+                }
+                return None;
+            };
             Some(
                 retry_on(
                     positions_db,

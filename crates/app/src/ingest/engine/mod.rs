@@ -669,7 +669,7 @@ impl Importer<'_> {
             self.count_queued_positions().await;
         }
         if status.is_ok() && self.run.shards.is_none() {
-            self.merge_pending_hash_entries().await;
+            merge_pending_hash_entries(&self.conns.control.client, self.run.reporter).await;
         }
         if let Ok(code) = status {
             self.record_run(code).await?;
@@ -717,19 +717,6 @@ impl Importer<'_> {
             Err(error) => self.run.reporter.notice(&Notice::Advice(&format!(
                 "counting the positions queued for the explorer counters failed ({error}): {later}"
             ))),
-        }
-    }
-
-    /// Merges the `fen_hash` index entries this run's batches left pending
-    /// ([`writer::merge_pending_hash_entries`]). The games are imported
-    /// either way: if it fails, lookups by `fen_hash` stay correct, only
-    /// slower until the next vacuum, and the notice says how to merge them.
-    async fn merge_pending_hash_entries(&mut self) {
-        if let Err(error) = writer::merge_pending_hash_entries(&self.conns.control.client).await {
-            self.run.reporter.notice(&Notice::Advice(&format!(
-                "merging the pending entries of positions' fen_hash index failed ({error}); \
-                 lookups by fen_hash stay correct but slower until `VACUUM positions` merges them"
-            )));
         }
     }
 
@@ -1020,4 +1007,20 @@ fn estimated_positions(inputs: &[String]) -> u64 {
 
 fn sniff_compression(path: &Path) -> Compression {
     source::sniff_file(path).unwrap_or(Compression::None)
+}
+
+/// Merges the `fen_hash` index entries the run's batches left pending
+/// ([`writer::merge_pending_hash_entries`]): after each input's last
+/// positions on one node (beside its last games), and at the end of the
+/// run for what an interrupted input left (then mostly nothing, a few
+/// milliseconds). The games are imported either way: if it fails, lookups
+/// by `fen_hash` stay correct, only slower until the next vacuum, and the
+/// notice says how to merge them.
+async fn merge_pending_hash_entries(client: &tokio_postgres::Client, reporter: &dyn Reporter) {
+    if let Err(error) = writer::merge_pending_hash_entries(client).await {
+        reporter.notice(&Notice::Advice(&format!(
+            "merging the pending entries of positions' fen_hash index failed ({error}); \
+             lookups by fen_hash stay correct but slower until `VACUUM positions` merges them"
+        )));
+    }
 }
