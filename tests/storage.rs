@@ -51,8 +51,20 @@ ALTER INDEX moves_pkey RESET (fillfactor);
 DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17)";
 
 /// The statements an open bulk load recorded before the storage migrations
-/// (0006, 0007, 0014, 0017), which are forgotten again.
+/// (0006, 0007, 0014, 0017), which are forgotten again. Then a key was one
+/// record (`ADD CONSTRAINT` building its index), not its index's build and
+/// then `ADD CONSTRAINT … USING INDEX`.
 const RECORDED_BEFORE_STORAGE: &str = "
+DELETE FROM import_bulk_objects i
+WHERE kind = 'index' AND EXISTS (SELECT FROM import_bulk_objects k
+                                 WHERE k.load_id = i.load_id AND k.kind = 'constraint'
+                                   AND k.object_name = i.object_name);
+UPDATE import_bulk_objects
+SET create_sql = 'ALTER TABLE positions ADD CONSTRAINT positions_pkey PRIMARY KEY (id)'
+WHERE object_name = 'positions_pkey';
+UPDATE import_bulk_objects
+SET create_sql = 'ALTER TABLE moves ADD CONSTRAINT moves_pkey PRIMARY KEY (game_id, ply)'
+WHERE object_name = 'moves_pkey';
 UPDATE import_bulk_objects
 SET object_name = 'moves_position_id_idx', drop_sql = 'DROP INDEX moves_position_id_idx',
     create_sql = 'CREATE INDEX moves_position_id_idx ON public.moves USING btree (position_id)'
@@ -60,8 +72,6 @@ WHERE object_name = 'moves_position_game_idx';
 UPDATE import_bulk_objects
 SET create_sql = 'CREATE INDEX positions_piece_placement_idx ON public.positions USING btree (piece_placement)'
 WHERE object_name = 'positions_piece_placement_idx';
-UPDATE import_bulk_objects SET create_sql = regexp_replace(create_sql, ' WITH \\(.*\\)$', '')
-WHERE object_name IN ('positions_pkey', 'moves_pkey');
 UPDATE import_bulk_objects
 SET create_sql = 'CREATE INDEX positions_fen_hash_idx ON public.positions USING btree (fen_hash)'
 WHERE object_name = 'positions_fen_hash_idx';
