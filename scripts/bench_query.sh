@@ -11,7 +11,7 @@
 #
 #   scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
 #                          [--cluster DIR] [--reuse] [--clients N]
-#                          [--serve-seconds S] [--serve-requests N]
+#                          [--serve-seconds S] [--serve-requests N] [--serve-only]
 set -euo pipefail
 
 usage() {
@@ -19,6 +19,7 @@ usage() {
 Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
                               [--cluster DIR] [--reuse] [--clients N]
                               [--serve-seconds S] [--serve-requests N]
+                              [--serve-only]
 
   --games N     games in the corpus searched (default 1000000)
   --queries N   explorer positions drawn from the games (default 1000; the
@@ -39,6 +40,10 @@ Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
   --serve-seconds S, --serve-requests N
                 bound of each load run, whichever comes first (default 20 s,
                 20000 requests)
+  --serve-only  only the explorer: `explore` through the CLI and `serve`
+                under load, on the same questions (no counters' import cost,
+                naive SQL, games searches nor export: at a million games
+                those take hours)
 EOF
 }
 
@@ -51,6 +56,7 @@ reuse=0
 clients=16
 serve_seconds=20
 serve_requests=20000
+serve_only=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --games) games=${2:?--games needs a value}; shift 2 ;;
@@ -58,6 +64,7 @@ while [[ $# -gt 0 ]]; do
         --naive) naive=${2:?--naive needs a value}; shift 2 ;;
         --cluster) cluster=${2:?--cluster needs a value}; shift 2 ;;
         --reuse) reuse=1; shift ;;
+        --serve-only) serve_only=1; shift ;;
         --clients) clients=${2:?--clients needs a value}; shift 2 ;;
         --serve-seconds) serve_seconds=${2:?--serve-seconds needs a value}; shift 2 ;;
         --serve-requests) serve_requests=${2:?--serve-requests needs a value}; shift 2 ;;
@@ -126,12 +133,15 @@ record cost_rounds "$cost_rounds"
 record clients "$clients"
 record serve_requests "$serve_requests"
 record serve_seconds "$serve_seconds"
+record serve_only "$serve_only"
 record load "$(cut -d' ' -f1-3 /proc/loadavg)"
 record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 
+if ((!serve_only)); then
 log "generating $cost_games games for the counters' cost"
 "$gen" --games "$cost_games" --seed 3 --out "$out/cost.pgn" 2>"$out/gen_cost.log" ||
     die "gen_corpus failed: $(tail -5 "$out/gen_cost.log")"
+fi
 
 if ((!reuse)); then
     rm -rf "$cluster"
@@ -156,6 +166,7 @@ import_seconds() { # URL MODE
     awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
 }
 for mode in incremental bulk; do
+    ((serve_only)) && break
     for round in $(seq "$cost_rounds"); do
         for counters in off on; do
             name="cost_${mode}_${counters}_$round"
@@ -288,13 +299,15 @@ noop() { "$pgnload" --database-url "$url" games --limit 0 --player "$1"; }
 log "explore: $queries positions, without and with filters, and the naive SQL on $naive"
 time_each "$out/positions.txt" "$out/explore.ms" explore_plain
 time_each "$out/positions.txt" "$out/explore_filtered.ms" explore_filtered
-time_each_naive "$out/naive_positions.txt" "$out/naive_explore.ms" naive_explore
-time_each_naive "$out/naive_positions.txt" "$out/naive_explore_filtered.ms" naive_filtered
-log "games --player and --fen: $searches each, and the naive SQL"
-time_each "$out/players.txt" "$out/games_player.ms" games_player
-time_each "$out/players.txt" "$out/naive_player.ms" naive_player
-time_each "$out/search_positions.txt" "$out/games_fen.ms" games_fen
-time_each_naive "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
+if ((!serve_only)); then
+    time_each_naive "$out/naive_positions.txt" "$out/naive_explore.ms" naive_explore
+    time_each_naive "$out/naive_positions.txt" "$out/naive_explore_filtered.ms" naive_filtered
+    log "games --player and --fen: $searches each, and the naive SQL"
+    time_each "$out/players.txt" "$out/games_player.ms" games_player
+    time_each "$out/players.txt" "$out/naive_player.ms" naive_player
+    time_each "$out/search_positions.txt" "$out/games_fen.ms" games_fen
+    time_each_naive "$out/search_positions.txt" "$out/naive_fen.ms" naive_fen
+fi
 time_each "$out/players.txt" "$out/startup.ms" noop
 
 # ------------------------------------------------ 3. serve under load
@@ -333,6 +346,7 @@ kill -TERM "$serve_pid"
 wait "$serve_pid" || die "pgnload serve did not exit 0 on SIGTERM: $(tail -3 "$out/serve.log")"
 serve_pid=
 
+if ((!serve_only)); then
 log "export of every game, and PostgreSQL's COPY of its games and moves tables"
 start=$(now_ns)
 "$pgnload" --database-url "$url" --quiet export -o "$out/export.pgn" >/dev/null
@@ -345,6 +359,7 @@ sql "$url" "COPY games TO STDOUT" >/dev/null
 sql "$url" "COPY moves TO STDOUT" >/dev/null
 end=$(now_ns)
 record copy_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+fi
 
 # ------------------------------------------------ report
 python3 - "$out" "$results" <<'PY'
@@ -361,21 +376,24 @@ def ms(name):
         pass
     return stats
 report = {"meta": {k: meta[k] for k in ("games", "queries", "clients", "load", "commit")}}
+serve_only = meta.get("serve_only") == "1"
 rows = [
     ("explore", "explore", "naive_explore"),
     ("explore with filters", "explore_filtered", "naive_explore_filtered"),
     ("games --player (first 100)", "games_player", "naive_player"),
     ("games --fen (first 100)", "games_fen", "naive_fen"),
-]
+][:2 if serve_only else 4]
 startup = ms("startup")
 print(f"\nqueries on {int(meta['games']):,} games (ms, whole process; pgnload start + connect p50 {startup['p50']:.1f})")
 print(f"{'query':32} {'n':>5} {'p50':>8} {'p95':>8} {'max':>8} {'naive n':>8} {'naive p50':>10} {'naive p95':>10} {'timeouts':>9} {'p95 ratio':>10}")
 for label, ours, naive in rows:
-    a, b = ms(ours), ms(naive)
+    a = ms(ours)
+    b = {"n": 0, "p50": float("nan"), "p95": float("nan")} if serve_only else ms(naive)
     ratio = a["p95"] / b["p95"] if b["p95"] else float("nan")
     report[ours] = {**a, "naive": b, "p95_ratio_to_naive": ratio}
     print(f"{label:32} {a['n']:>5} {a['p50']:>8.1f} {a['p95']:>8.1f} {a['max']:>8.1f} {b['n']:>8} {b['p50']:>10.1f} {b['p95']:>10.1f} {b.get('timeouts', 0):>9} {ratio:>10.3f}")
-print("(naive: the SQL a user would write, on the first positions drawn; a timeout counts as its 30 s)")
+print("(naive: not measured, --serve-only)" if serve_only else
+      "(naive: the SQL a user would write, on the first positions drawn; a timeout counts as its 30 s)")
 report["startup"] = startup
 clients = int(meta["clients"])
 print(f"\nserve: the explore questions over HTTP (ms per request, keep-alive; machine load {meta['load']})")
@@ -391,6 +409,9 @@ for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
         print(f"{'explore ' + kind:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
     report["serve"][f"{kind}_cli_per_s"] = cli_rate
 print(f"(target: p95 <= 20 ms at 16 clients on a 2-core machine; one load run stops at {meta.get('serve_requests', '?')} requests or {meta.get('serve_seconds', '?')} s)")
+if serve_only:
+    json.dump(report, open(f"{out}/bench_query.json", "w"), indent=2)
+    sys.exit(0)
 games = int(meta["games"])
 export_s, copy_s = float(meta["export_seconds"]), float(meta["copy_seconds"])
 report["export"] = {"seconds": export_s, "games_per_s": games / export_s,

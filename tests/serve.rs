@@ -450,3 +450,48 @@ fn a_lost_connection_is_a_503_then_replaced_and_sigterm_stops_with_0() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("pgnload serve: stopped"), "{stderr}");
 }
+
+/// The server keeps the start position's counts that price its walks
+/// (`explorer::answers::Everywhere`) between answers: an import after an
+/// answer must still be in the next one, which says what `explore --json`
+/// (which keeps nothing) says.
+#[test]
+fn an_answer_after_an_import_counts_the_new_games() {
+    let db = fresh_db("serve_import_between");
+    enable_explorer(db.pgnload());
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    let server = Server::start(&db);
+    let games = |answer: &Value| {
+        ["white", "draws", "black"]
+            .iter()
+            .map(|k| answer[k].as_i64().expect("a count"))
+            .sum::<i64>()
+    };
+    let ask = || -> Value {
+        let reply = get(&server, "/lichess");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        serde_json::from_str(&reply.body).expect("JSON")
+    };
+    let before = ask();
+    assert_ok(
+        &import(&db, &["-q"], &[data("lichess-2025-05-sample.pgn")]),
+        &[0],
+    );
+    let after = ask();
+    let expected: Value =
+        serde_json::from_str(&stdout_of(&db, &["explore", "--json"])).expect("JSON");
+    assert_eq!(after, expected);
+    assert!(games(&after) > games(&before), "{before} then {after}");
+    assert!(
+        !after["recentGames"]
+            .as_array()
+            .expect("recentGames")
+            .is_empty(),
+        "{after}"
+    );
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+}

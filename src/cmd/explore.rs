@@ -96,6 +96,7 @@ pub fn run(args: &ExploreArgs, settings: &Settings) -> Result<ExitStatus, Error>
         explore(
             db::Prepared::new(&database.client, &db::Statements::default()),
             &request,
+            &explorer::answers::Everywhere::default(),
         )
         .await
     })?;

@@ -48,7 +48,7 @@ pub async fn answer(
     let checkout = shared.checkout().await?;
     // `explore` checks that the counters are usable with its first
     // question (`explorer::answers::find`).
-    let answer = explore(checkout.connection.prepared(), request).await?;
+    let answer = explore(checkout.connection.prepared(), request, &shared.everywhere).await?;
     drop(checkout);
     let body = serde_json::to_string(&answer)
         .map_err(|e| crate::Error::bug_from("serializing the explorer answer", e))?;

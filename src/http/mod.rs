@@ -31,6 +31,7 @@ use tower_http::cors::{Any, CorsLayer};
 
 use crate::{
     error::{Error, ErrorKind},
+    explorer::answers::Everywhere,
     store::db::Target,
 };
 
@@ -47,12 +48,15 @@ pub struct Limits {
     pub wait: Duration,
 }
 
-/// What every handler shares: the pool and the admissions.
+/// What every handler shares: the pool, the admissions, and what the
+/// explorer keeps between answers.
 #[derive(Clone)]
 pub struct Shared {
     pool: pool::Pool,
     admissions: Arc<Semaphore>,
     limits: Limits,
+    /// The start positions' counts that price the explorer's walks.
+    pub everywhere: Arc<Everywhere>,
 }
 
 /// A request's hold on the database: its admission and its connection,
@@ -70,6 +74,7 @@ impl Shared {
             pool: pool::Pool::new(target, limits.connections, limits.wait),
             admissions: Arc::new(Semaphore::new(limits.requests)),
             limits,
+            everywhere: Arc::default(),
         }
     }
 

@@ -8,8 +8,13 @@
 //! rules where the data allows, so that the tools that read that API can
 //! read ours. Where ours differs, and why: `docs/querying.md`.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use shakmaty::{
     Position,
@@ -25,7 +30,7 @@ use crate::{
         category::{Month, RatingGroup, Speed},
         encoding::{decode_move_uci, encode_move},
         fen::{normalized_fen, position_from_fen},
-        model::GameVariant,
+        model::{GameVariant, TimeControl},
         scope::rated_by_event,
     },
     error::Error,
@@ -55,7 +60,7 @@ const TOP_BAND: (i64, i32) = (2800, 3200);
 
 /// Which games to count: empty lists mean every speed / rating group; a
 /// month bound leaves out the games without a date.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Filter {
     /// Only these speeds.
     pub speeds: Vec<Speed>,
@@ -398,7 +403,11 @@ async fn find_start(db: Prepared<'_>, variant: GameVariant) -> Result<Option<Fou
 /// and recent games. A position no counted game reached is an empty
 /// answer, not an error; counters not kept or not complete are an error
 /// ([`find`]).
-pub async fn explore(db: Prepared<'_>, request: &Request) -> Result<Answer, Error> {
+pub async fn explore(
+    db: Prepared<'_>,
+    request: &Request,
+    everywhere: &Everywhere,
+) -> Result<Answer, Error> {
     let variant = request.variant;
     let mut opening = None;
     let position = play_moves(variant, request.fen.as_deref(), &request.play, |p| {
@@ -419,6 +428,68 @@ pub async fn explore(db: Prepared<'_>, request: &Request) -> Result<Answer, Erro
     let Some(found) = find(db, &answer.fen).await? else {
         return Ok(answer);
     };
+    let counts = counts(db, found, request).await?;
+    for (i, row) in counts.moves.iter().enumerate() {
+        answer.score.white += row.score.white;
+        answer.score.draws += row.score.draws;
+        answer.score.black += row.score.black;
+        answer.games += row.games;
+        if i >= request.moves {
+            continue;
+        }
+        let (uci, san, after) = describe_move(&position, row.code)?;
+        answer.moves.push(MoveStats {
+            uci,
+            san,
+            average_rating: (row.mover_rated > 0).then(|| {
+                (2 * row.mover_rating_sum + row.mover_rated).div_euclid(2 * row.mover_rated)
+            }),
+            score: row.score,
+            game: None,
+            opening: openings::classify(variant, &after)?,
+            games: row.games,
+            code: row.code,
+        });
+    }
+    if answer.games > 0 {
+        list_games(
+            db,
+            found,
+            request,
+            &position,
+            &counts.classes,
+            everywhere,
+            &mut answer,
+        )
+        .await?;
+    }
+    Ok(answer)
+}
+
+/// A move's counts at a position under a filter.
+#[derive(Debug, Clone, Copy)]
+struct MoveCounts {
+    code: i16,
+    games: i64,
+    score: Score,
+    mover_rated: i64,
+    mover_rating_sum: i64,
+}
+
+/// A position's counts under a filter: its moves, the most played first,
+/// and its listable games per class.
+struct PositionCounts {
+    moves: Vec<MoveCounts>,
+    classes: Vec<(i16, i16, i64)>,
+}
+
+/// The counts of position `found` under `request`'s filter, from its rows
+/// or its games, in one statement ([`sql::MOVES_FROM_ROWS`]).
+async fn counts(
+    db: Prepared<'_>,
+    found: Found,
+    request: &Request,
+) -> Result<PositionCounts, Error> {
     let bound = BoundFilter::new(request);
     let sql = if found.counted {
         sql::MOVES_FROM_ROWS
@@ -429,39 +500,32 @@ pub async fn explore(db: Prepared<'_>, request: &Request) -> Result<Answer, Erro
         .query(sql, &bound.params(&found.id))
         .await
         .map_err(db_err("reading the explorer counters"))?;
-    for (i, row) in rows.iter().enumerate() {
-        let score = Score {
-            white: row.get(2),
-            draws: row.get(3),
-            black: row.get(4),
-        };
-        let games: i64 = row.get(1);
-        answer.score.white += score.white;
-        answer.score.draws += score.draws;
-        answer.score.black += score.black;
-        answer.games += games;
-        if i >= request.moves {
-            continue;
+    let mut counts = PositionCounts {
+        moves: Vec::new(),
+        classes: Vec::new(),
+    };
+    for row in &rows {
+        match (row.get::<_, Option<i16>>(0), row.get(1), row.get(2)) {
+            (Some(code), _, _) => counts.moves.push(MoveCounts {
+                code,
+                games: row.get(3),
+                score: Score {
+                    white: row.get(4),
+                    draws: row.get(5),
+                    black: row.get(6),
+                },
+                mover_rated: row.get(7),
+                mover_rating_sum: row.get(8),
+            }),
+            (None, Some(speed), Some(group)) => counts.classes.push((speed, group, row.get(9))),
+            (None, _, _) => {
+                return Err(Error::bug(
+                    "the explorer counters' grouping returned a row of neither a move nor a class",
+                ));
+            }
         }
-        let code: i16 = row.get(0);
-        let (uci, san, after) = describe_move(&position, code)?;
-        let rated: i64 = row.get(5);
-        let sum: i64 = row.get(6);
-        answer.moves.push(MoveStats {
-            uci,
-            san,
-            average_rating: (rated > 0).then(|| (2 * sum + rated).div_euclid(2 * rated)),
-            score,
-            game: None,
-            opening: openings::classify(variant, &after)?,
-            games,
-            code,
-        });
     }
-    if answer.games > 0 {
-        list_games(db, found, request, &position, &mut answer).await?;
-    }
-    Ok(answer)
+    Ok(counts)
 }
 
 /// Fills `answer`'s lists: its top and recent games, and the game of each
@@ -471,21 +535,25 @@ async fn list_games(
     found: Found,
     request: &Request,
     position: &VariantPosition,
+    here: &Classes,
+    everywhere: &Everywhere,
     answer: &mut Answer,
 ) -> Result<(), Error> {
     let id = found.id;
     let mut top = Vec::new();
     let mut recent = Vec::new();
-    if request.top_games > 0 || request.recent_games > 0 {
-        let here = listable_by_class(db, found, request).await?;
-        let everywhere = match find_start(db, request.variant).await? {
-            Some(start) => Some(listable_by_class(db, start, request).await?),
-            None => None,
-        };
+    // The position's listable games from rating group `low` up: where
+    // there are none, there is nothing to look for.
+    let listable = |low: i16| -> i64 { here.iter().filter(|c| c.1 >= low).map(|c| c.2).sum() };
+    if (request.top_games > 0 || request.recent_games > 0) && listable(i16::MIN) > 0 {
+        let everywhere = everywhere.classes(db, request).await?;
+        let everywhere = everywhere.as_deref().map(Vec::as_slice);
         if let Some(top_group) = top_group(&request.filter) {
-            let low = top_walk_low(&here, top_group);
-            let plan = choose_top_plan(&here, everywhere.as_deref(), low, answer.games);
-            top = top_games(db, id, request, plan, low).await?;
+            let low = top_walk_low(here, top_group);
+            if listable(low) > 0 {
+                let plan = choose_top_plan(here, everywhere, low, answer.games);
+                top = top_games(db, id, request, plan, low).await?;
+            }
         }
         // Lichess's rule: the recent games fill what the top games (before
         // the request's limit) leave of the games it lists.
@@ -493,8 +561,9 @@ async fn list_games(
             .unwrap_or(usize::MAX)
             .min(LISTED_MAX - top.len());
         top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
-        if wanted > 0 {
-            let plan = choose_recent_plan(&here, everywhere.as_deref(), wanted, answer.games);
+        let left = listable(i16::MIN) > i64::try_from(top.len()).unwrap_or(i64::MAX);
+        if wanted > 0 && left {
+            let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
             recent = recent_games(db, id, request, plan, &top, wanted).await?;
         }
     }
@@ -530,13 +599,12 @@ async fn list_games(
         .chain(game_of_move.values())
         .copied()
         .collect();
-    let games = listed_games(db, &listed).await?;
-    let played = moves_of_games(db, id, &top, &recent).await?;
+    let games = listed_games(db, &listed, id).await?;
     let with_move = |ids: &[i64]| -> Result<Vec<ListedGame>, Error> {
         let mut out = Vec::new();
         for game_id in ids {
-            if let (Some(game), Some(&code)) = (games.get(game_id), played.get(game_id)) {
-                let (uci, _, _) = describe_move(position, code)?;
+            if let Some((game, Some(code))) = games.get(game_id) {
+                let (uci, _, _) = describe_move(position, *code)?;
                 out.push(ListedGame {
                     uci,
                     game: game.clone(),
@@ -551,36 +619,23 @@ async fn list_games(
         m.game = game_of_move
             .get(&m.code)
             .and_then(|game_id| games.get(game_id))
-            .cloned();
+            .map(|(game, _)| game.clone());
     }
     Ok(())
 }
 
-/// The move each listed game played at position `id`.
-async fn moves_of_games(
+/// The games `ids` that can be listed, by id, each with the move it
+/// played at position `id` (its code; `None` if it did not reach it).
+async fn listed_games(
     db: Prepared<'_>,
+    ids: &[i64],
     id: i64,
-    top: &[i64],
-    recent: &[i64],
-) -> Result<HashMap<i64, i16>, Error> {
-    let ids: Vec<i64> = top.iter().chain(recent).copied().collect();
+) -> Result<HashMap<i64, (Game, Option<i16>)>, Error> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
     let rows = db
-        .query(sql::MOVES_OF_GAMES, &[&id, &ids])
-        .await
-        .map_err(db_err("reading the moves of the listed games"))?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-}
-
-/// The games `ids` that can be listed, by id.
-async fn listed_games(db: Prepared<'_>, ids: &[i64]) -> Result<HashMap<i64, Game>, Error> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let rows = db
-        .query(sql::LISTED_GAMES, &[&ids])
+        .query(sql::LISTED_GAMES, &[&ids, &id])
         .await
         .map_err(db_err("reading the listed games"))?;
     let mut games = HashMap::new();
@@ -588,44 +643,57 @@ async fn listed_games(db: Prepared<'_>, ids: &[i64]) -> Result<HashMap<i64, Game
         let game_id: i64 = row.get(0);
         let source: String = row.get(1);
         let external_id: String = row.get(2);
-        let speed: i16 = row.get(8);
-        let month: i32 = row.get(10);
-        let (Some(speed), Some(month)) = (Speed::from_code(speed), Month::from_code(month)) else {
-            return Err(Error::inconsistent(format!(
-                "game {game_id} has speed code {speed} and month code {month}, \
-                 which no version writes"
-            )));
+        let clock = match (row.get(8), row.get(9)) {
+            (Some(initial_s), Some(increment_s)) => Some(TimeControl {
+                initial_s,
+                increment_s,
+            }),
+            _ => None,
+        };
+        let speed = Speed::from_clock(clock);
+        let started_at: Option<DateTime<Utc>> = row.get(11);
+        // A game without a month is not listable (`sql::listable!`).
+        let Some(month) = started_at.and_then(Month::of_time) else {
+            continue;
         };
         let player = |name: Option<String>, rating: i32| Player {
             name: name.unwrap_or_else(|| "?".to_owned()),
             rating,
         };
-        let event: Option<String> = row.get(9);
-        games.insert(
-            game_id,
-            Game {
-                id: if source == "lichess" {
-                    external_id
-                } else {
-                    format!("{source}:{external_id}")
-                },
-                winner: match row.get::<_, i16>(3) {
-                    1 => Some("white"),
-                    -1 => Some("black"),
-                    _ => None,
-                },
-                speed: speed.as_str(),
-                mode: if rated_by_event(event.as_deref(), true) {
-                    "rated"
-                } else {
-                    "casual"
-                },
-                white: player(row.get(4), row.get(5)),
-                black: player(row.get(6), row.get(7)),
-                year: month.year(),
-                month: month.to_string(),
+        let event: Option<String> = row.get(10);
+        let code = match row.get::<_, Option<&[u8]>>(12) {
+            None => None,
+            Some(&[high, low]) => Some(i16::from_be_bytes([high, low])),
+            Some(bytes) => {
+                return Err(Error::inconsistent(format!(
+                    "game {game_id}'s moves end inside the move at position {id} ({} bytes)",
+                    bytes.len()
+                )));
+            }
+        };
+        let game = Game {
+            id: if source == "lichess" {
+                external_id
+            } else {
+                format!("{source}:{external_id}")
             },
-        );
+            winner: match row.get::<_, i16>(3) {
+                1 => Some("white"),
+                -1 => Some("black"),
+                _ => None,
+            },
+            speed: speed.as_str(),
+            mode: if rated_by_event(event.as_deref(), true) {
+                "rated"
+            } else {
+                "casual"
+            },
+            white: player(row.get(4), row.get(5)),
+            black: player(row.get(6), row.get(7)),
+            year: month.year(),
+            month: month.to_string(),
+        };
+        games.insert(game_id, (game, code));
     }
     Ok(games)
 }
@@ -658,20 +726,61 @@ pub async fn listable_by_class(
     found: Found,
     request: &Request,
 ) -> Result<Vec<(i16, i16, i64)>, Error> {
-    let bound = BoundFilter::new(request);
-    let sql = if found.counted {
-        sql::LISTABLE_FROM_ROWS
-    } else {
-        sql::LISTABLE_FROM_GAMES
-    };
-    let rows = db
-        .query(sql, &bound.params(&found.id))
-        .await
-        .map_err(db_err("reading the explorer counters by class"))?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect())
+    Ok(counts(db, found, request).await?.classes)
+}
+
+/// The listable games per class of each variant's start position under
+/// each filter asked (which nearly every game passes: what prices a walk,
+/// [`choose_top_plan`]), kept for [`Everywhere::KEPT`] and for at most
+/// [`Everywhere::MOST`] questions: one read of the start position's many
+/// rows instead of one with every answer. Only the choice between a scan
+/// and a walk, which list the same games, reads it: an estimate from
+/// before an import changes what an answer costs, never what it says.
+#[derive(Debug, Default)]
+pub struct Everywhere {
+    kept: Mutex<HashMap<(GameVariant, Filter), Kept>>,
+}
+
+/// A start position's classes as read at a time (`None`: the variant has
+/// no start position with games).
+type Kept = (Instant, Option<Arc<Vec<(i16, i16, i64)>>>);
+
+impl Everywhere {
+    /// How long a start position's classes are used before they are read
+    /// again.
+    pub const KEPT: Duration = Duration::from_mins(1);
+    /// How many (variant, filter) questions are kept at most: past that,
+    /// all are forgotten (each costs one read of the start position).
+    pub const MOST: usize = 256;
+
+    /// The classes of `request`'s variant's start position under its
+    /// filter: kept ones if read within [`Everywhere::KEPT`], else read
+    /// now.
+    async fn classes(
+        &self,
+        db: Prepared<'_>,
+        request: &Request,
+    ) -> Result<Option<Arc<Vec<(i16, i16, i64)>>>, Error> {
+        let key = (request.variant, request.filter.clone());
+        let now = Instant::now();
+        if let Ok(kept) = self.kept.lock()
+            && let Some((at, classes)) = kept.get(&key)
+            && now.duration_since(*at) < Self::KEPT
+        {
+            return Ok(classes.clone());
+        }
+        let classes = match find_start(db, request.variant).await? {
+            Some(start) => Some(Arc::new(listable_by_class(db, start, request).await?)),
+            None => None,
+        };
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() >= Self::MOST {
+                kept.clear();
+            }
+            kept.insert(key, (now, classes.clone()));
+        }
+        Ok(classes)
+    }
 }
 
 /// The range of Lichess's top-game rank (`highscore - band`, lower first)

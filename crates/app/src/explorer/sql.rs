@@ -615,48 +615,40 @@ macro_rules! from_games {
     };
 }
 
-/// Position `$1`'s moves under the filter, from `$counts`: move, games,
+/// Position `$1`'s counts under the filter, from `$counts`, in one read
+/// of its rows: per move (speed and rating group NULL) the move, games,
 /// white, draws, black, games with the mover rated, the movers' ratings
-/// added; the most played first.
-macro_rules! moves {
+/// added, the most played first; and per speed and rating group (move
+/// NULL) the games `explore` can list (see [`listable!`]): in a row of a
+/// rating group and a month, every game has both ratings and a date, so
+/// those with a result are the listable ones. What prices and bounds the
+/// walks of the top and recent games comes with the moves, without a
+/// second read of the same rows.
+macro_rules! moves_and_classes {
     ($($counts:tt)+) => {
         concat!(
-            "SELECT move, sum(games)::bigint, sum(white)::bigint, sum(draws)::bigint, \
-                    sum(black)::bigint, sum(mover_rated_games)::bigint, \
-                    sum(mover_rating_sum)::bigint \
+            "SELECT move, speed, rating_group, sum(games)::bigint, sum(white)::bigint, \
+                    sum(draws)::bigint, sum(black)::bigint, sum(mover_rated_games)::bigint, \
+                    sum(mover_rating_sum)::bigint, \
+                    coalesce(sum(white + draws + black) \
+                      FILTER (WHERE rating_group >= 0 AND month >= 0), 0)::bigint \
              FROM ",
             $($counts)+,
             " c WHERE position_id = $1 AND ",
             conditions!(),
-            " GROUP BY move HAVING sum(games) > 0 ORDER BY 2 DESC, move"
+            " GROUP BY GROUPING SETS ((move), (speed, rating_group)) \
+             HAVING CASE WHEN GROUPING(move) = 0 THEN sum(games) > 0 \
+                         ELSE sum(white + draws + black) \
+                                FILTER (WHERE rating_group >= 0 AND month >= 0) > 0 END \
+             ORDER BY 4 DESC, move"
         )
     };
 }
 
-/// Position `$1`'s games that `explore` can list (see [`listable!`])
-/// under the filter, per speed and rating group, from `$counts`: in a row
-/// of a rating group and a month, every game has both ratings and a date,
-/// so those with a result are the listable ones.
-macro_rules! listable_by_class {
-    ($($counts:tt)+) => {
-        concat!(
-            "SELECT speed, rating_group, sum(white + draws + black)::bigint FROM ",
-            $($counts)+,
-            " c WHERE position_id = $1 AND rating_group >= 0 AND month >= 0 AND ",
-            conditions!(),
-            " GROUP BY speed, rating_group HAVING sum(white + draws + black) > 0"
-        )
-    };
-}
-
-/// `moves!` from the position's rows.
-pub const MOVES_FROM_ROWS: &str = moves!(from_rows!());
-/// `moves!` from the position's games.
-pub const MOVES_FROM_GAMES: &str = moves!(from_games!());
-/// `listable_by_class!` from the position's rows.
-pub const LISTABLE_FROM_ROWS: &str = listable_by_class!(from_rows!());
-/// `listable_by_class!` from the position's games.
-pub const LISTABLE_FROM_GAMES: &str = listable_by_class!(from_games!());
+/// `moves_and_classes!` from the position's rows.
+pub const MOVES_FROM_ROWS: &str = moves_and_classes!(from_rows!());
+/// `moves_and_classes!` from the position's games.
+pub const MOVES_FROM_GAMES: &str = moves_and_classes!(from_games!());
 
 /// The games `explore` lists (top games, recent games, a move's only
 /// game) have every field a Lichess explorer game has: a result, both
@@ -759,22 +751,24 @@ pub const GAMES_OF_MOVES_FROM_GAMES: &str = concat!(
     conditions!()
 );
 
-/// The move each of the games `$2` played at position `$1` (at its last
-/// visit, as counted).
-pub const MOVES_OF_GAMES: &str = "SELECT game_id, move FROM explorer_game_moves \
-     WHERE position_id = $1 AND game_id = ANY($2::bigint[])";
-
-/// The games `$1` that are listable, as the explorer lists them: id,
-/// source, external id, result, white's name and rating, black's, speed
-/// code, the `Event` text, month code.
-pub const LISTED_GAMES: &str = concat!(
-    "SELECT e.game_id, g.source, g.external_id, e.result, wp.username, g.white_elo, \
-            bp.username, g.black_elo, e.speed, ev.name, e.month \
-     FROM (SELECT game_id, result, speed, month FROM explorer_games \
-           WHERE game_id = ANY($1::bigint[]) AND ",
-    listable!(),
-    ") e JOIN games g ON g.id = e.game_id \
-     LEFT JOIN players wp ON wp.id = g.white_player_id \
-     LEFT JOIN players bp ON bp.id = g.black_player_id \
-     LEFT JOIN events ev ON ev.id = g.event_id"
-);
+/// The games `$1` that have a result and both ratings (the month, the
+/// last of [`listable!`], and the speed are computed by the caller, as
+/// the import computes them: `crate::explorer::GameCounts`): id, source,
+/// external id, result, white's name and rating, black's, the clock's
+/// initial time and increment, the `Event` text, the start time; and the
+/// move the game played at position `$2` (at its last visit, as counted:
+/// `explorer_game_moves`), as the two bytes of its code in `games.moves`,
+/// NULL if it did not reach it. One table and lookups: the views' plan
+/// would read every moves row of the position, and joins cost a
+/// millisecond of planning per call (a list of games is planned for its
+/// ids every time).
+pub const LISTED_GAMES: &str = "SELECT g.id, g.source, g.external_id, g.result, \
+       (SELECT username FROM players WHERE id = g.white_player_id), g.white_elo, \
+       (SELECT username FROM players WHERE id = g.black_player_id), g.black_elo, \
+       g.time_initial_s, g.time_increment_s, (SELECT name FROM events WHERE id = g.event_id), \
+       g.started_at, \
+       substring(g.moves FROM 2 * (SELECT max(m.ply) FROM moves m \
+                                   WHERE m.position_id = $2 AND m.game_id = g.id) - 1 FOR 2) \
+     FROM games g \
+     WHERE g.id = ANY($1::bigint[]) AND g.result IS NOT NULL \
+       AND g.white_elo IS NOT NULL AND g.black_elo IS NOT NULL";
