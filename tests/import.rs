@@ -202,33 +202,45 @@ fn concurrent_imports_of_overlapping_files(mode: &str) {
     );
 }
 
+/// The start position's row with id 424242, as a writer other than
+/// pgnload would insert it: the statement.
+pub fn start_position_row() -> String {
+    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
+    let digest = pgnload::chess::hash::fen_digest(start);
+    format!(
+        "INSERT INTO positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
+         VALUES (424242, '{start}', {digest}, 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR', 'w', 'KQkq', '-')"
+    )
+}
+
+/// The start position kept its id 424242 ([`start_position_row`]), and
+/// every game (all from the start position) and first move uses it.
+pub fn assert_start_position_reused(db: &TestDb) {
+    assert_eq!(
+        db.psql(
+            "SELECT id FROM positions
+             WHERE normalized_fen = 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -'"
+        ),
+        "424242"
+    );
+    assert_eq!(
+        db.psql(
+            "SELECT (SELECT count(*) FROM games WHERE initial_position_id <> 424242)
+                  + (SELECT count(*) FROM moves WHERE ply = 1 AND position_id <> 424242)"
+        ),
+        "0"
+    );
+}
+
 #[test]
 fn existing_positions_keep_their_ids_and_are_reused() {
     let db = migrated_db("preexisting");
-    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
-    let digest = pgnload::chess::hash::fen_digest(start);
-    db.psql(&format!(
-        "INSERT INTO positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-         VALUES (424242, '{start}', {digest}, 'rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR', 'w', 'KQkq', '-')"
-    ));
+    db.psql(&start_position_row());
     assert_ok(
         &import(&db, &["-q"], &[data("lichess-2025-05-sample.pgn")]),
         &[0],
     );
-    assert_eq!(
-        db.psql(&format!(
-            "SELECT id FROM positions WHERE normalized_fen = '{start}'"
-        )),
-        "424242"
-    );
-    assert_eq!(
-        db.psql("SELECT count(*) FROM games WHERE initial_position_id <> 424242"),
-        "0"
-    );
-    assert_eq!(
-        db.psql("SELECT count(*) FROM moves WHERE ply = 1 AND position_id <> 424242"),
-        "0"
-    );
+    assert_start_position_reused(&db);
 }
 
 #[test]

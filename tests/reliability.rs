@@ -516,8 +516,6 @@ fn the_nightly_script_reads_only_new_or_changed_files() {
 fn a_position_committed_by_another_writer_after_the_lookup_is_reused() {
     use std::io::Write;
     let db = crate::common::migrated_db("raced_position");
-    let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
-    let digest = pgnload::chess::hash::fen_digest(start);
     let mut writer = Command::new("psql")
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &db.url])
         .stdin(Stdio::piped())
@@ -525,13 +523,7 @@ fn a_position_committed_by_another_writer_after_the_lookup_is_reused() {
         .spawn()
         .expect("spawn psql");
     let mut sql = writer.stdin.take().expect("psql's stdin");
-    writeln!(
-        sql,
-        "BEGIN; INSERT INTO positions (id, normalized_fen, fen_hash, piece_placement, active_color, castling, en_passant)
-         VALUES (424242, '{start}', {digest}, '{}', 'w', 'KQkq', '-');",
-        start.split(' ').next().expect("a FEN has a placement")
-    )
-    .expect("write to psql");
+    writeln!(sql, "BEGIN; {};", crate::import::start_position_row()).expect("write to psql");
     wait_until(
         &db,
         "the other writer's uncommitted position",
@@ -561,16 +553,7 @@ fn a_position_committed_by_another_writer_after_the_lookup_is_reused() {
         stderr.contains("438 read = 438 imported + 0 already present + 0 rejected"),
         "{stderr}"
     );
-    assert_eq!(
-        db.psql(&format!(
-            "SELECT id FROM positions WHERE normalized_fen = '{start}'"
-        )),
-        "424242"
-    );
-    assert_eq!(
-        db.psql("SELECT count(*) FROM games WHERE initial_position_id <> 424242"),
-        "0"
-    );
+    crate::import::assert_start_position_reused(&db);
     let clean = fresh_db("raced_position_ref");
     let sample = crate::common::data("lichess-2025-05-sample.pgn");
     let reference = clean.quiet(&["import", &sample.to_string_lossy()]);
