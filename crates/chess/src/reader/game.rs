@@ -21,7 +21,7 @@ use crate::{
     annotation::{
         Node, PlyNotes, between_braces, comment_value, join_comment, lichess_comment, typed_comment,
     },
-    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
+    model::{GameResult, RawGame, RawMove, Tags, check_storable, parse_comment_commands},
     reject::RejectReason,
 };
 
@@ -56,11 +56,7 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
         return Err(problem);
     }
     let text = lone_cr_as_newline(&chunk.bytes);
-    let tags = scan
-        .tags
-        .iter()
-        .map(|span| decode_tag(&text, span))
-        .collect::<Result<Vec<_>, _>>()?;
+    let tags = read_tags(&text, &scan.tags)?;
     let movetext_at = scan.movetext.unwrap_or(text.len());
     let tokens = read_tokens(&text, movetext_at);
     let text = rewritten(text, &tokens.rewrites);
@@ -126,26 +122,43 @@ const SPAN_WITHIN_GAME: &str = "the scanner records spans of the game it reads, 
      next game or the end of the stream, and a game cut at the size cap is rejected before its \
      spans are read";
 
-/// A tag's name and value, decoded.
-fn decode_tag(text: &[u8], span: &TagSpan) -> Result<(String, String), RejectReason> {
+/// The tags at `spans`, decoded.
+fn read_tags(text: &[u8], spans: &[TagSpan]) -> Result<Tags, RejectReason> {
     let slice = |r: &Range<usize>| text.get(r.clone()).expect(SPAN_WITHIN_GAME);
-    match span {
-        TagSpan::Quoted { name, value } => Ok((
-            decode_text(slice(name)).into_owned(),
-            decode_text(&RawTag(slice(value)).decode()).into_owned(),
-        )),
-        TagSpan::Line(line) => python_tag_line(slice(line)).ok_or_else(|| {
-            let shown = &slice(line)[..line.len().min(60)];
-            RejectReason::Syntax(format!("malformed tag line {:?}", decode_text(shown)))
-        }),
+    // Unescaping shortens values: the bytes read are room enough.
+    let room = spans
+        .iter()
+        .map(|span| match span {
+            TagSpan::Quoted { name, value } => name.len() + value.len(),
+            TagSpan::Line(line) => line.len(),
+        })
+        .sum();
+    let mut bytes = Vec::with_capacity(room);
+    let mut ends = Vec::with_capacity(spans.len());
+    for span in spans {
+        let (name, value) = match span {
+            TagSpan::Quoted { name, value } => (slice(name), RawTag(slice(value)).decode()),
+            TagSpan::Line(line) => {
+                let (name, value) = python_tag_line(slice(line)).ok_or_else(|| {
+                    let shown = &slice(line)[..line.len().min(60)];
+                    RejectReason::Syntax(format!("malformed tag line {:?}", decode_text(shown)))
+                })?;
+                (name, Cow::Borrowed(value))
+            }
+        };
+        bytes.extend_from_slice(name);
+        let name_end = bytes.len();
+        bytes.extend_from_slice(&value);
+        ends.push((name_end, bytes.len()));
     }
+    Ok(Tags::decoded(bytes, ends))
 }
 
 /// A tag line as python-chess reads it
 /// (`^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r]*)"\]\s*$`): the value runs
 /// from the first quote to the last `"]`, unescaped. `None` when the line
 /// does not match (python-chess then ignores it; pgnload rejects the game).
-fn python_tag_line(line: &[u8]) -> Option<(String, String)> {
+fn python_tag_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let line = line.trim_ascii_end().strip_prefix(b"[")?;
     let is_name = |b: &u8| b.is_ascii_alphanumeric() || b"_+#=:-".contains(b);
     let name_len = line.iter().take_while(|b| is_name(b)).count();
@@ -161,10 +174,7 @@ fn python_tag_line(line: &[u8]) -> Option<(String, String)> {
     if value.contains(&b'\r') {
         return None;
     }
-    Some((
-        decode_text(&line[..name_len]).into_owned(),
-        decode_text(value).into_owned(),
-    ))
+    Some((&line[..name_len], value))
 }
 
 /// Parses a game's movetext (mainline, clocks, evals, NAGs) with pgn-reader.
@@ -362,7 +372,7 @@ impl Visitor for GameVisitor {
     fn begin_movetext(&mut self, _tags: ()) -> ControlFlow<Self::Output, Self::Movetext> {
         ControlFlow::Continue(Movetext {
             game: RawGame {
-                tags: Vec::new(),
+                tags: Tags::default(),
                 moves: Vec::with_capacity(128),
                 movetext_result: None,
                 notes: Vec::new(),

@@ -403,6 +403,28 @@ mod tests {
     }
 
     #[test]
+    fn tags_are_kept_exactly_as_read() {
+        // Escapes, a quote python-chess reads inside a value, Latin-1,
+        // empty values and names written twice, in file order.
+        let pgn = b"[Event \"A \\\"B\\\" \\\\ C\"]\n[Site \"\"]\n[White \"J\xf6rg\"]\n\
+            [Event \"The \"Big\" Open\"]\n[Annotator \"x\"]\n[Annotator \"\"]\n\n1. e4 *\n";
+        let game = take_game(&mut split_all(pgn, 1 << 20).remove(0), LIMITS).expect("valid");
+        let read: Vec<(&str, &str)> = game.tags.iter().collect();
+        assert_eq!(
+            read,
+            [
+                ("Event", "A \"B\" \\ C"),
+                ("Site", ""),
+                ("White", "Jörg"),
+                ("Event", "The \"Big\" Open"),
+                ("Annotator", "x"),
+                ("Annotator", ""),
+            ]
+        );
+        assert_eq!(game.tag("Event"), Some("A \"B\" \\ C"));
+    }
+
+    #[test]
     fn latin1_tags_are_decoded_byte_for_char() {
         assert_eq!(decode_text(b"J\xf6rg"), "Jörg");
         assert_eq!(decode_text("Jörg".as_bytes()), "Jörg");
