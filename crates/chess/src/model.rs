@@ -1798,14 +1798,19 @@ mod tests {
 
 /// Maps a Lichess `Termination` tag to the `game_termination` enum label.
 pub fn termination_label(termination: &str) -> &'static str {
-    match termination.trim().to_ascii_lowercase().as_str() {
-        "normal" => "normal",
-        "time forfeit" => "time_forfeit",
-        "abandoned" => "abandoned",
-        "rules infraction" => "rules_infraction",
-        "unterminated" => "unterminated",
-        _ => "other",
-    }
+    // Compared ignoring ASCII case rather than lowercased: every game asks,
+    // and lowercasing allocates.
+    let termination = termination.trim();
+    [
+        ("normal", "normal"),
+        ("time forfeit", "time_forfeit"),
+        ("abandoned", "abandoned"),
+        ("rules infraction", "rules_infraction"),
+        ("unterminated", "unterminated"),
+    ]
+    .into_iter()
+    .find(|(tag, _)| tag.eq_ignore_ascii_case(termination))
+    .map_or("other", |(_, label)| label)
 }
 
 #[cfg(test)]
@@ -1817,5 +1822,11 @@ mod termination_tests {
         assert_eq!(termination_label("Time forfeit"), "time_forfeit");
         assert_eq!(termination_label("Normal"), "normal");
         assert_eq!(termination_label("Adjudication"), "other");
+        // Any ASCII case, blanks around; other letters are not folded.
+        assert_eq!(termination_label(" RULES infraction\t"), "rules_infraction");
+        assert_eq!(termination_label("unTERMINATED"), "unterminated");
+        assert_eq!(termination_label("Abandoned."), "other");
+        assert_eq!(termination_label("NORMAL\u{130}"), "other");
+        assert_eq!(termination_label(""), "other");
     }
 }
