@@ -3,7 +3,7 @@
 //! columns cannot say exactly.
 //!
 //! [`Columns::render`] is the one place that turns the typed columns into
-//! tag text. The import keeps ([`stored_tags`]) every tag whose values
+//! tag text. The import keeps ([`StoredTags`]) every tag whose values
 //! differ from that rendering, every tag no column holds, and the order of
 //! the tags when the rendering's order is not theirs; the export
 //! ([`written_tags`]) renders the columns and lets `games.tags` replace
@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     annotation::digits,
-    model::{GameMeta, GameResult, GameVariant, termination_label},
+    model::{GameMeta, GameResult, GameVariant, Tags, termination_label},
 };
 
 /// The Seven Tag Roster, in its order, with the value python-chess gives a
@@ -53,6 +53,40 @@ const TYPED: [&str; 15] = [
     "FEN",
     "SetUp",
 ];
+
+/// The number of tags a column holds: [`ROSTER`], then [`TYPED`].
+const SLOTS: usize = ROSTER.len() + TYPED.len();
+
+/// The place of `name` in [`ROSTER`] then [`TYPED`]: the tag a column
+/// holds, if `name` is one. One `match`, not a search of both lists: the
+/// import looks up every tag of every game.
+fn slot(name: &str) -> Option<usize> {
+    Some(match name {
+        "Event" => 0,
+        "Site" => 1,
+        "Date" => 2,
+        "Round" => 3,
+        "White" => 4,
+        "Black" => 5,
+        "Result" => 6,
+        "UTCDate" => 7,
+        "UTCTime" => 8,
+        "WhiteElo" => 9,
+        "BlackElo" => 10,
+        "WhiteRatingDiff" => 11,
+        "BlackRatingDiff" => 12,
+        "WhiteTitle" => 13,
+        "BlackTitle" => 14,
+        "Variant" => 15,
+        "ECO" => 16,
+        "Opening" => 17,
+        "TimeControl" => 18,
+        "Termination" => 19,
+        "FEN" => 20,
+        "SetUp" => 21,
+        _ => return None,
+    })
+}
 
 /// The key of `games.tags` that holds the names of the tags after the
 /// roster, in the order they were read (a name once per tag), when the
@@ -185,14 +219,16 @@ impl<'a> Columns<'a> {
     /// and Opening are `?` when unknown, as Lichess writes them.
     pub fn render(&self) -> Vec<(&'static str, Cow<'a, str>)> {
         let mut scratch = String::new();
-        let tags = self.rendering(&mut scratch);
-        tags.into_iter()
-            .map(|(name, text)| {
-                let value = match text {
+        let values = self.rendering(&mut scratch);
+        let names = ROSTER.iter().map(|(name, _)| *name).chain(TYPED);
+        names
+            .zip(values)
+            .filter_map(|(name, text)| {
+                let value = match text? {
                     Text::Borrowed(text) => Cow::Borrowed(text),
                     Text::Written(at) => Cow::Owned(scratch[at].to_owned()),
                 };
-                (name, value)
+                Some((name, value))
             })
             .collect()
     }
@@ -232,12 +268,13 @@ impl<'a> Columns<'a> {
         (day, utc_time)
     }
 
-    /// [`Columns::render`] without an allocation per value: the values
-    /// the columns do not hold as text (dates, times, numbers) are written
-    /// one after the other in `scratch`. The import renders every game's
-    /// columns to compare them with its tags, and these allocations were
-    /// most of that cost (callgrind).
-    fn rendering(&self, scratch: &mut String) -> Vec<(&'static str, Text<'a>)> {
+    /// [`Columns::render`] without an allocation per value, by slot
+    /// ([`slot`]; none for a tag not written): the values the columns do
+    /// not hold as text (dates, times, numbers) are written one after the
+    /// other in `scratch`. The import renders every game's columns to
+    /// compare them with its tags, and these allocations were most of that
+    /// cost (callgrind).
+    fn rendering(&self, scratch: &mut String) -> [Option<Text<'a>>; SLOTS] {
         scratch.clear();
         let (day, utc_time) = self.start_texts(scratch);
         let utc_date = utc_time.as_ref().and(day.clone());
@@ -267,7 +304,8 @@ impl<'a> Columns<'a> {
             text(value).or_else(|| if self.lichess { fixed("?") } else { None })
         };
         let [white_elo, black_elo, white_rating_diff, black_rating_diff] = numbers;
-        let roster = [
+        [
+            // ROSTER
             text(self.event).or(fixed("?")),
             text(self.site).or(fixed("?")),
             day.map(Text::Written).or(fixed("????.??.??")),
@@ -275,8 +313,7 @@ impl<'a> Columns<'a> {
             text(self.white).or(fixed("?")),
             text(self.black).or(fixed("?")),
             fixed(result_tag(self.result)),
-        ];
-        let typed = [
+            // TYPED
             utc_date.map(Text::Written),
             utc_time.map(Text::Written),
             white_elo.map(Text::Written),
@@ -293,17 +330,7 @@ impl<'a> Columns<'a> {
                 .and_then(|label| fixed(termination_tag(label))),
             text(self.start_fen),
             self.start_fen.and_then(|_| fixed("1")),
-        ];
-        // Pushed in loops: as a chain of iterators over the two arrays it
-        // was not inlined, and cost more than the allocations it saves.
-        let mut out = Vec::with_capacity(ROSTER.len() + TYPED.len());
-        for ((name, _), value) in ROSTER.iter().zip(roster) {
-            out.extend(value.map(|v| (*name, v)));
-        }
-        for (name, value) in TYPED.into_iter().zip(typed) {
-            out.extend(value.map(|v| (name, v)));
-        }
-        out
+        ]
     }
 }
 
@@ -353,7 +380,7 @@ impl fmt::Display for Unreadable {
 /// Whether `name` is a tag a column holds (its stored values replace the
 /// rendering's).
 fn is_typed(name: &str) -> bool {
-    ROSTER.iter().any(|(roster, _)| *roster == name) || TYPED.contains(&name)
+    slot(name).is_some()
 }
 
 /// The tags as [`written_tags`] writes them without a stored order: the
@@ -482,115 +509,167 @@ pub fn written_tags(
     Ok(out)
 }
 
-/// `games.tags` for a game read with `tags` (file order) whose columns are
-/// `columns`: what [`written_tags`] needs to give `tags` back. Each name
-/// whose values are not the rendering's single value keeps all its values
-/// (so a name is never half rendered, half stored), a roster tag the game
-/// lacks keeps python-chess's placeholder when the rendering would say
-/// more (except `Result`, whose column comes from the movetext then), and
-/// the order of the tags after the roster is kept when it is not the one
+/// Adds a value of the tag `name` to `games.tags`: its text, or when the
+/// name has values already, the array of them in file order.
+pub(crate) fn push_value(map: &mut Map<String, Value>, name: &str, value: &str) {
+    let value = Value::String(value.to_owned());
+    match map.get_mut(name) {
+        None => {
+            map.insert(name.to_owned(), value);
+        }
+        Some(Value::Array(values)) => values.push(value),
+        Some(single) => {
+            let earlier = single.take();
+            *single = Value::Array(vec![earlier, value]);
+        }
+    }
+}
+
+/// What `games.tags` keeps of a game read with [`Tags`] (file order): what
+/// [`written_tags`] needs to give them back. Each name whose values are
+/// not the rendering's single value keeps all its values (so a name is
+/// never half rendered, half stored), a roster tag the game lacks keeps
+/// python-chess's placeholder when the rendering would say more (except
+/// `Result`, whose column comes from the movetext then), and the order of
+/// the tags after the roster is kept when it is not the one
 /// [`written_tags`] would write. A game whose tags are exactly its
 /// columns' rendering, as a Lichess game's are, keeps nothing.
-pub fn stored_tags(tags: &[(String, String)], columns: &Columns<'_>) -> Map<String, Value> {
-    let mut scratch = String::with_capacity(64);
-    let rendering = columns.rendering(&mut scratch);
-    let rendered: Vec<(&str, &str)> = rendering
-        .iter()
-        .map(|(name, text)| (*name, text.get(&scratch)))
-        .collect();
-    // The tags of most games (every Lichess game's) are the rendering,
-    // tag for tag: nothing to keep, and nothing more to work out.
-    if tags.len() == rendered.len()
-        && tags
-            .iter()
-            .zip(&rendered)
-            .all(|((name, value), (r, v))| name == r && value == v)
-    {
-        return Map::new();
-    }
-    // By index and borrowed, not gathered into owned lists first: most
-    // games (every one from an OTB file) come here, and the allocations
-    // were most of their tags' cost.
-    let rendered_value = |name: &str| rendered.iter().find(|(r, _)| *r == name).map(|&(_, v)| v);
-    // The names kept, in order of first appearance, with their number of
-    // values and the first (a placeholder: the roster's, for a tag absent).
-    let mut kept: Vec<(&str, usize, &str)> = Vec::with_capacity(tags.len() + 1);
-    for (at, (name, value)) in tags.iter().enumerate() {
-        if tags[..at].iter().any(|(n, _)| n == name) {
-            continue;
+///
+/// It says which tags, not their text: the replay (in parallel) decides,
+/// without an allocation, and the game's own tags give the text when it is
+/// written ([`StoredTags::json`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredTags {
+    /// By [`slot`]: the columns' tags whose values are all kept (bit
+    /// `slot`). A tag no column holds is always kept.
+    typed: u32,
+    /// By place in [`ROSTER`]: the roster tags the game lacks whose
+    /// placeholder is kept.
+    placeholders: u8,
+    /// Whether the names after the roster are kept in the order read.
+    order: bool,
+}
+
+impl StoredTags {
+    /// What `games.tags` keeps of `tags` read for a game whose columns are
+    /// `columns`. One pass over the tags, each looked up by [`slot`].
+    pub fn of(tags: &Tags, columns: &Columns<'_>) -> StoredTags {
+        let mut scratch = String::with_capacity(64);
+        let rendering = columns.rendering(&mut scratch);
+        let rendered = |slot: usize| rendering[slot].as_ref().map(|text| text.get(&scratch));
+        // By slot: how many tags of that name, and whether one's value is
+        // not the rendering's.
+        let mut count = [0_usize; SLOTS];
+        let mut differs = 0_u32;
+        // The order [`written_tags`] writes without a stored one: the
+        // columns' tags in TYPED's order, then the others in byte order.
+        let mut order = false;
+        let mut last_typed = 0;
+        let mut last_other: Option<&str> = None;
+        for (name, value) in tags {
+            if let Some(slot) = slot(name) {
+                count[slot] += 1;
+                if rendered(slot) != Some(value) {
+                    differs |= 1 << slot;
+                }
+                if slot >= ROSTER.len() {
+                    order |= last_other.is_some() || slot < last_typed;
+                    last_typed = slot;
+                }
+            } else {
+                order |= last_other.is_some_and(|last| last > name);
+                last_other = Some(name);
+            }
         }
-        let count = 1 + tags[at + 1..].iter().filter(|(n, _)| n == name).count();
-        // The rendering says only tags a column holds (`is_typed`).
-        let reproduced = count == 1 && rendered_value(name) == Some(value.as_str());
-        if !reproduced {
-            kept.push((name, count, value));
+        let mut stored = StoredTags::default();
+        for (slot, &n) in count.iter().enumerate() {
+            if n > 1 || (n == 1 && differs & (1 << slot) != 0) {
+                stored.typed |= 1 << slot;
+            }
+            // A tag the rendering writes and the game lacks: only a stored
+            // order (which leaves it out) gives the game back.
+            if slot >= ROSTER.len() && n == 0 && rendering[slot].is_some() {
+                order = true;
+            }
         }
-    }
-    for (name, placeholder) in ROSTER {
-        let absent = !tags.iter().any(|(n, _)| n == name);
-        let says_more = rendered_value(name).is_some_and(|v| v != placeholder);
-        if absent && says_more && name != "Result" {
-            kept.push((name, 1, placeholder));
+        for (at, (name, placeholder)) in ROSTER.iter().enumerate() {
+            let says_more = rendered(at).is_some_and(|v| v != *placeholder);
+            if count[at] == 0 && says_more && *name != "Result" {
+                stored.placeholders |= 1 << at;
+            }
         }
+        stored.order = order;
+        stored
     }
-    let read_order = tags
-        .iter()
-        .map(|(name, _)| name.as_str())
-        .filter(|name| !ROSTER.iter().any(|(roster, _)| roster == name));
-    let counts: Vec<(&str, usize)> = kept.iter().map(|&(name, n, _)| (name, n)).collect();
-    let needs_order = !default_order(rendered.iter().map(|&(name, _)| name), &counts)
-        .into_iter()
-        .eq(read_order.clone());
-    let mut map = Map::new();
-    for (name, count, first) in kept {
-        let value = if count == 1 {
-            Value::String(first.to_owned())
-        } else {
-            let values = tags.iter().filter(|(n, _)| n == name);
-            Value::Array(values.map(|(_, v)| Value::String(v.clone())).collect())
-        };
-        map.insert(name.to_owned(), value);
+
+    /// Whether the tags called `name` are kept.
+    fn keeps(self, name: &str) -> bool {
+        slot(name).is_none_or(|slot| self.typed & (1 << slot) != 0)
     }
-    if needs_order {
-        let order = read_order
-            .map(|name| Value::String(name.to_owned()))
-            .collect();
-        map.insert(ORDER_KEY.to_owned(), Value::Array(order));
+
+    /// `games.tags`: the values kept of `tags` (the tags [`StoredTags::of`]
+    /// read), a name read more than once as an array of its values in file
+    /// order; the placeholders kept; and under [`ORDER_KEY`] the names
+    /// after the roster in the order read, when that order is kept.
+    pub fn json(self, tags: &Tags) -> Map<String, Value> {
+        let mut map = Map::new();
+        for (name, value) in tags {
+            if !self.keeps(name) {
+                continue;
+            }
+            push_value(&mut map, name, value);
+        }
+        for (at, (name, placeholder)) in ROSTER.iter().enumerate() {
+            if self.placeholders & (1 << at) != 0 {
+                map.insert((*name).to_owned(), Value::String((*placeholder).to_owned()));
+            }
+        }
+        if self.order {
+            let names = tags
+                .iter()
+                .filter(|(name, _)| !ROSTER.iter().any(|(roster, _)| roster == name))
+                .map(|(name, _)| Value::String(name.to_owned()))
+                .collect();
+            map.insert(ORDER_KEY.to_owned(), Value::Array(names));
+        }
+        map
     }
-    map
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs.iter().copied().collect()
+    }
+
+    fn owned(tags: &Tags) -> Vec<(String, String)> {
+        tags.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect()
     }
 
     /// What the import stores of `read`, and what the export writes back.
-    fn round_trip(read: &[(String, String)]) -> (Map<String, Value>, Vec<(String, String)>) {
+    fn round_trip(read: &Tags) -> (Map<String, Value>, Vec<(String, String)>) {
         let meta = GameMeta::from_tags(read);
         let variant = meta_variant(read);
         let columns = Columns::imported(&meta, variant, None, meta.result);
-        let stored = stored_tags(read, &columns);
+        let stored = StoredTags::of(read, &columns).json(read);
         let written = written_tags(&columns, &stored).expect("readable");
         (stored, written)
     }
 
-    fn meta_variant(read: &[(String, String)]) -> GameVariant {
-        read.iter()
-            .find(|(name, _)| name == "Variant")
-            .and_then(|(_, value)| GameVariant::from_tag(value))
+    fn meta_variant(read: &Tags) -> GameVariant {
+        read.first("Variant")
+            .and_then(GameVariant::from_tag)
             .unwrap_or_default()
     }
 
     /// `read` as it must be written: the roster first (a missing one as
     /// python-chess's placeholder), then the others in the order read.
-    fn faithful(read: &[(String, String)]) -> Vec<(String, String)> {
+    fn faithful(read: &Tags) -> Vec<(String, String)> {
+        let read = owned(read);
         let mut out = Vec::new();
         for (name, placeholder) in ROSTER {
             let values: Vec<_> = read.iter().filter(|(n, _)| n == name).cloned().collect();
@@ -633,15 +712,16 @@ mod tests {
         let read = tags(LICHESS);
         let (stored, written) = round_trip(&read);
         assert_eq!(stored, Map::new());
-        assert_eq!(written, read);
+        assert_eq!(written, owned(&read));
         // A variant game says `?` for its opening, as Lichess writes it.
-        let mut variant = read.clone();
-        variant.insert(14, ("Variant".into(), "Atomic".into()));
-        variant[15].1 = "?".into();
-        variant[16].1 = "?".into();
+        let mut variant = LICHESS.to_vec();
+        variant.insert(14, ("Variant", "Atomic"));
+        variant[15].1 = "?";
+        variant[16].1 = "?";
+        let variant = tags(&variant);
         let (stored, written) = round_trip(&variant);
         assert_eq!(stored, Map::new());
-        assert_eq!(written, variant);
+        assert_eq!(written, owned(&variant));
     }
 
     #[test]
@@ -754,13 +834,83 @@ mod tests {
     }
 
     #[test]
+    fn slots_are_the_places_in_the_roster_then_the_typed_tags() {
+        let names = ROSTER.iter().map(|(name, _)| *name).chain(TYPED);
+        for (at, name) in names.enumerate() {
+            assert_eq!(slot(name), Some(at), "{name}");
+        }
+        for other in ["event", "GameNo", "", "]order", "FEN "] {
+            assert_eq!(slot(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn stored_tags_say_which_tags_and_json_gives_their_values() {
+        // A tag no column holds, after the typed ones: kept, the order too
+        // (written_tags would put GameNo last).
+        let mut read = LICHESS.to_vec();
+        read.insert(14, ("GameNo", "7"));
+        read.push(("Annotator", "a"));
+        read.push(("Annotator", "b"));
+        let read = tags(&read);
+        let meta = GameMeta::from_tags(&read);
+        let columns = Columns::imported(&meta, GameVariant::Standard, None, meta.result);
+        let stored = StoredTags::of(&read, &columns);
+        assert_eq!(stored.typed, 0);
+        assert_eq!(stored.placeholders, 0);
+        assert!(stored.order);
+        let json = Value::Object(stored.json(&read));
+        let names: Vec<&str> = read
+            .iter()
+            .skip(ROSTER.len())
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "GameNo": "7",
+                "Annotator": ["a", "b"],
+                ORDER_KEY: names,
+            })
+        );
+        // A typed tag the columns hold in another form, a missing roster
+        // tag: the value as read, the placeholder.
+        let read = tags(&[
+            ("Event", "E"),
+            ("WhiteElo", " 1500 "),
+            ("Date", "2024.01.02"),
+        ]);
+        let meta = GameMeta::from_tags(&read);
+        let columns = Columns::imported(&meta, GameVariant::Standard, None, meta.result);
+        let stored = StoredTags::of(&read, &columns);
+        assert_eq!(stored.typed, 1 << slot("WhiteElo").expect("typed"));
+        assert!(!stored.order);
+        assert_eq!(
+            Value::Object(stored.json(&read)),
+            serde_json::json!({ "WhiteElo": " 1500 " })
+        );
+        let read = tags(&[("Event", "E")]);
+        let columns = Columns {
+            // 2001-09-09 at midnight: a Date, no UTCDate or UTCTime.
+            started_at: DateTime::from_timestamp(999_993_600, 0),
+            event: Some("E"),
+            ..Columns::default()
+        };
+        assert_eq!(
+            Value::Object(StoredTags::of(&read, &columns).json(&read)),
+            serde_json::json!({ "Date": "????.??.??" })
+        );
+    }
+
+    #[test]
     fn a_missing_result_is_the_columns() {
         // The column comes from the movetext then: `*` would be another game.
         let read = tags(&[("Event", "E")]);
         let meta = GameMeta::from_tags(&read);
         let columns = Columns::imported(&meta, GameVariant::Standard, None, Some(GameResult::Draw));
-        let stored = stored_tags(&read, &columns);
-        assert_eq!(stored, Map::new());
+        let stored = StoredTags::of(&read, &columns);
+        assert_eq!(stored, StoredTags::default());
+        let stored = stored.json(&read);
         let written = written_tags(&columns, &stored).expect("readable");
         assert_eq!(written[6], ("Result".to_owned(), "1/2-1/2".to_owned()));
     }

@@ -12,13 +12,16 @@ use std::{fmt, sync::Arc};
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 
-use crate::reject::{RejectReason, SourcePos};
+use crate::{
+    reader::decode_text,
+    reject::{RejectReason, SourcePos},
+};
 
 /// A game as read from PGN, before replay: tags and the mainline as written.
 #[derive(Debug, Clone, Default)]
 pub struct RawGame {
     /// All tags in file order, values decoded (UTF-8, else Latin-1).
-    pub tags: Vec<(String, String)>,
+    pub tags: Tags,
     /// Mainline moves with their annotations.
     pub moves: Vec<RawMove>,
     /// The termination marker of the movetext, if any.
@@ -32,12 +35,152 @@ pub struct RawGame {
 impl RawGame {
     /// The value of the first tag called `name`.
     pub fn tag(&self, name: &str) -> Option<&str> {
-        self.tags
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.tags.first(name)
     }
 }
+
+/// A game's tags in file order, as read: every name and value, once each,
+/// in one buffer. A game has a dozen tags or more, and a `String` for each
+/// name and value (two allocations and two frees per tag) was the largest
+/// part of their cost (callgrind); the game keeps them whole until it is
+/// written (`games.tags`, [`crate::headers::StoredTags`]).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Tags {
+    /// The names and values, one after the other.
+    text: String,
+    /// Each tag's name end and value end in `text`; its name starts where
+    /// the previous tag's value ends.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Tags {
+    /// The tags whose names and values are `bytes`, one after the other
+    /// (`ends` as [`Tags`] holds them), each name and value decoded as
+    /// [`decode_text`] decodes it: UTF-8, else Latin-1. The tags of nearly
+    /// every game are UTF-8: checked as one text, which costs far less than
+    /// a check per name and value.
+    pub(crate) fn decoded(bytes: Vec<u8>, ends: Vec<(usize, usize)>) -> Tags {
+        let bytes = match String::from_utf8(bytes) {
+            // Each name and value is UTF-8 when all are and none is cut in
+            // the middle of a character (a Latin-1 name ending in `Ã`
+            // before a value beginning with `©`).
+            Ok(text)
+                if ends.iter().all(|&(name, value)| {
+                    text.is_char_boundary(name) && text.is_char_boundary(value)
+                }) =>
+            {
+                return Tags { text, ends };
+            }
+            Ok(text) => text.into_bytes(),
+            Err(error) => error.into_bytes(),
+        };
+        let mut tags = Tags::default();
+        let mut start = 0;
+        for (name_end, value_end) in ends {
+            tags.push(
+                &decode_text(&bytes[start..name_end]),
+                &decode_text(&bytes[name_end..value_end]),
+            );
+            start = value_end;
+        }
+        tags
+    }
+
+    /// Appends a tag.
+    pub fn push(&mut self, name: &str, value: &str) {
+        self.text.push_str(name);
+        let name_end = self.text.len();
+        self.text.push_str(value);
+        self.ends.push((name_end, self.text.len()));
+    }
+
+    /// The number of tags.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there is no tag.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The tags in file order, as (name, value).
+    #[inline]
+    pub fn iter(&self) -> TagIter<'_> {
+        TagIter {
+            text: &self.text,
+            ends: self.ends.iter(),
+            start: 0,
+        }
+    }
+
+    /// The value of the first tag called `name`.
+    pub fn first(&self, name: &str) -> Option<&str> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// Whether a name or value holds `c`: one search of all the text.
+    fn contain(&self, c: char) -> bool {
+        self.text.contains(c)
+    }
+}
+
+impl fmt::Debug for Tags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> FromIterator<(&'a str, &'a str)> for Tags {
+    fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(pairs: I) -> Tags {
+        let mut tags = Tags::default();
+        for (name, value) in pairs {
+            tags.push(name, value);
+        }
+        tags
+    }
+}
+
+impl<'a> IntoIterator for &'a Tags {
+    type Item = (&'a str, &'a str);
+    type IntoIter = TagIter<'a>;
+
+    fn into_iter(self) -> TagIter<'a> {
+        self.iter()
+    }
+}
+
+/// The tags of a [`Tags`], in file order.
+#[derive(Clone)]
+pub struct TagIter<'a> {
+    text: &'a str,
+    ends: std::slice::Iter<'a, (usize, usize)>,
+    /// Where the next tag's name starts.
+    start: usize,
+}
+
+impl<'a> Iterator for TagIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    #[inline]
+    fn next(&mut self) -> Option<(&'a str, &'a str)> {
+        let &(name_end, value_end) = self.ends.next()?;
+        let tag = (
+            &self.text[self.start..name_end],
+            &self.text[name_end..value_end],
+        );
+        self.start = value_end;
+        Some(tag)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.ends.size_hint()
+    }
+}
+
+impl ExactSizeIterator for TagIter<'_> {}
 
 /// One mainline move as written, with what the comments and NAGs after it said.
 #[derive(Debug, Clone)]
@@ -446,20 +589,20 @@ impl<'a> FirstTags<'a> {
     /// One pass over `tags`: the first value of each typed tag, the other
     /// tags, and the later typed tags whose value differs from the first
     /// (kept raw).
-    fn sort(tags: &'a [(String, String)]) -> (Self, TagList, TagList) {
+    fn sort(tags: &'a Tags) -> (Self, TagList, TagList) {
         let mut first: [Option<(&str, &str)>; Typed::COUNT] = [None; Typed::COUNT];
         let mut other_tags = Vec::new();
         let mut later = Vec::new();
         for (name, value) in tags {
             match Typed::of(name) {
                 Some(typed) => match first[typed as usize] {
-                    None => first[typed as usize] = Some((name.as_str(), value.as_str())),
+                    None => first[typed as usize] = Some((name, value)),
                     Some((_, earlier)) if earlier != value => {
-                        later.push((name.clone(), value.clone()));
+                        later.push((name.to_owned(), value.to_owned()));
                     }
                     Some(_) => {}
                 },
-                None => other_tags.push((name.clone(), value.clone())),
+                None => other_tags.push((name.to_owned(), value.to_owned())),
             }
         }
         (Self { first }, other_tags, later)
@@ -543,7 +686,7 @@ impl<'a> FirstTags<'a> {
 impl GameMeta {
     /// Builds the typed view of `tags`. A field comes from the first tag of
     /// its name, trimmed; empty and `?` values count as absent.
-    pub fn from_tags(tags: &[(String, String)]) -> GameMeta {
+    pub fn from_tags(tags: &Tags) -> GameMeta {
         let (first, other_tags, later) = FirstTags::sort(tags);
         // First values their field cannot hold as written, kept raw (before
         // the later duplicates, so a name's first raw value comes first).
@@ -596,20 +739,9 @@ impl GameMeta {
     /// then `kept_tags`), as a JSON object. A name written more than once
     /// maps to an array of its values in file order, so none is lost.
     pub fn tags_json(&self) -> serde_json::Map<String, serde_json::Value> {
-        use serde_json::Value;
         let mut map = serde_json::Map::new();
         for (name, value) in self.other_tags.iter().chain(&self.kept_tags) {
-            let value = Value::String(value.clone());
-            match map.get_mut(name) {
-                None => {
-                    map.insert(name.clone(), value);
-                }
-                Some(Value::Array(values)) => values.push(value),
-                Some(single) => {
-                    let earlier = single.take();
-                    *single = Value::Array(vec![earlier, value]);
-                }
-            }
+            crate::headers::push_value(&mut map, name, value);
         }
         map
     }
@@ -627,16 +759,17 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// index. Tags are the only text from the file that reaches the database
 /// (moves, FENs and clocks are written by pgnload), so checking them before
 /// replay keeps a bad game from failing the batch it would be written in.
-pub fn check_storable(tags: &[(String, String)]) -> Result<(), RejectReason> {
+pub fn check_storable(tags: &Tags) -> Result<(), RejectReason> {
+    let nul = tags.contain('\0');
     for (name, value) in tags {
-        if name.contains('\0') || value.contains('\0') {
+        if nul && (name.contains('\0') || value.contains('\0')) {
             return Err(RejectReason::NulByte {
                 tag: name.escape_default().to_string(),
             });
         }
-        if matches!(name.as_str(), "White" | "Black" | "Event") && value.len() > MAX_NAME_BYTES {
+        if matches!(name, "White" | "Black" | "Event") && value.len() > MAX_NAME_BYTES {
             return Err(RejectReason::NameTooLong {
-                tag: name.clone(),
+                tag: name.to_owned(),
                 bytes: value.len(),
                 limit: MAX_NAME_BYTES,
             });
@@ -1138,7 +1271,93 @@ mod tests {
         }
     }
 
-    fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn tags_give_back_each_name_and_value_as_pushed() {
+        let pairs = [
+            ("Event", "Rated \"Blitz\" game"),
+            ("Site", ""),
+            ("", "no name"),
+            ("White", "Jörg"),
+            ("Event", "second"),
+            ("X", ""),
+        ];
+        let read = tags(&pairs);
+        assert_eq!(read.len(), 6);
+        assert!(!read.is_empty());
+        assert_eq!(read.iter().collect::<Vec<_>>(), pairs);
+        assert_eq!(read.iter().len(), 6);
+        assert_eq!(read.first("Event"), Some("Rated \"Blitz\" game"));
+        assert_eq!(read.first("X"), Some(""));
+        assert_eq!(read.first("Black"), None);
+        assert_eq!(format!("{read:?}"), format!("{pairs:?}"));
+        let empty = Tags::default();
+        assert!(empty.is_empty());
+        assert_eq!(empty.iter().next(), None);
+    }
+
+    /// `pairs` as their bytes one after the other, and the ends.
+    fn joined(pairs: &[(&[u8], &[u8])]) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for (name, value) in pairs {
+            bytes.extend_from_slice(name);
+            let name_end = bytes.len();
+            bytes.extend_from_slice(value);
+            ends.push((name_end, bytes.len()));
+        }
+        (bytes, ends)
+    }
+
+    #[test]
+    fn tags_decode_each_name_and_value_on_its_own() {
+        let decoded = |pairs: &[(&[u8], &[u8])]| {
+            let (bytes, ends) = joined(pairs);
+            let tags = Tags::decoded(bytes, ends);
+            let by_piece: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(n, v)| (decode_text(n).into_owned(), decode_text(v).into_owned()))
+                .collect();
+            let read: Vec<(String, String)> = tags
+                .iter()
+                .map(|(n, v)| (n.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(read, by_piece);
+            read
+        };
+        let utf8 = decoded(&[(b"White", "Jörg".as_bytes()), (b"Site", b"")]);
+        assert_eq!(utf8[0].1, "Jörg");
+        // One Latin-1 value: only it is read as Latin-1.
+        let latin1 = decoded(&[(b"White", b"J\xf6rg"), (b"Black", "Jörg".as_bytes())]);
+        assert_eq!(
+            (latin1[0].1.as_str(), latin1[1].1.as_str()),
+            ("Jörg", "Jörg")
+        );
+        // UTF-8 as a whole, but `é` cut between a name and its value: two
+        // Latin-1 characters.
+        let cut = decoded(&[(b"A\xc3", b"\xa9"), (b"B", b"b")]);
+        assert_eq!((cut[0].0.as_str(), cut[0].1.as_str()), ("AÃ", "©"));
+        assert!(decoded(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_nul_byte_in_any_tag_is_refused() {
+        assert!(check_storable(&tags(&[("White", "x"), ("Black", "y")])).is_ok());
+        for (name, value) in [("A\0", "x"), ("A", "\0"), ("A", "x\0y")] {
+            let read = tags(&[("White", "x"), (name, value), ("Black", "y")]);
+            assert_eq!(
+                check_storable(&read),
+                Err(RejectReason::NulByte {
+                    tag: name.escape_default().to_string()
+                })
+            );
+        }
+    }
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -1238,7 +1457,7 @@ mod tests {
             })
         );
         assert_eq!(meta.result.and_then(GameResult::score), Some(-1));
-        assert_eq!(meta.other_tags, tags(&[("Annotator", "lichess.org")]));
+        assert_eq!(meta.other_tags, owned(&[("Annotator", "lichess.org")]));
     }
 
     #[test]
@@ -1258,7 +1477,7 @@ mod tests {
         assert_eq!(meta.round, None);
         assert_eq!(
             meta.other_tags,
-            tags(&[("Annotator", "a"), ("Annotator", "b")])
+            owned(&[("Annotator", "a"), ("Annotator", "b")])
         );
     }
 
@@ -1282,7 +1501,7 @@ mod tests {
         assert_eq!(meta.started_at, None);
         assert_eq!(
             meta.kept_tags,
-            tags(&[
+            owned(&[
                 ("WhiteElo", "2700?"),
                 ("UTCTime", "12:00:00"),
                 ("Date", "1997.05.??"),
@@ -1579,14 +1798,19 @@ mod tests {
 
 /// Maps a Lichess `Termination` tag to the `game_termination` enum label.
 pub fn termination_label(termination: &str) -> &'static str {
-    match termination.trim().to_ascii_lowercase().as_str() {
-        "normal" => "normal",
-        "time forfeit" => "time_forfeit",
-        "abandoned" => "abandoned",
-        "rules infraction" => "rules_infraction",
-        "unterminated" => "unterminated",
-        _ => "other",
-    }
+    // Compared ignoring ASCII case rather than lowercased: every game asks,
+    // and lowercasing allocates.
+    let termination = termination.trim();
+    [
+        ("normal", "normal"),
+        ("time forfeit", "time_forfeit"),
+        ("abandoned", "abandoned"),
+        ("rules infraction", "rules_infraction"),
+        ("unterminated", "unterminated"),
+    ]
+    .into_iter()
+    .find(|(tag, _)| tag.eq_ignore_ascii_case(termination))
+    .map_or("other", |(_, label)| label)
 }
 
 #[cfg(test)]
@@ -1598,5 +1822,11 @@ mod termination_tests {
         assert_eq!(termination_label("Time forfeit"), "time_forfeit");
         assert_eq!(termination_label("Normal"), "normal");
         assert_eq!(termination_label("Adjudication"), "other");
+        // Any ASCII case, blanks around; other letters are not folded.
+        assert_eq!(termination_label(" RULES infraction\t"), "rules_infraction");
+        assert_eq!(termination_label("unTERMINATED"), "unterminated");
+        assert_eq!(termination_label("Abandoned."), "other");
+        assert_eq!(termination_label("NORMAL\u{130}"), "other");
+        assert_eq!(termination_label(""), "other");
     }
 }

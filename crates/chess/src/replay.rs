@@ -28,9 +28,10 @@ use crate::{
     encoding::encode_move,
     fen::{FEN_CAP, position_from_fen, write_fen},
     hash::fen_digest_bytes,
-    headers::{Columns, stored_tags},
+    headers::{Columns, StoredTags},
     model::{
-        Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, game_key, termination_label,
+        Eval, GameMeta, GameResult, GameVariant, RawGame, RawMove, Tags, game_key,
+        termination_label,
     },
     reject::{RejectReason, SourcePos},
 };
@@ -332,9 +333,11 @@ pub struct GameRecord {
     pub start_fen: Option<String>,
     /// Result: the `Result` tag, else the movetext's termination marker.
     pub result: Option<GameResult>,
-    /// `games.tags`: what the columns cannot say of the tags as read
-    /// ([`crate::headers::stored_tags`]); empty for a Lichess game.
-    pub stored_tags: serde_json::Map<String, serde_json::Value>,
+    /// Every tag, as read.
+    pub tags: Tags,
+    /// What `games.tags` keeps of `tags`: what the columns cannot say
+    /// ([`StoredTags`]); nothing for a Lichess game.
+    pub stored_tags: StoredTags,
     /// Positions 0..=plies.
     pub positions: PositionList,
     /// The mainline.
@@ -348,6 +351,11 @@ impl GameRecord {
     /// Key used by `pgnload positions`: Lichess id, else game number.
     pub fn key(&self) -> Arc<str> {
         game_key(&self.meta, &self.pos)
+    }
+
+    /// `games.tags`, made where the game is written.
+    pub fn stored_tags_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.stored_tags.json(&self.tags)
     }
 }
 
@@ -394,7 +402,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
 
     let meta = GameMeta::from_tags(&raw.tags);
     let result = meta.result.or(raw.movetext_result);
-    let stored_tags = stored_tags(
+    let stored_tags = StoredTags::of(
         &raw.tags,
         &Columns::imported(&meta, variant, start_fen.as_deref(), result),
     );
@@ -418,6 +426,7 @@ pub fn replay_game(raw: RawGame, pos: SourcePos) -> Result<GameRecord, RejectRea
         variant,
         start_fen,
         result,
+        tags: raw.tags,
         stored_tags,
         positions,
         plies,

@@ -6,8 +6,10 @@
 
 use std::{
     borrow::Cow,
+    cell::{Cell, RefCell},
     io::{self, Read},
     ops::{ControlFlow, Range},
+    rc::Rc,
 };
 
 use pgn_reader::{Nag, Outcome, RawComment, RawTag, Reader, SanPlus, Skip, Visitor};
@@ -21,7 +23,7 @@ use crate::{
     annotation::{
         Node, PlyNotes, between_braces, comment_value, join_comment, lichess_comment, typed_comment,
     },
-    model::{GameResult, RawGame, RawMove, check_storable, parse_comment_commands},
+    model::{GameResult, RawGame, RawMove, Tags, check_storable, parse_comment_commands},
     reject::RejectReason,
 };
 
@@ -56,11 +58,7 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
         return Err(problem);
     }
     let text = lone_cr_as_newline(&chunk.bytes);
-    let tags = scan
-        .tags
-        .iter()
-        .map(|span| decode_tag(&text, span))
-        .collect::<Result<Vec<_>, _>>()?;
+    let tags = read_tags(&text, &scan.tags)?;
     let movetext_at = scan.movetext.unwrap_or(text.len());
     let tokens = read_tokens(&text, movetext_at);
     let text = rewritten(text, &tokens.rewrites);
@@ -126,26 +124,43 @@ const SPAN_WITHIN_GAME: &str = "the scanner records spans of the game it reads, 
      next game or the end of the stream, and a game cut at the size cap is rejected before its \
      spans are read";
 
-/// A tag's name and value, decoded.
-fn decode_tag(text: &[u8], span: &TagSpan) -> Result<(String, String), RejectReason> {
+/// The tags at `spans`, decoded.
+fn read_tags(text: &[u8], spans: &[TagSpan]) -> Result<Tags, RejectReason> {
     let slice = |r: &Range<usize>| text.get(r.clone()).expect(SPAN_WITHIN_GAME);
-    match span {
-        TagSpan::Quoted { name, value } => Ok((
-            decode_text(slice(name)).into_owned(),
-            decode_text(&RawTag(slice(value)).decode()).into_owned(),
-        )),
-        TagSpan::Line(line) => python_tag_line(slice(line)).ok_or_else(|| {
-            let shown = &slice(line)[..line.len().min(60)];
-            RejectReason::Syntax(format!("malformed tag line {:?}", decode_text(shown)))
-        }),
+    // Unescaping shortens values: the bytes read are room enough.
+    let room = spans
+        .iter()
+        .map(|span| match span {
+            TagSpan::Quoted { name, value } => name.len() + value.len(),
+            TagSpan::Line(line) => line.len(),
+        })
+        .sum();
+    let mut bytes = Vec::with_capacity(room);
+    let mut ends = Vec::with_capacity(spans.len());
+    for span in spans {
+        let (name, value) = match span {
+            TagSpan::Quoted { name, value } => (slice(name), RawTag(slice(value)).decode()),
+            TagSpan::Line(line) => {
+                let (name, value) = python_tag_line(slice(line)).ok_or_else(|| {
+                    let shown = &slice(line)[..line.len().min(60)];
+                    RejectReason::Syntax(format!("malformed tag line {:?}", decode_text(shown)))
+                })?;
+                (name, Cow::Borrowed(value))
+            }
+        };
+        bytes.extend_from_slice(name);
+        let name_end = bytes.len();
+        bytes.extend_from_slice(&value);
+        ends.push((name_end, bytes.len()));
     }
+    Ok(Tags::decoded(bytes, ends))
 }
 
 /// A tag line as python-chess reads it
 /// (`^\[([A-Za-z0-9][A-Za-z0-9_+#=:-]*)\s+"([^\r]*)"\]\s*$`): the value runs
 /// from the first quote to the last `"]`, unescaped. `None` when the line
 /// does not match (python-chess then ignores it; pgnload rejects the game).
-fn python_tag_line(line: &[u8]) -> Option<(String, String)> {
+fn python_tag_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let line = line.trim_ascii_end().strip_prefix(b"[")?;
     let is_name = |b: &u8| b.is_ascii_alphanumeric() || b"_+#=:-".contains(b);
     let name_len = line.iter().take_while(|b| is_name(b)).count();
@@ -161,15 +176,54 @@ fn python_tag_line(line: &[u8]) -> Option<(String, String)> {
     if value.contains(&b'\r') {
         return None;
     }
-    Some((
-        decode_text(&line[..name_len]).into_owned(),
-        decode_text(value).into_owned(),
-    ))
+    Some((&line[..name_len], value))
+}
+
+/// The movetext a [`MovetextReader`] reads: the bytes of one game at a
+/// time, copied in (a `Reader` owns its source, so it cannot borrow them).
+#[derive(Clone, Default)]
+struct Feed(Rc<RefCell<io::Cursor<Vec<u8>>>>);
+
+impl Feed {
+    /// Makes `movetext` what is read next.
+    fn refill(&self, movetext: &[u8]) {
+        let mut cursor = self.0.borrow_mut();
+        cursor.get_mut().clear();
+        cursor.get_mut().extend_from_slice(movetext);
+        cursor.set_position(0);
+    }
+}
+
+impl Read for Feed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.borrow_mut().read(buf)
+    }
+}
+
+/// A pgn-reader `Reader` and the feed it reads from, kept by a thread
+/// from one game to the next: a new `Reader` zeroes a 16 KiB buffer, which
+/// cost a twentieth of the work of a Lichess game (callgrind).
+struct MovetextReader {
+    reader: Reader<Feed>,
+    feed: Feed,
+}
+
+thread_local! {
+    /// This thread's [`MovetextReader`], when the last game read left it
+    /// clean (read to its end).
+    static MOVETEXT_READER: Cell<Option<MovetextReader>> = const { Cell::new(None) };
 }
 
 /// Parses a game's movetext (mainline, clocks, evals, NAGs) with pgn-reader.
 fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReason> {
-    let mut reader = Reader::new(movetext);
+    let MovetextReader { mut reader, feed } = MOVETEXT_READER.take().unwrap_or_else(|| {
+        let feed = Feed::default();
+        MovetextReader {
+            reader: Reader::new(feed.clone()),
+            feed,
+        }
+    });
+    feed.refill(movetext);
     let mut visitor = GameVisitor { max_plies };
     let game = match reader.read_game(&mut visitor) {
         Ok(Some(parsed)) => parsed?,
@@ -183,6 +237,9 @@ fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReas
             "the movetext holds more than one game".into(),
         ));
     }
+    // Read to its end, with nothing left to skip: as good as new. (A game
+    // that stopped early returned above, and its reader is dropped.)
+    MOVETEXT_READER.set(Some(MovetextReader { reader, feed }));
     Ok(game)
 }
 
@@ -362,7 +419,7 @@ impl Visitor for GameVisitor {
     fn begin_movetext(&mut self, _tags: ()) -> ControlFlow<Self::Output, Self::Movetext> {
         ControlFlow::Continue(Movetext {
             game: RawGame {
-                tags: Vec::new(),
+                tags: Tags::default(),
                 moves: Vec::with_capacity(128),
                 movetext_result: None,
                 notes: Vec::new(),

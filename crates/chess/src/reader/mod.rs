@@ -134,7 +134,7 @@ mod tests {
         garbage::{Reading, is_plain_san, read_token, skip_to},
         *,
     };
-    use crate::model::GameResult;
+    use crate::model::{GameResult, RawGame};
 
     #[test]
     fn plain_san_shapes_all_parse_as_san() {
@@ -400,6 +400,73 @@ mod tests {
                 String::from_utf8_lossy(read)
             );
         }
+    }
+
+    #[test]
+    fn each_game_is_read_alone_by_the_reader_a_thread_keeps() {
+        // One thread reads one game after another with the same reader,
+        // whatever the game before left: a long game, a game stopped at
+        // the ply cap, a game cut in a comment, a game of tags only.
+        let games: [&[u8]; 6] = [
+            b"[Event \"a\"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 { long } 4. Ba4 Nf6 1-0\n",
+            b"[Event \"b\"]\n\n1. d4 *\n",
+            b"[Event \"c\"]\n\n1. c4 e5 2. Nc3 Nf6 3. g3 *\n",
+            b"[Event \"d\"]\n\n1. e4 {never closed\n",
+            b"[Event \"e\"]\n\n",
+            b"[Event \"f\"]\n\n1. Nf3 d5 0-1\n",
+        ];
+        let limits = ParseLimits {
+            max_plies: 4,
+            ..LIMITS
+        };
+        let read = |pgn: &[u8]| take_game(&mut split_all(pgn, 1 << 20).remove(0), limits);
+        let sans = |game: &RawGame| -> Vec<String> {
+            game.moves.iter().map(|m| m.san.to_string()).collect()
+        };
+        for _ in 0..2 {
+            assert!(matches!(
+                read(games[0]),
+                Err(RejectReason::TooManyPlies { limit: 4 })
+            ));
+            let b = read(games[1]).expect("valid");
+            assert_eq!(
+                (sans(&b), b.movetext_result),
+                (vec!["d4".to_owned()], Some(GameResult::Unknown))
+            );
+            assert!(matches!(
+                read(games[2]),
+                Err(RejectReason::TooManyPlies { limit: 4 })
+            ));
+            assert!(matches!(read(games[3]), Err(RejectReason::Syntax(_))));
+            let e = read(games[4]).expect("tags only");
+            assert_eq!((e.moves.len(), e.movetext_result), (0, None));
+            let f = read(games[5]).expect("valid");
+            assert_eq!(sans(&f), ["Nf3", "d5"]);
+            assert_eq!(f.movetext_result, Some(GameResult::BlackWins));
+            assert_eq!(f.tags.iter().collect::<Vec<_>>(), [("Event", "f")]);
+        }
+    }
+
+    #[test]
+    fn tags_are_kept_exactly_as_read() {
+        // Escapes, a quote python-chess reads inside a value, Latin-1,
+        // empty values and names written twice, in file order.
+        let pgn = b"[Event \"A \\\"B\\\" \\\\ C\"]\n[Site \"\"]\n[White \"J\xf6rg\"]\n\
+            [Event \"The \"Big\" Open\"]\n[Annotator \"x\"]\n[Annotator \"\"]\n\n1. e4 *\n";
+        let game = take_game(&mut split_all(pgn, 1 << 20).remove(0), LIMITS).expect("valid");
+        let read: Vec<(&str, &str)> = game.tags.iter().collect();
+        assert_eq!(
+            read,
+            [
+                ("Event", "A \"B\" \\ C"),
+                ("Site", ""),
+                ("White", "Jörg"),
+                ("Event", "The \"Big\" Open"),
+                ("Annotator", "x"),
+                ("Annotator", ""),
+            ]
+        );
+        assert_eq!(game.tag("Event"), Some("A \"B\" \\ C"));
     }
 
     #[test]

@@ -326,7 +326,7 @@ pub(super) fn game_row<'a>(
         ply_count: ply_number(game.plies.len()),
         moves: game.encoded_moves(),
         start_fen: game.start_fen.as_deref(),
-        tags: Json(serde_json::Value::Object(game.stored_tags.clone())),
+        tags: Json(serde_json::Value::Object(game.stored_tags_json())),
         import_file_id: file.map(|f| f.file_id),
         game_number: file.map(|_| to_i64(game.pos.game_number)),
         byte_offset: file.map(|_| to_i64(game.pos.byte_offset)),
