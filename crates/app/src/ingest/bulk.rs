@@ -39,9 +39,9 @@ use std::{
     collections::VecDeque,
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use futures_util::{StreamExt, stream::FuturesUnordered};
@@ -766,7 +766,7 @@ struct Rebuild {
 /// at the end: `ANALYZE` waits for the builds on its own table only, so
 /// `moves` and `games` are analyzed while the GIN index of `positions`,
 /// the longest build, is still being built on the other connection.
-fn with_statistics(objects: Vec<Rebuild>) -> VecDeque<(String, String)> {
+fn with_statistics(objects: Vec<Rebuild>) -> VecDeque<Work> {
     let lasts: Vec<bool> = (0..objects.len())
         .map(|at| {
             let table = &objects[at].table;
@@ -777,10 +777,21 @@ fn with_statistics(objects: Vec<Rebuild>) -> VecDeque<(String, String)> {
         .into_iter()
         .filter(|table| !objects.iter().any(|o| o.table == *table))
         .collect();
+    let names: Vec<String> = objects.iter().map(|o| o.name.clone()).collect();
     let mut work = VecDeque::new();
     for (object, last) in objects.into_iter().zip(lasts) {
         let analyzed = last && ANALYZED.contains(&object.table.as_str());
-        work.push_back((object.name, object.sql));
+        // A key made from its index (`… USING INDEX`) waits for that build.
+        let index = object
+            .name
+            .strip_prefix("constraint ")
+            .map(|key| format!("index {key}"))
+            .filter(|index| names.contains(index));
+        work.push_back(Work {
+            name: object.name,
+            sql: object.sql,
+            after: index,
+        });
         if analyzed {
             work.push_back(analyze(&object.table));
         }
@@ -790,8 +801,24 @@ fn with_statistics(objects: Vec<Rebuild>) -> VecDeque<(String, String)> {
 }
 
 /// The step that analyzes `table`.
-fn analyze(table: &str) -> (String, String) {
-    (format!("statistics of {table}"), format!("ANALYZE {table}"))
+fn analyze(table: &str) -> Work {
+    Work {
+        name: format!("statistics of {table}"),
+        sql: format!("ANALYZE {table}"),
+        after: None,
+    }
+}
+
+/// A statement of the finish: its name as the steps show it, the
+/// statement, and the step it must wait for (a key made from an index
+/// waits for that index's build, which the other connection may still be
+/// running or only about to start: the key's `ALTER TABLE` would not find
+/// it).
+#[derive(Debug, Clone, PartialEq)]
+struct Work {
+    name: String,
+    sql: String,
+    after: Option<String>,
 }
 
 /// The recorded objects of load `load_id` that do not exist now (a finish
@@ -835,10 +862,21 @@ struct Rebuilt<'a> {
     total: usize,
     begun: AtomicUsize,
     done: AtomicUsize,
+    /// The names of the statements done, which a [`Work::after`] waits for.
+    finished: Mutex<Vec<String>>,
+    /// Set when a worker failed: a statement waiting for one of its steps
+    /// would wait for ever.
+    failed: AtomicBool,
     reporter: &'a dyn Reporter,
 }
 
 impl Rebuilt<'_> {
+    /// Whether the statement `name` is done.
+    fn finished(&self, name: &str) -> bool {
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        finished.iter().any(|done| done == name)
+    }
+
     /// A statement begins: its phase, named, with its place in the list.
     fn begin(&self, name: &str) {
         let place = self.begun.fetch_add(1, Ordering::SeqCst) + 1;
@@ -868,7 +906,7 @@ impl Rebuilt<'_> {
 async fn rebuild(
     target: &Target,
     monitor: &Client,
-    work: VecDeque<(String, String)>,
+    work: VecDeque<Work>,
     held: &mut Option<HeldRows>,
     interrupts: &Arc<AtomicUsize>,
     reporter: &dyn Reporter,
@@ -877,6 +915,8 @@ async fn rebuild(
         total: work.len(),
         begun: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
+        finished: Mutex::new(Vec::new()),
+        failed: AtomicBool::new(false),
         reporter,
     };
     let work = Arc::new(Mutex::new(work));
@@ -938,31 +978,36 @@ async fn write_held_rows(target: &Target, held: &mut Option<HeldRows>) -> Result
 }
 
 /// Takes statements off the shared queue until it is empty (or an
-/// interrupt came), each in its own transaction; returns its connection.
+/// interrupt came, or the other worker failed), each in its own
+/// transaction; returns its connection. A statement whose step is not done
+/// yet stays at the head of the queue until it is.
 async fn rebuild_worker(
     connection: db::Database,
-    work: Arc<Mutex<VecDeque<(String, String)>>>,
+    work: Arc<Mutex<VecDeque<Work>>>,
     interrupts: Arc<AtomicUsize>,
     rebuilt: &Rebuilt<'_>,
 ) -> Result<db::Database, Error> {
-    loop {
-        if interrupts.load(Ordering::SeqCst) > 0 {
-            break;
-        }
-        let next = work
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
-        let Some((name, sql)) = next else {
-            break;
+    while interrupts.load(Ordering::SeqCst) == 0 && !rebuilt.failed.load(Ordering::SeqCst) {
+        let next = {
+            let mut queue = work.lock().unwrap_or_else(PoisonError::into_inner);
+            match queue.front() {
+                None => break,
+                Some(Work {
+                    after: Some(step), ..
+                }) if !rebuilt.finished(step) => None,
+                Some(_) => queue.pop_front(),
+            }
+        };
+        let Some(Work { name, sql, .. }) = next else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
         };
         rebuilt.begin(&name);
         let started = Instant::now();
-        connection
-            .client
-            .batch_execute(&sql)
-            .await
-            .map_err(db_err(format!("rebuilding {name}")))?;
+        if let Err(error) = connection.client.batch_execute(&sql).await {
+            rebuilt.failed.store(true, Ordering::SeqCst);
+            return Err(db_err(format!("rebuilding {name}"))(error));
+        }
         rebuilt.done.fetch_add(1, Ordering::SeqCst);
         let seconds = started.elapsed().as_secs_f64();
         if seconds >= 1.0 {
@@ -970,6 +1015,11 @@ async fn rebuild_worker(
                 .reporter
                 .notice(&Notice::BulkLoad(&format!("{name} in {seconds:.1} s")));
         }
+        (rebuilt
+            .finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .push(name);
     }
     Ok(connection)
 }
@@ -995,7 +1045,7 @@ mod tests {
             object("moves", "constraint fkey"),
             object("positions", "constraint pkey"),
         ]);
-        let names: Vec<&str> = work.iter().map(|(name, _)| name.as_str()).collect();
+        let names: Vec<&str> = work.iter().map(|step| step.name.as_str()).collect();
         assert_eq!(
             names,
             [
@@ -1009,9 +1059,16 @@ mod tests {
                 "statistics of positions",
             ]
         );
-        assert_eq!(work[3].1, "ANALYZE games");
+        assert_eq!(work[3].sql, "ANALYZE games");
+        // A key waits for its index's build when that build is in the
+        // list (not when a finish cut short had done it already).
+        let after: Vec<Option<&str>> = work.iter().map(|step| step.after.as_deref()).collect();
+        assert_eq!(
+            after,
+            [None, None, None, None, None, None, Some("index pkey"), None]
+        );
         let resumed = with_statistics(vec![object("moves", "index pkey")]);
-        let names: Vec<&str> = resumed.iter().map(|(name, _)| name.as_str()).collect();
+        let names: Vec<&str> = resumed.iter().map(|step| step.name.as_str()).collect();
         assert_eq!(
             names,
             [
