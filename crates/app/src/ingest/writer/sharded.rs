@@ -32,6 +32,7 @@ use tokio_postgres::Transaction;
 use super::{
     FileContext, TableRow,
     copy::{WriteError, copy_rows},
+    draw_ids,
     existing::{Candidate, identity},
     layout::CapUpdate,
     positions::{Found, learn_ids, stage_positions},
@@ -94,16 +95,7 @@ pub(super) async fn claim_games(
     if unclaimed.is_empty() {
         return Ok(());
     }
-    let count = i64::try_from(unclaimed.len()).expect("a batch holds far fewer than 2^63 games");
-    let drawn: Vec<i64> = tx
-        .query(
-            "SELECT nextval('games_id_seq') AS id FROM generate_series(1, $1::bigint)",
-            &[&count],
-        )
-        .await?
-        .iter()
-        .map(|row| row.get("id"))
-        .collect();
+    let drawn = draw_ids(tx, "games_id_seq", unclaimed.len()).await?;
     let mut external_ids = Vec::with_capacity(unclaimed.len());
     let mut lichess = Vec::with_capacity(unclaimed.len());
     let mut numbers = Vec::with_capacity(unclaimed.len());
