@@ -37,15 +37,15 @@
 #   way to get there), then VACUUMed; only the batch runs under the cap.
 #
 #   scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
-#                           [--keep | --reuse] [--setup-sql FILE] [--quick]
-#                           [SIZE...]
+#                           [--keep | --reuse] [--setup-sql FILE]
+#                           [--binary PATH] [--quick] [SIZE...]
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
 Usage: scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
-                               [--keep | --reuse] [--setup-sql FILE] [--quick]
-                               [SIZE...]
+                               [--keep | --reuse] [--setup-sql FILE]
+                               [--binary PATH] [--quick] [SIZE...]
 
   SIZE...      games in the database before the batch, one database each,
                measured in ascending order (default: 0 250000 1000000 max);
@@ -75,6 +75,11 @@ Usage: scripts/bench_growth.sh [--batch N] [--cap SIZE|none] [--out DIR]
                copied and migrated) and before the batch, then VACUUM
                ANALYZE: to measure a schema change before writing it as a
                migration (timed, reported, not in games/s)
+  --binary PATH
+               measure this pgnload binary (a release build of another
+               commit, kept aside) instead of building this checkout's; with
+               --reuse, two commits are compared on the same base databases
+               without checking either out; the report names the binary
   --quick      a check that the script runs end to end, in seconds: sizes
                0 and 2000, a 500-game batch, a 256M cap (no cap, said so, if
                the cgroup cannot be made)
@@ -88,6 +93,7 @@ out=target/bench-growth
 keep=0
 reuse=0
 setup_sql=
+binary=
 quick=0
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -97,6 +103,7 @@ while [[ $# -gt 0 ]]; do
         --keep) keep=1; shift ;;
         --reuse) reuse=1; shift ;;
         --setup-sql) setup_sql=$(realpath "${2:?--setup-sql needs a file}"); shift 2 ;;
+        --binary) binary=$(realpath "${2:?--binary needs a file}"); shift 2 ;;
         --quick) quick=1; shift ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "bench_growth.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -138,7 +145,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cluster=$out/cluster
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-pgnload=$target_dir/release/pgnload
+pgnload=${binary:-$target_dir/release/pgnload}
 gen=$target_dir/release/examples/gen_corpus
 psql=${PSQL:-psql}
 results=$out/results.tsv
@@ -188,8 +195,14 @@ trap 'exit 143' TERM
 command -v "$psql" >/dev/null || die "psql not found (install postgresql-client or set PSQL)"
 command -v python3 >/dev/null || die "python3 not found: needed to drop the cluster's files from the page cache"
 command -v pgrep >/dev/null || die "pgrep not found (apt-get install procps)"
-log "building release binaries"
-cargo build --release --quiet --locked --bin pgnload --example gen_corpus
+if [[ -n $binary ]]; then
+    [[ -x $binary ]] || die "--binary $binary is not an executable file"
+    log "building the corpus generator (measuring $binary)"
+    cargo build --release --quiet --locked --example gen_corpus
+else
+    log "building release binaries"
+    cargo build --release --quiet --locked --bin pgnload --example gen_corpus
+fi
 
 # ---------------------------------------------------------------- the cgroup
 if ((cap_bytes > 0)); then
@@ -293,7 +306,11 @@ if ((reuse)); then
 fi
 db_url() { printf '%s' "${url/\/\/\/pgnload\?/\/\/\/$1?}"; }
 
-record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+if [[ -n $binary ]]; then
+    record meta commit "binary $binary"
+else
+    record meta commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+fi
 record meta batch "$batch"
 record meta cap_bytes "$cap_bytes"
 record meta cores "$(nproc)"
