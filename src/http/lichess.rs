@@ -1,7 +1,8 @@
 //! `GET /lichess`: the Lichess opening explorer's endpoint, its query
 //! parameters read as lila-openingexplorer reads them (`src/api/query.rs`
 //! there), answered by the library's `explorer::answers::explore` and
-//! serialized exactly as `pgnload explore --json` prints it.
+//! serialized exactly as `pgnload explore --json` prints it, or from the
+//! answers kept ([`super::cache`]); the `X-Cache` header says which.
 //!
 //! Where Lichess's reading and ours differ, and why:
 //! * `variant=chess960` is our Chess960 counters (Lichess reads it as
@@ -17,24 +18,34 @@
 use std::collections::HashMap;
 
 use axum::{
+    body::Bytes,
     extract::{Query, State, rejection::QueryRejection},
-    http::header,
+    http::{HeaderName, header},
     response::{IntoResponse, Response},
 };
 
-use super::{ApiError, Shared};
+use super::{
+    ApiError, Shared,
+    cache::{Lookup, Question},
+};
 use crate::{
     chess::{
         category::{Month, RatingGroup, Speed},
+        fen::normalized_fen,
         model::GameVariant,
     },
-    explorer::answers::{Filter, LISTED_MAX, Request, explore, resolve_position},
+    explorer::answers::{Filter, LISTED_MAX, Request, explore, reached},
 };
 
 /// Lichess's most top games (`MAX_TOP_GAMES`).
 const MAX_TOP_GAMES: usize = 4;
 /// Lichess's default of `moves`.
 const DEFAULT_MOVES: usize = 12;
+
+/// The header saying where an answer came from: `hit` (kept), `miss`
+/// (asked of the database, then kept), `bypass` (asked, not kept: the
+/// cache is off or not following the database's changes).
+const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
 /// `GET /lichess`.
 pub async fn answer(
@@ -43,16 +54,36 @@ pub async fn answer(
 ) -> Result<Response, ApiError> {
     let Query(params) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = &request(&params)?;
-    // Bad positions and moves are refused before the database is asked.
-    resolve_position(request.variant, request.fen.as_deref(), &request.play)?;
+    // Bad positions and moves are refused before the cache or the
+    // database is asked (errors are never kept).
+    let (position, opening) = reached(request.variant, request.fen.as_deref(), &request.play)?;
+    let question = Question::new(request, normalized_fen(&position), opening);
+    let (body, found) = match shared.cache.lookup(question) {
+        Lookup::Hit(body) => (body, "hit"),
+        Lookup::Miss(ticket) => {
+            let body = ask(&shared, request).await?;
+            shared.cache.keep(ticket, body.clone());
+            (body, "miss")
+        }
+        Lookup::Bypass => (ask(&shared, request).await?, "bypass"),
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "application/json"), (X_CACHE, found)],
+        body,
+    )
+        .into_response())
+}
+
+/// `request`'s answer from the database, as JSON.
+async fn ask(shared: &Shared, request: &Request) -> Result<Bytes, ApiError> {
     let checkout = shared.checkout().await?;
     // `explore` checks that the counters are usable with its first
     // question (`explorer::answers::find`).
     let answer = explore(checkout.connection.prepared(), request, &shared.everywhere).await?;
     drop(checkout);
-    let body = serde_json::to_string(&answer)
+    let body = serde_json::to_vec(&answer)
         .map_err(|e| crate::Error::bug_from("serializing the explorer answer", e))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    Ok(Bytes::from(body))
 }
 
 /// The request `params` ask, every value checked; a bad one is a 400
