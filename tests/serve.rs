@@ -563,6 +563,10 @@ fn a_question_asked_again_or_spelled_otherwise_is_answered_from_the_cache() {
         assert_eq!(reply.header("x-cache"), Some("hit"), "{again}");
         assert_eq!(reply.body, first.body, "{again}");
     }
+    // Asked with no-cache: from the database.
+    let fresh = request(&server, "GET", path, &[("Cache-Control", "no-cache")]);
+    assert_eq!(fresh.header("x-cache"), Some("miss"));
+    assert_eq!(fresh.body, first.body);
     // Another question is not.
     let other = get(&server, "/lichess?play=e2e4,e7e5&speeds=blitz");
     assert_eq!(other.header("x-cache"), Some("miss"));
@@ -575,7 +579,7 @@ fn a_question_asked_again_or_spelled_otherwise_is_answered_from_the_cache() {
     }
     let (status, stderr) = server.terminate();
     assert!(status.success(), "{stderr}");
-    assert!(stderr.contains("cache: 3 hits, 2 misses"), "{stderr}");
+    assert!(stderr.contains("cache: 3 hits, 3 misses"), "{stderr}");
 }
 
 #[test]

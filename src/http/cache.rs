@@ -184,8 +184,9 @@ impl Cache {
         }
     }
 
-    /// Looks `question` up in the current generation.
-    pub fn lookup(&self, question: Question) -> Lookup {
+    /// Looks `question` up in the current generation; `fresh`: a miss
+    /// whatever is kept (the answer is asked of the database, and kept).
+    pub fn lookup(&self, question: Question, fresh: bool) -> Lookup {
         let state = self.state.load(Ordering::SeqCst);
         let Some(answers) = self.answers.as_ref().filter(|_| state & SERVING != 0) else {
             self.counts.bypassed.fetch_add(1, Ordering::Relaxed);
@@ -195,7 +196,7 @@ impl Cache {
             generation: state,
             question,
         };
-        if let Some(body) = answers.get(&key) {
+        if let Some(body) = answers.get(&key).filter(|_| !fresh) {
             self.counts.hits.fetch_add(1, Ordering::Relaxed);
             Lookup::Hit(body)
         } else {
@@ -438,14 +439,14 @@ mod tests {
     }
 
     fn kept(cache: &Cache, question: &Question, body: &'static str) {
-        let Lookup::Miss(ticket) = cache.lookup(question.clone()) else {
+        let Lookup::Miss(ticket) = cache.lookup(question.clone(), false) else {
             panic!("a miss expected");
         };
         cache.keep(ticket, Bytes::from_static(body.as_bytes()));
     }
 
     fn is_hit(cache: &Cache, question: &Question) -> bool {
-        matches!(cache.lookup(question.clone()), Lookup::Hit(_))
+        matches!(cache.lookup(question.clone(), false), Lookup::Hit(_))
     }
 
     #[test]
@@ -483,16 +484,25 @@ mod tests {
         let cache = serving(1 << 20);
         let start = question(&[], Filter::default());
         kept(&cache, &start, "{}");
-        let Lookup::Hit(body) = cache.lookup(start.clone()) else {
+        let Lookup::Hit(body) = cache.lookup(start.clone(), false) else {
             panic!("kept");
         };
         assert_eq!(&body[..], b"{}");
+        // Asked fresh: a miss, kept again.
+        let Lookup::Miss(ticket) = cache.lookup(start.clone(), true) else {
+            panic!("a fresh lookup misses");
+        };
+        cache.keep(ticket, Bytes::from_static(b"{ }"));
+        let Lookup::Hit(body) = cache.lookup(start.clone(), false) else {
+            panic!("kept");
+        };
+        assert_eq!(&body[..], b"{ }");
         // A change: forgotten.
         cache.forget(true);
         assert!(!is_hit(&cache, &start));
         // An answer looked up before a change and kept after it is of the
         // old generation: never served.
-        let Lookup::Miss(ticket) = cache.lookup(start.clone()) else {
+        let Lookup::Miss(ticket) = cache.lookup(start.clone(), false) else {
             panic!("a miss expected");
         };
         cache.forget(true);
@@ -500,12 +510,12 @@ mod tests {
         assert!(!is_hit(&cache, &start));
         // Not listening: neither looked up nor kept.
         cache.forget(false);
-        assert!(matches!(cache.lookup(start.clone()), Lookup::Bypass));
+        assert!(matches!(cache.lookup(start.clone(), false), Lookup::Bypass));
         cache.forget(true);
         assert!(!is_hit(&cache, &start));
         // Off.
         let off = serving(0);
-        assert!(matches!(off.lookup(start), Lookup::Bypass));
+        assert!(matches!(off.lookup(start, false), Lookup::Bypass));
         assert!(off.summary().is_none());
     }
 

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use axum::{
     body::Bytes,
     extract::{Query, State, rejection::QueryRejection},
-    http::{HeaderName, header},
+    http::{HeaderMap, HeaderName, header},
     response::{IntoResponse, Response},
 };
 
@@ -47,10 +47,13 @@ const DEFAULT_MOVES: usize = 12;
 /// cache is off or not following the database's changes).
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
-/// `GET /lichess`.
+/// `GET /lichess`. A request with `Cache-Control: no-cache` is answered
+/// from the database (and the answer kept): a client that must see its
+/// own write at once asks so (docs/serve.md, "Cache").
 pub async fn answer(
     State(shared): State<Shared>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Query(params) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = &request(&params)?;
@@ -58,7 +61,16 @@ pub async fn answer(
     // database is asked (errors are never kept).
     let (position, opening) = reached(request.variant, request.fen.as_deref(), &request.play)?;
     let question = Question::new(request, normalized_fen(&position), opening);
-    let (body, found) = match shared.cache.lookup(question) {
+    let fresh = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| {
+            value
+                .split(',')
+                .any(|directive| directive.trim().eq_ignore_ascii_case("no-cache"))
+        });
+    let (body, found) = match shared.cache.lookup(question, fresh) {
         Lookup::Hit(body) => (body, "hit"),
         Lookup::Miss(ticket) => {
             let body = ask(&shared, request).await?;
