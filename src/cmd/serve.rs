@@ -84,7 +84,7 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
     let cache = Arc::new(Cache::new(args.cache_size));
     // Listening before the address is printed: the cache serves from the
     // first request, and follows the database's changes until the end.
-    http::cache::keep_in_step(Arc::clone(&cache), target.clone()).await;
+    let follower = http::cache::keep_in_step(Arc::clone(&cache), target.clone()).await;
     let shared = Shared::new(target, limits, Arc::clone(&cache));
     let stop = stop_signal()?;
     super::print(&format!(
@@ -99,6 +99,12 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
             what: "serving HTTP",
             source,
         })?;
+    if let Some(follower) = follower {
+        // Its connection ends before the keeper's, whose session is then
+        // the embedded server's last.
+        follower.abort();
+        let _ = follower.await;
+    }
     keeper.close()?;
     if let Some(summary) = cache.summary() {
         stderr_line!("pgnload serve: cache: {summary}");

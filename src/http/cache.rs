@@ -157,7 +157,8 @@ struct Counts {
     hits: AtomicU64,
     misses: AtomicU64,
     bypassed: AtomicU64,
-    forgotten: AtomicU64,
+    /// Notifications of changes handled.
+    changes: AtomicU64,
 }
 
 /// The answers kept.
@@ -228,7 +229,6 @@ impl Cache {
         if let Some(answers) = &self.answers {
             answers.clear();
         }
-        self.counts.forgotten.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether the cache serves now.
@@ -241,12 +241,12 @@ impl Cache {
         let answers = self.answers.as_ref()?;
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Some(format!(
-            "{} hits, {} misses, {} answered without it (not listening), cleared {} times; \
-             {} answers in {} of {} bytes",
+            "{} hits, {} misses, {} answered without it (not following changes), {} changes \
+             announced; {} answers in {} of {} bytes",
             count(&self.counts.hits),
             count(&self.counts.misses),
             count(&self.counts.bypassed),
-            count(&self.counts.forgotten),
+            count(&self.counts.changes),
             answers.len(),
             answers.weight(),
             answers.capacity(),
@@ -271,14 +271,16 @@ type Listening = Result<(db::Database, UnboundedReceiver<String>), String>;
 /// runtime runs: listens for changes, forgets every answer on each, and
 /// lets the cache serve only while listening on a single node (see the
 /// module's doc). Listens once before it returns, so that the cache
-/// serves from the first request; follows in a task of its own. Says on
-/// stderr when it stops or starts serving.
-pub async fn keep_in_step(cache: Arc<Cache>, target: Target) {
-    if cache.answers.is_none() {
-        return;
-    }
+/// serves from the first request; follows in the task returned (none when
+/// the cache is off), which the caller aborts at the end. Says on stderr
+/// when it stops or starts serving.
+pub async fn keep_in_step(
+    cache: Arc<Cache>,
+    target: Target,
+) -> Option<tokio::task::JoinHandle<()>> {
+    cache.answers.as_ref()?;
     let listening = listen(&cache, &target).await;
-    tokio::spawn(follow_forever(cache, target, listening));
+    Some(tokio::spawn(follow_forever(cache, target, listening)))
 }
 
 /// Listens for changes on a new connection, then lets the cache serve
@@ -331,6 +333,7 @@ async fn follow(cache: &Cache, client: &Client, mut changes: UnboundedReceiver<S
         tokio::select! {
             change = changes.recv() => match change {
                 Some(table) => {
+                    cache.counts.changes.fetch_add(1, Ordering::Relaxed);
                     cache.forget(cache.serving());
                     if table == "pgnload_shards"
                         && let Err(why) = serve_if_single_node(cache, client, false).await
