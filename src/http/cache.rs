@@ -138,18 +138,40 @@ const SERVING: u64 = 1;
 const NEXT: u64 = 2;
 
 /// What a request found.
-pub enum Lookup {
-    /// The answer, as it was sent before.
+pub enum Lookup<'a> {
+    /// The answer, as it was sent before (or as another request of the
+    /// same question, under way when this one came, found it).
     Hit(Bytes),
     /// Not kept: answer it, then [`Cache::keep`] it with this ticket.
-    Miss(Ticket),
+    Miss(Ticket<'a>),
     /// The cache is off (`--cache-size 0`), or not serving (see the
-    /// module's doc): answer it and keep nothing.
+    /// module's doc), or the same question's answer under way took longer
+    /// than the wait given: answer it and keep nothing.
     Bypass,
 }
 
-/// A missed question's key, of the generation it was looked up in.
-pub struct Ticket(Key);
+/// A missed question's place in the cache.
+pub struct Ticket<'a>(Place<'a>);
+
+/// Where a missed answer goes.
+enum Place<'a> {
+    /// The placeholder of its key: the requests of the same question that
+    /// come meanwhile wait for this answer rather than ask the database
+    /// too (16 clients asking a popular question at once ask it once).
+    Placeholder(Placeholder<'a>),
+    /// Its key, replacing what is kept (an answer asked fresh).
+    Key(Key),
+}
+
+/// The cache's placeholder of a key whose answer is under way.
+type Placeholder<'a> = quick_cache::sync::PlaceholderGuard<
+    'a,
+    Key,
+    Bytes,
+    ByBytes,
+    quick_cache::DefaultHashBuilder,
+    quick_cache::sync::DefaultLifecycle<Key, Bytes>,
+>;
 
 /// Counts of what requests found, for the log at shutdown.
 #[derive(Debug, Default)]
@@ -185,34 +207,61 @@ impl Cache {
         }
     }
 
-    /// Looks `question` up in the current generation; `fresh`: a miss
-    /// whatever is kept (the answer is asked of the database, and kept).
-    pub fn lookup(&self, question: Question, fresh: bool) -> Lookup {
+    /// Looks `question` up in the current generation, waiting up to
+    /// `wait` for its answer if another request is getting it; `fresh`: a
+    /// miss whatever is kept (the answer is asked of the database, and
+    /// kept).
+    pub async fn lookup(&self, question: Question, fresh: bool, wait: Duration) -> Lookup<'_> {
         let state = self.state.load(Ordering::SeqCst);
         let Some(answers) = self.answers.as_ref().filter(|_| state & SERVING != 0) else {
-            self.counts.bypassed.fetch_add(1, Ordering::Relaxed);
-            return Lookup::Bypass;
+            return self.bypass();
         };
         let key = Key {
             generation: state,
             question,
         };
-        if let Some(body) = answers.get(&key).filter(|_| !fresh) {
-            self.counts.hits.fetch_add(1, Ordering::Relaxed);
-            Lookup::Hit(body)
-        } else {
+        if fresh {
             self.counts.misses.fetch_add(1, Ordering::Relaxed);
-            Lookup::Miss(Ticket(key))
+            return Lookup::Miss(Ticket(Place::Key(key)));
+        }
+        match tokio::time::timeout(wait, answers.get_value_or_guard_async(&key)).await {
+            Ok(Ok(body)) => {
+                self.counts.hits.fetch_add(1, Ordering::Relaxed);
+                Lookup::Hit(body)
+            }
+            Ok(Err(placeholder)) => {
+                self.counts.misses.fetch_add(1, Ordering::Relaxed);
+                Lookup::Miss(Ticket(Place::Placeholder(placeholder)))
+            }
+            Err(_) => self.bypass(),
         }
     }
 
-    /// Keeps `body`, the answer of `ticket`'s question, unless a change
-    /// was announced since the lookup (then it may predate the change).
-    pub fn keep(&self, ticket: Ticket, body: Bytes) {
-        if let Some(answers) = &self.answers
-            && self.state.load(Ordering::SeqCst) == ticket.0.generation
-        {
-            answers.insert(ticket.0, body);
+    /// [`Lookup::Bypass`], counted.
+    fn bypass(&self) -> Lookup<'_> {
+        self.counts.bypassed.fetch_add(1, Ordering::Relaxed);
+        Lookup::Bypass
+    }
+
+    /// Keeps `body`, the answer of `ticket`'s question. If a change was
+    /// announced since the lookup, the answer may predate it: it is kept
+    /// under the old generation, which no lookup reads any more (it only
+    /// reaches the requests that waited for it, which came before the
+    /// change was handled), and takes room until evicted.
+    pub fn keep(&self, ticket: Ticket<'_>, body: Bytes) {
+        match ticket.0 {
+            Place::Placeholder(placeholder) => {
+                // Err: the placeholder was cleared by a change meanwhile;
+                // those waiting got the answer all the same.
+                let _ = placeholder.insert(body);
+            }
+            Place::Key(key) => {
+                if let Some(answers) = &self.answers
+                    && self.state.load(Ordering::SeqCst) == key.generation
+                {
+                    answers.insert(key, body);
+                }
+            }
         }
     }
 
@@ -441,15 +490,22 @@ mod tests {
         cache
     }
 
-    fn kept(cache: &Cache, question: &Question, body: &'static str) {
-        let Lookup::Miss(ticket) = cache.lookup(question.clone(), false) else {
+    /// Long enough never to end a test's wait.
+    const WAIT: Duration = Duration::from_mins(1);
+
+    async fn look<'a>(cache: &'a Cache, question: &Question, fresh: bool) -> Lookup<'a> {
+        cache.lookup(question.clone(), fresh, WAIT).await
+    }
+
+    async fn kept(cache: &Cache, question: &Question, body: &'static str) {
+        let Lookup::Miss(ticket) = look(cache, question, false).await else {
             panic!("a miss expected");
         };
         cache.keep(ticket, Bytes::from_static(body.as_bytes()));
     }
 
-    fn is_hit(cache: &Cache, question: &Question) -> bool {
-        matches!(cache.lookup(question.clone(), false), Lookup::Hit(_))
+    async fn is_hit(cache: &Cache, question: &Question) -> bool {
+        matches!(look(cache, question, false).await, Lookup::Hit(_))
     }
 
     #[test]
@@ -482,48 +538,76 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_answer_is_served_until_a_change_and_never_when_not_listening() {
+    #[tokio::test]
+    async fn an_answer_is_served_until_a_change_and_never_when_not_listening() {
         let cache = serving(1 << 20);
         let start = question(&[], Filter::default());
-        kept(&cache, &start, "{}");
-        let Lookup::Hit(body) = cache.lookup(start.clone(), false) else {
+        kept(&cache, &start, "{}").await;
+        let Lookup::Hit(body) = look(&cache, &start, false).await else {
             panic!("kept");
         };
         assert_eq!(&body[..], b"{}");
         // Asked fresh: a miss, kept again.
-        let Lookup::Miss(ticket) = cache.lookup(start.clone(), true) else {
+        let Lookup::Miss(ticket) = look(&cache, &start, true).await else {
             panic!("a fresh lookup misses");
         };
         cache.keep(ticket, Bytes::from_static(b"{ }"));
-        let Lookup::Hit(body) = cache.lookup(start.clone(), false) else {
+        let Lookup::Hit(body) = look(&cache, &start, false).await else {
             panic!("kept");
         };
         assert_eq!(&body[..], b"{ }");
         // A change: forgotten.
         cache.forget(true);
-        assert!(!is_hit(&cache, &start));
+        assert!(!is_hit(&cache, &start).await);
         // An answer looked up before a change and kept after it is of the
         // old generation: never served.
-        let Lookup::Miss(ticket) = cache.lookup(start.clone(), false) else {
+        let Lookup::Miss(ticket) = look(&cache, &start, true).await else {
             panic!("a miss expected");
         };
         cache.forget(true);
         cache.keep(ticket, Bytes::from_static(b"old"));
-        assert!(!is_hit(&cache, &start));
+        assert!(!is_hit(&cache, &start).await);
         // Not listening: neither looked up nor kept.
         cache.forget(false);
-        assert!(matches!(cache.lookup(start.clone(), false), Lookup::Bypass));
+        assert!(matches!(look(&cache, &start, false).await, Lookup::Bypass));
         cache.forget(true);
-        assert!(!is_hit(&cache, &start));
+        assert!(!is_hit(&cache, &start).await);
         // Off.
         let off = serving(0);
-        assert!(matches!(off.lookup(start, false), Lookup::Bypass));
+        assert!(matches!(look(&off, &start, false).await, Lookup::Bypass));
         assert!(off.summary().is_none());
     }
 
-    #[test]
-    fn the_bytes_bound_evicts() {
+    #[tokio::test]
+    async fn a_question_under_way_is_waited_for_not_asked_again() {
+        let cache = serving(1 << 20);
+        let start = question(&[], Filter::default());
+        let Lookup::Miss(ticket) = look(&cache, &start, false).await else {
+            panic!("a miss expected");
+        };
+        // While it is under way, the same question waits; given too
+        // short a wait, it is answered without the cache.
+        let short = cache.lookup(start.clone(), false, Duration::from_millis(10));
+        assert!(matches!(short.await, Lookup::Bypass));
+        let (waited, ()) = tokio::join!(look(&cache, &start, false), async {
+            tokio::task::yield_now().await;
+            cache.keep(ticket, Bytes::from_static(b"{}"));
+        });
+        let Lookup::Hit(body) = waited else {
+            panic!("the answer under way");
+        };
+        assert_eq!(&body[..], b"{}");
+        // A request that fails gives its place to the next one.
+        let other = question(&["e4"], Filter::default());
+        let Lookup::Miss(failed) = look(&cache, &other, false).await else {
+            panic!("a miss expected");
+        };
+        drop(failed);
+        assert!(matches!(look(&cache, &other, false).await, Lookup::Miss(_)));
+    }
+
+    #[tokio::test]
+    async fn the_bytes_bound_evicts() {
         const BODY: &str = concat!(
             "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -542,7 +626,7 @@ mod tests {
         // Room for about three answers.
         let cache = serving(one * 3 + one / 2);
         for q in &questions {
-            kept(&cache, q, BODY);
+            kept(&cache, q, BODY).await;
         }
         let answers = cache.answers.as_ref().expect("on");
         assert!(
@@ -550,7 +634,12 @@ mod tests {
             "{}",
             answers.weight()
         );
-        let hits = questions.iter().filter(|q| is_hit(&cache, q)).count();
+        let mut hits = 0;
+        for q in &questions {
+            if is_hit(&cache, q).await {
+                hits += 1;
+            }
+        }
         assert!((1..=3).contains(&hits), "{hits} of 8 kept");
     }
 

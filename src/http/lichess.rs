@@ -70,7 +70,10 @@ pub async fn answer(
                 .split(',')
                 .any(|directive| directive.trim().eq_ignore_ascii_case("no-cache"))
         });
-    let (body, found) = match shared.cache.lookup(question, fresh) {
+    // The same question under way is waited for as long as a connection
+    // would be.
+    let lookup = shared.cache.lookup(question, fresh, shared.limits.wait);
+    let (body, found) = match lookup.await {
         Lookup::Hit(body) => (body, "hit"),
         Lookup::Miss(ticket) => {
             let body = ask(&shared, request).await?;
