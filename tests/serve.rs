@@ -17,7 +17,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::{
-    common::{TestDb, data, data_pgns, enable_explorer, fresh_db, run},
+    common::{ShardCluster, TestDb, data, data_pgns, enable_explorer, fresh_db, run},
     import::{assert_ok, import},
 };
 
@@ -650,4 +650,47 @@ fn a_kept_answer_is_forgotten_after_every_writers_change() {
     assert!(off.error().contains("explorer enable"), "{}", off.body);
     let (status, stderr) = server.terminate();
     assert!(status.success(), "{stderr}");
+}
+
+/// On the coordinator of a sharded layout nothing is kept: a write made
+/// straight to a shard would notify no listener there. Also when the
+/// database is sharded under a running server: its insert into
+/// `pgnload_shards` is announced, and from then on nothing is kept
+/// (polled, as [`settled`] says why).
+#[test]
+fn on_a_sharded_layout_nothing_is_kept() {
+    let cluster = ShardCluster::start("serve_sharded", 2);
+    let db = TestDb::existing(cluster.coordinator_url.clone());
+    assert_ok(&db.quiet(&["db", "migrate"]), &[0]);
+    enable_explorer(db.pgnload());
+    let server = Server::start(&db);
+    assert_eq!(get(&server, "/lichess").header("x-cache"), Some("miss"));
+    assert_eq!(get(&server, "/lichess").header("x-cache"), Some("hit"));
+    // The counters are switched on again on the sharded layout.
+    db.quiet_ok(&["db", "explorer", "disable"]);
+    let shards = cluster.shard_urls.join(",");
+    assert_ok(&db.quiet(&["db", "migrate", "--shards", &shards]), &[0]);
+    enable_explorer(db.pgnload());
+    until(&server, "/lichess", |reply| {
+        reply.header("x-cache") == Some("bypass")
+    });
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    let reply = get(&server, "/lichess");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("x-cache"), Some("bypass"));
+    let expected: Value =
+        serde_json::from_str(&stdout_of(&db, &["explore", "--json"])).expect("JSON");
+    assert_eq!(
+        serde_json::from_str::<Value>(&reply.body).expect("JSON"),
+        expected
+    );
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cache off: the database is sharded"),
+        "{stderr}"
+    );
 }
