@@ -20,9 +20,11 @@
 //! old generation, so never served after it, even if it is stored after
 //! the entries were cleared (it then only takes room until evicted). An
 //! answer begun after the notification was handled reads the database
-//! after that commit. So what the cache serves is never older than the
-//! last notification handled: the one window left is between a commit and
-//! the listener's handling of its notification (see docs/serve.md).
+//! after that commit. So a request that comes after a notification was
+//! handled is never answered from before it (one that came before and
+//! waited for the same question's answer under way gets that answer): the
+//! one window left is between a commit and the listener's handling of its
+//! notification (see docs/serve.md).
 //!
 //! # Why `quick_cache`
 //!
@@ -290,8 +292,8 @@ impl Cache {
         let answers = self.answers.as_ref()?;
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Some(format!(
-            "{} hits, {} misses, {} answered without it (not following changes), {} changes \
-             announced; {} answers in {} of {} bytes",
+            "{} hits, {} misses, {} answered without it, {} changes announced; \
+             {} answers in {} of {} bytes",
             count(&self.counts.hits),
             count(&self.counts.misses),
             count(&self.counts.bypassed),
