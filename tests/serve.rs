@@ -428,6 +428,9 @@ fn games_are_served_as_game_show_and_games_print_them() {
     assert_eq!(one.body.lines().count(), 1);
 }
 
+/// Every server connection of the database ended by hand: the pooled one
+/// answers 503 once and is replaced; the one following changes is
+/// noticed, said, and listens again (polled: it retries every second).
 #[test]
 fn a_lost_connection_is_a_503_then_replaced_and_sigterm_stops_with_0() {
     let db = fresh_db("serve_stop");
@@ -452,8 +455,17 @@ fn a_lost_connection_is_a_503_then_replaced_and_sigterm_stops_with_0() {
     // The lost connection was not given back: the next one is new.
     let reply = get(&server, "/lichess");
     assert_eq!(reply.status, 200, "{}", reply.body);
+    // The connection following changes was lost too: the cache is used
+    // again once it listens again (it tries every second; polled).
+    until(&server, "/lichess", |reply| {
+        reply.header("x-cache") == Some("hit")
+    });
     let (status, stderr) = server.terminate();
     assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("answering without the cache until changes can be followed again"),
+        "{stderr}"
+    );
     assert!(stderr.contains("pgnload serve: stopped"), "{stderr}");
 }
 
