@@ -13,8 +13,10 @@ use crate::{
 
 /// The objects of the public schema (not owned by an extension) without a
 /// comment, one per line: `table games`, `column games.moves`, `function
-/// f(integer)`. Empty when the schema explains itself. The columns of a
-/// partition (a shard's foreign table) are its table's, commented there.
+/// f(integer)`, `trigger t on games`. Empty when the schema explains
+/// itself. The columns of a partition (a shard's foreign table) are its
+/// table's, commented there; the triggers PostgreSQL makes for a foreign
+/// key are its own.
 const UNCOMMENTED: &str = "
 WITH relations AS (
     SELECT c.oid, c.relname, c.relkind, c.relispartition FROM pg_class c
@@ -35,6 +37,10 @@ SELECT string_agg(what, E'\\n' ORDER BY what) FROM (
       AND NOT EXISTS (SELECT FROM pg_depend d
                       WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
       AND obj_description(p.oid, 'pg_proc') IS NULL
+    UNION ALL
+    SELECT 'trigger ' || t.tgname || ' on ' || r.relname FROM relations r
+    JOIN pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal
+    WHERE obj_description(t.oid, 'pg_trigger') IS NULL
 ) missing";
 
 /// Fails, naming them, if any table, column, view or function of `db`'s
@@ -63,6 +69,14 @@ fn every_table_column_view_and_function_has_a_comment() {
     // The check itself fails on what lacks one.
     db.psql("CREATE TABLE uncommented (x integer); COMMENT ON TABLE uncommented IS 'here'");
     assert_eq!(db.psql(UNCOMMENTED), "column uncommented.x");
+    db.psql(
+        "CREATE TRIGGER uncommented AFTER TRUNCATE ON uncommented \
+         EXECUTE FUNCTION pgnload_notify_change()",
+    );
+    assert_eq!(
+        db.psql(UNCOMMENTED),
+        "column uncommented.x\ntrigger uncommented on uncommented"
+    );
     db.psql("DROP TABLE uncommented");
     // A sharded layout's rebuild recreates exactly these views.
     let mut expected: Vec<String> = pgnload::store::shards::VIEWS

@@ -17,7 +17,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::{
-    common::{TestDb, data, data_pgns, enable_explorer, fresh_db, run},
+    common::{ShardCluster, TestDb, data, data_pgns, enable_explorer, fresh_db, run},
     import::{assert_ok, import},
 };
 
@@ -50,9 +50,15 @@ impl Server {
     /// Starts the server on `db` on any free loopback port, and reads the
     /// address from the line it prints once it listens.
     fn start(db: &TestDb) -> Server {
+        Server::start_with(db, &[])
+    }
+
+    /// [`Server::start`] with more options of `serve`.
+    fn start_with(db: &TestDb, options: &[&str]) -> Server {
         let mut child = db
             .pgnload()
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(options)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -422,6 +428,9 @@ fn games_are_served_as_game_show_and_games_print_them() {
     assert_eq!(one.body.lines().count(), 1);
 }
 
+/// Every server connection of the database ended by hand: the pooled one
+/// answers 503 once and is replaced; the one following changes is
+/// noticed, said, and listens again (polled: it retries every second).
 #[test]
 fn a_lost_connection_is_a_503_then_replaced_and_sigterm_stops_with_0() {
     let db = fresh_db("serve_stop");
@@ -446,15 +455,26 @@ fn a_lost_connection_is_a_503_then_replaced_and_sigterm_stops_with_0() {
     // The lost connection was not given back: the next one is new.
     let reply = get(&server, "/lichess");
     assert_eq!(reply.status, 200, "{}", reply.body);
+    // The connection following changes was lost too: the cache is used
+    // again once it listens again (it tries every second; polled).
+    until(&server, "/lichess", |reply| {
+        reply.header("x-cache") == Some("hit")
+    });
     let (status, stderr) = server.terminate();
     assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("answering without the cache until changes can be followed again"),
+        "{stderr}"
+    );
     assert!(stderr.contains("pgnload serve: stopped"), "{stderr}");
 }
 
 /// The server keeps the start position's counts that price its walks
-/// (`explorer::answers::Everywhere`) between answers: an import after an
-/// answer must still be in the next one, which says what `explore --json`
-/// (which keeps nothing) says.
+/// (`explorer::answers::Everywhere`) between answers, and the answers
+/// themselves: an import after an answer must be in the answers after it,
+/// which say what `explore --json` (which keeps nothing) says. Polled
+/// ([`settled`]): the kept answer is forgotten when the import's commit is
+/// announced to the server, just after the import returned.
 #[test]
 fn an_answer_after_an_import_counts_the_new_games() {
     let db = fresh_db("serve_import_between");
@@ -480,10 +500,7 @@ fn an_answer_after_an_import_counts_the_new_games() {
         &import(&db, &["-q"], &[data("lichess-2025-05-sample.pgn")]),
         &[0],
     );
-    let after = ask();
-    let expected: Value =
-        serde_json::from_str(&stdout_of(&db, &["explore", "--json"])).expect("JSON");
-    assert_eq!(after, expected);
+    let after = settled(&server, &db, "/lichess", &[]);
     assert!(games(&after) > games(&before), "{before} then {after}");
     assert!(
         !after["recentGames"]
@@ -494,4 +511,198 @@ fn an_answer_after_an_import_counts_the_new_games() {
     );
     let (status, stderr) = server.terminate();
     assert!(status.success(), "{stderr}");
+}
+
+/// `path`'s answer once it is what `explore --json ARGS` prints now (a
+/// 200), asked again until then, for up to a minute. After a write, the
+/// server forgets the answers it kept when PostgreSQL's notification of
+/// the commit reaches it (docs/serve.md, "Cache"): after the writer's
+/// commit returned, so a request sent at once may still get the answer
+/// from before. Nothing is timed: a minute only bounds a failure.
+fn settled(server: &Server, db: &TestDb, path: &str, args: &[&str]) -> Value {
+    let mut cli = vec!["explore", "--json"];
+    cli.extend(args);
+    let expected: Value = serde_json::from_str(&stdout_of(db, &cli)).expect("JSON");
+    let reply = until(server, path, |reply| {
+        reply.status == 200
+            && serde_json::from_str::<Value>(&reply.body).ok() == Some(expected.clone())
+    });
+    serde_json::from_str(&reply.body).expect("JSON")
+}
+
+/// `path`'s reply once `done` holds for it, asked again until then for up
+/// to a minute (see [`settled`] for why).
+fn until(server: &Server, path: &str, done: impl Fn(&Reply) -> bool) -> Reply {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    loop {
+        let reply = get(server, path);
+        if done(&reply) {
+            return reply;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path} still answers, after a minute: {} {}",
+            reply.status,
+            reply.body
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_question_asked_again_or_spelled_otherwise_is_answered_from_the_cache() {
+    let server = Server::start(corpus());
+    let path = "/lichess?play=e2e4,e7e5&speeds=blitz,bullet&ratings=1600,2000";
+    let first = get(&server, path);
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.header("x-cache"), Some("miss"));
+    let answer: Value = serde_json::from_str(&first.body).expect("JSON");
+    assert!(
+        !answer["moves"].as_array().expect("moves").is_empty(),
+        "{answer}"
+    );
+    // Asked again, and spelled otherwise: SAN; the FEN reached, with other
+    // move counters; speeds in another order, repeated; ratings naming the
+    // same bands.
+    for again in [
+        path,
+        "/lichess?play=e4,e5&speeds=bullet,blitz,blitz&ratings=2199,1799",
+        "/lichess?fen=rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR%20w%20KQkq%20-%200%207\
+         &speeds=bullet,blitz&ratings=1700,2100",
+    ] {
+        let reply = get(&server, again);
+        assert_eq!(reply.status, 200, "{again}: {}", reply.body);
+        assert_eq!(reply.header("x-cache"), Some("hit"), "{again}");
+        assert_eq!(reply.body, first.body, "{again}");
+    }
+    // Asked with no-cache: from the database.
+    let fresh = request(&server, "GET", path, &[("Cache-Control", "no-cache")]);
+    assert_eq!(fresh.header("x-cache"), Some("miss"));
+    assert_eq!(fresh.body, first.body);
+    // Another question is not.
+    let other = get(&server, "/lichess?play=e2e4,e7e5&speeds=blitz");
+    assert_eq!(other.header("x-cache"), Some("miss"));
+    assert_ne!(other.body, first.body);
+    // Errors are not kept.
+    for _ in 0..2 {
+        let bad = get(&server, "/lichess?play=e2e5");
+        assert_eq!(bad.status, 400);
+        assert_eq!(bad.header("x-cache"), None);
+    }
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("cache: 3 hits, 3 misses"), "{stderr}");
+}
+
+#[test]
+fn with_cache_size_0_nothing_is_kept() {
+    let server = Server::start_with(corpus(), &["--cache-size", "0"]);
+    for _ in 0..3 {
+        let reply = get(&server, "/lichess?play=e2e4");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.header("x-cache"), Some("bypass"));
+    }
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("cache:"), "{stderr}");
+}
+
+/// An answer kept is never given after a write that changes it, whoever
+/// writes: the real `pgnload import`, a game deleted and inserted again by
+/// hand (psql), `db explorer disable`. Each write is checked to change
+/// the answer (a server that kept the old one would fail), and the
+/// answers after it are polled until they say what `explore --json` says
+/// ([`settled`] says why they are polled).
+#[test]
+fn a_kept_answer_is_forgotten_after_every_writers_change() {
+    let db = fresh_db("serve_cache_writes");
+    enable_explorer(db.pgnload());
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    let server = Server::start(&db);
+    let first = get(&server, "/lichess");
+    assert_eq!(first.header("x-cache"), Some("miss"));
+    assert_eq!(get(&server, "/lichess").header("x-cache"), Some("hit"));
+    let first: Value = serde_json::from_str(&first.body).expect("JSON");
+
+    assert_ok(
+        &import(&db, &["-q"], &[data("lichess-2025-05-sample.pgn")]),
+        &[0],
+    );
+    let imported = settled(&server, &db, "/lichess", &[]);
+    assert_ne!(imported, first);
+
+    // By hand: the most recent game, deleted (its moves with it), then
+    // inserted again.
+    let recent = imported["recentGames"][0]["id"]
+        .as_str()
+        .expect("a recent game's id")
+        .to_owned();
+    db.psql(&format!(
+        "CREATE TABLE kept_game AS SELECT * FROM games WHERE external_id = '{recent}';
+         CREATE TABLE kept_moves AS SELECT * FROM moves
+             WHERE game_id = (SELECT id FROM kept_game)"
+    ));
+    db.psql("DELETE FROM games WHERE id = (SELECT id FROM kept_game)");
+    let deleted = settled(&server, &db, "/lichess", &[]);
+    assert_ne!(deleted, imported);
+    assert_ne!(
+        deleted["recentGames"][0]["id"],
+        imported["recentGames"][0]["id"]
+    );
+    db.psql(
+        "INSERT INTO games SELECT * FROM kept_game; INSERT INTO moves SELECT * FROM kept_moves",
+    );
+    assert_eq!(settled(&server, &db, "/lichess", &[]), imported);
+
+    db.quiet_ok(&["db", "explorer", "disable"]);
+    let off = until(&server, "/lichess", |reply| reply.status == 503);
+    assert!(off.error().contains("explorer enable"), "{}", off.body);
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+}
+
+/// On the coordinator of a sharded layout nothing is kept: a write made
+/// straight to a shard would notify no listener there. Also when the
+/// database is sharded under a running server: its insert into
+/// `pgnload_shards` is announced, and from then on nothing is kept
+/// (polled, as [`settled`] says why).
+#[test]
+fn on_a_sharded_layout_nothing_is_kept() {
+    let cluster = ShardCluster::start("serve_sharded", 2);
+    let db = TestDb::existing(cluster.coordinator_url.clone());
+    assert_ok(&db.quiet(&["db", "migrate"]), &[0]);
+    enable_explorer(db.pgnload());
+    let server = Server::start(&db);
+    assert_eq!(get(&server, "/lichess").header("x-cache"), Some("miss"));
+    assert_eq!(get(&server, "/lichess").header("x-cache"), Some("hit"));
+    // The counters are switched on again on the sharded layout.
+    db.quiet_ok(&["db", "explorer", "disable"]);
+    let shards = cluster.shard_urls.join(",");
+    assert_ok(&db.quiet(&["db", "migrate", "--shards", &shards]), &[0]);
+    enable_explorer(db.pgnload());
+    until(&server, "/lichess", |reply| {
+        reply.header("x-cache") == Some("bypass")
+    });
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    let reply = get(&server, "/lichess");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("x-cache"), Some("bypass"));
+    let expected: Value =
+        serde_json::from_str(&stdout_of(&db, &["explore", "--json"])).expect("JSON");
+    assert_eq!(
+        serde_json::from_str::<Value>(&reply.body).expect("JSON"),
+        expected
+    );
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cache off: the database is sharded"),
+        "{stderr}"
+    );
 }

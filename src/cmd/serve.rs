@@ -1,13 +1,13 @@
 //! `pgnload serve`: the HTTP front end ([`crate::http`]) started, its
 //! address printed, stopped gracefully on Ctrl-C or SIGTERM.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use crate::{
     config::Settings,
     error::{Error, ExitStatus},
     explorer,
-    http::{self, Limits, Shared},
+    http::{self, Limits, Shared, cache::Cache},
     store::db,
 };
 
@@ -32,6 +32,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub wait_seconds: u64,
+    /// Memory for the explorer's answers kept, in bytes (`k`, `M`, `G`:
+    /// binary units; 0: keep none). A question asked again is answered
+    /// without the database until a write changes what it reads
+    /// (docs/serve.md, "Cache").
+    #[arg(long, value_name = "SIZE", default_value = "64MiB",
+          value_parser = http::cache::parse_size)]
+    pub cache_size: u64,
 }
 
 /// Runs `pgnload serve` until Ctrl-C or SIGTERM, then lets the requests in
@@ -74,7 +81,11 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
         requests: usize::try_from(args.max_requests).unwrap_or(usize::MAX),
         wait: Duration::from_secs(args.wait_seconds),
     };
-    let shared = Shared::new(target, limits);
+    let cache = Arc::new(Cache::new(args.cache_size));
+    // Listening before the address is printed: the cache serves from the
+    // first request, and follows the database's changes until the end.
+    let follower = http::cache::keep_in_step(Arc::clone(&cache), target.clone()).await;
+    let shared = Shared::new(target, limits, Arc::clone(&cache));
     let stop = stop_signal()?;
     super::print(&format!(
         "pgnload serve: http://{address}/ (explorer: http://{address}/lichess) on {}; \
@@ -88,7 +99,16 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
             what: "serving HTTP",
             source,
         })?;
+    if let Some(follower) = follower {
+        // Its connection ends before the keeper's, whose session is then
+        // the embedded server's last.
+        follower.abort();
+        let _ = follower.await;
+    }
     keeper.close()?;
+    if let Some(summary) = cache.summary() {
+        stderr_line!("pgnload serve: cache: {summary}");
+    }
     stderr_line!("pgnload serve: stopped");
     Ok(ExitStatus::Clean)
 }

@@ -1,7 +1,8 @@
 //! `GET /lichess`: the Lichess opening explorer's endpoint, its query
 //! parameters read as lila-openingexplorer reads them (`src/api/query.rs`
 //! there), answered by the library's `explorer::answers::explore` and
-//! serialized exactly as `pgnload explore --json` prints it.
+//! serialized exactly as `pgnload explore --json` prints it, or from the
+//! answers kept ([`super::cache`]); the `X-Cache` header says which.
 //!
 //! Where Lichess's reading and ours differ, and why:
 //! * `variant=chess960` is our Chess960 counters (Lichess reads it as
@@ -17,18 +18,23 @@
 use std::collections::HashMap;
 
 use axum::{
+    body::Bytes,
     extract::{Query, State, rejection::QueryRejection},
-    http::header,
+    http::{HeaderMap, HeaderName, header},
     response::{IntoResponse, Response},
 };
 
-use super::{ApiError, Shared};
+use super::{
+    ApiError, Shared,
+    cache::{Lookup, Question},
+};
 use crate::{
     chess::{
         category::{Month, RatingGroup, Speed},
+        fen::normalized_fen,
         model::GameVariant,
     },
-    explorer::answers::{Filter, LISTED_MAX, Request, explore, resolve_position},
+    explorer::answers::{Filter, LISTED_MAX, Request, explore, reached},
 };
 
 /// Lichess's most top games (`MAX_TOP_GAMES`).
@@ -36,23 +42,63 @@ const MAX_TOP_GAMES: usize = 4;
 /// Lichess's default of `moves`.
 const DEFAULT_MOVES: usize = 12;
 
-/// `GET /lichess`.
+/// The header saying where an answer came from: `hit` (kept), `miss`
+/// (asked of the database, then kept), `bypass` (asked, not kept: the
+/// cache is off or not following the database's changes).
+const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+
+/// `GET /lichess`. A request with `Cache-Control: no-cache` is answered
+/// from the database (and the answer kept): a client that must see its
+/// own write at once asks so (docs/serve.md, "Cache").
 pub async fn answer(
     State(shared): State<Shared>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let Query(params) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = &request(&params)?;
-    // Bad positions and moves are refused before the database is asked.
-    resolve_position(request.variant, request.fen.as_deref(), &request.play)?;
+    // Bad positions and moves are refused before the cache or the
+    // database is asked (errors are never kept).
+    let (position, opening) = reached(request.variant, request.fen.as_deref(), &request.play)?;
+    let question = Question::new(request, normalized_fen(&position), opening);
+    let fresh = headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| {
+            value
+                .split(',')
+                .any(|directive| directive.trim().eq_ignore_ascii_case("no-cache"))
+        });
+    // The same question under way is waited for as long as a connection
+    // would be.
+    let lookup = shared.cache.lookup(question, fresh, shared.limits.wait);
+    let (body, found) = match lookup.await {
+        Lookup::Hit(body) => (body, "hit"),
+        Lookup::Miss(ticket) => {
+            let body = ask(&shared, request).await?;
+            shared.cache.keep(ticket, body.clone());
+            (body, "miss")
+        }
+        Lookup::Bypass => (ask(&shared, request).await?, "bypass"),
+    };
+    Ok((
+        [(header::CONTENT_TYPE, "application/json"), (X_CACHE, found)],
+        body,
+    )
+        .into_response())
+}
+
+/// `request`'s answer from the database, as JSON.
+async fn ask(shared: &Shared, request: &Request) -> Result<Bytes, ApiError> {
     let checkout = shared.checkout().await?;
     // `explore` checks that the counters are usable with its first
     // question (`explorer::answers::find`).
     let answer = explore(checkout.connection.prepared(), request, &shared.everywhere).await?;
     drop(checkout);
-    let body = serde_json::to_string(&answer)
+    let body = serde_json::to_vec(&answer)
         .map_err(|e| crate::Error::bug_from("serializing the explorer answer", e))?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    Ok(Bytes::from(body))
 }
 
 /// The request `params` ask, every value checked; a bad one is a 400

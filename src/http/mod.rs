@@ -12,8 +12,10 @@
 //! and `Retry-After` (a full server says so rather than letting queues
 //! grow); an admitted request then waits, in order, for one of the pool's
 //! [`Limits::connections`] connections, up to [`Limits::wait`], else 503.
-//! A request refused for its parameters is answered before either.
+//! A request refused for its parameters is answered before either, and an
+//! explorer answer kept in [`cache`] without either.
 
+pub mod cache;
 pub mod games;
 pub mod lichess;
 pub mod pool;
@@ -57,6 +59,8 @@ pub struct Shared {
     limits: Limits,
     /// The start positions' counts that price the explorer's walks.
     pub everywhere: Arc<Everywhere>,
+    /// The explorer's answers kept.
+    pub cache: Arc<cache::Cache>,
 }
 
 /// A request's hold on the database: its admission and its connection,
@@ -68,13 +72,16 @@ pub struct Checkout {
 }
 
 impl Shared {
-    /// The state of a server answering from `target` within `limits`.
-    pub fn new(target: Target, limits: Limits) -> Shared {
+    /// The state of a server answering from `target` within `limits`,
+    /// keeping explorer answers in `cache` (which `cache::keep_in_step`
+    /// keeps in step with the database).
+    pub fn new(target: Target, limits: Limits, cache: Arc<cache::Cache>) -> Shared {
         Shared {
             pool: pool::Pool::new(target, limits.connections, limits.wait),
             admissions: Arc::new(Semaphore::new(limits.requests)),
             limits,
             everywhere: Arc::default(),
+            cache,
         }
     }
 

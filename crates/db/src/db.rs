@@ -19,7 +19,9 @@ use std::{
     time::Duration,
 };
 
-use tokio_postgres::{Client, NoTls, Row, Socket, Statement, tls::MakeTlsConnect, types::ToSql};
+use tokio_postgres::{
+    AsyncMessage, Client, NoTls, Row, Socket, Statement, tls::MakeTlsConnect, types::ToSql,
+};
 
 use crate::{
     conninfo::{ConnectionSettings, Environment, ResolveError, tls::SslMode},
@@ -144,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 21,
         name: "0021_explorer_mover_rating.sql",
         sql: include_str!("../../../sql/0021_explorer_mover_rating.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "0022_serve_cache_notify.sql",
+        sql: include_str!("../../../sql/0022_serve_cache_notify.sql"),
     },
 ];
 
@@ -447,10 +454,40 @@ impl Database {
 /// Connects to `target`, starting the embedded cluster if needed. Must run
 /// inside a tokio runtime (the connection task is spawned on it).
 pub async fn connect(target: &Target) -> Result<Database, Error> {
+    connect_with(target, None).await
+}
+
+/// The channel on which the schema announces every statement that changes
+/// a table an explorer answer reads, with the table's name as payload
+/// (`sql/0022_serve_cache_notify.sql`): what `pgnload serve` listens to so
+/// that it never answers from what it kept after such a write.
+pub const CHANGES_CHANNEL: &str = "pgnload_changes";
+
+/// A connection to `target` that listens on [`CHANGES_CHANNEL`]: once this
+/// returns, every transaction that commits a change is announced on the
+/// receiver (its payloads, in commit order). The receiver ends when the
+/// connection does (the server went away, the network failed), after the
+/// notifications that arrived before.
+pub async fn listen_for_changes(
+    target: &Target,
+) -> Result<(Database, tokio::sync::mpsc::UnboundedReceiver<String>), Error> {
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let database = connect_with(target, Some(&sender)).await?;
+    database
+        .client
+        .batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))
+        .await
+        .map_err(db_err(format!("listening on {CHANGES_CHANNEL}")))?;
+    Ok((database, receiver))
+}
+
+/// [`connect`], the connection's notifications sent to `notify` (else
+/// dropped).
+async fn connect_with(target: &Target, notify: Option<&Notify>) -> Result<Database, Error> {
     let (client, connection, session, description) = match target {
         Target::Server(server) => {
             let settings = server.settings()?;
-            let (client, connection) = open_server(settings).await?;
+            let (client, connection) = open_server(settings, notify).await?;
             (client, connection, None, settings.description.clone())
         }
         Target::Embedded(dir) => {
@@ -463,7 +500,7 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
             .await
             .map_err(|e| Error::bug_from("starting the embedded cluster", e))??;
             let description = target.describe();
-            let (client, connection) = open(&config, NoTls)
+            let (client, connection) = open(&config, NoTls, notify)
                 .await
                 .map_err(db_err(format!("connecting to {description}")))?;
             (client, connection, Some(session), description)
@@ -483,6 +520,7 @@ pub async fn connect(target: &Target) -> Result<Database, Error> {
 /// certificate refused reads as such.
 async fn open_server(
     settings: &ConnectionSettings,
+    notify: Option<&Notify>,
 ) -> Result<(Client, tokio::task::JoinHandle<()>), Error> {
     let tls = &settings.tls;
     let failed = |cause| Error::Database {
@@ -497,19 +535,21 @@ async fn open_server(
         cause,
     };
     if tls.mode == SslMode::Disable {
-        return open(&settings.driver, NoTls).await.map_err(failed);
+        return open(&settings.driver, NoTls, notify).await.map_err(failed);
     }
     let connector = tls
         .connector()
         .map_err(|why| Error::Config(format!("connecting to {}: {why}", settings.description)))?;
     if tls.mode != SslMode::Allow {
-        return open(&settings.driver, connector).await.map_err(failed);
+        return open(&settings.driver, connector, notify)
+            .await
+            .map_err(failed);
     }
-    match open(&settings.driver, NoTls).await {
+    match open(&settings.driver, NoTls, notify).await {
         Err(refused) if refused.as_db_error().is_some() => {
             let mut with_tls = settings.driver.clone();
             with_tls.ssl_mode(tokio_postgres::config::SslMode::Require);
-            open(&with_tls, connector).await.map_err(failed)
+            open(&with_tls, connector, notify).await.map_err(failed)
         }
         other => other.map_err(failed),
     }
@@ -521,10 +561,12 @@ async fn open_server(
 /// position ids go into the dedup map, a batch's games into the run's
 /// counts, a bulk load's dropped indexes into its record — so an
 /// acknowledged commit must survive a server crash. It costs one WAL flush
-/// per phase of a batch of thousands of games.
+/// per phase of a batch of thousands of games. The connection's
+/// notifications go to `notify`, if given.
 async fn open<T>(
     config: &tokio_postgres::Config,
     tls: T,
+    notify: Option<&Notify>,
 ) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
 where
     T: MakeTlsConnect<Socket>,
@@ -536,13 +578,23 @@ where
         _ => "-c synchronous_commit=on".to_owned(),
     };
     config.options(&options);
-    let (client, connection) = config.connect(tls).await?;
+    let (client, mut connection) = config.connect(tls).await?;
+    let notify = notify.cloned();
     let connection = tokio::spawn(async move {
-        // Errors surface on the client's next call; nothing to do here.
-        let _ = connection.await;
+        // Errors surface on the client's next call; nothing to do here but
+        // hand on the notifications (the rest are notices, not kept).
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let (Some(notify), AsyncMessage::Notification(notification)) = (&notify, message) {
+                // The receiver gone: nobody wants them any more.
+                let _ = notify.send(notification.payload().to_owned());
+            }
+        }
     });
     Ok((client, connection))
 }
+
+/// Where a connection's notifications go: their payloads.
+type Notify = tokio::sync::mpsc::UnboundedSender<String>;
 
 /// Wraps a driver error with what pgnload was doing.
 pub fn db_err(context: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> Error {

@@ -252,6 +252,28 @@ fn play_moves(
     Ok(position)
 }
 
+/// The position a request reaches and the opening named on the way (the
+/// last named position, from the position asked through each move
+/// played): with the filter and the limits, all of a question that its
+/// answer depends on, so two spellings of one question (a FEN or the
+/// moves to it, SAN or UCI, move counters) reach the same pair. What
+/// `pgnload serve` keeps answers by. Bad input is an [`Error::Request`],
+/// as for [`resolve_position`].
+pub fn reached(
+    variant: GameVariant,
+    fen: Option<&str>,
+    play: &[String],
+) -> Result<(VariantPosition, Option<Opening>), Error> {
+    let mut opening = None;
+    let position = play_moves(variant, fen, play, |p| {
+        if let Some(named) = openings::classify(variant, p)? {
+            opening = Some(named);
+        }
+        Ok(())
+    })?;
+    Ok((position, opening))
+}
+
 /// A move of `position` written in UCI (`e2e4`, `e1g1` or `e1h1`) or SAN
 /// (`e4`, `O-O`, `Nbd7`, check marks optional). No text is a legal move in
 /// both that are different moves: a UCI text read as SAN is a pawn move
@@ -409,13 +431,7 @@ pub async fn explore(
     everywhere: &Everywhere,
 ) -> Result<Answer, Error> {
     let variant = request.variant;
-    let mut opening = None;
-    let position = play_moves(variant, request.fen.as_deref(), &request.play, |p| {
-        if let Some(named) = openings::classify(variant, p)? {
-            opening = Some(named);
-        }
-        Ok(())
-    })?;
+    let (position, opening) = reached(variant, request.fen.as_deref(), &request.play)?;
     let mut answer = Answer {
         score: Score::default(),
         moves: Vec::new(),

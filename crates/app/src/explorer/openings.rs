@@ -25,7 +25,7 @@ const TABLES: [(&str, &str); 5] = [
 ];
 
 /// A named opening: the `opening` of the Lichess explorer's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Opening {
     /// The ECO code (`B20`).
     pub eco: String,
