@@ -338,6 +338,17 @@ fn every_origin_may_read_the_answers() {
     let reply = request(&server, "GET", "/lichess?play=d2d4", &origin);
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.header("access-control-allow-origin"), Some("*"));
+    // pgnload's own headers, readable by a page on another origin.
+    let exposed = reply
+        .header("access-control-expose-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    for name in ["x-cache", "x-pgnload-skipped-games"] {
+        assert!(
+            exposed.split(',').any(|h| h.trim() == name),
+            "{name} not in {exposed:?}"
+        );
+    }
     let reply = request(&server, "GET", "/lichess?fen=bad", &origin);
     assert_eq!(reply.status, 400);
     assert_eq!(reply.header("access-control-allow-origin"), Some("*"));

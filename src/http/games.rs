@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use axum::{
     extract::{Path, Query, State, rejection::QueryRejection},
-    http::{HeaderMap, header},
+    http::{HeaderMap, HeaderName, header},
     response::{IntoResponse, Response},
 };
 
@@ -29,7 +29,7 @@ const PGN: &str = "application/x-chess-pgn";
 const NDJSON: &str = "application/x-ndjson";
 /// The header counting the games an answer leaves out because PGN cannot
 /// hold them (the reasons go to the server's stderr, as `games` prints them).
-const SKIPPED: &str = "x-pgnload-skipped-games";
+pub(super) const SKIPPED: HeaderName = HeaderName::from_static("x-pgnload-skipped-games");
 /// Games listed when `max` is not given.
 const DEFAULT_MAX: u32 = 100;
 /// The most games one answer lists (it is built whole before it is sent).

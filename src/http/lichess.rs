@@ -45,7 +45,7 @@ const DEFAULT_MOVES: usize = 12;
 /// The header saying where an answer came from: `hit` (kept), `miss`
 /// (asked of the database, then kept), `bypass` (asked, not kept: the
 /// cache is off or not following the database's changes).
-const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+pub(super) const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
 /// `GET /lichess`. A request with `Cache-Control: no-cache` is answered
 /// from the database (and the answer kept): a client that must see its

@@ -105,14 +105,22 @@ impl Shared {
 }
 
 /// The routes, with CORS open to every origin (the answers are public
-/// reads, as Lichess's are) and a JSON 404 for any other path.
+/// reads, as Lichess's are) and a JSON 404 for any other path. pgnload's
+/// own headers are exposed too: a browser page on another origin reads
+/// only the headers CORS names, and these say where an answer came from
+/// and what it left out.
 pub fn router(shared: Shared) -> Router {
     Router::new()
         .route("/lichess", get(lichess::answer))
         .route("/game/{id}", get(games::game))
         .route("/api/games/user/{name}", get(games::of_player))
         .fallback(|| async { ApiError::not_found("no such endpoint".to_owned()) })
-        .layer(CorsLayer::new().allow_origin(Any).allow_methods(Any))
+        .layer(
+            CorsLayer::new()
+                .allow_origin(Any)
+                .allow_methods(Any)
+                .expose_headers([lichess::X_CACHE, games::SKIPPED]),
+        )
         .with_state(shared)
 }
 
