@@ -13,7 +13,7 @@ use crate::{
 
 /// The objects of the public schema (not owned by an extension) without a
 /// comment, one per line: `table games`, `column games.moves`, `function
-/// f(integer)`. Empty when the schema explains itself. The columns of a
+/// f(integer)`, `statistics s`. Empty when the schema explains itself. The columns of a
 /// partition (a shard's foreign table) are its table's, commented there.
 const UNCOMMENTED: &str = "
 WITH relations AS (
@@ -35,10 +35,14 @@ SELECT string_agg(what, E'\\n' ORDER BY what) FROM (
       AND NOT EXISTS (SELECT FROM pg_depend d
                       WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
       AND obj_description(p.oid, 'pg_proc') IS NULL
+    UNION ALL
+    SELECT 'statistics ' || s.stxname FROM pg_statistic_ext s
+    WHERE s.stxnamespace = 'public'::regnamespace
+      AND obj_description(s.oid, 'pg_statistic_ext') IS NULL
 ) missing";
 
-/// Fails, naming them, if any table, column, view or function of `db`'s
-/// schema has no comment.
+/// Fails, naming them, if any table, column, view, function or statistics
+/// object of `db`'s schema has no comment.
 pub fn assert_every_object_commented(db: &TestDb) {
     let missing = db.psql(UNCOMMENTED);
     assert!(
@@ -64,6 +68,9 @@ fn every_table_column_view_and_function_has_a_comment() {
     db.psql("CREATE TABLE uncommented (x integer); COMMENT ON TABLE uncommented IS 'here'");
     assert_eq!(db.psql(UNCOMMENTED), "column uncommented.x");
     db.psql("DROP TABLE uncommented");
+    db.psql("CREATE STATISTICS uncommented ON (white_elo + black_elo) FROM games");
+    assert_eq!(db.psql(UNCOMMENTED), "statistics uncommented");
+    db.psql("DROP STATISTICS uncommented");
     // A sharded layout's rebuild recreates exactly these views.
     let mut expected: Vec<String> = pgnload::store::shards::VIEWS
         .iter()

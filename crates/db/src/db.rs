@@ -145,6 +145,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0021_explorer_mover_rating.sql",
         sql: include_str!("../../../sql/0021_explorer_mover_rating.sql"),
     },
+    Migration {
+        version: 23,
+        name: "0023_explorer_category_statistics.sql",
+        sql: include_str!("../../../sql/0023_explorer_category_statistics.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
