@@ -12,6 +12,7 @@
 #   scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
 #                          [--cluster DIR] [--reuse] [--clients N]
 #                          [--serve-seconds S] [--serve-requests N] [--serve-only]
+#                          [--serve-args ARGS] [--pgnload BINARY] [--counters-first]
 set -euo pipefail
 
 usage() {
@@ -19,7 +20,8 @@ usage() {
 Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
                               [--cluster DIR] [--reuse] [--clients N]
                               [--serve-seconds S] [--serve-requests N]
-                              [--serve-only]
+                              [--serve-only] [--serve-args ARGS]
+                              [--pgnload BINARY] [--counters-first]
 
   --games N     games in the corpus searched (default 1000000)
   --queries N   explorer positions drawn from the games (default 1000; the
@@ -44,6 +46,17 @@ Usage: scripts/bench_query.sh [--games N] [--queries N] [--naive N] [--out DIR]
                 under load, on the same questions (no counters' import cost,
                 naive SQL, games searches nor export: at a million games
                 those take hours)
+  --serve-args ARGS
+                more options of `pgnload serve`, split on spaces (e.g.
+                "--cache-size 0"); recorded with the results
+  --pgnload BINARY
+                measure this pgnload binary instead of building one (the
+                corpus generator and the load generator are still built)
+  --counters-first
+                build the searched corpus's counters by enabling them in
+                the empty database, so that its bulk import keeps them,
+                instead of `db explorer enable` after the import (which
+                counts every game again from its moves rows)
 EOF
 }
 
@@ -57,6 +70,9 @@ clients=16
 serve_seconds=20
 serve_requests=20000
 serve_only=0
+serve_args=
+given_binary=
+counters_first=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --games) games=${2:?--games needs a value}; shift 2 ;;
@@ -65,6 +81,9 @@ while [[ $# -gt 0 ]]; do
         --cluster) cluster=${2:?--cluster needs a value}; shift 2 ;;
         --reuse) reuse=1; shift ;;
         --serve-only) serve_only=1; shift ;;
+        --serve-args) serve_args=${2?--serve-args needs a value}; shift 2 ;;
+        --pgnload) given_binary=$(realpath "${2:?--pgnload needs a file}"); shift 2 ;;
+        --counters-first) counters_first=1; shift ;;
         --clients) clients=${2:?--clients needs a value}; shift 2 ;;
         --serve-seconds) serve_seconds=${2:?--serve-seconds needs a value}; shift 2 ;;
         --serve-requests) serve_requests=${2:?--serve-requests needs a value}; shift 2 ;;
@@ -92,7 +111,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cluster=${cluster:-$out/cluster}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-pgnload=$target_dir/release/pgnload
+pgnload=${given_binary:-$target_dir/release/pgnload}
 gen=$target_dir/release/examples/gen_corpus
 http_load=$target_dir/release/examples/http_load
 psql=${PSQL:-psql}
@@ -124,8 +143,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "building release binaries"
-cargo build --release --quiet --bin pgnload --example gen_corpus --example http_load
+if [[ -n $given_binary ]]; then
+    [[ -x $given_binary ]] || die "--pgnload $given_binary is not an executable file"
+    log "building the corpus and load generators; measuring $given_binary"
+    cargo build --release --quiet --example gen_corpus --example http_load
+else
+    log "building release binaries"
+    cargo build --release --quiet --bin pgnload --example gen_corpus --example http_load
+fi
+read -r -a serve_options <<<"$serve_args"
 : >"$results"
 record games "$games"
 record queries "$queries"
@@ -134,8 +160,14 @@ record clients "$clients"
 record serve_requests "$serve_requests"
 record serve_seconds "$serve_seconds"
 record serve_only "$serve_only"
+record serve_args "$serve_args"
+record counters_first "$counters_first"
 record load "$(cut -d' ' -f1-3 /proc/loadavg)"
-record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+if [[ -n $given_binary ]]; then
+    record commit "binary $given_binary"
+else
+    record commit "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+fi
 
 if ((!serve_only)); then
 log "generating $cost_games games for the counters' cost"
@@ -194,16 +226,23 @@ else
     log "generating $games games"
     "$gen" --games "$games" --seed 1 --out "$out/corpus.pgn" 2>"$out/gen.log" ||
         die "gen_corpus failed: $(tail -5 "$out/gen.log")"
-    log "importing $games games (bulk), then building the explorer counters"
+    if ((counters_first)); then
+        log "enabling the explorer counters, then importing $games games (bulk) with them"
+        "$pgnload" --database-url "$url" db explorer enable >/dev/null
+    else
+        log "importing $games games (bulk), then building the explorer counters"
+    fi
     start=$(now_ns)
     "$pgnload" --database-url "$url" import --quiet --mode bulk "$out/corpus.pgn" >/dev/null 2>>"$out/imports.log" ||
         die "the import of $out/corpus.pgn failed: $(tail -3 "$out/imports.log")"
     end=$(now_ns)
-    record import_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
-    start=$(now_ns)
-    "$pgnload" --database-url "$url" db explorer enable >/dev/null
-    end=$(now_ns)
-    record explorer_enable_seconds "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+    record import_seconds "$(seconds "$start" "$end")"
+    if ((!counters_first)); then
+        start=$(now_ns)
+        "$pgnload" --database-url "$url" db explorer enable >/dev/null
+        end=$(now_ns)
+        record explorer_enable_seconds "$(seconds "$start" "$end")"
+    fi
 fi
 sql "$url" "ANALYZE"
 
@@ -325,7 +364,8 @@ with open(f"{sys.argv[2]}/serve_plain.paths", "w") as plain, \
         print(path, file=plain)
         print(path + "&speeds=blitz,rapid&ratings=1600,1800,2000", file=filtered)
 PY
-"$pgnload" --database-url "$url" serve --listen 127.0.0.1:0 >"$out/serve.out" 2>"$out/serve.log" &
+"$pgnload" --database-url "$url" serve --listen 127.0.0.1:0 "${serve_options[@]}" \
+    >"$out/serve.out" 2>"$out/serve.log" &
 serve_pid=$!
 for _ in $(seq 300); do
     grep -q 'http://' "$out/serve.out" 2>/dev/null && break
@@ -375,7 +415,8 @@ def ms(name):
     except FileNotFoundError:
         pass
     return stats
-report = {"meta": {k: meta[k] for k in ("games", "queries", "clients", "load", "commit")}}
+report = {"meta": {k: meta[k] for k in ("games", "queries", "clients", "load", "commit",
+                                        "serve_args")}}
 serve_only = meta.get("serve_only") == "1"
 rows = [
     ("explore", "explore", "naive_explore"),
@@ -396,7 +437,8 @@ print("(naive: not measured, --serve-only)" if serve_only else
       "(naive: the SQL a user would write, on the first positions drawn; a timeout counts as its 30 s)")
 report["startup"] = startup
 clients = int(meta["clients"])
-print(f"\nserve: the explore questions over HTTP (ms per request, keep-alive; machine load {meta['load']})")
+serve_args = f", serve {meta['serve_args']}" if meta["serve_args"] else ""
+print(f"\nserve: the explore questions over HTTP (ms per request, keep-alive; machine load {meta['load']}{serve_args})")
 print(f"{'questions':22} {'clients':>7} {'requests':>8} {'not 200':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>8}   CLI (one process each): p50, p95, req/s")
 report["serve"] = {}
 for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
@@ -409,6 +451,18 @@ for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
         print(f"{'explore ' + kind:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
     report["serve"][f"{kind}_cli_per_s"] = cli_rate
 print(f"(target: p95 <= 20 ms at 16 clients on a 2-core machine; one load run stops at {meta.get('serve_requests', '?')} requests or {meta.get('serve_seconds', '?')} s)")
+if "import_seconds" not in meta:
+    print("\nthe searched corpus's import and counters: not measured (--reuse)")
+elif "explorer_enable_seconds" in meta:
+    enable_s, import_s = float(meta["explorer_enable_seconds"]), float(meta["import_seconds"])
+    report["explorer_enable"] = {"seconds": enable_s, "import_seconds": import_s,
+                                 "ratio_to_import": enable_s / import_s}
+    print(f"\nthe searched corpus: bulk import {import_s:.0f} s, then db explorer enable "
+          f"{enable_s:.0f} s ({enable_s / import_s:.2f}x the import's time)")
+else:
+    report["import_with_counters_seconds"] = float(meta["import_seconds"])
+    print(f"\nthe searched corpus: bulk import with the counters kept (--counters-first) "
+          f"{float(meta['import_seconds']):.0f} s")
 if serve_only:
     json.dump(report, open(f"{out}/bench_query.json", "w"), indent=2)
     sys.exit(0)
@@ -428,12 +482,6 @@ for mode, c in report["counters_cost"].items():
     each = ", ".join(f"{r:.2f}x" for r in c["ratios"])
     print(f"import with explorer counters, {mode}: {c['ratio']:.2f}x the same import without "
           f"(median of the rounds: {each})")
-if "explorer_enable_seconds" in meta:
-    enable_s, import_s = float(meta["explorer_enable_seconds"]), float(meta["import_seconds"])
-    report["explorer_enable"] = {"seconds": enable_s, "ratio_to_import": enable_s / import_s}
-    print(f"db explorer enable on the imported corpus: {enable_s / import_s:.2f}x its bulk import's time")
-else:
-    print("db explorer enable: not measured (--reuse)")
 json.dump(report, open(f"{out}/bench_query.json", "w"), indent=2)
 PY
 log "results in $out/bench_query.json"

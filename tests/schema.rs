@@ -13,9 +13,9 @@ use crate::{
 
 /// The objects of the public schema (not owned by an extension) without a
 /// comment, one per line: `table games`, `column games.moves`, `function
-/// f(integer)`, `trigger t on games`. Empty when the schema explains
-/// itself. The columns of a partition (a shard's foreign table) are its
-/// table's, commented there; the triggers PostgreSQL makes for a foreign
+/// f(integer)`, `trigger t on games`, `statistics s`. Empty when the schema
+/// explains itself. The columns of a partition (a shard's foreign table) are
+/// its table's, commented there; the triggers PostgreSQL makes for a foreign
 /// key are its own.
 const UNCOMMENTED: &str = "
 WITH relations AS (
@@ -41,10 +41,14 @@ SELECT string_agg(what, E'\\n' ORDER BY what) FROM (
     SELECT 'trigger ' || t.tgname || ' on ' || r.relname FROM relations r
     JOIN pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal
     WHERE obj_description(t.oid, 'pg_trigger') IS NULL
+    UNION ALL
+    SELECT 'statistics ' || s.stxname FROM pg_statistic_ext s
+    WHERE s.stxnamespace = 'public'::regnamespace
+      AND obj_description(s.oid, 'pg_statistic_ext') IS NULL
 ) missing";
 
-/// Fails, naming them, if any table, column, view or function of `db`'s
-/// schema has no comment.
+/// Fails, naming them, if any table, column, view, function, trigger or
+/// statistics object of `db`'s schema has no comment.
 pub fn assert_every_object_commented(db: &TestDb) {
     let missing = db.psql(UNCOMMENTED);
     assert!(
@@ -78,6 +82,9 @@ fn every_table_column_view_and_function_has_a_comment() {
         "column uncommented.x\ntrigger uncommented on uncommented"
     );
     db.psql("DROP TABLE uncommented");
+    db.psql("CREATE STATISTICS uncommented ON (white_elo + black_elo) FROM games");
+    assert_eq!(db.psql(UNCOMMENTED), "statistics uncommented");
+    db.psql("DROP STATISTICS uncommented");
     // A sharded layout's rebuild recreates exactly these views.
     let mut expected: Vec<String> = pgnload::store::shards::VIEWS
         .iter()

@@ -152,6 +152,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_serve_cache_notify.sql",
         sql: include_str!("../../../sql/0022_serve_cache_notify.sql"),
     },
+    Migration {
+        version: 23,
+        name: "0023_explorer_category_statistics.sql",
+        sql: include_str!("../../../sql/0023_explorer_category_statistics.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.
