@@ -275,7 +275,7 @@ impl Cache {
         let _ = self
             .state
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |state| {
-                Some(((state | SERVING) + NEXT - SERVING) | flag)
+                Some(((state & !SERVING) + NEXT) | flag)
             });
         if let Some(answers) = &self.answers {
             answers.clear();
@@ -466,10 +466,7 @@ mod tests {
     use quick_cache::Weighter as _;
 
     use super::*;
-    use crate::{
-        chess::fen::normalized_fen,
-        explorer::answers::{Filter, reached},
-    };
+    use crate::explorer::answers::{Filter, reached};
 
     fn question(play: &[&str], filter: Filter) -> Question {
         let request = Request {
@@ -481,9 +478,8 @@ mod tests {
             top_games: 4,
             recent_games: 8,
         };
-        let (position, opening) =
-            reached(request.variant, None, &request.play).expect("legal moves");
-        Question::new(&request, normalized_fen(&position), opening)
+        let at = reached(request.variant, None, &request.play).expect("legal moves");
+        Question::new(&request, at.fen, at.opening)
     }
 
     fn serving(bytes: u64) -> Cache {

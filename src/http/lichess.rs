@@ -31,10 +31,9 @@ use super::{
 use crate::{
     chess::{
         category::{Month, RatingGroup, Speed},
-        fen::normalized_fen,
         model::GameVariant,
     },
-    explorer::answers::{Filter, LISTED_MAX, Request, explore, reached},
+    explorer::answers::{Filter, LISTED_MAX, Reached, Request, explore_reached, reached},
 };
 
 /// Lichess's most top games (`MAX_TOP_GAMES`).
@@ -59,8 +58,8 @@ pub async fn answer(
     let request = &request(&params)?;
     // Bad positions and moves are refused before the cache or the
     // database is asked (errors are never kept).
-    let (position, opening) = reached(request.variant, request.fen.as_deref(), &request.play)?;
-    let question = Question::new(request, normalized_fen(&position), opening);
+    let at = reached(request.variant, request.fen.as_deref(), &request.play)?;
+    let question = Question::new(request, at.fen.clone(), at.opening.clone());
     let fresh = headers
         .get_all(header::CACHE_CONTROL)
         .iter()
@@ -76,11 +75,11 @@ pub async fn answer(
     let (body, found) = match lookup.await {
         Lookup::Hit(body) => (body, "hit"),
         Lookup::Miss(ticket) => {
-            let body = ask(&shared, request).await?;
+            let body = ask(&shared, request, at).await?;
             shared.cache.keep(ticket, body.clone());
             (body, "miss")
         }
-        Lookup::Bypass => (ask(&shared, request).await?, "bypass"),
+        Lookup::Bypass => (ask(&shared, request, at).await?, "bypass"),
     };
     Ok((
         [(header::CONTENT_TYPE, "application/json"), (X_CACHE, found)],
@@ -89,12 +88,19 @@ pub async fn answer(
         .into_response())
 }
 
-/// `request`'s answer from the database, as JSON.
-async fn ask(shared: &Shared, request: &Request) -> Result<Bytes, ApiError> {
+/// `request`'s answer from the database, as JSON; `at`: the position it
+/// reaches, found before.
+async fn ask(shared: &Shared, request: &Request, at: Reached) -> Result<Bytes, ApiError> {
     let checkout = shared.checkout().await?;
-    // `explore` checks that the counters are usable with its first
+    // `explore_reached` checks that the counters are usable with its first
     // question (`explorer::answers::find`).
-    let answer = explore(checkout.connection.prepared(), request, &shared.everywhere).await?;
+    let answer = explore_reached(
+        checkout.connection.prepared(),
+        request,
+        at,
+        &shared.everywhere,
+    )
+    .await?;
     drop(checkout);
     let body = serde_json::to_vec(&answer)
         .map_err(|e| crate::Error::bug_from("serializing the explorer answer", e))?;

@@ -256,14 +256,11 @@ fn play_moves(
 /// last named position, from the position asked through each move
 /// played): with the filter and the limits, all of a question that its
 /// answer depends on, so two spellings of one question (a FEN or the
-/// moves to it, SAN or UCI, move counters) reach the same pair. What
-/// `pgnload serve` keeps answers by. Bad input is an [`Error::Request`],
-/// as for [`resolve_position`].
-pub fn reached(
-    variant: GameVariant,
-    fen: Option<&str>,
-    play: &[String],
-) -> Result<(VariantPosition, Option<Opening>), Error> {
+/// moves to it, SAN or UCI, move counters) reach the same [`Reached`].
+/// What `pgnload serve` keeps answers by, then answers a miss from
+/// ([`explore_reached`]) without playing the moves again. Bad input is an
+/// [`Error::Request`], as for [`resolve_position`].
+pub fn reached(variant: GameVariant, fen: Option<&str>, play: &[String]) -> Result<Reached, Error> {
     let mut opening = None;
     let position = play_moves(variant, fen, play, |p| {
         if let Some(named) = openings::classify(variant, p)? {
@@ -271,7 +268,23 @@ pub fn reached(
         }
         Ok(())
     })?;
-    Ok((position, opening))
+    Ok(Reached {
+        fen: normalized_fen(&position),
+        position,
+        opening,
+    })
+}
+
+/// What [`reached`] found: the position, its normalized FEN and the
+/// opening named on the way.
+#[derive(Debug, Clone)]
+pub struct Reached {
+    /// The position reached.
+    pub position: VariantPosition,
+    /// Its normalized FEN (the counters' key, and the cache's).
+    pub fen: String,
+    /// The last named opening from the position asked to it.
+    pub opening: Option<Opening>,
 }
 
 /// A move of `position` written in UCI (`e2e4`, `e1g1` or `e1h1`) or SAN
@@ -430,15 +443,31 @@ pub async fn explore(
     request: &Request,
     everywhere: &Everywhere,
 ) -> Result<Answer, Error> {
+    let at = reached(request.variant, request.fen.as_deref(), &request.play)?;
+    explore_reached(db, request, at, everywhere).await
+}
+
+/// [`explore`] of the position `request` reaches, `at`, found before
+/// ([`reached`]).
+pub async fn explore_reached(
+    db: Prepared<'_>,
+    request: &Request,
+    at: Reached,
+    everywhere: &Everywhere,
+) -> Result<Answer, Error> {
     let variant = request.variant;
-    let (position, opening) = reached(variant, request.fen.as_deref(), &request.play)?;
+    let Reached {
+        position,
+        fen,
+        opening,
+    } = at;
     let mut answer = Answer {
         score: Score::default(),
         moves: Vec::new(),
         recent_games: Vec::new(),
         top_games: Vec::new(),
         opening,
-        fen: normalized_fen(&position),
+        fen,
         games: 0,
     };
     let Some(found) = find(db, &answer.fen).await? else {
