@@ -7,18 +7,21 @@
 //! message and exit code 2, and the SQL that merges counter rows equals
 //! the Rust definition on random rows.
 
-use std::path::{Path, PathBuf};
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
 use pgnload::{
     chess::{fen::normalized_fen, model::GameVariant},
     explorer::{
         CounterKey, Counts, GameCounts,
         answers::{
-            Filter, Plan, Request, find, listable_by_class, recent_games, resolve_position,
-            top_games, top_group, top_walk_low,
+            Filter, Plan, Request, TopWalk, find, listable_by_class, recent_games,
+            resolve_position, top_games, top_group, top_walks,
         },
         counting::add_rows,
-        sql::compact_shard,
+        sql::{self, compact_shard},
     },
     store::db::{Prepared, Statements},
 };
@@ -598,10 +601,22 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             let classes = listable_by_class(db, position, request)
                 .await
                 .expect("classes");
-            let low = top_walk_low(&classes, group);
-            for (plan, low) in [(Plan::Scan, group), (Plan::Walk, low), (Plan::Walk, group)] {
-                let games = top_games(db, id, request, plan, low).await.expect("top");
-                found.push((format!("top {plan:?} from {low}"), games));
+            let walks = top_walks(&classes, group);
+            // Every class of the position from the top group, each as far
+            // as its first four games, whatever the classes before it hold.
+            let whole: Vec<TopWalk> = classes
+                .iter()
+                .flat_map(|class| top_walks(&[*class], group))
+                .map(|walk| TopWalk { limit: 4, ..walk })
+                .collect();
+            assert!(whole.len() >= walks.len(), "{whole:?} {walks:?}");
+            for (plan, walks, way) in [
+                (Plan::Scan, &walks, "as planned"),
+                (Plan::Walk, &walks, "as planned"),
+                (Plan::Walk, &whole, "every class"),
+            ] {
+                let games = top_games(db, id, request, plan, walks).await.expect("top");
+                found.push((format!("top {plan:?} {way}"), games));
             }
         }
         let top = found.first().map(|f| f.1.clone()).unwrap_or_default();
@@ -674,6 +689,123 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
     }
 }
 
+/// Games of every speed, of ratings from 1900 to 3000 (so that some
+/// average 2800 or more: Lichess's 3200 band), some unrated, unfinished or
+/// undated, over a few openings that share their first moves: what the
+/// top games' walks split into classes. Deterministic (a fixed
+/// generator), Lichess ids `g0000000` up.
+fn top_games_corpus(games: u32) -> String {
+    let lines = [
+        "1. e4 e5 2. Nf3 Nc6",
+        "1. e4 e5 2. Nf3 Nf6",
+        "1. e4 c5 2. Nf3 d6",
+        "1. d4 d5 2. c4 e6",
+        "1. d4 Nf6 2. c4 g6",
+        "1. c4 e5 2. Nc3 Nf6",
+    ];
+    let clocks = ["15+0", "60+0", "180+2", "600+0", "1800+0", "-"];
+    let results = ["1-0", "0-1", "1/2-1/2", "1-0", "0-1", "*"];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |below: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let mut pgn = String::new();
+    for game in 0..games {
+        let rating = |r: u64| {
+            if r == 0 {
+                "?".to_owned()
+            } else {
+                (1900 + r * 11).to_string()
+            }
+        };
+        let (white, black) = (rating(next(101)), rating(next(101)));
+        let date = if next(20) == 0 {
+            "????.??.??".to_owned()
+        } else {
+            format!("2025.{:02}.{:02}", 1 + next(12), 1 + next(28))
+        };
+        let result = results[usize::try_from(next(6)).expect("small")];
+        let line = lines[usize::try_from(next(6)).expect("small")];
+        let clock = clocks[usize::try_from(next(6)).expect("small")];
+        let time = format!("{:02}:{:02}:{:02}", next(24), next(60), next(60));
+        write!(
+            pgn,
+            "[Event \"Rated game\"]\n[Site \"https://lichess.org/g{game:07}\"]\n\
+             [White \"w{game}\"]\n[Black \"b{game}\"]\n[Result \"{result}\"]\n\
+             [UTCDate \"{date}\"]\n[UTCTime \"{time}\"]\n[WhiteElo \"{white}\"]\n\
+             [BlackElo \"{black}\"]\n[TimeControl \"{clock}\"]\n\n{line} {result}\n\n"
+        )
+        .expect("writing to a String cannot fail");
+    }
+    pgn
+}
+
+#[test]
+fn top_games_found_each_way_are_lichess_s_whatever_the_bands_speeds_and_dates() {
+    // An independent recount (`lichess_lists`) of the top games at each
+    // position of a corpus that fills every class, against the scan, the
+    // walks as planned and every class walked: the walks' limits come
+    // from the counts, and the 2500 group's 2800+ games (Lichess's 3200
+    // band, ranked first) are counted with the rest of the group.
+    let dir = scratch_dir("pgnload-explorer-top-classes-");
+    let file = dir.path().join("classes.pgn");
+    std::fs::write(&file, top_games_corpus(1500)).expect("write the corpus");
+    let db = fresh_db("explorer_top_classes");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &[file]), &[0]);
+    let above = db.psql(
+        "SELECT count(*) FROM games WHERE result IS NOT NULL AND started_at IS NOT NULL \
+         AND floor((white_elo + black_elo) / 2.0) >= 2800",
+    );
+    assert!(above.parse::<i64>().expect("a count") >= 20, "{above}");
+    for play in [
+        "",
+        "e2e4",
+        "d2d4",
+        "e2e4,e7e5",
+        "e2e4,e7e5,g1f3",
+        "c2c4",
+        "d2d4,g8f6,c2c4",
+    ] {
+        let request = Request {
+            variant: GameVariant::Standard,
+            fen: None,
+            play: play
+                .split(',')
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            filter: Filter::default(),
+            moves: 0,
+            top_games: 4,
+            recent_games: 0,
+        };
+        let position = resolve_position(request.variant, None, &request.play).expect("position");
+        let (expected, _) = lichess_lists(&db, &normalized_fen(&position), 0);
+        assert_eq!(expected.len(), 4, "{play:?}");
+        for (way, ids) in games_each_way(&db, &request) {
+            if !way.starts_with("top") {
+                continue;
+            }
+            let refs: Vec<String> = ids
+                .iter()
+                .map(|id| db.psql(&format!("SELECT external_id FROM games WHERE id = {id}")))
+                .collect();
+            assert_eq!(refs, expected, "{play:?} {way}");
+        }
+        let args: &[&str] = if play.is_empty() {
+            &[]
+        } else {
+            &["--play", play]
+        };
+        let answer = explore_lists(&db, args);
+        assert_eq!(listed_ids(&answer, "topGames"), expected, "{play:?}");
+    }
+}
+
 /// The planner's estimate of how many games of `db` pass `condition`
 /// (on `explorer_games`).
 fn estimated_games(db: &TestDb, condition: &str) -> i64 {
@@ -725,6 +857,41 @@ fn the_planner_knows_how_many_games_each_category_holds() {
         .max_by_key(|(_, games)| *games)
         .expect("a speed");
     assert_ne!(estimated_games(&db, &format!("speed = {value}")), games);
+}
+
+#[test]
+fn the_top_games_walk_reads_its_index() {
+    // `sql::TOP_WALK` walks each class of games along `games_top_idx`
+    // (migration 0024), an index on `explorer_games`' expressions and on
+    // the texts' literals: the planner can use it only while they are the
+    // same. Scans are turned off so that the plan says whether the index
+    // can be used at all, not whether it is cheaper on a small table; the
+    // generic plan is the one a prepared statement ends with.
+    let dir = scratch_dir("pgnload-explorer-top-index-");
+    let db = fresh_db("explorer_top_index");
+    assert_ok(&import(&db, &["-q"], &corpus(dir.path())), &[0]);
+    db.psql("ANALYZE games");
+    let position = db.psql("SELECT min(position_id) FROM moves");
+    let plan = |mode: &str| {
+        db.psql(&format!(
+            "SET enable_seqscan = off; SET enable_bitmapscan = off; \
+             SET plan_cache_mode = {mode}; PREPARE walk AS {}; \
+             EXPLAIN EXECUTE walk({position}, 'standard', NULL, NULL, NULL, NULL, 4, \
+                                  '{{2,3}}', '{{2500,2200}}', '{{t,f}}', '{{4,4}}', '{{-226,749}}')",
+            sql::TOP_WALK
+        ))
+    };
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        let plan = plan(mode);
+        assert!(
+            plan.contains("Index Scan using games_top_idx"),
+            "{mode}:\n{plan}"
+        );
+    }
+    // The check fails without it.
+    db.psql("DROP INDEX games_top_idx");
+    let plan = plan("force_generic_plan");
+    assert!(!plan.contains("games_top_idx"), "{plan}");
 }
 
 #[test]

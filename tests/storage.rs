@@ -1,4 +1,4 @@
-//! The storage migrations (0006, 0007, 0014, 0017): an existing database,
+//! The storage migrations (0006, 0007, 0014, 0017, 0024): an existing database,
 //! with rows or with a bulk load left open, ends up with the same index
 //! kinds and options as a fresh one, and with the same rows; an incremental
 //! import's rows go in key order, and it leaves no `fen_hash` index entries
@@ -19,21 +19,23 @@ use crate::{
 };
 
 /// Access method and options of every index of positions, moves and
-/// games, and whether it carries columns beyond its key (INCLUDE).
+/// games, whether it carries columns beyond its key (INCLUDE), and its
+/// definition.
 fn index_kinds(db: &TestDb) -> String {
     db.psql(
         "SELECT string_agg(c.relname || ' ' || am.amname || ' '
                            || coalesce(array_to_string(c.reloptions, ','), '-')
-                           || CASE WHEN i.indnkeyatts < i.indnatts THEN ' include' ELSE '' END,
+                           || CASE WHEN i.indnkeyatts < i.indnatts THEN ' include' ELSE '' END
+                           || ': ' || pg_get_indexdef(i.indexrelid),
                            E'\\n' ORDER BY c.relname)
          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
          WHERE i.indrelid IN ('positions'::regclass, 'moves'::regclass, 'games'::regclass)",
     )
 }
 
-/// Puts the objects the storage migrations (0006, 0007, 0014, 0017) change
-/// back as 0001 and 0003 left them, and forgets those migrations: a
-/// database from before them. Other migrations stay recorded, as they are
+/// Puts the objects the storage migrations (0006, 0007, 0014, 0017, 0024)
+/// change back as 0001, 0003 and 0009 left them, and forgets those
+/// migrations: a database from before them. Other migrations stay recorded, as they are
 /// not undone here.
 const BEFORE_STORAGE: &str = "
 DROP INDEX moves_position_game_idx;
@@ -48,10 +50,12 @@ ALTER TABLE positions
 ALTER INDEX positions_pkey RESET (fillfactor);
 ALTER INDEX games_pkey RESET (fillfactor);
 ALTER INDEX moves_pkey RESET (fillfactor);
-DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17)";
+DROP INDEX games_top_idx;
+CREATE INDEX games_rating_sum_idx ON games ((white_elo::bigint + black_elo) DESC NULLS LAST, id);
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17, 24)";
 
 /// The statements an open bulk load recorded before the storage migrations
-/// (0006, 0007, 0014, 0017), which are forgotten again. Then a key was one
+/// (0006, 0007, 0014, 0017, 0024), which are forgotten again. Then a key was one
 /// record (`ADD CONSTRAINT` building its index), not its index's build and
 /// then `ADD CONSTRAINT … USING INDEX`.
 const RECORDED_BEFORE_STORAGE: &str = "
@@ -78,7 +82,11 @@ WHERE object_name = 'positions_fen_hash_idx';
 UPDATE import_bulk_objects
 SET create_sql = 'ALTER TABLE positions ADD CONSTRAINT positions_normalized_fen_key UNIQUE (normalized_fen)'
 WHERE object_name = 'positions_normalized_fen_key';
-DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17)";
+UPDATE import_bulk_objects
+SET object_name = 'games_rating_sum_idx', drop_sql = 'DROP INDEX IF EXISTS games_rating_sum_idx',
+    create_sql = 'CREATE INDEX games_rating_sum_idx ON public.games USING btree ((((white_elo)::bigint + black_elo)) DESC NULLS LAST, id)'
+WHERE object_name = 'games_top_idx';
+DELETE FROM pgnload_migrations WHERE version IN (6, 7, 14, 17, 24)";
 
 fn migrate(db: &TestDb) -> Output {
     run({
@@ -192,6 +200,7 @@ fn storage_migrations_update_what_an_open_bulk_load_will_rebuild() {
         "positions_pkey btree fillfactor=100",
         "moves_pkey btree fillfactor=100",
         "games_pkey btree fillfactor=100",
+        "games_top_idx btree -",
     ] {
         assert!(
             index_kinds(&db).contains(kind),

@@ -157,6 +157,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0023_explorer_category_statistics.sql",
         sql: include_str!("../../../sql/0023_explorer_category_statistics.sql"),
     },
+    Migration {
+        version: 24,
+        name: "0024_explorer_top_games_order.sql",
+        sql: include_str!("../../../sql/0024_explorer_top_games_order.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

@@ -51,12 +51,7 @@ pub const TOP_MAX: usize = 4;
 
 /// The rating bands that can hold top games: from 2000 up, as Lichess's
 /// `top_group` (the rest are only recent games).
-const TOP_BANDS: [i16; 3] = [2000, 2200, 2500];
-
-/// Lichess ranks a top game of an average of `TOP_BAND.0` or more in a
-/// band whose bound is `TOP_BAND.1` (its 2800 band is never chosen: those
-/// games land in its 3200 one), above the 2500 band our counters end with.
-const TOP_BAND: (i64, i32) = (2800, 3200);
+pub(super) const TOP_BANDS: [i16; 3] = [2000, 2200, 2500];
 
 /// Which games to count: empty lists mean every speed / rating group; a
 /// month bound leaves out the games without a date.
@@ -594,10 +589,10 @@ async fn list_games(
         let everywhere = everywhere.classes(db, request).await?;
         let everywhere = everywhere.as_deref().map(Vec::as_slice);
         if let Some(top_group) = top_group(&request.filter) {
-            let low = top_walk_low(here, top_group);
-            if listable(low) > 0 {
-                let plan = choose_top_plan(here, everywhere, low, answer.games);
-                top = top_games(db, id, request, plan, low).await?;
+            let walks = top_walks(here, top_group);
+            if !walks.is_empty() {
+                let plan = choose_top_plan(&walks, everywhere, answer.games);
+                top = top_games(db, id, request, plan, &walks).await?;
             }
         }
         // Lichess's rule: the recent games fill what the top games (before
@@ -828,50 +823,82 @@ impl Everywhere {
     }
 }
 
-/// The range of Lichess's top-game rank (`highscore - band`, lower first)
-/// of the games of a class: the 2500 group holds Lichess's 3200 band too.
-fn rank_range(speed: i16, group: i16) -> (i32, i32) {
-    let highscore = Speed::from_code(speed).map_or(0, Speed::highscore);
-    let group = i32::from(group);
-    if group >= 2500 {
-        (highscore - TOP_BAND.1, highscore - group)
-    } else {
-        (highscore - group, highscore - group)
-    }
+/// One class of a position's top games in Lichess's order, and how many
+/// of its games a walk takes: [`sql::TOP_WALK`] walks each class of a list
+/// of them, the most recent game first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopWalk {
+    /// The speed's code.
+    pub speed: i16,
+    /// The rating group (2000, 2200 or 2500).
+    pub group: i16,
+    /// In the 2500 group, whether these are the games of an average of
+    /// 2800 or more (Lichess's 3200 band, [`sql::TOP_BAND`]) or the
+    /// others; `false` below it.
+    pub above: bool,
+    /// Lichess's rank of the class's games (`highscore - band`, lower
+    /// first).
+    pub rank: i32,
+    /// How many of its games are taken at most.
+    pub limit: i64,
+    /// The position's listable games of the class's rating group and
+    /// speed (the 2500 group's two classes share them: the counters do not
+    /// split it).
+    pub reaching: i64,
 }
 
-/// The lowest rating group a walk for the top games must pass, from the
-/// position's listable games per class (`here`): the classes ranked first
-/// until [`TOP_MAX`] games are reached, and every class that may rank
-/// among them (the 2500 group spans two of Lichess's bands); `top_group`
-/// when fewer games are there.
-pub fn top_walk_low(here: &Classes, top_group: i16) -> i16 {
-    let mut classes: Vec<(i16, i16, i64)> = here
-        .iter()
-        .copied()
-        .filter(|&(_, group, games)| group >= top_group && games > 0)
-        .collect();
-    classes.sort_unstable_by_key(|&(speed, group, _)| rank_range(speed, group));
-    let top_max = i64::try_from(TOP_MAX).unwrap_or(i64::MAX);
-    let mut seen = 0i64;
-    let mut worst = None;
-    for &(speed, group, games) in &classes {
-        seen += games;
-        let (_, last) = rank_range(speed, group);
-        worst = worst.max(Some(last));
-        if seen >= top_max {
-            break;
+/// The walks that find the first [`TOP_MAX`] top games of a position from
+/// its listable games per class (`here`), from rating group `top_group`
+/// up, in Lichess's rank order: each class as far as it can hold games
+/// among the first [`TOP_MAX`], given the games the classes ranked before
+/// it are known to hold; none past the class that completes them. Its
+/// classes' counts are exact, but for the 2500 group's two (the counters
+/// do not split it): its 3200 band's walk counts on none of the group's
+/// games, its 2500 band's on the group's.
+pub fn top_walks(here: &Classes, top_group: i16) -> Vec<TopWalk> {
+    let top_band = i32::try_from(sql::TOP_BAND).unwrap_or(i32::MAX);
+    let mut walks: Vec<TopWalk> = Vec::new();
+    for &(speed, group, reaching) in here {
+        if group < top_group || reaching <= 0 {
+            continue;
         }
+        let highscore = Speed::from_code(speed).map_or(0, Speed::highscore);
+        let walk = TopWalk {
+            speed,
+            group,
+            above: false,
+            rank: highscore - i32::from(group),
+            limit: 0,
+            reaching,
+        };
+        if group >= TOP_BANDS[TOP_BANDS.len() - 1] {
+            walks.push(TopWalk {
+                above: true,
+                rank: highscore - top_band,
+                ..walk
+            });
+        }
+        walks.push(walk);
     }
-    let Some(worst) = worst.filter(|_| seen >= top_max) else {
-        return top_group;
-    };
-    classes
-        .iter()
-        .filter(|&&(speed, group, _)| rank_range(speed, group).0 <= worst)
-        .map(|&(_, group, _)| group)
-        .min()
-        .unwrap_or(top_group)
+    walks.sort_unstable_by_key(|w| (w.rank, w.speed, w.group, !w.above));
+    let top_max = i64::try_from(TOP_MAX).unwrap_or(i64::MAX);
+    // Games certainly found by the classes ranked strictly before.
+    let mut known = 0i64;
+    let mut from = 0;
+    while from < walks.len() {
+        let rank = walks[from].rank;
+        let to = from + walks[from..].iter().take_while(|w| w.rank == rank).count();
+        let room = (top_max - known).max(0);
+        for walk in &mut walks[from..to] {
+            walk.limit = walk.reaching.min(room);
+            if !walk.above {
+                known += walk.limit;
+            }
+        }
+        from = to;
+    }
+    walks.retain(|w| w.limit > 0);
+    walks
 }
 
 /// How listed games are found. Both give the same games; they differ in
@@ -888,22 +915,33 @@ pub enum Plan {
     Walk,
 }
 
-/// The cheaper way to the top games: a walk passes every listable game of
-/// the groups from `low` up (`everywhere`: the variant's start position,
-/// which nearly every game passes), a scan reads the position's `games`.
-/// Without `everywhere` (Chess960) the scan, whose cost is known.
-pub fn choose_top_plan(here: &Classes, everywhere: Option<&Classes>, low: i16, games: i64) -> Plan {
-    let reaching: i64 = here.iter().filter(|c| c.1 >= low).map(|c| c.2).sum();
-    match everywhere {
-        Some(everywhere) if reaching > 0 => {
-            let passed: i64 = everywhere.iter().filter(|c| c.1 >= low).map(|c| c.2).sum();
-            if passed < games {
-                Plan::Walk
-            } else {
-                Plan::Scan
-            }
-        }
-        _ => Plan::Scan,
+/// The cheaper way to the top games: each walk passes about `limit ×
+/// everywhere / reaching` games of its class (`everywhere`: the variant's
+/// start position, which nearly every game passes; the position's games
+/// spread evenly in the class's time), a scan reads the position's
+/// `games`. Without `everywhere` (Chess960) the scan, whose cost is known.
+pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i64) -> Plan {
+    let Some(everywhere) = everywhere else {
+        return Plan::Scan;
+    };
+    let passed: i128 = walks
+        .iter()
+        .map(|walk| {
+            let class: i64 = everywhere
+                .iter()
+                .filter(|c| (c.0, c.1) == (walk.speed, walk.group))
+                .map(|c| c.2)
+                .sum();
+            // Games that did not start from the start position are not in
+            // its counts: the class holds at least the position's own.
+            let class = i128::from(class.max(walk.reaching));
+            (i128::from(walk.limit) * class / i128::from(walk.reaching)).min(class)
+        })
+        .sum();
+    if passed < i128::from(games) {
+        Plan::Walk
+    } else {
+        Plan::Scan
     }
 }
 
@@ -934,30 +972,44 @@ pub fn choose_recent_plan(
 }
 
 /// The first [`TOP_MAX`] top games of position `id` under `request`'s
-/// filter, among its games of rating group `low` or more, in Lichess's
-/// order (by rating band below the best rating of the speed, then the
-/// most recent), found as `plan` says.
+/// filter in Lichess's order (by rating band below the best rating of the
+/// speed, then the most recent), among the classes `walks` ([`top_walks`]),
+/// found as `plan` says.
 pub async fn top_games(
     db: Prepared<'_>,
     id: i64,
     request: &Request,
     plan: Plan,
-    low: i16,
+    walks: &[TopWalk],
 ) -> Result<Vec<i64>, Error> {
+    let Some(low) = walks.iter().map(|w| w.group).min() else {
+        return Ok(Vec::new());
+    };
     let limit = i64::try_from(TOP_MAX).unwrap_or(i64::MAX);
-    let highscores: Vec<i32> = Speed::ALL.iter().map(|s| s.highscore()).collect();
     let bound = BoundFilter::new(request);
     let mut params = bound.params(&id);
-    params.extend([
-        &limit as &(dyn ToSql + Sync),
-        &low,
-        &highscores,
-        &TOP_BAND.0,
-        &TOP_BAND.1,
-    ]);
+    params.push(&limit);
+    let highscores: Vec<i32> = Speed::ALL.iter().map(|s| s.highscore()).collect();
+    let speeds: Vec<i16> = walks.iter().map(|w| w.speed).collect();
+    let groups: Vec<i16> = walks.iter().map(|w| w.group).collect();
+    let above: Vec<bool> = walks.iter().map(|w| w.above).collect();
+    let limits: Vec<i64> = walks.iter().map(|w| w.limit).collect();
+    let ranks: Vec<i32> = walks.iter().map(|w| w.rank).collect();
     let sql = match plan {
-        Plan::Scan => sql::TOP_SCAN,
-        Plan::Walk => sql::TOP_WALK,
+        Plan::Scan => {
+            params.extend([&low as &(dyn ToSql + Sync), &highscores]);
+            sql::TOP_SCAN
+        }
+        Plan::Walk => {
+            params.extend([
+                &speeds as &(dyn ToSql + Sync),
+                &groups,
+                &above,
+                &limits,
+                &ranks,
+            ]);
+            sql::TOP_WALK
+        }
     };
     let rows = db
         .query(sql, &params)
@@ -1018,26 +1070,61 @@ mod tests {
         assert_eq!(top_group(&bands(&["1600"])), None);
     }
 
+    /// The (speed, group, above, limit) of each walk.
+    fn walked(here: &Classes, top_group: i16) -> Vec<(i16, i16, bool, i64)> {
+        top_walks(here, top_group)
+            .iter()
+            .map(|w| (w.speed, w.group, w.above, w.limit))
+            .collect()
+    }
+
     #[test]
-    fn a_top_walk_starts_low_enough_for_every_class_that_may_rank_among_the_first_four() {
+    fn top_walks_take_each_class_in_lichess_order_as_far_as_the_first_four_need() {
         let (blitz, classical, correspondence) = (2, 4, 5);
-        // Classical 2500 ranks 33 (or -667 at 2800+), blitz 2500 474 (or
-        // -226), blitz 2200 774, correspondence 2500 1500 (or 800): two
-        // classical games, then blitz 2200's; correspondence cannot rank
-        // before those.
+        // Ranks (highscore - band): classical 2800+ -667, blitz 2800+
+        // -226, classical 2500 33, blitz 2500 474, blitz 2200 774,
+        // correspondence 2800+ 800, correspondence 2500 1500. The 2500
+        // group's 2800+ games are not counted apart: their walk counts on
+        // none, the group's other walk on all of them.
         let here = [
             (blitz, 2200, 50),
             (classical, 2500, 2),
             (correspondence, 2500, 7),
         ];
-        assert_eq!(top_walk_low(&here, 2000), 2200);
-        // Four games in the 2500 classes ranked first: no lower.
+        assert_eq!(
+            walked(&here, 2000),
+            [
+                (classical, 2500, true, 2),
+                (classical, 2500, false, 2),
+                (blitz, 2200, false, 2),
+            ]
+        );
+        // Four games in the classes ranked first: nothing after them.
         let here = [(blitz, 2200, 50), (classical, 2500, 3), (blitz, 2500, 1)];
-        assert_eq!(top_walk_low(&here, 2000), 2500);
-        // Fewer than four games from the top group up: all of it.
-        assert_eq!(top_walk_low(&[(blitz, 2500, 2)], 2000), 2000);
-        // Only games below the top group: nothing to walk past it.
-        assert_eq!(top_walk_low(&[(blitz, 1600, 90)], 2200), 2200);
+        assert_eq!(
+            walked(&here, 2000),
+            [
+                (classical, 2500, true, 3),
+                (blitz, 2500, true, 1),
+                (classical, 2500, false, 3),
+                (blitz, 2500, false, 1),
+            ]
+        );
+        // Fewer than four games from the top group up: all of them.
+        assert_eq!(
+            walked(&[(blitz, 2500, 2)], 2000),
+            [(blitz, 2500, true, 2), (blitz, 2500, false, 2)]
+        );
+        // Only games below the top group: nothing to walk.
+        assert_eq!(walked(&[(blitz, 1600, 90)], 2200), []);
+        assert_eq!(walked(&[(blitz, 2000, 90)], 2200), []);
+        // A class that holds the first four ends the walks.
+        let here = [(blitz, 2000, 9), (blitz, 2200, 9)];
+        assert_eq!(
+            walked(&here, 2000),
+            [(blitz, 2200, false, 4)],
+            "blitz 2200 (774) holds the first four before blitz 2000 (974)"
+        );
     }
 
     #[test]
@@ -1048,20 +1135,26 @@ mod tests {
             (blitz, 2200, 30_000),
             (blitz, 1600, 900_000),
         ];
-        // The start position itself: a walk of the 2500 band passes 3000
-        // games, a scan reads every one.
+        // The start position itself: its walks pass the games they list.
+        let walks = top_walks(&everywhere, 2000);
         assert_eq!(
-            choose_top_plan(&everywhere, Some(&everywhere), 2500, 933_000),
+            choose_top_plan(&walks, Some(&everywhere), 933_000),
             Plan::Walk
         );
-        // A rare position: its 40 games.
-        let rare = [(blitz, 2500, 1), (blitz, 1600, 39)];
+        // A frequent position, a tenth of the games: a walk passes about
+        // ten games per game listed, a scan all 93,300.
+        let frequent = [(blitz, 2500, 300), (blitz, 1600, 93_000)];
+        let walks = top_walks(&frequent, 2000);
         assert_eq!(
-            choose_top_plan(&rare, Some(&everywhere), 2500, 40),
-            Plan::Scan
+            choose_top_plan(&walks, Some(&everywhere), 93_300),
+            Plan::Walk
         );
+        // A rare position: its 40 games, where a walk passes thousands.
+        let rare = [(blitz, 2500, 1), (blitz, 1600, 39)];
+        let walks = top_walks(&rare, 2000);
+        assert_eq!(choose_top_plan(&walks, Some(&everywhere), 40), Plan::Scan);
         // No start position to price the walk with (Chess960).
-        assert_eq!(choose_top_plan(&rare, None, 2500, 40), Plan::Scan);
+        assert_eq!(choose_top_plan(&walks, None, 40), Plan::Scan);
         // Recent games: 8 of a position of 10% of the games pass about 80.
         let frequent = [(blitz, 1600, 93_300)];
         assert_eq!(

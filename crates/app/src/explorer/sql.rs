@@ -228,21 +228,21 @@ pub const KEY: &str = key!();
 /// The value columns of a counter row.
 pub const COUNTS: &str = counts!();
 
-/// [`top_games!`] as a number (a decimal literal; checked at compile time).
-pub(super) const TOP_GAMES: u32 = {
-    let digits = top_games!().as_bytes();
+/// A decimal literal of these texts as a number (checked at compile time).
+const fn decimal(text: &str) -> u32 {
+    let digits = text.as_bytes();
     let mut value = 0u32;
     let mut at = 0;
     while at < digits.len() {
-        assert!(
-            digits[at].is_ascii_digit(),
-            "top_games! is a decimal number"
-        );
+        assert!(digits[at].is_ascii_digit(), "a decimal number");
         value = value * 10 + (digits[at] - b'0') as u32;
         at += 1;
     }
     value
-};
+}
+
+/// [`top_games!`] as a number.
+pub(super) const TOP_GAMES: u32 = decimal(top_games!());
 
 // Counting (a batch of the import).
 
@@ -660,15 +660,47 @@ macro_rules! listable {
     };
 }
 
+/// Lichess ranks a top game of an average of this or more in the band
+/// [`top_band!`] (its 2800 band is never chosen: those games land in its
+/// 3200 one), above the 2500 rating group our counters end with. A
+/// literal, as in `games_top_idx` (`sql/0024_explorer_top_games_order.sql`).
+macro_rules! top_band_floor {
+    () => {
+        "2800"
+    };
+}
+
+/// The band of the games of [`top_band_floor!`] or more.
+macro_rules! top_band {
+    () => {
+        "3200"
+    };
+}
+
+/// [`top_band!`] as a number.
+pub(super) const TOP_BAND: u32 = decimal(top_band!());
+
+/// The lowest sum of both ratings of a top game: twice the lowest band
+/// that holds top games (2000). A literal: the condition of
+/// `games_top_idx`, which a walk states to be allowed to read it.
+macro_rules! top_rating_sum_floor {
+    () => {
+        "4000"
+    };
+}
+
 /// The order of the top games, Lichess's: by the distance of the game's
 /// rating band below the best rating of its speed (`$9`, indexed by speed
-/// code + 1), where an average of `$10` or more is in the band `$11`;
-/// then the most recent first.
+/// code + 1); then the most recent first.
 macro_rules! top_order {
     () => {
-        "($9::integer[])[speed + 1] \
-           - CASE WHEN average >= $10::bigint THEN $11::integer ELSE rating_group END, \
-         started_at DESC, game_id DESC"
+        concat!(
+            "($9::integer[])[speed + 1] - CASE WHEN average >= ",
+            top_band_floor!(),
+            " THEN ",
+            top_band!(),
+            " ELSE rating_group END, started_at DESC, game_id DESC"
+        )
     };
 }
 
@@ -696,20 +728,32 @@ pub const TOP_SCAN: &str = concat!(
     " LIMIT $7"
 );
 
-/// [`TOP_SCAN`]'s games found by walking the games of rating group `$8`
-/// or more (an average of at least `$8` is a sum of both ratings of at
-/// least twice that: `games_rating_sum_idx`), keeping those that reached
-/// the position.
+/// [`TOP_SCAN`]'s games found by walking classes of games in Lichess's
+/// order, keeping those that reached the position: the class of each
+/// element of `$8` (speed), `$9` (rating group) and `$10` (whether the
+/// average is [`top_band_floor!`] or more), the most recent first, until
+/// `$11` games (its limit) reached it; then the classes' games by `$12`
+/// (Lichess's rank of the class) and recency. Each class is one range of
+/// `games_top_idx` (`sql/0024_explorer_top_games_order.sql`), whose
+/// expressions these are: a walk passes only the games of the classes it
+/// needs, as far as the games it needs.
 pub const TOP_WALK: &str = concat!(
-    "SELECT game_id FROM explorer_games e WHERE rating_sum >= 2 * $8::smallint AND ",
+    "SELECT t.game_id FROM unnest($8::smallint[], $9::smallint[], $10::boolean[], \
+                                  $11::bigint[], $12::integer[]) AS c(class_speed, class_group, class_above, class_limit, class_rank) \
+     CROSS JOIN LATERAL (\
+       SELECT e.game_id, e.started_at FROM explorer_games e \
+       WHERE e.rating_sum >= ",
+    top_rating_sum_floor!(),
+    " AND e.speed = c.class_speed AND e.rating_group = c.class_group AND (e.average >= ",
+    top_band_floor!(),
+    ") = c.class_above AND ",
     listable!(),
     " AND ",
     conditions!(),
     " AND ",
     reached!(),
-    " ORDER BY ",
-    top_order!(),
-    " LIMIT $7"
+    " ORDER BY e.started_at DESC, e.game_id DESC LIMIT c.class_limit) t \
+     ORDER BY c.class_rank, t.started_at DESC, t.game_id DESC LIMIT $7"
 );
 
 /// The `$7` most recent listable games of position `$1` but the games
@@ -772,3 +816,16 @@ pub const LISTED_GAMES: &str = "SELECT g.id, g.source, g.external_id, g.result, 
      FROM games g \
      WHERE g.id = ANY($1::bigint[]) AND g.result IS NOT NULL \
        AND g.white_elo IS NOT NULL AND g.black_elo IS NOT NULL";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_top_games_walk_reads_the_games_of_every_band_that_holds_top_games() {
+        let lowest = u32::try_from(crate::explorer::answers::TOP_BANDS[0])
+            .expect("a rating band is positive");
+        assert_eq!(decimal(top_rating_sum_floor!()), 2 * lowest);
+        assert!(decimal(top_band_floor!()) < TOP_BAND);
+    }
+}
