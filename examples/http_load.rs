@@ -1,8 +1,11 @@
 //! A loopback HTTP load generator for `scripts/bench_query.sh`: N clients,
 //! each on its own keep-alive connection, ask the paths of a file in turn
-//! (client i starts at line i) until M requests in all or S seconds,
-//! whichever comes first, then print one JSON line: requests, non-200
-//! answers, latency percentiles (ms) and requests per second.
+//! until M requests in all or S seconds, whichever comes first, then print
+//! one JSON line: requests, non-200 answers, latency percentiles (ms) and
+//! requests per second. The clients start evenly spread over the file
+//! (client i of N at line i × lines / N), so that a first pass asks each
+//! question once, not N clients the same question together (which a server
+//! that keeps its answers answers once).
 //!
 //! Only `127.0.0.1`/`localhost`/`[::1]` addresses are accepted: it is for
 //! measuring a server on this machine.
@@ -148,7 +151,8 @@ fn main() -> std::process::ExitCode {
     let clients: Vec<_> = (0..options.clients)
         .map(|i| {
             let (options, issued) = (Arc::clone(&options), Arc::clone(&issued));
-            std::thread::spawn(move || client(&options, i, &issued, deadline))
+            let first = i * options.paths.len() / options.clients;
+            std::thread::spawn(move || client(&options, first, &issued, deadline))
         })
         .collect();
     let (mut latencies, mut failed) = (Vec::new(), 0u64);

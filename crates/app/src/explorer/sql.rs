@@ -704,6 +704,17 @@ macro_rules! top_order {
     };
 }
 
+/// The games of a scan: those with a moves row at position `$1`, from the
+/// index alone (`moves_position_game_idx`). Not `explorer_game_moves`,
+/// whose move of the game's last visit reads every moves row from the
+/// table to sort the visits (at a million games, 80 of a scan's 140 ms),
+/// where a scan needs only which games reached the position.
+macro_rules! reaching {
+    () => {
+        "e.game_id IN (SELECT m.game_id FROM moves m WHERE m.position_id = $1)"
+    };
+}
+
 /// The probe of a walk: whether the game has a moves row at position
 /// `$1`. A subquery (not EXISTS, which the planner may turn into a join
 /// driven by the position's moves rows, the very read a walk avoids): one
@@ -717,9 +728,12 @@ macro_rules! reached {
 }
 
 /// The `$7` first top games of position `$1` in [`top_order!`], among
-/// its listable games of rating group `$8` or more: from its moves rows.
+/// its listable games of rating group `$8` or more: from its moves rows
+/// ([`reaching!`]).
 pub const TOP_SCAN: &str = concat!(
-    "SELECT game_id FROM explorer_game_moves WHERE position_id = $1 AND rating_group >= $8 AND ",
+    "SELECT game_id FROM explorer_games e WHERE ",
+    reaching!(),
+    " AND rating_group >= $8 AND ",
     listable!(),
     " AND ",
     conditions!(),
@@ -757,9 +771,11 @@ pub const TOP_WALK: &str = concat!(
 );
 
 /// The `$7` most recent listable games of position `$1` but the games
-/// `$8`: from its moves rows.
+/// `$8`: from its moves rows ([`reaching!`]).
 pub const RECENT_SCAN: &str = concat!(
-    "SELECT game_id FROM explorer_game_moves WHERE position_id = $1 AND ",
+    "SELECT game_id FROM explorer_games e WHERE ",
+    reaching!(),
+    " AND ",
     listable!(),
     " AND ",
     conditions!(),
