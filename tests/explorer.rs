@@ -831,6 +831,15 @@ fn games_per_value(db: &TestDb, category: &str) -> Vec<(String, i64)> {
     .collect()
 }
 
+/// A fresh database `label` with the corpus imported (copies in `dir`) and
+/// its games analyzed, for the tests of plans.
+fn analyzed_corpus(label: &str, dir: &Path) -> TestDb {
+    let db = fresh_db(label);
+    assert_ok(&import(&db, &["-q"], &corpus(dir)), &[0]);
+    db.psql("ANALYZE games");
+    db
+}
+
 #[test]
 fn the_planner_knows_how_many_games_each_category_holds() {
     // The filtered walks (`sql::RECENT_WALK`, `TOP_WALK`) are planned from
@@ -839,9 +848,7 @@ fn the_planner_knows_how_many_games_each_category_holds() {
     // a filtered walk becomes a scan of every game. ANALYZE samples all
     // of a small table, so each estimate is the count.
     let dir = scratch_dir("pgnload-explorer-estimates-");
-    let db = fresh_db("explorer_estimates");
-    assert_ok(&import(&db, &["-q"], &corpus(dir.path())), &[0]);
-    db.psql("ANALYZE games");
+    let db = analyzed_corpus("explorer_estimates", dir.path());
     for category in ["speed", "rating_group", "month"] {
         let values = games_per_value(&db, category);
         assert!(values.len() >= 2, "{category}: {values:?}");
@@ -868,9 +875,7 @@ fn the_top_games_walk_reads_its_index() {
     // can be used at all, not whether it is cheaper on a small table; the
     // generic plan is the one a prepared statement ends with.
     let dir = scratch_dir("pgnload-explorer-top-index-");
-    let db = fresh_db("explorer_top_index");
-    assert_ok(&import(&db, &["-q"], &corpus(dir.path())), &[0]);
-    db.psql("ANALYZE games");
+    let db = analyzed_corpus("explorer_top_index", dir.path());
     let position = db.psql("SELECT min(position_id) FROM moves");
     let plan = |mode: &str| {
         db.psql(&format!(
