@@ -633,6 +633,24 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
     })
 }
 
+/// A request for the four top games (no moves, no recent games) of the
+/// standard position reached by `play` (UCI moves, comma-separated).
+fn top_games_request(play: &str, filter: Filter) -> Request {
+    Request {
+        variant: GameVariant::Standard,
+        fen: None,
+        play: play
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        filter,
+        moves: 0,
+        top_games: 4,
+        recent_games: 0,
+    }
+}
+
 #[test]
 fn listed_games_are_the_same_whether_scanned_or_walked() {
     let dir = scratch_dir("pgnload-explorer-walk-");
@@ -661,17 +679,8 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
         ("d2d4,g8f6,c2c4", blitz),
     ] {
         let request = Request {
-            variant: GameVariant::Standard,
-            fen: None,
-            play: play
-                .split(',')
-                .filter(|m| !m.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            filter: filter.clone(),
-            moves: 0,
-            top_games: 4,
             recent_games: 5,
+            ..top_games_request(play, filter.clone())
         };
         let found = games_each_way(&db, &request);
         let context = format!("{play:?} {filter:?}");
@@ -770,19 +779,7 @@ fn top_games_found_each_way_are_lichess_s_whatever_the_bands_speeds_and_dates() 
         "c2c4",
         "d2d4,g8f6,c2c4",
     ] {
-        let request = Request {
-            variant: GameVariant::Standard,
-            fen: None,
-            play: play
-                .split(',')
-                .filter(|m| !m.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            filter: Filter::default(),
-            moves: 0,
-            top_games: 4,
-            recent_games: 0,
-        };
+        let request = top_games_request(play, Filter::default());
         let position = resolve_position(request.variant, None, &request.play).expect("position");
         let (expected, _) = lichess_lists(&db, &normalized_fen(&position), 0);
         assert_eq!(expected.len(), 4, "{play:?}");
