@@ -374,7 +374,15 @@ for _ in $(seq 300); do
 done
 address=$(grep -o 'http://[^/]*' "$out/serve.out" | head -n 1 | sed 's#http://##')
 [[ -n $address ]] || die "pgnload serve printed no address: $(tail -3 "$out/serve.log")"
+# First each question once, the first time it is asked (the server keeps
+# no answer to it yet: a stream of new questions), from all the clients;
+# then the same questions again, from 1 and from all the clients.
 for kind in plain filtered; do
+    lines=$(wc -l <"$out/serve_$kind.paths")
+    "$http_load" --address "$address" --paths "$out/serve_$kind.paths" --clients "$clients" \
+        --requests "$lines" --seconds "$serve_seconds" >"$out/serve_${kind}_new.json" ||
+        die "http_load failed"
+    log "serve, $kind, each question once, $clients clients: $(cat "$out/serve_${kind}_new.json")"
     for n in 1 "$clients"; do
         "$http_load" --address "$address" --paths "$out/serve_$kind.paths" --clients "$n" \
             --requests "$serve_requests" --seconds "$serve_seconds" >"$out/serve_${kind}_$n.json" ||
@@ -445,11 +453,12 @@ for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
     values = [int(v) / 1000 for v in open(f"{out}/{cli}.ms")]
     c = ms(cli)
     cli_rate = len(values) / (sum(values) / 1000)
-    for n in (1, clients):
-        s = json.load(open(f"{out}/serve_{kind}_{n}.json"))
-        report["serve"][f"{kind}_{n}"] = s
-        print(f"{'explore ' + kind:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
+    for run, n, label in (("new", clients, kind + ", new"), (1, 1, kind), (clients, clients, kind)):
+        s = json.load(open(f"{out}/serve_{kind}_{run}.json"))
+        report["serve"][f"{kind}_{run}"] = s
+        print(f"{'explore ' + label:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
     report["serve"][f"{kind}_cli_per_s"] = cli_rate
+print(f"(new: each question once, the first time it is asked; then the same questions again, which the server may keep: see --serve-args)")
 print(f"(target: p95 <= 20 ms at 16 clients on a 2-core machine; one load run stops at {meta.get('serve_requests', '?')} requests or {meta.get('serve_seconds', '?')} s)")
 if "import_seconds" not in meta:
     print("\nthe searched corpus's import and counters: not measured (--reuse)")
