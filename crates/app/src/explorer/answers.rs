@@ -582,10 +582,10 @@ async fn list_games(
     let id = found.id;
     let mut top = Vec::new();
     let mut recent = Vec::new();
-    // The position's listable games from rating group `low` up: where
-    // there are none, there is nothing to look for.
-    let listable = |low: i16| -> i64 { here.iter().filter(|c| c.1 >= low).map(|c| c.2).sum() };
-    if (request.top_games > 0 || request.recent_games > 0) && listable(i16::MIN) > 0 {
+    // The position's listable games: where there are none, there is
+    // nothing to look for.
+    let listable: i64 = here.iter().map(|c| c.2).sum();
+    if (request.top_games > 0 || request.recent_games > 0) && listable > 0 {
         let everywhere = everywhere.classes(db, request).await?;
         let everywhere = everywhere.as_deref().map(Vec::as_slice);
         if let Some(top_group) = top_group(&request.filter) {
@@ -601,7 +601,7 @@ async fn list_games(
             .unwrap_or(usize::MAX)
             .min(LISTED_MAX - top.len());
         top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
-        let left = listable(i16::MIN) > i64::try_from(top.len()).unwrap_or(i64::MAX);
+        let left = listable > i64::try_from(top.len()).unwrap_or(i64::MAX);
         if wanted > 0 && left {
             let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
             recent = recent_games(db, id, request, plan, &top, wanted).await?;
