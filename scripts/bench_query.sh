@@ -374,20 +374,21 @@ for _ in $(seq 300); do
 done
 address=$(grep -o 'http://[^/]*' "$out/serve.out" | head -n 1 | sed 's#http://##')
 [[ -n $address ]] || die "pgnload serve printed no address: $(tail -3 "$out/serve.log")"
+# One load run: KIND's questions from CLIENTS clients, at most REQUESTS
+# requests or --serve-seconds, into serve_KIND_RUN.json.
+load_run() { # KIND RUN CLIENTS REQUESTS
+    "$http_load" --address "$address" --paths "$out/serve_$1.paths" --clients "$3" \
+        --requests "$4" --seconds "$serve_seconds" >"$out/serve_$1_$2.json" ||
+        die "http_load failed"
+    log "serve, $1, run $2, $3 clients: $(cat "$out/serve_$1_$2.json")"
+}
 # First each question once, the first time it is asked (the server keeps
 # no answer to it yet: a stream of new questions), from all the clients;
 # then the same questions again, from 1 and from all the clients.
 for kind in plain filtered; do
-    lines=$(wc -l <"$out/serve_$kind.paths")
-    "$http_load" --address "$address" --paths "$out/serve_$kind.paths" --clients "$clients" \
-        --requests "$lines" --seconds "$serve_seconds" >"$out/serve_${kind}_new.json" ||
-        die "http_load failed"
-    log "serve, $kind, each question once, $clients clients: $(cat "$out/serve_${kind}_new.json")"
+    load_run "$kind" new "$clients" "$(wc -l <"$out/serve_$kind.paths")"
     for n in 1 "$clients"; do
-        "$http_load" --address "$address" --paths "$out/serve_$kind.paths" --clients "$n" \
-            --requests "$serve_requests" --seconds "$serve_seconds" >"$out/serve_${kind}_$n.json" ||
-            die "http_load failed"
-        log "serve, $kind, $n clients: $(cat "$out/serve_${kind}_$n.json")"
+        load_run "$kind" "$n" "$n" "$serve_requests"
     done
 done
 kill -TERM "$serve_pid"
