@@ -15,10 +15,10 @@ use std::{
 use pgnload::{
     chess::{fen::normalized_fen, model::GameVariant},
     explorer::{
-        CounterKey, Counts, GameCounts,
+        CounterKey, Counts, GameCounts, ListedArrays,
         answers::{
-            Filter, Plan, Request, TopWalk, find, listable_by_class, recent_games,
-            resolve_position, top_games, top_group, top_walks,
+            Filter, LISTED_MAX, Plan, Request, TopWalk, find, from_rows, listable_by_class,
+            read_lists, recent_games, resolve_position, top_games, top_group, top_walks,
         },
         counting::add_rows,
         sql::{self, compact_shard},
@@ -223,12 +223,12 @@ fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
     let (code, output) = verify_explorer(&db, dir.path());
     assert_eq!(code, Some(0), "after the delete: {output}");
 
-    // The best-rated game a row lists among others: the row's list must
+    // The most recent game a row lists among others: the row's list must
     // be recomputed without it (verify compares the lists too).
-    let listing = "FROM explorer_moves WHERE cardinality(top_game_ids) >= 2";
-    let best = db.psql(&format!("SELECT min(top_game_ids[1]) {listing}"));
+    let listing = "FROM explorer_moves WHERE cardinality(listed_game_ids) >= 2";
+    let best = db.psql(&format!("SELECT min(listed_game_ids[1]) {listing}"));
     let rows_listing = db.psql(&format!(
-        "SELECT count(*) {listing} AND top_game_ids[1] = {best}"
+        "SELECT count(*) {listing} AND listed_game_ids[1] = {best}"
     ));
     assert_ne!(
         rows_listing, "0",
@@ -245,7 +245,7 @@ fn game_delete_corrects_the_counters_and_refuses_unknown_games() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(
         db.psql(&format!(
-            "SELECT count(*) FROM explorer_moves WHERE {best} = ANY(top_game_ids)"
+            "SELECT count(*) FROM explorer_moves WHERE {best} = ANY(listed_game_ids)"
         )),
         "0"
     );
@@ -576,8 +576,9 @@ fn top_and_recent_games_are_chosen_and_ordered_as_lichess_does() {
 }
 
 /// The top and recent games of `request` found each way `explore` can find
-/// them: top games by a scan and by walks from the bound the counters
-/// give and from the lowest top band, recent games by a scan and a walk.
+/// them: top games by a scan, by walks from the bound the counters give
+/// and from the lowest top band, and from the rows' lists where they hold
+/// them; recent games by a scan, a walk and from the lists.
 fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -596,6 +597,8 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             .expect("position lookup")
             .expect("a position of the corpus");
         let id = position.id;
+        assert!(position.counted, "a position of the corpus has rows");
+        let lists = read_lists(db, id, request).await.expect("the rows' lists");
         let mut found = Vec::new();
         if let Some(group) = top_group(&request.filter) {
             let classes = listable_by_class(db, position, request)
@@ -618,14 +621,23 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
                 let games = top_games(db, id, request, plan, walks).await.expect("top");
                 found.push((format!("top {plan:?} {way}"), games));
             }
+            // From the rows' lists, where they hold them.
+            if let Some(games) = from_rows::top(&lists, &walks) {
+                found.push(("top from the rows".to_owned(), games));
+            }
         }
         let top = found.first().map(|f| f.1.clone()).unwrap_or_default();
+        let wanted = LISTED_MAX - top.len();
         for plan in [Plan::Scan, Plan::Walk] {
-            let games = recent_games(db, id, request, plan, &top, 5)
+            let games = recent_games(db, id, request, plan, &top, wanted)
                 .await
                 .expect("recent");
             found.push((format!("recent {plan:?}"), games));
         }
+        found.push((
+            "recent from the rows".to_owned(),
+            from_rows::recent(&lists, &top, wanted),
+        ));
         drop(statements);
         drop(client);
         driver.await.expect("driver").expect("connection");
@@ -651,6 +663,9 @@ fn top_games_request(play: &str, filter: Filter) -> Request {
     }
 }
 
+/// The top and recent games of positions frequent and rare, under
+/// filters, are the same found each way: scanned, walked, and from the
+/// lists of the rows (where these hold the top games: at least once).
 #[test]
 fn listed_games_are_the_same_whether_scanned_or_walked() {
     let dir = scratch_dir("pgnload-explorer-walk-");
@@ -670,6 +685,7 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
         ],
         ..Filter::default()
     };
+    let mut from_the_rows = 0;
     for (play, filter) in [
         ("", Filter::default()),
         ("e2e4", Filter::default()),
@@ -679,23 +695,30 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
         ("d2d4,g8f6,c2c4", blitz),
     ] {
         let request = Request {
-            recent_games: 5,
+            recent_games: 4,
             ..top_games_request(play, filter.clone())
         };
         let found = games_each_way(&db, &request);
         let context = format!("{play:?} {filter:?}");
         let (tops, recents): (Vec<_>, Vec<_>) =
             found.iter().partition(|(way, _)| way.starts_with("top"));
-        assert_eq!(tops.len(), 3, "{context}");
+        assert!(tops.len() >= 3, "{context} {tops:?}");
+        from_the_rows += tops.len() - 3;
+        assert_eq!(recents.len(), 3, "{context}");
         assert!(
             !tops[0].1.is_empty() && !recents[0].1.is_empty(),
             "{context}"
         );
-        for (way, games) in &tops[1..] {
-            assert_eq!(games, &tops[0].1, "{context} {way}");
+        for (way, games) in tops[1..].iter().chain(&recents[1..]) {
+            let first = if way.starts_with("top") {
+                tops[0]
+            } else {
+                recents[0]
+            };
+            assert_eq!(games, &first.1, "{context} {way}");
         }
-        assert_eq!(recents[1].1, recents[0].1, "{context}");
     }
+    assert!(from_the_rows > 0, "the rows' lists held some top games");
 }
 
 /// Games of every speed, of ratings from 1900 to 3000 (so that some
@@ -1314,13 +1337,13 @@ fn deleting_a_game_the_running_import_remembers_keeps_the_counters_exact() {
     );
 }
 
-/// Migration 13 on a database whose counter rows were written before it
-/// (no lists of best games): their positions are queued, so `explore`
-/// answers them from the games meanwhile (the game of a move played once
-/// included, which it reads from those lists), and `db explorer compact`
-/// writes them again with lists, equal to a recount.
+/// Migration 25 on a database whose counter rows were written before it
+/// (lists of best-rated games, not of the most recent): it lists every
+/// row's most recent games as a recount does, and `explore`, which reads
+/// its top and recent games and the game of a move played once from
+/// those lists, answers as before.
 #[test]
-fn rows_older_than_their_best_games_lists_are_queued_and_compact_lists_them() {
+fn rows_written_before_their_recent_lists_are_listed_by_the_migration() {
     let dir = scratch_dir("pgnload-explorer-upgrade-");
     let files = corpus(dir.path());
     let db = fresh_db("explorer_upgrade");
@@ -1335,35 +1358,35 @@ fn rows_older_than_their_best_games_lists_are_queued_and_compact_lists_them() {
         .filter(|m| m["game"].is_object())
         .count();
     assert!(once > 0, "moves played once, with their game: {expected}");
-    // The schema as version 12 left it, with rows it wrote (and without
-    // migration 19's view, which reads the columns 13 added).
-    let with_rows = "SELECT count(DISTINCT position_id) FROM explorer_moves";
-    let positions = db.psql(with_rows);
-    assert_ne!(positions, "0");
-    db.psql(
-        "DROP VIEW explorer_moves_readable;
-         ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_top_games_check,
-             DROP COLUMN top_game_ratings, DROP COLUMN top_game_ids;
-         DROP FUNCTION IF EXISTS explorer_top_games;
-         DELETE FROM pgnload_migrations WHERE version = 13",
+    assert!(
+        !listed_ids(&expected, "recentGames").is_empty(),
+        "{expected}"
     );
-    db.quiet_ok(&["db", "migrate"]);
-    assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), positions);
-    assert_eq!(
+    // The schema as version 24 left it, its rows with lists of the
+    // best-rated games (migration 13's), as the view counts them.
+    let listed = "SELECT count(*) FROM explorer_moves WHERE listed_game_ids IS NOT NULL";
+    let rows_listing = db.psql(listed);
+    assert_ne!(rows_listing, "0");
+    db.psql(BEFORE_0025);
+    db.psql(
+        "UPDATE explorer_moves e SET top_game_ratings = o.r, top_game_ids = o.g
+         FROM (SELECT position_id, variant, speed, rating_group, month, move,
+                      (array_agg(rating_sum ORDER BY rating_sum DESC, game_id)
+                         FILTER (WHERE rating_sum IS NOT NULL))[1:4] AS r,
+                      (array_agg(game_id ORDER BY rating_sum DESC, game_id)
+                         FILTER (WHERE rating_sum IS NOT NULL))[1:4] AS g
+               FROM explorer_game_moves
+               GROUP BY position_id, variant, speed, rating_group, month, move) o
+         WHERE (e.position_id, e.variant, e.speed, e.rating_group, e.month, e.move)
+             = (o.position_id, o.variant, o.speed, o.rating_group, o.month, o.move)",
+    );
+    assert_ne!(
         db.psql("SELECT count(*) FROM explorer_moves WHERE top_game_ids IS NOT NULL"),
         "0"
     );
-    // Queued: answered from the games, the same answer.
-    assert_eq!(explore_lists(&db, &args), expected);
-
-    db.quiet_ok(&["db", "explorer", "compact"]);
+    db.quiet_ok(&["db", "migrate"]);
+    assert_eq!(db.psql(listed), rows_listing);
     assert_eq!(db.psql("SELECT count(*) FROM explorer_pending"), "0");
-    assert_eq!(
-        db.psql(
-            "SELECT count(*) FROM explorer_moves WHERE rating_group >= 0 AND top_game_ids IS NULL"
-        ),
-        "0"
-    );
     let (code, output) = verify_explorer(&db, dir.path());
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(explore_lists(&db, &args), expected);
@@ -1574,7 +1597,7 @@ type RowValue = (
     (i64, String, i16, i16, i32, i16),
     (i32, i32, i32, i32, i32, i64),
     Option<chrono::DateTime<chrono::Utc>>,
-    (Option<Vec<i64>>, Option<Vec<i64>>),
+    ListedArrays,
 );
 
 /// `rows` (one per key), as [`RowValue`]s in key order.
@@ -1600,7 +1623,7 @@ fn row_values<'a>(rows: impl IntoIterator<Item = &'a (CounterKey, Counts)>) -> V
                     counts.mover_rating_sum,
                 ),
                 counts.last_played,
-                counts.top.arrays(),
+                counts.listed.arrays(),
             )
         })
         .collect();
@@ -1608,14 +1631,14 @@ fn row_values<'a>(rows: impl IntoIterator<Item = &'a (CounterKey, Counts)>) -> V
     values
 }
 
-/// The counter rows of `table` (a key, counts, best games), in key order.
+/// The counter rows of `table` (a key, counts, listed games), in key order.
 async fn stored_rows(client: &tokio_postgres::Client, table: &str) -> Vec<RowValue> {
     client
         .query(
             &format!(
                 "SELECT position_id, variant::text, speed, rating_group, month, move, games, \
                         white, draws, black, mover_rated_games, mover_rating_sum, last_played, \
-                        top_game_ratings, top_game_ids \
+                        listed_game_ids, listed_game_started, listed_game_ratings \
                  FROM {table} ORDER BY position_id, variant::text, speed, rating_group, month, move"
             ),
             &[],
@@ -1642,7 +1665,11 @@ async fn stored_rows(client: &tokio_postgres::Client, table: &str) -> Vec<RowVal
                     row.get(11),
                 ),
                 row.get(12),
-                (row.get(13), row.get(14)),
+                ListedArrays {
+                    ids: row.get(13),
+                    started: row.get(14),
+                    ratings: row.get(15),
+                },
             )
         })
         .collect()
@@ -1659,8 +1686,9 @@ struct RandomGame {
     batch: usize,
 }
 
-/// Random games meeting at a few keys, with tied and negative ratings,
-/// games without ratings, result or date, in up to three batches.
+/// Random games meeting at a few keys, with tied and negative ratings and
+/// tied dates, a fifth of them without a result, a rating or a date (most
+/// listable, so that a row's list fills), in up to three batches.
 fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
     let game = (
         1i64..4,
@@ -1669,12 +1697,12 @@ fn random_games() -> impl Strategy<Value = Vec<RandomGame>> {
         0i16..2,
         prop_oneof![Just(-1i16), Just(1600i16)],
         prop_oneof![Just(-1i32), Just(24_290i32)],
-        prop::option::of(-1i16..=1),
+        prop::option::weighted(0.8, -1i16..=1),
         (
-            prop::option::of(prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
-            prop::option::of(prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
+            prop::option::weighted(0.8, prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
+            prop::option::weighted(0.8, prop_oneof![Just(1500i32), Just(-2i32), 1495i32..1505]),
         ),
-        prop::option::of(0i64..5),
+        prop::option::weighted(0.8, 0i64..5),
         0usize..3,
     )
         .prop_map(
@@ -1737,7 +1765,8 @@ fn merged(batches: &[Vec<(CounterKey, Counts)>]) -> Vec<(CounterKey, Counts)> {
 /// rows: the import's upsert adding batch after batch to `explorer_moves`
 /// (`sql::ADD_STAGED`), and a shard's fold of the rows of a key into one
 /// (`sql::compact_shard`). Merging also equals counting every game in one
-/// row. (One database for every case: each empties its tables first.)
+/// row. The same games at one key make lists longer than a row keeps.
+/// (One database for every case: each empties its tables first.)
 #[test]
 fn the_sql_merge_of_counter_rows_equals_the_rust_merge_on_random_rows() {
     let db = migrated_db("explorer_merge");
@@ -1775,6 +1804,29 @@ fn the_sql_merge_of_counter_rows_equals_the_rust_merge_on_random_rows() {
                 runtime.block_on(merged_in_sql(&mut client.borrow_mut(), &batches));
             prop_assert_eq!(&upserted, &expected, "the upsert");
             prop_assert_eq!(&folded, &expected, "the fold");
+            // The same games at one key of a rating group and a month: lists
+            // longer than a row keeps, merged across batches.
+            let crowded: Vec<RandomGame> = games
+                .iter()
+                .map(|game| RandomGame {
+                    position: 1,
+                    code: 0,
+                    counts: GameCounts {
+                        variant: GameVariant::Standard,
+                        speed: 0,
+                        rating_group: 1600,
+                        month: 24_290,
+                        ..game.counts
+                    },
+                    ..game.clone()
+                })
+                .collect();
+            let batches = batch_rows(&crowded, &salts);
+            let expected = row_values(&merged(&batches));
+            let (upserted, folded) =
+                runtime.block_on(merged_in_sql(&mut client.borrow_mut(), &batches));
+            prop_assert_eq!(&upserted, &expected, "the upsert at one key");
+            prop_assert_eq!(&folded, &expected, "the fold at one key");
             Ok(())
         })
         .unwrap_or_else(|failure| panic!("{failure}"));
@@ -1804,7 +1856,7 @@ async fn merged_in_sql(
         .prepare(&format!(
             "INSERT INTO fold_rows ({}, {}, anchor_game_id) VALUES ($1, \
                  $2::text::game_variant, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-                 $15, $16)",
+                 $15, $16, $17)",
             pgnload::explorer::sql::KEY,
             pgnload::explorer::sql::COUNTS
         ))
@@ -1812,7 +1864,7 @@ async fn merged_in_sql(
         .expect("prepare");
     for (batch, rows) in (0i64..).zip(batches) {
         for (key, counts) in rows {
-            let (ratings, ids) = counts.top.arrays();
+            let listed = counts.listed.arrays();
             client
                 .execute(
                     &insert,
@@ -1830,8 +1882,9 @@ async fn merged_in_sql(
                         &counts.mover_rated_games,
                         &counts.mover_rating_sum,
                         &counts.last_played,
-                        &ratings,
-                        &ids,
+                        &listed.ids,
+                        &listed.started,
+                        &listed.ratings,
                         &batch,
                     ],
                 )
@@ -1884,6 +1937,31 @@ const MOVER_GAMES: &str = r#"[Event "Mover 1"]
 
 1. e4 e5 2. Nf3 Nc6 1/2-1/2
 "#;
+
+/// Takes back what migration 0025 changed of the counters (on a single
+/// node or a shard; on a coordinator, of its foreign partitions'
+/// columns): the lists of the best-rated games (empty) in place of the
+/// most recent, the readable view as 0021 wrote it; and forgets it: a
+/// database counted before it. (Before [`BEFORE_0021`], whose view reads
+/// those lists.)
+pub(crate) const BEFORE_0025: &str = "
+DROP VIEW explorer_moves_readable;
+ALTER TABLE explorer_moves DROP CONSTRAINT explorer_moves_listed_games_check,
+    DROP COLUMN listed_game_ids, DROP COLUMN listed_game_started, DROP COLUMN listed_game_ratings,
+    ADD COLUMN top_game_ratings bigint[], ADD COLUMN top_game_ids bigint[],
+    ADD CONSTRAINT explorer_moves_top_games_check
+        CHECK ((top_game_ratings IS NULL) = (top_game_ids IS NULL)
+               AND cardinality(top_game_ratings) = cardinality(top_game_ids)) NOT VALID;
+CREATE VIEW explorer_moves_readable AS
+SELECT x.position_id, p.normalized_fen AS fen, x.variant, speed_name(x.speed) AS speed,
+       x.rating_group, month_text(x.month) AS month, move_uci_lichess(x.move, x.variant) AS uci,
+       x.games, x.white, x.draws, x.black,
+       floor((2 * x.mover_rating_sum + x.mover_rated_games)::numeric
+             / nullif(2 * x.mover_rated_games, 0))::bigint AS average_rating,
+       x.last_played, x.top_game_ids
+FROM explorer_moves x
+LEFT JOIN positions p ON p.id = x.position_id;
+DELETE FROM pgnload_migrations WHERE version = 25";
 
 /// Takes back what migration 0021 changed of the counters (on a single
 /// node or a shard; on a coordinator, of its foreign partitions' columns):
@@ -1970,6 +2048,7 @@ fn average_ratings_are_the_movers_and_a_database_counted_before_0021_is_recounte
     let counted = counters_by_fen(&db);
 
     // Counted before 0021 (averages of both ratings): recounted by it.
+    db.psql(BEFORE_0025);
     db.psql(BEFORE_0021);
     db.psql(
         "UPDATE explorer_moves e SET rated_games = r.n, rating_sum = r.s

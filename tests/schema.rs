@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::{
     bulk::bulk_import_under_way,
     common::{TestDb, data, data_pgns, fresh_db, migrated_db, python_script, run, stderr},
-    explorer::BEFORE_0021,
+    explorer::{BEFORE_0021, BEFORE_0025},
     import::{assert_ok, import},
 };
 
@@ -348,6 +348,7 @@ fn the_migration_applies_to_a_database_with_games_and_an_unfinished_bulk_load() 
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(db.psql("SELECT state FROM import_bulk_loads"), "loading");
     // 0021 changed columns 0019's views read: taken back first.
+    db.psql(BEFORE_0025);
     db.psql(BEFORE_0021);
     db.psql(BEFORE_0019);
     assert_ne!(db.psql(UNCOMMENTED), "");

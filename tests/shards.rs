@@ -16,7 +16,7 @@ use nix::{
 
 use crate::{
     common::{ShardCluster, TestDb, data, data_pgns, fresh_db, psql_on},
-    explorer::BEFORE_0021,
+    explorer::{BEFORE_0021, BEFORE_0025},
     import::{assert_ok, import, overlapping_halves},
     schema::assert_every_object_commented,
 };
@@ -525,8 +525,10 @@ fn assert_layout_counted_before_0021_is_recounted(cluster: &ShardCluster, db: &T
         .map(|url| TestDb::existing(url.clone()))
         .collect();
     for shard in &shards {
+        shard.psql(BEFORE_0025);
         shard.psql(BEFORE_0021);
     }
+    db.psql(BEFORE_0025);
     db.psql(BEFORE_0021);
     let migrated = db.quiet_ok(&["db", "migrate"]);
     assert!(migrated.contains("applied 0021"), "{migrated}");

@@ -220,9 +220,9 @@ pub fn verify(settings: &Settings, report: &Path, quiet: bool) -> Result<ExitSta
     }
     let mut text = format!(
         "{total} explorer counter rows differ from a recount from games and moves \
-         (key: position_id variant speed rating_group month move; \
-         counts: games white draws black mover_rated_games mover_rating_sum last_played \
-         top_game_ratings top_game_ids)\n"
+         (key: {}; counts: {})\n",
+        explorer::sql::KEY.replace(", ", " "),
+        explorer::sql::COUNTS.replace(", ", " ")
     );
     for difference in differences.iter().take(20) {
         let _ = writeln!(

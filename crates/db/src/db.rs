@@ -162,6 +162,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0024_explorer_top_games_order.sql",
         sql: include_str!("../../../sql/0024_explorer_top_games_order.sql"),
     },
+    Migration {
+        version: 25,
+        name: "0025_explorer_recent_lists.sql",
+        sql: include_str!("../../../sql/0025_explorer_recent_lists.sql"),
+    },
 ];
 
 /// Checksum recorded for an applied migration.

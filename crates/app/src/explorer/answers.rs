@@ -35,7 +35,7 @@ use crate::{
     },
     error::Error,
     explorer::{
-        admin,
+        ListEntry, admin,
         openings::{self, Opening},
         sql,
     },
@@ -582,18 +582,33 @@ async fn list_games(
     let id = found.id;
     let mut top = Vec::new();
     let mut recent = Vec::new();
+    let mut rows = None;
     // The position's listable games: where there are none, there is
     // nothing to look for.
     let listable: i64 = here.iter().map(|c| c.2).sum();
     if (request.top_games > 0 || request.recent_games > 0) && listable > 0 {
         let everywhere = everywhere.classes(db, request).await?;
         let everywhere = everywhere.as_deref().map(Vec::as_slice);
-        if let Some(top_group) = top_group(&request.filter) {
-            let walks = top_walks(here, top_group);
-            if !walks.is_empty() {
-                let plan = choose_top_plan(&walks, everywhere, answer.games);
-                top = top_games(db, id, request, plan, &walks).await?;
-            }
+        let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(here, g));
+        let top_plan = choose_top_plan(&walks, everywhere, answer.games);
+        let recent_plan = choose_recent_plan(here, everywhere, LISTED_MAX, answer.games);
+        // Where a list would scan the position's games, its rows' lists
+        // hold it (see [`from_rows`]): fewer rows than games, and no read
+        // of `games`.
+        if found.counted
+            && ((!walks.is_empty() && top_plan == Plan::Scan)
+                || (request.recent_games > 0 && recent_plan == Plan::Scan))
+        {
+            rows = Some(read_lists(db, id, request).await?);
+        }
+        if !walks.is_empty() {
+            top = match rows
+                .as_deref()
+                .and_then(|rows| from_rows::top(rows, &walks))
+            {
+                Some(found) => found,
+                None => top_games(db, id, request, top_plan, &walks).await?,
+            };
         }
         // Lichess's rule: the recent games fill what the top games (before
         // the request's limit) leave of the games it lists.
@@ -603,36 +618,15 @@ async fn list_games(
         top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
         let left = listable > i64::try_from(top.len()).unwrap_or(i64::MAX);
         if wanted > 0 && left {
-            let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
-            recent = recent_games(db, id, request, plan, &top, wanted).await?;
+            recent = if let Some(rows) = rows.as_deref() {
+                from_rows::recent(rows, &top, wanted)
+            } else {
+                let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
+                recent_games(db, id, request, plan, &top, wanted).await?
+            };
         }
     }
-    // The game of each move played once, from the lists of the rows (a
-    // listable game is rated, so in its one row's list) or the games.
-    let once: Vec<i16> = answer
-        .moves
-        .iter()
-        .filter(|m| m.games == 1)
-        .map(|m| m.code)
-        .collect();
-    let mut game_of_move = HashMap::new();
-    if !once.is_empty() {
-        let bound = BoundFilter::new(request);
-        let mut params = bound.params(&id);
-        params.push(&once);
-        let sql = if found.counted {
-            sql::GAMES_OF_MOVES_FROM_ROWS
-        } else {
-            sql::GAMES_OF_MOVES_FROM_GAMES
-        };
-        for row in db
-            .query(sql, &params)
-            .await
-            .map_err(db_err("reading the games of the moves played once"))?
-        {
-            game_of_move.insert(row.get::<_, i16>(0), row.get::<_, i64>(1));
-        }
-    }
+    let game_of_move = games_of_moves(db, found, request, rows.as_deref(), &answer.moves).await?;
     let listed: Vec<i64> = top
         .iter()
         .chain(&recent)
@@ -662,6 +656,196 @@ async fn list_games(
             .map(|(game, _)| game.clone());
     }
     Ok(())
+}
+
+/// The game of each move of `moves` played once under `request`'s
+/// filter at position `found`: from the lists of its rows, read already
+/// (`rows`) or now (a listable game is in its one row's list), or from
+/// its games.
+async fn games_of_moves(
+    db: Prepared<'_>,
+    found: Found,
+    request: &Request,
+    rows: Option<&[from_rows::ListedRow]>,
+    moves: &[MoveStats],
+) -> Result<HashMap<i16, i64>, Error> {
+    let once: Vec<i16> = moves
+        .iter()
+        .filter(|m| m.games == 1)
+        .map(|m| m.code)
+        .collect();
+    if let Some(rows) = rows {
+        return Ok(from_rows::game_of_moves(rows, &once));
+    }
+    let mut game_of_move = HashMap::new();
+    if !once.is_empty() {
+        let bound = BoundFilter::new(request);
+        let mut params = bound.params(&found.id);
+        params.push(&once);
+        let sql = if found.counted {
+            sql::GAMES_OF_MOVES_FROM_ROWS
+        } else {
+            sql::GAMES_OF_MOVES_FROM_GAMES
+        };
+        for row in db
+            .query(sql, &params)
+            .await
+            .map_err(db_err("reading the games of the moves played once"))?
+        {
+            game_of_move.insert(row.get::<_, i16>(0), row.get::<_, i64>(1));
+        }
+    }
+    Ok(game_of_move)
+}
+
+/// The lists of position `id`'s rows under `request`'s filter
+/// ([`sql::LISTS_FROM_ROWS`]), for [`from_rows`].
+///
+/// # Errors
+///
+/// A database error, or lists of different lengths (which the table's
+/// check forbids).
+pub async fn read_lists(
+    db: Prepared<'_>,
+    id: i64,
+    request: &Request,
+) -> Result<Vec<from_rows::ListedRow>, Error> {
+    let bound = BoundFilter::new(request);
+    let rows = db
+        .query(sql::LISTS_FROM_ROWS, &bound.params(&id))
+        .await
+        .map_err(db_err("reading the games listed by the explorer counters"))?;
+    rows.iter()
+        .map(|row| {
+            let ids: Vec<i64> = row.get(4);
+            let started: Vec<DateTime<Utc>> = row.get(5);
+            let ratings: Vec<i64> = row.get(6);
+            if ids.len() != started.len() || ids.len() != ratings.len() {
+                return Err(Error::bug(
+                    "an explorer counter row's lists differ in length \
+                     (explorer_moves_listed_games_check)",
+                ));
+            }
+            Ok(from_rows::ListedRow {
+                speed: row.get(0),
+                group: row.get(1),
+                listable: row.get(2),
+                code: row.get(3),
+                games: ids
+                    .iter()
+                    .zip(&started)
+                    .zip(&ratings)
+                    .map(|((&id, started), &ratings)| ListEntry {
+                        started_us: started.timestamp_micros(),
+                        id,
+                        ratings,
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// A position's top and recent games, and the game of a move played
+/// once, taken from the lists of its rows (`explorer_moves`' most recent
+/// listable games of each row, [`super::ListedGames`]) instead of its
+/// games: pure functions of what [`read_lists`] read.
+pub mod from_rows {
+    use std::collections::HashMap;
+
+    use super::{LISTED_MAX, TOP_BANDS, TOP_MAX, TopWalk};
+    use crate::explorer::{ListEntry, sql};
+
+    /// A counter row's lists.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ListedRow {
+        /// The speed's code.
+        pub speed: i16,
+        /// The rating group.
+        pub group: i16,
+        /// Its listable games: all listed when no more than its list.
+        pub listable: i64,
+        /// The move's code.
+        pub code: i16,
+        /// Its list, the most recent first.
+        pub games: Vec<ListEntry>,
+    }
+
+    impl ListedRow {
+        /// Whether its list holds every listable game of the row.
+        fn whole(&self) -> bool {
+            i64::try_from(self.games.len()).is_ok_and(|len| len >= self.listable)
+        }
+    }
+
+    /// Whether a game of the 2500 group ranks in Lichess's 3200 band: an
+    /// average of [`sql::TOP_BAND_FLOOR`] or more.
+    fn above(ratings: i64) -> bool {
+        ratings.div_euclid(2) >= i64::from(sql::TOP_BAND_FLOOR)
+    }
+
+    /// The first [`TOP_MAX`] top games in Lichess's order among the
+    /// classes `walks` ([`super::top_walks`]), from `rows`; `None` where
+    /// the lists may not hold them: a class's first games are among the
+    /// most recent of their rows, but a 2500-group row that lists only
+    /// part of its games may leave out the older of its 2800+ games (and
+    /// then also its others: the 2800+ class is ranked first).
+    pub fn top(rows: &[ListedRow], walks: &[TopWalk]) -> Option<Vec<i64>> {
+        let top_group = TOP_BANDS[TOP_BANDS.len() - 1];
+        let partial = |walk: &TopWalk| {
+            walk.above
+                && rows
+                    .iter()
+                    .any(|r| (r.speed, r.group) == (walk.speed, walk.group) && !r.whole())
+        };
+        if walks.iter().any(partial) {
+            return None;
+        }
+        let mut ranked: Vec<(i32, &ListEntry)> = Vec::new();
+        for row in rows {
+            for game in &row.games {
+                let class = (
+                    row.speed,
+                    row.group,
+                    row.group >= top_group && above(game.ratings),
+                );
+                if let Some(walk) = walks.iter().find(|w| (w.speed, w.group, w.above) == class) {
+                    ranked.push((walk.rank, game));
+                }
+            }
+        }
+        ranked.sort_unstable_by_key(|(rank, game)| (*rank, game.order()));
+        Some(
+            ranked
+                .iter()
+                .take(TOP_MAX)
+                .map(|(_, game)| game.id)
+                .collect(),
+        )
+    }
+
+    /// The `wanted` most recent games of `rows` but the games `but`. Each
+    /// is among the `wanted + but.len()` (at most [`LISTED_MAX`]) most
+    /// recent of its row, which its list holds.
+    pub fn recent(rows: &[ListedRow], but: &[i64], wanted: usize) -> Vec<i64> {
+        debug_assert!(wanted + but.len() <= LISTED_MAX);
+        let mut games: Vec<&ListEntry> = rows
+            .iter()
+            .flat_map(|row| &row.games)
+            .filter(|game| !but.contains(&game.id))
+            .collect();
+        games.sort_unstable_by_key(|game| game.order());
+        games.iter().take(wanted).map(|game| game.id).collect()
+    }
+
+    /// The listed game of each move of `once` (moves played once under
+    /// the filter): its one row lists it if it is listable.
+    pub fn game_of_moves(rows: &[ListedRow], once: &[i16]) -> HashMap<i16, i64> {
+        rows.iter()
+            .filter(|row| once.contains(&row.code))
+            .flat_map(|row| row.games.iter().map(|game| (row.code, game.id)))
+            .collect()
+    }
 }
 
 /// The games `ids` that can be listed, by id, each with the move it
@@ -1125,6 +1309,75 @@ mod tests {
             [(blitz, 2200, false, 4)],
             "blitz 2200 (774) holds the first four before blitz 2000 (974)"
         );
+    }
+
+    /// A row of `speed`, `group` and move `code` with `listable` games,
+    /// listing `games` as (time, id, ratings).
+    fn listed_row(
+        speed: i16,
+        group: i16,
+        code: i16,
+        listable: i64,
+        games: &[(i64, i64, i64)],
+    ) -> from_rows::ListedRow {
+        from_rows::ListedRow {
+            speed,
+            group,
+            listable,
+            code,
+            games: games
+                .iter()
+                .map(|&(started_us, id, ratings)| ListEntry {
+                    started_us,
+                    id,
+                    ratings,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_lists_of_the_rows_give_lichess_s_top_and_recent_games() {
+        let (blitz, classical) = (2, 4);
+        // Ranks: classical 2800+ -667, classical 2500 33, blitz 2200 774.
+        let mut rows = vec![
+            listed_row(
+                blitz,
+                2200,
+                1,
+                3,
+                &[(50, 1, 4500), (40, 2, 4500), (30, 3, 4500)],
+            ),
+            listed_row(classical, 2500, 1, 2, &[(45, 5, 5000), (10, 4, 5600)]),
+            listed_row(classical, 2500, 2, 2, &[(20, 6, 5599), (20, 8, 5001)]),
+            listed_row(blitz, 1600, 3, 1, &[(60, 7, 3200)]),
+        ];
+        let walks = top_walks(&[(blitz, 2200, 3), (classical, 2500, 4)], 2000);
+        // The 2800+ game first whatever its date (5600: an average of
+        // 2800; 5599 is 2799), then the 2500 band by date, ties by the
+        // highest id; the blitz 2200 class holds the fourth.
+        let top = from_rows::top(&rows, &walks).expect("every 2500 row lists all its games");
+        assert_eq!(top, [4, 5, 8, 6]);
+        // The recent games: the most recent of the others, of any group.
+        assert_eq!(from_rows::recent(&rows, &top, 4), [7, 1, 2, 3]);
+        assert_eq!(from_rows::recent(&rows, &[], 2), [7, 1]);
+        // The game of a move played once: its row's.
+        assert_eq!(
+            from_rows::game_of_moves(&rows, &[3]),
+            HashMap::from([(3, 7)])
+        );
+        // A row of another group listing part of its games: its class's
+        // first games are still its most recent.
+        rows[0].listable = 40;
+        assert_eq!(from_rows::top(&rows, &walks), Some(top.clone()));
+        // A 2500 row listing part of its games may have left out a 2800+
+        // one: not from the lists.
+        rows[2].listable = 9;
+        assert_eq!(from_rows::top(&rows, &walks), None);
+        // Unless no 2800+ class is walked (blitz games only).
+        let walks = top_walks(&[(blitz, 2200, 3)], 2000);
+        let blitz_rows = [rows[0].clone(), rows[3].clone()];
+        assert_eq!(from_rows::top(&blitz_rows, &walks), Some(vec![1, 2, 3]));
     }
 
     #[test]

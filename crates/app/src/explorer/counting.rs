@@ -37,8 +37,9 @@
 //! in `explorer_deferred` meanwhile; the load's finish queues the
 //! positions of any games whose held rows a run lost ([`queue_deferred`]).
 //!
-//! Each row also lists its best-rated games (`sql/0013_explorer_top_games.sql`),
-//! kept wherever its counts are: merged by a batch's upsert, recounted
+//! Each row also lists its most recent listable games
+//! (`sql/0025_explorer_recent_lists.sql`), kept wherever its counts are:
+//! merged by a batch's upsert, recounted
 //! with the counts, recomputed by a removal of a game it lists, folded
 //! with the rows of a key on shards.
 //!
@@ -56,7 +57,7 @@ use tokio_postgres::{
 };
 
 use super::{
-    CounterKey, Counts, GameCounts,
+    CounterKey, Counts, GameCounts, ListedArrays,
     held::{BatchRows, Held, HeldRows},
     memory::{Learnt, LoneVisit, RunMemory},
     sql,
@@ -583,20 +584,17 @@ struct StagedRow<'a> {
     /// The key's variant as its label: the binary form of the enum.
     variant: &'static str,
     counts: &'a Counts,
-    top_game_ratings: Option<Vec<i64>>,
-    top_game_ids: Option<Vec<i64>>,
+    listed: ListedArrays,
     anchor: Option<i64>,
 }
 
 impl<'a> StagedRow<'a> {
     fn new(key: &'a CounterKey, counts: &'a Counts, anchor: Option<i64>) -> Self {
-        let (top_game_ratings, top_game_ids) = counts.top.arrays();
         Self {
             key,
             variant: key.1.as_db_label(),
             counts,
-            top_game_ratings,
-            top_game_ids,
+            listed: counts.listed.arrays(),
             anchor,
         }
     }
@@ -871,9 +869,9 @@ pub async fn merge_positions(tx: &Transaction<'_>) -> Result<(), tokio_postgres:
 /// Takes the games `ids` (still in `games` and `moves`) out of the
 /// counters, before they are deleted in the same transaction: their rows
 /// are decremented (a row left at zero games stays, with no
-/// `last_played` nor best games: see the module doc), and the
-/// `last_played` of rows that one of them was the latest of, and the best
-/// games of rows that listed one of them, recomputed from the other games
+/// `last_played` nor listed games: see the module doc), and the
+/// `last_played` of rows that one of them was the latest of, and the
+/// listed games of rows that listed one of them, recomputed from the other games
 /// of the position. Positions without rows have nothing to take out, but
 /// are queued: an import running may remember one of these games as the
 /// only one there ([`memory`](super::memory)) and give the position rows that count it.
@@ -918,7 +916,7 @@ pub async fn remove_games(tx: &Transaction<'_>, ids: &[i64]) -> Result<(), Error
         .map_err(err("decrementing explorer rows"))?;
     tx.execute(sql::RECOMPUTE_AFTER_REMOVAL, &[&ids])
         .await
-        .map_err(err("recomputing explorer last_played and best games"))?;
+        .map_err(err("recomputing explorer last_played and listed games"))?;
     Ok(())
 }
 

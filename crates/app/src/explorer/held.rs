@@ -113,7 +113,8 @@ mod tests {
     use crate::{chess::model::GameVariant, explorer::GameCounts};
 
     /// A row of game `id`, White rated `white` and Black `ratings -
-    /// white`, at a position where White moves.
+    /// white`, at a position where White moves, played `id` seconds
+    /// after another.
     fn counts(id: i64, ratings: i64, white: i32, month: i32) -> Counts {
         let mut counts = Counts::default();
         counts.add(
@@ -124,6 +125,7 @@ mod tests {
                 ratings: Some(ratings),
                 white_rating: Some(white),
                 black_rating: i32::try_from(ratings - i64::from(white)).ok(),
+                started_at: chrono::DateTime::from_timestamp(1_700_000_000 + id, 0),
                 ..GameCounts::default()
             },
             true,
@@ -132,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_meeting_at_a_key_add_up_and_keep_the_best_games_of_both() {
+    fn batches_meeting_at_a_key_add_up_and_list_the_most_recent_games_of_both() {
         let key: CounterKey = (5, GameVariant::Standard, 2, 1600, 202_401, 77);
         let other: CounterKey = (6, GameVariant::Standard, 2, 1600, 202_401, 77);
         let mut held = HeldRows::default();
@@ -159,7 +161,13 @@ mod tests {
         assert_eq!((row.games, row.white, row.mover_rated_games), (3, 3, 3));
         // White's ratings (White moves here), not the games' averages.
         assert_eq!(row.mover_rating_sum, 1400 + 1700 + 1550);
-        assert_eq!(row.top.kept(), &[(3200, 3), (3000, 1), (3000, 4)]);
+        let listed: Vec<(i64, i64)> = row
+            .listed
+            .kept()
+            .iter()
+            .map(|g| (g.id, g.ratings))
+            .collect();
+        assert_eq!(listed, [(4, 3000), (3, 3200), (1, 3000)]);
         assert_eq!(rows[1].1.games, 1);
         assert_eq!(held.first, vec![5]);
         assert_eq!(held.deferred, vec![10, 11]);

@@ -10,7 +10,7 @@
 //! This file is the one definition of a counter row: its key
 //! ([`CounterKey`]), what a game adds to it ([`GameCounts`],
 //! [`Counts::add`]), how two rows of a key meet ([`Counts::merge`]) and
-//! the best-rated games it keeps ([`TopGames`]). The SQL that counts the
+//! the most recent games it lists ([`ListedGames`]). The SQL that counts the
 //! games from the view `explorer_game_moves` (`sql/0004_explorer.sql`),
 //! merges rows by upsert or folds a shard's is written to equal it, and
 //! the tests check that it does.
@@ -50,8 +50,9 @@ macro_rules! counter_columns {
                 mover_rated_games: INT4 = (counts.mover_rated_games),
                 mover_rating_sum: INT8 = (counts.mover_rating_sum),
                 last_played: TIMESTAMPTZ = (counts.last_played),
-                top_game_ratings: INT8_ARRAY = (top_game_ratings),
-                top_game_ids: INT8_ARRAY = (top_game_ids),
+                listed_game_ids: INT8_ARRAY = (listed.ids),
+                listed_game_started: TIMESTAMPTZ_ARRAY = (listed.started),
+                listed_game_ratings: INT8_ARRAY = (listed.ratings),
             ]
             anchor [
                 anchor_game_id: INT8 = (anchor),
@@ -77,12 +78,12 @@ pub use self::{
     },
 };
 
-/// How many best-rated games a counter row keeps
-/// (`sql/0013_explorer_top_games.sql`): `explore` reads the game of a move
-/// played once from them (its top games, in Lichess's order by band and
-/// recency, it finds from the games). (Defined with the SQL texts that
+/// How many of its most recent listable games a counter row lists
+/// (`sql/0025_explorer_recent_lists.sql`): as many as Lichess lists at
+/// most, top and recent games together, so that `explore` can take both
+/// lists of a position from its rows. (Defined with the SQL texts that
 /// keep them.)
-pub const TOP_GAMES: u32 = sql::TOP_GAMES;
+pub const LISTED_PER_ROW: usize = sql::LISTED_PER_ROW;
 
 /// The key of a counter row: position, variant, speed, rating group,
 /// month, move (as [`sql::KEY`]). (The variant as the enum, not its label: a
@@ -107,8 +108,8 @@ pub struct GameCounts {
     pub month: i32,
     /// 1, 0, -1 for a white win, a draw, a black win.
     pub score: Option<i16>,
-    /// Both ratings added, if both are known: what orders the best-rated
-    /// games.
+    /// Both ratings added, if both are known: what ranks a top game (its
+    /// average's band).
     pub ratings: Option<i64>,
     /// White's rating, if known (what a row of a position where White
     /// moves sums).
@@ -155,6 +156,12 @@ impl GameCounts {
         }
     }
 
+    /// Whether `explore` can list it (a result, both ratings, a date: as
+    /// `sql::listable!`), and so whether a row lists it.
+    pub fn listable(&self) -> bool {
+        self.score.is_some() && self.ratings.is_some() && self.month >= 0
+    }
+
     /// The key of the row counting this game's `code` move at `position`.
     pub fn key(&self, position: i64, code: i16) -> CounterKey {
         (
@@ -187,8 +194,8 @@ pub struct Counts {
     pub mover_rating_sum: i64,
     /// The latest `started_at`.
     pub last_played: Option<chrono::DateTime<chrono::Utc>>,
-    /// The best-rated games.
-    pub top: TopGames,
+    /// The most recent listable games.
+    pub listed: ListedGames,
 }
 
 impl Counts {
@@ -206,8 +213,14 @@ impl Counts {
             self.mover_rated_games += 1;
             self.mover_rating_sum += i64::from(rating);
         }
-        if let Some(ratings) = game.ratings {
-            self.top.offer(ratings, id);
+        if let (true, Some(started_at), Some(ratings)) =
+            (game.listable(), game.started_at, game.ratings)
+        {
+            self.listed.offer(ListEntry {
+                started_us: started_at.timestamp_micros(),
+                id,
+                ratings,
+            });
         }
         self.last_played = self.last_played.max(game.started_at);
     }
@@ -225,54 +238,106 @@ impl Counts {
         self.mover_rated_games += other.mover_rated_games;
         self.mover_rating_sum += other.mover_rating_sum;
         self.last_played = self.last_played.max(other.last_played);
-        for &(ratings, id) in other.top.kept() {
-            self.top.offer(ratings, id);
+        for &game in other.listed.kept() {
+            self.listed.offer(game);
         }
     }
 }
 
-/// The best-rated games of a counter row being built, as
-/// `sql/0013_explorer_top_games.sql` keeps them:
-/// at most [`TOP_GAMES`] `(white + black rating, game id)`, best first
-/// (higher ratings first, then lower ids).
+/// A game a counter row lists: when it was played, its id, both its
+/// ratings added (what ranks it as a top game). Its time in microseconds
+/// since the Unix epoch (`timestamptz`'s precision): a bulk load holds up
+/// to [`LISTED_PER_ROW`] of these per row, for up to a million rows.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct TopGames {
+pub struct ListEntry {
+    /// Its `started_at`, in microseconds since 1970-01-01 UTC.
+    pub started_us: i64,
+    /// Its id.
+    pub id: i64,
+    /// White's and Black's ratings added.
+    pub ratings: i64,
+}
+
+impl ListEntry {
+    /// The listing order, first the least: the most recent first, then
+    /// the highest id (as Lichess lists recent games, and each class of
+    /// top games).
+    pub fn order(&self) -> (std::cmp::Reverse<i64>, std::cmp::Reverse<i64>) {
+        (
+            std::cmp::Reverse(self.started_us),
+            std::cmp::Reverse(self.id),
+        )
+    }
+}
+
+/// The games a counter row being built lists, as
+/// `sql/0025_explorer_recent_lists.sql` keeps them: its [`LISTED_PER_ROW`]
+/// most recent listable games, the most recent first (then the highest
+/// id). Every game of a position's [`LISTED_PER_ROW`] most recent under a
+/// filter is among the most recent of its own row, and so is every game
+/// of the first top games of a class that a row holds whole: both lists
+/// of `explore` are found among the lists of the rows a filter selects.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ListedGames {
     /// The first `len` are kept, in order.
-    games: [(i64, i64); TOP_GAMES as usize],
+    games: [ListEntry; LISTED_PER_ROW],
     len: usize,
 }
 
-impl TopGames {
-    /// Keeps the game if it is among the best so far.
-    pub fn offer(&mut self, ratings: i64, id: i64) {
-        let order = |(ratings, id): (i64, i64)| (std::cmp::Reverse(ratings), id);
+/// The arrays of a row's lists as written: ids, start times, ratings
+/// (each `None` when the row lists no game).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ListedArrays {
+    /// `listed_game_ids`.
+    pub ids: Option<Vec<i64>>,
+    /// `listed_game_started`.
+    pub started: Option<Vec<chrono::DateTime<chrono::Utc>>>,
+    /// `listed_game_ratings`.
+    pub ratings: Option<Vec<i64>>,
+}
+
+impl ListedGames {
+    /// Keeps the game if it is among the most recent so far.
+    pub fn offer(&mut self, game: ListEntry) {
         let at = self
             .kept()
-            .partition_point(|&kept| order(kept) < order((ratings, id)));
+            .partition_point(|kept| kept.order() < game.order());
         if at == self.games.len() {
             return;
         }
         let len = (self.len + 1).min(self.games.len());
         self.games.copy_within(at..len - 1, at + 1);
-        self.games[at] = (ratings, id);
+        self.games[at] = game;
         self.len = len;
     }
 
-    /// The games kept, best first.
-    pub fn kept(&self) -> &[(i64, i64)] {
+    /// The games kept, the most recent first.
+    pub fn kept(&self) -> &[ListEntry] {
         &self.games[..self.len]
     }
 
-    /// The kept games' ratings and ids, as the row's two arrays (`None`
-    /// when there are none).
-    pub fn arrays(&self) -> (Option<Vec<i64>>, Option<Vec<i64>>) {
+    /// The kept games as the row's arrays.
+    ///
+    /// # Panics
+    ///
+    /// Never: each time came from a chrono time ([`GameCounts::started_at`]).
+    pub fn arrays(&self) -> ListedArrays {
         if self.len == 0 {
-            return (None, None);
+            return ListedArrays::default();
         }
-        (
-            Some(self.kept().iter().map(|game| game.0).collect()),
-            Some(self.kept().iter().map(|game| game.1).collect()),
-        )
+        ListedArrays {
+            ids: Some(self.kept().iter().map(|game| game.id).collect()),
+            started: Some(
+                self.kept()
+                    .iter()
+                    .map(|game| {
+                        chrono::DateTime::from_timestamp_micros(game.started_us)
+                            .expect("a listed game's time came from a chrono time")
+                    })
+                    .collect(),
+            ),
+            ratings: Some(self.kept().iter().map(|game| game.ratings).collect()),
+        }
     }
 }
 
@@ -280,31 +345,118 @@ impl TopGames {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_row_keeps_its_best_rated_games_highest_ratings_then_lowest_ids_first() {
-        let mut top = TopGames::default();
-        assert!(top.kept().is_empty());
-        for (ratings, id) in [
-            (3000, 9),
-            (3100, 4),
-            (3000, 2),
-            (2900, 1),
-            (3000, 5),
-            (4000, 7),
-        ] {
-            top.offer(ratings, id);
+    /// A listed game of id `id` started `started_us` (ratings 4000).
+    fn listed(started_us: i64, id: i64) -> ListEntry {
+        ListEntry {
+            started_us,
+            id,
+            ratings: 4000,
         }
-        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 2), (3000, 5)]);
-        // Worse than the last kept: not kept; better: the last one drops.
-        top.offer(3000, 6);
-        assert_eq!(top.kept().last(), Some(&(3000, 5)));
-        top.offer(3000, 1);
-        assert_eq!(top.kept(), [(4000, 7), (3100, 4), (3000, 1), (3000, 2)]);
-        // Any ratings, negative included (the Elo tags are not bounded).
-        let mut low = TopGames::default();
-        low.offer(-5, 3);
-        low.offer(i64::from(i32::MIN) * 2, 1);
-        assert_eq!(low.kept(), [(-5, 3), (i64::from(i32::MIN) * 2, 1)]);
+    }
+
+    #[test]
+    fn a_row_lists_its_most_recent_games_then_highest_ids_first() {
+        let mut games = ListedGames::default();
+        assert!(games.kept().is_empty());
+        assert_eq!(games.arrays(), ListedArrays::default());
+        for (started, id) in [
+            (30, 9),
+            (31, 4),
+            (30, 2),
+            (29, 1),
+            (30, 5),
+            (40, 7),
+            (10, 3),
+            (12, 8),
+            (11, 6),
+        ] {
+            games.offer(listed(started, id));
+        }
+        let order = |games: &ListedGames| -> Vec<(i64, i64)> {
+            games.kept().iter().map(|g| (g.started_us, g.id)).collect()
+        };
+        assert_eq!(
+            order(&games),
+            [
+                (40, 7),
+                (31, 4),
+                (30, 9),
+                (30, 5),
+                (30, 2),
+                (29, 1),
+                (12, 8),
+                (11, 6)
+            ]
+        );
+        // Older than the last kept: not kept; newer: the last one drops.
+        games.offer(listed(11, 5));
+        assert_eq!(games.kept().last().map(|g| g.id), Some(6));
+        games.offer(listed(11, 10));
+        assert_eq!(
+            games.kept().last().map(|g| (g.started_us, g.id)),
+            Some((11, 10))
+        );
+        // Any time, before 1970 included.
+        let mut old = ListedGames::default();
+        old.offer(listed(-5, 3));
+        old.offer(listed(i64::from(i32::MIN) * 1_000_000, 1));
+        assert_eq!(order(&old), [(-5, 3), (i64::from(i32::MIN) * 1_000_000, 1)]);
+        let arrays = old.arrays();
+        assert_eq!(arrays.ids, Some(vec![3, 1]));
+        assert_eq!(arrays.ratings, Some(vec![4000, 4000]));
+        assert_eq!(
+            arrays
+                .started
+                .map(|t| t.iter().map(chrono::DateTime::timestamp_micros).collect()),
+            Some(vec![-5, i64::from(i32::MIN) * 1_000_000])
+        );
+    }
+
+    #[test]
+    fn a_row_lists_only_the_games_explore_can_list() {
+        let at = chrono::DateTime::from_timestamp(1_700_000_000, 0);
+        let listable = GameCounts {
+            score: Some(0),
+            ratings: Some(4100),
+            month: 24_000,
+            started_at: at,
+            ..GameCounts::default()
+        };
+        let mut row = Counts::default();
+        row.add(1, &listable, true);
+        row.add(
+            2,
+            &GameCounts {
+                score: None,
+                ..listable
+            },
+            true,
+        );
+        row.add(
+            3,
+            &GameCounts {
+                ratings: None,
+                ..listable
+            },
+            true,
+        );
+        row.add(
+            4,
+            &GameCounts {
+                month: -1,
+                ..listable
+            },
+            true,
+        );
+        assert_eq!(row.games, 4);
+        assert_eq!(
+            row.listed.kept(),
+            [ListEntry {
+                started_us: 1_700_000_000_000_000,
+                id: 1,
+                ratings: 4100
+            }]
+        );
     }
 
     #[test]
@@ -337,7 +489,7 @@ mod tests {
             (2, 2500 + 2300)
         );
         assert_eq!(white_moves.games, 4);
-        // Best games still need both ratings.
-        assert_eq!(white_moves.top.kept(), [(4000, 1)]);
+        // Without a result, no game is listed.
+        assert!(white_moves.listed.kept().is_empty());
     }
 }

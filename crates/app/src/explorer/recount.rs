@@ -22,8 +22,7 @@ use crate::{
 pub struct Difference {
     /// The key, as `position_id variant speed rating_group month move`.
     pub key: String,
-    /// The stored counts (`games white draws black mover_rated_games mover_rating_sum
-    /// last_played top_game_ratings top_game_ids`).
+    /// The stored counts ([`sql::COUNTS`], space-separated).
     pub stored: Option<String>,
     /// What the recount says.
     pub expected: Option<String>,

@@ -59,19 +59,29 @@ macro_rules! anchor {
     };
 }
 
-/// How many best-rated games a row keeps, as SQL text: the one
-/// definition of [`super::TOP_GAMES`].
-macro_rules! top_games {
+/// How many of its most recent listable games a row lists, as SQL
+/// text: the one definition of [`super::LISTED_PER_ROW`].
+macro_rules! listed_per_row {
     () => {
-        "4"
+        "8"
+    };
+}
+
+/// The games `explore` lists (top games, recent games, a move's only
+/// game) have every field a Lichess explorer game has: a result, both
+/// ratings, a date (conditions on `explorer_games` and the views read
+/// from it).
+macro_rules! listable {
+    () => {
+        "result IS NOT NULL AND rating_sum IS NOT NULL AND month >= 0"
     };
 }
 
 /// The counts of the view's rows in one group: [`counts!`]. (Counts are
 /// cast to `integer`: a count past it is an error, never a clamp.) The
 /// rating summed is the view's `mover_rating`, the rating of the player
-/// who played the move (Lichess's `averageRating`); `rating_sum`, both
-/// ratings of the game added, orders the best-rated games.
+/// who played the move (Lichess's `averageRating`); the games listed are
+/// the [`listed_per_row!`] most recent of the [`listable!`] ones.
 macro_rules! counted {
     () => {
         concat!(
@@ -80,15 +90,29 @@ macro_rules! counted {
              (count(*) FILTER (WHERE result = -1))::integer AS black, \
              count(mover_rating)::integer AS mover_rated_games, \
              coalesce(sum(mover_rating), 0)::bigint AS mover_rating_sum, \
-             max(started_at) AS last_played, \
-             (array_agg(rating_sum ORDER BY rating_sum DESC, game_id) \
-                FILTER (WHERE rating_sum IS NOT NULL))[1:",
-            top_games!(),
-            "] AS top_game_ratings, \
-             (array_agg(game_id ORDER BY rating_sum DESC, game_id) \
-                FILTER (WHERE rating_sum IS NOT NULL))[1:",
-            top_games!(),
-            "] AS top_game_ids"
+             max(started_at) AS last_played, ",
+            listed_of!("game_id", "listed_game_ids"),
+            ", ",
+            listed_of!("started_at", "listed_game_started"),
+            ", ",
+            listed_of!("rating_sum", "listed_game_ratings")
+        )
+    };
+}
+
+/// `$value` of the view's [`listable!`] games of a group, the
+/// [`listed_per_row!`] most recent first, as the column `$column`.
+macro_rules! listed_of {
+    ($value:tt, $column:tt) => {
+        concat!(
+            "(array_agg(",
+            $value,
+            " ORDER BY started_at DESC, game_id DESC) FILTER (WHERE ",
+            listable!(),
+            "))[1:",
+            listed_per_row!(),
+            "] AS ",
+            $column
         )
     };
 }
@@ -135,7 +159,7 @@ macro_rules! insert_shared {
 
 /// The rows of a sharded layout's counters (`$rows`, a `FROM` item with
 /// their columns) folded into one per key: [`key!`], [`counts!`] (summed;
-/// the best-rated games, the best of the rows' lists together), then
+/// the games listed, the most recent of the rows' lists together), then
 /// `$anchor` (the anchor column selected, if any) computed by
 /// `$min_anchor`.
 macro_rules! folded {
@@ -144,7 +168,7 @@ macro_rules! folded {
             "SELECT ",
             key!(),
             ", s.games, s.white, s.draws, s.black, s.mover_rated_games, s.mover_rating_sum, \
-               s.last_played, t.top_game_ratings, t.top_game_ids",
+               s.last_played, t.listed_game_ids, t.listed_game_started, t.listed_game_ratings",
             $anchor,
             " FROM (SELECT ",
             key!(),
@@ -160,13 +184,16 @@ macro_rules! folded {
             key!(),
             ") s LEFT JOIN (SELECT ",
             key!(),
-            ", (array_agg(r ORDER BY r DESC, g))[1:",
-            top_games!(),
-            "] AS top_game_ratings, (array_agg(g ORDER BY r DESC, g))[1:",
-            top_games!(),
-            "] AS top_game_ids FROM ",
+            ", (array_agg(g ORDER BY s DESC, g DESC))[1:",
+            listed_per_row!(),
+            "] AS listed_game_ids, (array_agg(s ORDER BY s DESC, g DESC))[1:",
+            listed_per_row!(),
+            "] AS listed_game_started, (array_agg(r ORDER BY s DESC, g DESC))[1:",
+            listed_per_row!(),
+            "] AS listed_game_ratings FROM ",
             $rows,
-            " f, unnest(f.top_game_ratings, f.top_game_ids) AS t(r, g) GROUP BY ",
+            " f, unnest(f.listed_game_ids, f.listed_game_started, f.listed_game_ratings) \
+               AS t(g, s, r) GROUP BY ",
             key!(),
             ") t USING (",
             key!(),
@@ -175,48 +202,50 @@ macro_rules! folded {
     };
 }
 
-/// The upsert's value of `$column` (`top_game_ratings` or `top_game_ids`,
-/// `$pick` naming it in the subquery: `r` or `g`) when a row's list of
-/// best-rated games (`explorer_moves`) meets a batch's (`excluded`): the
-/// best [`top_games!`] of both. Both lists are sorted, so when one's worst
-/// game is better than the other's best (mostly, for lists of one game or
-/// two), they are concatenated; otherwise sorted by a subquery, written
-/// inline (`sql/0015_explorer_inline_top_games.sql` says why). The
-/// subquery in every update was a quarter of the upsert's time (50,000
-/// games). A game is compared as (ratings, -id): a larger one is better.
-macro_rules! merged_top {
+/// The upsert's value of `$column` (one of the three lists, `$pick`
+/// naming it in the subquery: `g`, `s` or `r`) when a row's listed games
+/// (`explorer_moves`) meet a batch's (`excluded`): the [`listed_per_row!`]
+/// most recent of both. Both lists are sorted, so when one's oldest game
+/// is more recent than the other's newest (mostly: a batch of games
+/// played after the row's), they are concatenated; otherwise sorted by a
+/// subquery, written inline (`sql/0015_explorer_inline_top_games.sql`
+/// says why). A game is compared as (started, id): a larger one is listed
+/// first.
+macro_rules! merged_listed {
     ($column:tt, $pick:tt) => {
         concat!(
-            "CASE WHEN excluded.top_game_ids IS NULL THEN explorer_moves.",
+            "CASE WHEN excluded.listed_game_ids IS NULL THEN explorer_moves.",
             $column,
-            " WHEN explorer_moves.top_game_ids IS NULL THEN excluded.",
+            " WHEN explorer_moves.listed_game_ids IS NULL THEN excluded.",
             $column,
-            " WHEN (excluded.top_game_ratings[1], -excluded.top_game_ids[1]) \
-                 < (explorer_moves.top_game_ratings[cardinality(explorer_moves.top_game_ids)], \
-                    -explorer_moves.top_game_ids[cardinality(explorer_moves.top_game_ids)]) \
+            " WHEN (excluded.listed_game_started[1], excluded.listed_game_ids[1]) \
+                 < (explorer_moves.listed_game_started[cardinality(explorer_moves.listed_game_ids)], \
+                    explorer_moves.listed_game_ids[cardinality(explorer_moves.listed_game_ids)]) \
                THEN (explorer_moves.",
             $column,
             " || excluded.",
             $column,
             ")[1:",
-            top_games!(),
-            "] WHEN (explorer_moves.top_game_ratings[1], -explorer_moves.top_game_ids[1]) \
-                 < (excluded.top_game_ratings[cardinality(excluded.top_game_ids)], \
-                    -excluded.top_game_ids[cardinality(excluded.top_game_ids)]) \
+            listed_per_row!(),
+            "] WHEN (explorer_moves.listed_game_started[1], explorer_moves.listed_game_ids[1]) \
+                 < (excluded.listed_game_started[cardinality(excluded.listed_game_ids)], \
+                    excluded.listed_game_ids[cardinality(excluded.listed_game_ids)]) \
                THEN (excluded.",
             $column,
             " || explorer_moves.",
             $column,
             ")[1:",
-            top_games!(),
+            listed_per_row!(),
             "] ELSE (SELECT array_agg(",
             $pick,
-            " ORDER BY r DESC, g) \
-               FROM (SELECT r, g \
-                     FROM unnest(explorer_moves.top_game_ratings || excluded.top_game_ratings, \
-                                 explorer_moves.top_game_ids || excluded.top_game_ids) AS u(r, g) \
-                     ORDER BY r DESC, g LIMIT ",
-            top_games!(),
+            " ORDER BY s DESC, g DESC) \
+               FROM (SELECT g, s, r \
+                     FROM unnest(explorer_moves.listed_game_ids || excluded.listed_game_ids, \
+                                 explorer_moves.listed_game_started || excluded.listed_game_started, \
+                                 explorer_moves.listed_game_ratings || excluded.listed_game_ratings) \
+                       AS u(g, s, r) \
+                     ORDER BY s DESC, g DESC LIMIT ",
+            listed_per_row!(),
             ") t) END"
         )
     };
@@ -241,8 +270,8 @@ const fn decimal(text: &str) -> u32 {
     value
 }
 
-/// [`top_games!`] as a number.
-pub(super) const TOP_GAMES: u32 = decimal(top_games!());
+/// [`listed_per_row!`] as a number.
+pub(super) const LISTED_PER_ROW: usize = decimal(listed_per_row!()) as usize;
 
 // Counting (a batch of the import).
 
@@ -271,8 +300,8 @@ pub const COPY_NEW_ROWS: &str = concat!(
 
 /// Adds the staged rows to a single node's `explorer_moves`, in key order
 /// (so that concurrent importers lock rows in the same order): counts
-/// summed, `last_played` the later, the best-rated games of both merged
-/// (`merged_top!`). The SQL twin of [`super::Counts::merge`].
+/// summed, `last_played` the later, the listed games of both merged
+/// (`merged_listed!`). The SQL twin of [`super::Counts::merge`].
 pub const ADD_STAGED: &str = concat!(
     "INSERT INTO explorer_moves (",
     key!(),
@@ -294,10 +323,12 @@ pub const ADD_STAGED: &str = concat!(
        mover_rated_games = explorer_moves.mover_rated_games + excluded.mover_rated_games, \
        mover_rating_sum = explorer_moves.mover_rating_sum + excluded.mover_rating_sum, \
        last_played = greatest(explorer_moves.last_played, excluded.last_played), \
-       top_game_ratings = ",
-    merged_top!("top_game_ratings", "r"),
-    ", top_game_ids = ",
-    merged_top!("top_game_ids", "g")
+       listed_game_ids = ",
+    merged_listed!("listed_game_ids", "g"),
+    ", listed_game_started = ",
+    merged_listed!("listed_game_started", "s"),
+    ", listed_game_ratings = ",
+    merged_listed!("listed_game_ratings", "r")
 );
 
 /// Adds the staged rows to a sharded layout's `explorer_moves` as rows of
@@ -418,25 +449,27 @@ pub const DECREMENT: &str = "UPDATE explorer_moves e SET games = e.games - d.gam
        mover_rated_games = e.mover_rated_games - d.mover_rated_games, \
        mover_rating_sum = e.mover_rating_sum - d.mover_rating_sum, \
        last_played = CASE WHEN e.games = d.games THEN NULL ELSE e.last_played END, \
-       top_game_ratings = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ratings END, \
-       top_game_ids = CASE WHEN e.games = d.games THEN NULL ELSE e.top_game_ids END \
+       listed_game_ids = CASE WHEN e.games = d.games THEN NULL ELSE e.listed_game_ids END, \
+       listed_game_started = CASE WHEN e.games = d.games THEN NULL ELSE e.listed_game_started END, \
+       listed_game_ratings = CASE WHEN e.games = d.games THEN NULL ELSE e.listed_game_ratings END \
      FROM explorer_delta d \
      WHERE e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed \
        AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move";
 
-/// Recomputes `last_played` and the best games of the rows of
+/// Recomputes `last_played` and the listed games of the rows of
 /// `explorer_delta` that a removed game (`$1`) was the latest of or
 /// listed, from the other games of their positions.
 pub const RECOMPUTE_AFTER_REMOVAL: &str = concat!(
     "UPDATE explorer_moves e SET last_played = o.last_played, \
-       top_game_ratings = o.top_game_ratings, top_game_ids = o.top_game_ids \
+       listed_game_ids = o.listed_game_ids, listed_game_started = o.listed_game_started, \
+       listed_game_ratings = o.listed_game_ratings \
      FROM explorer_delta d, (",
     grouped!("position_id IN (SELECT position_id FROM explorer_delta) AND game_id <> ALL($1)"),
     ") o \
      WHERE e.position_id = d.position_id AND e.variant = d.variant AND e.speed = d.speed \
        AND e.rating_group = d.rating_group AND e.month = d.month AND e.move = d.move \
        AND e.games > 0 \
-       AND (e.last_played IS NOT DISTINCT FROM d.last_played OR e.top_game_ids && $1) \
+       AND (e.last_played IS NOT DISTINCT FROM d.last_played OR e.listed_game_ids && $1) \
        AND o.position_id = e.position_id AND o.variant = e.variant AND o.speed = e.speed \
        AND o.rating_group = e.rating_group AND o.month = e.month AND o.move = e.move"
 );
@@ -487,6 +520,17 @@ macro_rules! value_text {
             ".",
             stringify!($name),
             " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), '-')"
+        )
+    };
+    (TIMESTAMPTZ_ARRAY, $alias:literal, $name:ident) => {
+        concat!(
+            "coalesce((SELECT string_agg(to_char(t AT TIME ZONE 'UTC', \
+                                                 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), ',' ORDER BY o) \
+                       FROM unnest(",
+            $alias,
+            ".",
+            stringify!($name),
+            ") WITH ORDINALITY AS u(t, o)), '-')"
         )
     };
     (INT8_ARRAY, $alias:literal, $name:ident) => {
@@ -650,16 +694,6 @@ pub const MOVES_FROM_ROWS: &str = moves_and_classes!(from_rows!());
 /// `moves_and_classes!` from the position's games.
 pub const MOVES_FROM_GAMES: &str = moves_and_classes!(from_games!());
 
-/// The games `explore` lists (top games, recent games, a move's only
-/// game) have every field a Lichess explorer game has: a result, both
-/// ratings, a date (conditions on `explorer_games` and the views read
-/// from it).
-macro_rules! listable {
-    () => {
-        "result IS NOT NULL AND rating_sum IS NOT NULL AND month >= 0"
-    };
-}
-
 /// Lichess ranks a top game of an average of this or more in the band
 /// [`top_band!`] (its 2800 band is never chosen: those games land in its
 /// 3200 one), above the 2500 rating group our counters end with. A
@@ -669,6 +703,9 @@ macro_rules! top_band_floor {
         "2800"
     };
 }
+
+/// [`top_band_floor!`] as a number.
+pub(super) const TOP_BAND_FLOOR: u32 = decimal(top_band_floor!());
 
 /// The band of the games of [`top_band_floor!`] or more.
 macro_rules! top_band {
@@ -795,11 +832,25 @@ pub const RECENT_WALK: &str = concat!(
     " ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
 );
 
-/// The moves `$7` of position `$1` and their games, rated ones from the
-/// lists of best games of the position's rows that the filter selects:
-/// where a move has one game, the game.
+/// The lists of position `$1`'s rows that the filter selects: each row's
+/// speed, rating group, listable games (its games with a result: a row
+/// with a list is of a rating group and a month), move, and its three
+/// lists (ids, start times, ratings). What `explore` finds a position's
+/// top and recent games in when it has few rows
+/// (`crate::explorer::answers::from_rows`).
+pub const LISTS_FROM_ROWS: &str = concat!(
+    "SELECT speed, rating_group, (white + draws + black)::bigint, move, \
+            listed_game_ids, listed_game_started, listed_game_ratings \
+     FROM explorer_moves WHERE position_id = $1 AND listed_game_ids IS NOT NULL AND ",
+    conditions!()
+);
+
+/// The moves `$7` of position `$1` and their games, listable ones from
+/// the lists of the position's rows that the filter selects: where a move
+/// has one game, the game.
 pub const GAMES_OF_MOVES_FROM_ROWS: &str = concat!(
-    "SELECT c.move, best.game_id FROM explorer_moves c, unnest(c.top_game_ids) AS best(game_id) \
+    "SELECT c.move, listed.game_id FROM explorer_moves c, \
+       unnest(c.listed_game_ids) AS listed(game_id) \
      WHERE c.position_id = $1 AND c.move = ANY($7::smallint[]) AND ",
     conditions!()
 );

@@ -96,7 +96,8 @@ CREATE TEMP TABLE IF NOT EXISTS stage_explorer (
     position_id bigint, variant game_variant, speed smallint, rating_group smallint,
     month integer, move smallint, games integer, white integer, draws integer, black integer,
     mover_rated_games integer, mover_rating_sum bigint, last_played timestamptz,
-    top_game_ratings bigint[], top_game_ids bigint[], anchor_game_id bigint
+    listed_game_ids bigint[], listed_game_started timestamptz[], listed_game_ratings bigint[],
+    anchor_game_id bigint
 ) ON COMMIT DELETE ROWS;
 ";
 
