@@ -61,7 +61,9 @@ impl bb8::ManageConnection for Manager {
             .client
             .batch_execute(GENERIC_PLANS)
             .await
-            .map_err(db::db_err("choosing generic plans for the server's statements"))?;
+            .map_err(db::db_err(
+                "choosing generic plans for the server's statements",
+            ))?;
         Ok(Pooled {
             database,
             statements: Statements::default(),

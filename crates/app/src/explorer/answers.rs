@@ -497,7 +497,7 @@ pub async fn explore_reached(
             found,
             request,
             &position,
-            &counts.classes,
+            &counts,
             everywhere,
             &mut answer,
         )
@@ -517,10 +517,12 @@ struct MoveCounts {
 }
 
 /// A position's counts under a filter: its moves, the most played first,
-/// and its listable games per class.
+/// its listable games per class, and how many of its rows can list games
+/// (what reading their lists costs, [`from_rows`]).
 struct PositionCounts {
     moves: Vec<MoveCounts>,
     classes: Vec<(i16, i16, i64)>,
+    listing_rows: i64,
 }
 
 /// The counts of position `found` under `request`'s filter, from its rows
@@ -543,6 +545,7 @@ async fn counts(
     let mut counts = PositionCounts {
         moves: Vec::new(),
         classes: Vec::new(),
+        listing_rows: 0,
     };
     for row in &rows {
         match (row.get::<_, Option<i16>>(0), row.get(1), row.get(2)) {
@@ -557,7 +560,10 @@ async fn counts(
                 mover_rated: row.get(7),
                 mover_rating_sum: row.get(8),
             }),
-            (None, Some(speed), Some(group)) => counts.classes.push((speed, group, row.get(9))),
+            (None, Some(speed), Some(group)) => {
+                counts.classes.push((speed, group, row.get(9)));
+                counts.listing_rows += row.get::<_, i64>(10);
+            }
             (None, _, _) => {
                 return Err(Error::bug(
                     "the explorer counters' grouping returned a row of neither a move nor a class",
@@ -575,11 +581,12 @@ async fn list_games(
     found: Found,
     request: &Request,
     position: &VariantPosition,
-    here: &Classes,
+    counts: &PositionCounts,
     everywhere: &Everywhere,
     answer: &mut Answer,
 ) -> Result<(), Error> {
     let id = found.id;
+    let here = counts.classes.as_slice();
     let mut top = Vec::new();
     let mut recent = Vec::new();
     let mut rows = None;
@@ -592,13 +599,16 @@ async fn list_games(
         let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(here, g));
         let top_plan = choose_top_plan(&walks, everywhere, answer.games);
         let recent_plan = choose_recent_plan(here, everywhere, LISTED_MAX, answer.games);
-        // Where a list would scan the position's games, its rows' lists
-        // hold it (see [`from_rows`]): fewer rows than games, and no read
-        // of `games`.
-        if found.counted
-            && ((!walks.is_empty() && top_plan == Plan::Scan)
-                || (request.recent_games > 0 && recent_plan == Plan::Scan))
-        {
+        // The rows' lists hold both lists (see [`from_rows`]), read with
+        // each row's games in one read: taken where there are fewer rows
+        // than the games the scan or walks would read.
+        let otherwise = if walks.is_empty() { 0 } else { top_plan.reads }
+            + if request.recent_games > 0 {
+                recent_plan.reads
+            } else {
+                0
+            };
+        if found.counted && i128::from(counts.listing_rows) < otherwise {
             rows = Some(read_lists(db, id, request).await?);
         }
         if !walks.is_empty() {
@@ -607,7 +617,7 @@ async fn list_games(
                 .and_then(|rows| from_rows::top(rows, &walks))
             {
                 Some(found) => found,
-                None => top_games(db, id, request, top_plan, &walks).await?,
+                None => top_games(db, id, request, top_plan.plan, &walks).await?,
             };
         }
         // Lichess's rule: the recent games fill what the top games (before
@@ -622,7 +632,7 @@ async fn list_games(
                 from_rows::recent(rows, &top, wanted)
             } else {
                 let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
-                recent_games(db, id, request, plan, &top, wanted).await?
+                recent_games(db, id, request, plan.plan, &top, wanted).await?
             };
         }
     }
@@ -1099,14 +1109,27 @@ pub enum Plan {
     Walk,
 }
 
+/// A way to listed games and about how many games (or rows) it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Priced {
+    /// The way.
+    pub plan: Plan,
+    /// What it reads: the games a walk passes, the games a scan sorts.
+    pub reads: i128,
+}
+
 /// The cheaper way to the top games: each walk passes about `limit ×
 /// everywhere / reaching` games of its class (`everywhere`: the variant's
 /// start position, which nearly every game passes; the position's games
 /// spread evenly in the class's time), a scan reads the position's
 /// `games`. Without `everywhere` (Chess960) the scan, whose cost is known.
-pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i64) -> Plan {
+pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i64) -> Priced {
+    let scan = Priced {
+        plan: Plan::Scan,
+        reads: i128::from(games),
+    };
     let Some(everywhere) = everywhere else {
-        return Plan::Scan;
+        return scan;
     };
     let passed: i128 = walks
         .iter()
@@ -1122,10 +1145,13 @@ pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i
             (i128::from(walk.limit) * class / i128::from(walk.reaching)).min(class)
         })
         .sum();
-    if passed < i128::from(games) {
-        Plan::Walk
+    if passed < scan.reads {
+        Priced {
+            plan: Plan::Walk,
+            reads: passed,
+        }
     } else {
-        Plan::Scan
+        scan
     }
 }
 
@@ -1137,7 +1163,11 @@ pub fn choose_recent_plan(
     everywhere: Option<&Classes>,
     wanted: usize,
     games: i64,
-) -> Plan {
+) -> Priced {
+    let scan = Priced {
+        plan: Plan::Scan,
+        reads: i128::from(games),
+    };
     let total = |classes: &Classes| -> i64 { classes.iter().map(|c| c.2).sum() };
     let reaching = total(here);
     match everywhere {
@@ -1145,13 +1175,16 @@ pub fn choose_recent_plan(
             let wanted = i128::try_from(wanted).unwrap_or(i128::MAX);
             let passed =
                 wanted.saturating_mul(i128::from(total(everywhere))) / i128::from(reaching);
-            if passed < i128::from(games) {
-                Plan::Walk
+            if passed < scan.reads {
+                Priced {
+                    plan: Plan::Walk,
+                    reads: passed,
+                }
             } else {
-                Plan::Scan
+                scan
             }
         }
-        _ => Plan::Scan,
+        _ => scan,
     }
 }
 
@@ -1391,7 +1424,7 @@ mod tests {
         // The start position itself: its walks pass the games they list.
         let walks = top_walks(&everywhere, 2000);
         assert_eq!(
-            choose_top_plan(&walks, Some(&everywhere), 933_000),
+            choose_top_plan(&walks, Some(&everywhere), 933_000).plan,
             Plan::Walk
         );
         // A frequent position, a tenth of the games: a walk passes about
@@ -1400,24 +1433,33 @@ mod tests {
         let walks = top_walks(&frequent, 2000);
         assert_eq!(
             choose_top_plan(&walks, Some(&everywhere), 93_300),
-            Plan::Walk
+            // Two walks of the 2500 group (its 3200 band, its 2500 band),
+            // each of 4 games passing 3,000 / 300 games per game.
+            Priced {
+                plan: Plan::Walk,
+                reads: 2 * 4 * 3_000 / 300
+            }
         );
         // A rare position: its 40 games, where a walk passes thousands.
         let rare = [(blitz, 2500, 1), (blitz, 1600, 39)];
         let walks = top_walks(&rare, 2000);
-        assert_eq!(choose_top_plan(&walks, Some(&everywhere), 40), Plan::Scan);
+        let scan = Priced {
+            plan: Plan::Scan,
+            reads: 40,
+        };
+        assert_eq!(choose_top_plan(&walks, Some(&everywhere), 40), scan);
         // No start position to price the walk with (Chess960).
-        assert_eq!(choose_top_plan(&walks, None, 40), Plan::Scan);
+        assert_eq!(choose_top_plan(&walks, None, 40), scan);
         // Recent games: 8 of a position of 10% of the games pass about 80.
         let frequent = [(blitz, 1600, 93_300)];
         assert_eq!(
             choose_recent_plan(&frequent, Some(&everywhere), 8, 93_300),
-            Plan::Walk
+            Priced {
+                plan: Plan::Walk,
+                reads: 8 * 933_000 / 93_300
+            }
         );
-        assert_eq!(
-            choose_recent_plan(&rare, Some(&everywhere), 8, 40),
-            Plan::Scan
-        );
+        assert_eq!(choose_recent_plan(&rare, Some(&everywhere), 8, 40), scan);
     }
 
     #[test]

@@ -665,8 +665,9 @@ macro_rules! from_games {
 /// added, the most played first; and per speed and rating group (move
 /// NULL) the games `explore` can list (see [`listable!`]): in a row of a
 /// rating group and a month, every game has both ratings and a date, so
-/// those with a result are the listable ones. What prices and bounds the
-/// walks of the top and recent games comes with the moves, without a
+/// those with a result are the listable ones, and how many rows can list
+/// them. What prices and bounds the walks of the top and recent games,
+/// and the read of the rows' lists, comes with the moves, without a
 /// second read of the same rows.
 macro_rules! moves_and_classes {
     ($($counts:tt)+) => {
@@ -675,7 +676,8 @@ macro_rules! moves_and_classes {
                     sum(draws)::bigint, sum(black)::bigint, sum(mover_rated_games)::bigint, \
                     sum(mover_rating_sum)::bigint, \
                     coalesce(sum(white + draws + black) \
-                      FILTER (WHERE rating_group >= 0 AND month >= 0), 0)::bigint \
+                      FILTER (WHERE rating_group >= 0 AND month >= 0), 0)::bigint, \
+                    count(*) FILTER (WHERE rating_group >= 0 AND month >= 0) \
              FROM ",
             $($counts)+,
             " c WHERE position_id = $1 AND ",
