@@ -364,16 +364,24 @@ with open(f"{sys.argv[2]}/serve_plain.paths", "w") as plain, \
         print(path, file=plain)
         print(path + "&speeds=blitz,rapid&ratings=1600,1800,2000", file=filtered)
 PY
-"$pgnload" --database-url "$url" serve --listen 127.0.0.1:0 "${serve_options[@]}" \
-    >"$out/serve.out" 2>"$out/serve.log" &
-serve_pid=$!
-for _ in $(seq 300); do
-    grep -q 'http://' "$out/serve.out" 2>/dev/null && break
-    kill -0 "$serve_pid" 2>/dev/null || die "pgnload serve did not start: $(tail -3 "$out/serve.log")"
-    sleep 0.1
-done
-address=$(grep -o 'http://[^/]*' "$out/serve.out" | head -n 1 | sed 's#http://##')
-[[ -n $address ]] || die "pgnload serve printed no address: $(tail -3 "$out/serve.log")"
+# Starts `pgnload serve` with ARGS on a free port: $serve_pid, $address.
+start_serve() { # ARGS...
+    "$pgnload" --database-url "$url" serve --listen 127.0.0.1:0 "$@" \
+        >"$out/serve.out" 2>>"$out/serve.log" &
+    serve_pid=$!
+    for _ in $(seq 300); do
+        grep -q 'http://' "$out/serve.out" 2>/dev/null && break
+        kill -0 "$serve_pid" 2>/dev/null || die "pgnload serve did not start: $(tail -3 "$out/serve.log")"
+        sleep 0.1
+    done
+    address=$(grep -o 'http://[^/]*' "$out/serve.out" | head -n 1 | sed 's#http://##')
+    [[ -n $address ]] || die "pgnload serve printed no address: $(tail -3 "$out/serve.log")"
+}
+stop_serve() {
+    kill -TERM "$serve_pid"
+    wait "$serve_pid" || die "pgnload serve did not exit 0 on SIGTERM: $(tail -3 "$out/serve.log")"
+    serve_pid=
+}
 # One load run: KIND's questions from CLIENTS clients, at most REQUESTS
 # requests or --serve-seconds, into serve_KIND_RUN.json.
 load_run() { # KIND RUN CLIENTS REQUESTS
@@ -383,17 +391,36 @@ load_run() { # KIND RUN CLIENTS REQUESTS
     log "serve, $1, run $2, $3 clients: $(cat "$out/serve_$1_$2.json")"
 }
 # First each question once, the first time it is asked (the server keeps
-# no answer to it yet: a stream of new questions), from all the clients;
-# then the same questions again, from 1 and from all the clients.
+# no answer to it yet: a stream of new questions, on a server just
+# started), from all the clients; then the same questions again, from 1
+# and from all the clients.
+: >"$out/serve.log"
+start_serve "${serve_options[@]}"
 for kind in plain filtered; do
     load_run "$kind" new "$clients" "$(wc -l <"$out/serve_$kind.paths")"
     for n in 1 "$clients"; do
         load_run "$kind" "$n" "$n" "$serve_requests"
     done
 done
-kill -TERM "$serve_pid"
-wait "$serve_pid" || die "pgnload serve did not exit 0 on SIGTERM: $(tail -3 "$out/serve.log")"
-serve_pid=
+stop_serve
+# Then a server that keeps no answer (--cache-size 0, in place of any
+# given), warmed by one pass of the questions: every answer computed, at a
+# steady state (the connections open, their statements planned), from all
+# the clients.
+computed_options=()
+for ((i = 0; i < ${#serve_options[@]}; i++)); do
+    case ${serve_options[i]} in
+    --cache-size) ((i++)) ;;
+    --cache-size=*) ;;
+    *) computed_options+=("${serve_options[i]}") ;;
+    esac
+done
+start_serve "${computed_options[@]}" --cache-size 0
+for kind in plain filtered; do
+    load_run "$kind" warm "$clients" "$(wc -l <"$out/serve_$kind.paths")"
+    load_run "$kind" computed "$clients" "$serve_requests"
+done
+stop_serve
 
 if ((!serve_only)); then
 log "export of every game, and PostgreSQL's COPY of its games and moves tables"
@@ -448,18 +475,20 @@ report["startup"] = startup
 clients = int(meta["clients"])
 serve_args = f", serve {meta['serve_args']}" if meta["serve_args"] else ""
 print(f"\nserve: the explore questions over HTTP (ms per request, keep-alive; machine load {meta['load']}{serve_args})")
-print(f"{'questions':22} {'clients':>7} {'requests':>8} {'not 200':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>8}   CLI (one process each): p50, p95, req/s")
+print(f"{'questions':28} {'clients':>7} {'requests':>8} {'not 200':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>8}   CLI (one process each): p50, p95, req/s")
 report["serve"] = {}
 for kind, cli in (("plain", "explore"), ("filtered", "explore_filtered")):
     values = [int(v) / 1000 for v in open(f"{out}/{cli}.ms")]
     c = ms(cli)
     cli_rate = len(values) / (sum(values) / 1000)
-    for run, n, label in (("new", clients, kind + ", new"), (1, 1, kind), (clients, clients, kind)):
+    for run, n, label in (("new", clients, kind + ", new"), (1, 1, kind), (clients, clients, kind),
+                          ("computed", clients, kind + ", computed")):
         s = json.load(open(f"{out}/serve_{kind}_{run}.json"))
         report["serve"][f"{kind}_{run}"] = s
-        print(f"{'explore ' + label:22} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
+        print(f"{'explore ' + label:28} {n:>7} {s['requests']:>8} {s['not_ok']:>7} {s['p50']:>8.2f} {s['p95']:>8.2f} {s['p99']:>8.2f} {s['per_s']:>8.1f}   {c['p50']:.1f}, {c['p95']:.1f}, {cli_rate:.1f}")
     report["serve"][f"{kind}_cli_per_s"] = cli_rate
-print(f"(new: each question once, the first time it is asked; then the same questions again, which the server may keep: see --serve-args)")
+print(f"(new: each question once, the first time it is asked, on a server just started; then the same questions again, which the server may keep: see --serve-args;")
+print(f" computed: a server that keeps no answer, warmed by one pass: every answer computed, its connections open)")
 print(f"(target: p95 <= 20 ms at 16 clients on a 2-core machine; one load run stops at {meta.get('serve_requests', '?')} requests or {meta.get('serve_seconds', '?')} s)")
 if "import_seconds" not in meta:
     print("\nthe searched corpus's import and counters: not measured (--reuse)")

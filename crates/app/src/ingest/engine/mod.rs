@@ -68,9 +68,12 @@ const CACHED_PER_REMEMBERED: usize = 3;
 
 /// How many positions the dedup map may hold per counter row a bulk load
 /// holds ([`explorer::held`]): a twelfth of `cache_positions` (1 million
-/// rows by default, ~230 bytes each: ~230 MiB at most, plus one batch's),
-/// the rows of about 56,000 games (measured: 894,000 rows, a key counted
-/// once per batch that has it, per 50,000 generated games).
+/// rows by default, ~360 bytes each since a row lists 8 games, migration
+/// 25, ~230 before: ~360 MiB at most, plus one batch's), the rows of about
+/// 56,000 games (measured: 894,000 rows, a key counted once per batch that
+/// has it, per 50,000 generated games). Kept at a million rather than
+/// halved back to the old memory: fewer rows held is more writes of them
+/// during a load.
 const CACHED_PER_HELD_ROW: usize = 12;
 
 /// What an import needs beyond the settings: the command line's inputs
