@@ -17,8 +17,9 @@ use pgnload::{
     explorer::{
         CounterKey, Counts, GameCounts, ListedArrays,
         answers::{
-            Filter, LISTED_MAX, Plan, Request, TopWalk, find, from_rows, listable_by_class,
-            read_lists, recent_games, resolve_position, top_games, top_group, top_walks,
+            Everywhere, Filter, LISTED_MAX, Plan, Request, TopWalk, explore, find, from_rows,
+            listable_by_class, plan_once, read_lists, recent_games, resolve_position, top_games,
+            top_group, top_walks,
         },
         counting::add_rows,
         sql::{self, compact_shard},
@@ -643,6 +644,121 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
         driver.await.expect("driver").expect("connection");
         found
     })
+}
+
+/// `plan_once` prepares and plans every statement an answer runs (what a
+/// server's new connection does first): answering questions of every
+/// kind on the same connection afterwards (the start position, frequent
+/// and rare positions, a position one game reached, Chess960, filters)
+/// prepares no other statement, and with generic plans forced, as the
+/// server forces them, each was planned once.
+#[test]
+fn plan_once_prepares_every_statement_an_answer_runs() {
+    let dir = scratch_dir("pgnload-explorer-plan-");
+    let files = corpus(dir.path());
+    let db = fresh_db("explorer_plan_once");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let lone = db.psql(
+        "SELECT p.normalized_fen FROM positions p \
+         WHERE NOT EXISTS (SELECT 1 FROM explorer_moves e WHERE e.position_id = p.id) \
+           AND EXISTS (SELECT 1 FROM moves m WHERE m.position_id = p.id) \
+         ORDER BY p.id LIMIT 1",
+    );
+    assert!(!lone.is_empty(), "a position one game reached");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute("SET plan_cache_mode = force_generic_plan")
+            .await
+            .expect("generic plans");
+        let statements = Statements::default();
+        let prepared = Prepared::new(&client, &statements);
+        plan_once(prepared).await.expect("plan_once");
+        let (planned, once) = census(&client).await;
+        assert!(planned >= 12, "{planned} statements");
+        assert_eq!(once, planned, "each planned once, generic");
+        let everywhere = Everywhere::default();
+        for request in questions_of_every_kind(&lone) {
+            // An answer or a refusal (a FEN of another variant): either
+            // way, through the statements planned.
+            let _ = explore(prepared, &request, &everywhere).await;
+        }
+        assert_eq!(
+            census(&client).await.0,
+            planned,
+            "no statement prepared after plan_once"
+        );
+        drop(statements);
+        drop(client);
+        driver.await.expect("driver").expect("connection");
+    });
+}
+
+/// The connection's prepared statements, and those planned once, generic.
+async fn census(client: &tokio_postgres::Client) -> (i64, i64) {
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE generic_plans = 1 AND custom_plans = 0) \
+             FROM pg_prepared_statements",
+            &[],
+        )
+        .await
+        .expect("the prepared statements");
+    (row.get(0), row.get(1))
+}
+
+/// Explorer questions of every kind: the start position, frequent and
+/// rare positions, the position `lone` (one game reached it), Chess960,
+/// filters.
+fn questions_of_every_kind(lone: &str) -> Vec<Request> {
+    let blitz = Filter {
+        speeds: vec!["blitz".parse().expect("speed")],
+        since: Some("2000-01".parse().expect("month")),
+        ..Filter::default()
+    };
+    let lone = Some(lone.to_owned());
+    [
+        (GameVariant::Standard, None, "", Filter::default()),
+        (GameVariant::Standard, None, "e2e4", blitz.clone()),
+        (
+            GameVariant::Standard,
+            None,
+            "d2d4,g8f6,c2c4",
+            Filter::default(),
+        ),
+        (
+            GameVariant::Standard,
+            None,
+            "h2h4,a7a5,h1h3",
+            Filter::default(),
+        ),
+        (GameVariant::Standard, lone.clone(), "", Filter::default()),
+        (GameVariant::Standard, lone.clone(), "", blitz),
+        (GameVariant::Chess960, lone, "", Filter::default()),
+    ]
+    .into_iter()
+    .map(|(variant, fen, play, filter)| Request {
+        variant,
+        fen,
+        play: play
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        filter,
+        moves: 12,
+        top_games: 4,
+        recent_games: 4,
+    })
+    .collect()
 }
 
 /// A request for the four top games (no moves, no recent games) of the

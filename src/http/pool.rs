@@ -12,6 +12,7 @@ use std::{
 use super::ApiError;
 use crate::{
     error::Error,
+    explorer::answers::plan_once,
     store::db::{self, Database, Prepared, Statements, Target},
 };
 
@@ -64,10 +65,20 @@ impl bb8::ManageConnection for Manager {
             .map_err(db::db_err(
                 "choosing generic plans for the server's statements",
             ))?;
-        Ok(Pooled {
+        let pooled = Pooled {
             database,
             statements: Statements::default(),
-        })
+        };
+        // Not a reason to refuse the connection: its other endpoints may
+        // still answer, and the explorer's statements are prepared again
+        // when asked (and fail then, with the request's error).
+        if let Err(error) = plan_once(pooled.prepared()).await {
+            stderr_line!(
+                "pgnload serve: planning the explorer's statements: {}",
+                crate::error::report(&error)
+            );
+        }
+        Ok(pooled)
     }
 
     async fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Error> {

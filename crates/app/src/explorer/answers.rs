@@ -506,6 +506,53 @@ pub async fn explore_reached(
     Ok(answer)
 }
 
+/// Prepares every statement of an answer on `db`'s connection and runs
+/// each once, asking for a position no game reached (id -1) with no
+/// games to list, so that the connection has planned them all before its
+/// first question: what a server's new connection does
+/// (`plan_cache_mode = force_generic_plan` there: each is planned once,
+/// at its first run, 1–2 ms apiece, which the first answers on each
+/// connection would otherwise pay).
+///
+/// # Errors
+///
+/// A database error: a statement that cannot be prepared or run.
+pub async fn plan_once(db: Prepared<'_>) -> Result<(), Error> {
+    let request = Request {
+        variant: GameVariant::Standard,
+        fen: None,
+        play: Vec::new(),
+        filter: Filter::default(),
+        moves: 0,
+        top_games: 0,
+        recent_games: 0,
+    };
+    db.query_one(sql::FIND_POSITION, &[&""])
+        .await
+        .map_err(db_err("planning the position lookup"))?;
+    // A class that no game of position -1 is in: the walk takes none of it.
+    let walk = TopWalk {
+        speed: 0,
+        group: TOP_BANDS[0],
+        above: false,
+        rank: 0,
+        limit: 0,
+        reaching: 1,
+    };
+    for counted in [true, false] {
+        let found = Found { id: -1, counted };
+        counts(db, found, &request).await?;
+        games_of_moves(db, found, &request, None, &[0]).await?;
+    }
+    read_lists(db, -1, &request).await?;
+    for plan in [Plan::Scan, Plan::Walk] {
+        top_games(db, -1, &request, plan, &[walk]).await?;
+        recent_games(db, -1, &request, plan, &[], 0).await?;
+    }
+    listed_games(db, &[-1], -1).await?;
+    Ok(())
+}
+
 /// A move's counts at a position under a filter.
 #[derive(Debug, Clone, Copy)]
 struct MoveCounts {
@@ -574,17 +621,18 @@ async fn counts(
     Ok(counts)
 }
 
-/// Fills `answer`'s lists: its top and recent games, and the game of each
-/// move played once.
-async fn list_games(
+/// A position's top and recent games (ids, in order), found from the
+/// lists of its rows where they are cheaper to read than the games a scan
+/// or walks would (the rows returned then, for the game of a move played
+/// once), else from its games.
+async fn top_and_recent(
     db: Prepared<'_>,
     found: Found,
     request: &Request,
-    position: &VariantPosition,
     counts: &PositionCounts,
     everywhere: &Everywhere,
-    answer: &mut Answer,
-) -> Result<(), Error> {
+    games: i64,
+) -> Result<(Vec<i64>, Vec<i64>, Option<Vec<from_rows::ListedRow>>), Error> {
     let id = found.id;
     let here = counts.classes.as_slice();
     let mut top = Vec::new();
@@ -597,17 +645,18 @@ async fn list_games(
         let everywhere = everywhere.classes(db, request).await?;
         let everywhere = everywhere.as_deref().map(Vec::as_slice);
         let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(here, g));
-        let top_plan = choose_top_plan(&walks, everywhere, answer.games);
-        let recent_plan = choose_recent_plan(here, everywhere, LISTED_MAX, answer.games);
+        let top_plan = choose_top_plan(&walks, everywhere, games);
+        let recent_plan = choose_recent_plan(here, everywhere, LISTED_MAX, games);
         // The rows' lists hold both lists (see [`from_rows`]), read with
         // each row's games in one read: taken where there are fewer rows
         // than the games the scan or walks would read.
-        let otherwise = if walks.is_empty() { 0 } else { top_plan.reads }
-            + if request.recent_games > 0 {
-                recent_plan.reads
-            } else {
-                0
-            };
+        let otherwise: i128 = [
+            (!walks.is_empty(), top_plan),
+            (request.recent_games > 0, recent_plan),
+        ]
+        .iter()
+        .filter_map(|(asked, plan)| asked.then_some(plan.reads))
+        .sum();
         if found.counted && i128::from(counts.listing_rows) < otherwise {
             rows = Some(read_lists(db, id, request).await?);
         }
@@ -631,12 +680,34 @@ async fn list_games(
             recent = if let Some(rows) = rows.as_deref() {
                 from_rows::recent(rows, &top, wanted)
             } else {
-                let plan = choose_recent_plan(here, everywhere, wanted, answer.games);
+                let plan = choose_recent_plan(here, everywhere, wanted, games);
                 recent_games(db, id, request, plan.plan, &top, wanted).await?
             };
         }
     }
-    let game_of_move = games_of_moves(db, found, request, rows.as_deref(), &answer.moves).await?;
+    Ok((top, recent, rows))
+}
+
+/// Fills `answer`'s lists: its top and recent games, and the game of each
+/// move played once.
+async fn list_games(
+    db: Prepared<'_>,
+    found: Found,
+    request: &Request,
+    position: &VariantPosition,
+    counts: &PositionCounts,
+    everywhere: &Everywhere,
+    answer: &mut Answer,
+) -> Result<(), Error> {
+    let (top, recent, rows) =
+        top_and_recent(db, found, request, counts, everywhere, answer.games).await?;
+    let id = found.id;
+    let once: Vec<i16> = answer
+        .moves
+        .iter()
+        .filter_map(|m| (m.games == 1).then_some(m.code))
+        .collect();
+    let game_of_move = games_of_moves(db, found, request, rows.as_deref(), &once).await?;
     let listed: Vec<i64> = top
         .iter()
         .chain(&recent)
@@ -668,8 +739,8 @@ async fn list_games(
     Ok(())
 }
 
-/// The game of each move of `moves` played once under `request`'s
-/// filter at position `found`: from the lists of its rows, read already
+/// The game of each move of `once` (moves played once under `request`'s
+/// filter) at position `found`: from the lists of its rows, read already
 /// (`rows`) or now (a listable game is in its one row's list), or from
 /// its games.
 async fn games_of_moves(
@@ -677,15 +748,10 @@ async fn games_of_moves(
     found: Found,
     request: &Request,
     rows: Option<&[from_rows::ListedRow]>,
-    moves: &[MoveStats],
+    once: &[i16],
 ) -> Result<HashMap<i16, i64>, Error> {
-    let once: Vec<i16> = moves
-        .iter()
-        .filter(|m| m.games == 1)
-        .map(|m| m.code)
-        .collect();
     if let Some(rows) = rows {
-        return Ok(from_rows::game_of_moves(rows, &once));
+        return Ok(from_rows::game_of_moves(rows, once));
     }
     let mut game_of_move = HashMap::new();
     if !once.is_empty() {
