@@ -576,11 +576,9 @@ fn top_and_recent_games_are_chosen_and_ordered_as_lichess_does() {
     assert!(!listed_ids(&answer, "recentGames").is_empty(), "{answer}");
 }
 
-/// The top and recent games of `request` found each way `explore` can find
-/// them: top games by a scan, by walks from the bound the counters give
-/// and from the lowest top band, and from the rows' lists where they hold
-/// them; recent games by a scan, a walk and from the lists.
-fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
+/// `body` with a client of `db`, on a runtime of its own; the connection
+/// is driven beside it and ends cleanly after.
+fn with_client<T>(db: &TestDb, body: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -590,8 +588,21 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             .await
             .expect("connect");
         let driver = tokio::spawn(connection);
+        let out = body(&client).await;
+        drop(client);
+        driver.await.expect("driver").expect("connection");
+        out
+    })
+}
+
+/// The top and recent games of `request` found each way `explore` can find
+/// them: top games by a scan, by walks from the bound the counters give
+/// and from the lowest top band, and from the rows' lists where they hold
+/// them; recent games by a scan, a walk and from the lists.
+fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
+    with_client(db, async |client| {
         let statements = Statements::default();
-        let db = Prepared::new(&client, &statements);
+        let db = Prepared::new(client, &statements);
         let position = resolve_position(request.variant, None, &request.play).expect("position");
         let position = find(db, &normalized_fen(&position))
             .await
@@ -639,9 +650,6 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
             "recent from the rows".to_owned(),
             from_rows::recent(&lists, &top, wanted),
         ));
-        drop(statements);
-        drop(client);
-        driver.await.expect("driver").expect("connection");
         found
     })
 }
@@ -666,23 +674,15 @@ fn plan_once_prepares_every_statement_an_answer_runs() {
          ORDER BY p.id LIMIT 1",
     );
     assert!(!lone.is_empty(), "a position one game reached");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        let driver = tokio::spawn(connection);
+    with_client(&db, async |client| {
         client
             .batch_execute("SET plan_cache_mode = force_generic_plan")
             .await
             .expect("generic plans");
         let statements = Statements::default();
-        let prepared = Prepared::new(&client, &statements);
+        let prepared = Prepared::new(client, &statements);
         plan_once(prepared).await.expect("plan_once");
-        let (planned, once) = census(&client).await;
+        let (planned, once) = census(client).await;
         assert!(planned >= 12, "{planned} statements");
         assert_eq!(once, planned, "each planned once, generic");
         let everywhere = Everywhere::default();
@@ -692,13 +692,10 @@ fn plan_once_prepares_every_statement_an_answer_runs() {
             let _ = explore(prepared, &request, &everywhere).await;
         }
         assert_eq!(
-            census(&client).await.0,
+            census(client).await.0,
             planned,
             "no statement prepared after plan_once"
         );
-        drop(statements);
-        drop(client);
-        driver.await.expect("driver").expect("connection");
     });
 }
 
