@@ -745,15 +745,9 @@ fn questions_of_every_kind(lone: &str) -> Vec<Request> {
     .map(|(variant, fen, play, filter)| Request {
         variant,
         fen,
-        play: play
-            .split(',')
-            .filter(|m| !m.is_empty())
-            .map(str::to_owned)
-            .collect(),
-        filter,
         moves: 12,
-        top_games: 4,
         recent_games: 4,
+        ..top_games_request(play, filter)
     })
     .collect()
 }

@@ -53,6 +53,10 @@ pub const TOP_MAX: usize = 4;
 /// `top_group` (the rest are only recent games).
 pub(super) const TOP_BANDS: [i16; 3] = [2000, 2200, 2500];
 
+/// The highest rating group, 2500: Lichess ranks its games of an average
+/// of 2800 or more in a band of their own (3200, [`sql::TOP_BAND`]).
+const SPLIT_GROUP: i16 = TOP_BANDS[TOP_BANDS.len() - 1];
+
 /// Which games to count: empty lists mean every speed / rating group; a
 /// month bound leaves out the games without a date.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -829,7 +833,7 @@ pub async fn read_lists(
 pub mod from_rows {
     use std::collections::HashMap;
 
-    use super::{LISTED_MAX, TOP_BANDS, TOP_MAX, TopWalk};
+    use super::{LISTED_MAX, SPLIT_GROUP, TOP_MAX, TopWalk};
     use crate::explorer::{ListEntry, sql};
 
     /// A counter row's lists.
@@ -867,7 +871,6 @@ pub mod from_rows {
     /// part of its games may leave out the older of its 2800+ games (and
     /// then also its others: the 2800+ class is ranked first).
     pub fn top(rows: &[ListedRow], walks: &[TopWalk]) -> Option<Vec<i64>> {
-        let top_group = TOP_BANDS[TOP_BANDS.len() - 1];
         let partial = |walk: &TopWalk| {
             walk.above
                 && rows
@@ -883,7 +886,7 @@ pub mod from_rows {
                 let class = (
                     row.speed,
                     row.group,
-                    row.group >= top_group && above(game.ratings),
+                    row.group >= SPLIT_GROUP && above(game.ratings),
                 );
                 if let Some(walk) = walks.iter().find(|w| (w.speed, w.group, w.above) == class) {
                     ranked.push((walk.rank, game));
@@ -1131,7 +1134,7 @@ pub fn top_walks(here: &Classes, top_group: i16) -> Vec<TopWalk> {
             limit: 0,
             reaching,
         };
-        if group >= TOP_BANDS[TOP_BANDS.len() - 1] {
+        if group >= SPLIT_GROUP {
             walks.push(TopWalk {
                 above: true,
                 rank: highscore - top_band,
@@ -1184,16 +1187,35 @@ pub struct Priced {
     pub reads: i128,
 }
 
+impl Priced {
+    /// The scan of a position's `games`.
+    fn scan(games: i64) -> Priced {
+        Priced {
+            plan: Plan::Scan,
+            reads: i128::from(games),
+        }
+    }
+
+    /// The cheaper of this and a walk that passes `passed` games.
+    fn or_walk(self, passed: i128) -> Priced {
+        if passed < self.reads {
+            Priced {
+                plan: Plan::Walk,
+                reads: passed,
+            }
+        } else {
+            self
+        }
+    }
+}
+
 /// The cheaper way to the top games: each walk passes about `limit ×
 /// everywhere / reaching` games of its class (`everywhere`: the variant's
 /// start position, which nearly every game passes; the position's games
 /// spread evenly in the class's time), a scan reads the position's
 /// `games`. Without `everywhere` (Chess960) the scan, whose cost is known.
 pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i64) -> Priced {
-    let scan = Priced {
-        plan: Plan::Scan,
-        reads: i128::from(games),
-    };
+    let scan = Priced::scan(games);
     let Some(everywhere) = everywhere else {
         return scan;
     };
@@ -1211,14 +1233,7 @@ pub fn choose_top_plan(walks: &[TopWalk], everywhere: Option<&Classes>, games: i
             (i128::from(walk.limit) * class / i128::from(walk.reaching)).min(class)
         })
         .sum();
-    if passed < scan.reads {
-        Priced {
-            plan: Plan::Walk,
-            reads: passed,
-        }
-    } else {
-        scan
-    }
+    scan.or_walk(passed)
 }
 
 /// The cheaper way to the `wanted` most recent games: a walk from the
@@ -1230,10 +1245,7 @@ pub fn choose_recent_plan(
     wanted: usize,
     games: i64,
 ) -> Priced {
-    let scan = Priced {
-        plan: Plan::Scan,
-        reads: i128::from(games),
-    };
+    let scan = Priced::scan(games);
     let total = |classes: &Classes| -> i64 { classes.iter().map(|c| c.2).sum() };
     let reaching = total(here);
     match everywhere {
@@ -1241,14 +1253,7 @@ pub fn choose_recent_plan(
             let wanted = i128::try_from(wanted).unwrap_or(i128::MAX);
             let passed =
                 wanted.saturating_mul(i128::from(total(everywhere))) / i128::from(reaching);
-            if passed < scan.reads {
-                Priced {
-                    plan: Plan::Walk,
-                    reads: passed,
-                }
-            } else {
-                scan
-            }
+            scan.or_walk(passed)
         }
         _ => scan,
     }
