@@ -17,9 +17,9 @@ use pgnload::{
     explorer::{
         CounterKey, Counts, GameCounts, ListedArrays,
         answers::{
-            Everywhere, Filter, LISTED_MAX, Plan, Request, TopWalk, explore, find, from_rows,
-            listable_by_class, plan_once, read_lists, recent_games, resolve_position, top_games,
-            top_group, top_walks,
+            Answer, Everywhere, Filter, LISTED_MAX, Plan, Request, TopWalk, explore, find,
+            from_rows, listable_by_class, plan_once, read_lists, recent_games, resolve_position,
+            top_games, top_group, top_walks,
         },
         counting::add_rows,
         sql::{self, compact_shard},
@@ -826,6 +826,101 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
         }
     }
     assert!(from_the_rows > 0, "the rows' lists held some top games");
+}
+
+#[test]
+fn positions_without_counter_rows_are_answered_from_their_games_as_from_their_rows() {
+    // A position without counter rows (one game reached it, or it is
+    // queued for a recount) is answered from its games read whole when it
+    // has few, else as any other: queueing positions of every size makes
+    // them so, and every answer (counts, average ratings, top and recent
+    // games, a move's game) must be what their rows gave.
+    let dir = scratch_dir("pgnload-explorer-few-");
+    let generated = dir.path().join("classes.pgn");
+    std::fs::write(&generated, top_games_corpus(120)).expect("write the corpus");
+    let files = [data("lichess-2025-05-sample.pgn"), generated];
+    let db = fresh_db("explorer_few");
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let sized = "FROM explorer_moves WHERE variant = 'standard' GROUP BY position_id \
+                 HAVING sum(games) BETWEEN 2 AND 60";
+    let fens = db.psql(&format!(
+        "SELECT p.normalized_fen FROM (SELECT position_id, row_number() OVER (ORDER BY position_id) \
+         AS n {sized}) s JOIN positions p ON p.id = s.position_id WHERE n % 5 = 0 ORDER BY n"
+    ));
+    let fens: Vec<&str> = fens.lines().collect();
+    assert!((50..=400).contains(&fens.len()), "{} positions", fens.len());
+    let bands = Filter {
+        ratings: ["1800", "2000", "2200", "2500"]
+            .iter()
+            .map(|b| b.parse().expect("band"))
+            .collect(),
+        ..Filter::default()
+    };
+    let blitz = Filter {
+        speeds: vec!["blitz".parse().expect("speed")],
+        since: Some("2025-01".parse().expect("month")),
+        ..Filter::default()
+    };
+    let requests: Vec<Request> = fens
+        .iter()
+        .flat_map(|fen| {
+            [Filter::default(), bands.clone(), blitz.clone()].map(|filter| Request {
+                fen: Some((*fen).to_owned()),
+                moves: 12,
+                recent_games: 8,
+                ..top_games_request("", filter)
+            })
+        })
+        .collect();
+    let from_rows = answers_of(&db, &requests, false);
+    db.psql(&format!(
+        "INSERT INTO explorer_pending (position_id) SELECT position_id {sized}"
+    ));
+    let from_games = answers_of(&db, &requests, true);
+    for ((request, rows), games) in requests.iter().zip(&from_rows).zip(&from_games) {
+        assert_eq!(rows, games, "{:?} {:?}", request.fen, request.filter);
+    }
+    // What could differ was there to differ, from few games and from many.
+    let with = |listed: fn(&Answer) -> bool| from_rows.iter().filter(|a| listed(a)).count();
+    let (top, recent, game) = (
+        with(|a| !a.top_games.is_empty()),
+        with(|a| !a.recent_games.is_empty()),
+        with(|a| a.moves.iter().any(|m| m.game.is_some())),
+    );
+    assert!(
+        top >= 5 && recent >= 5 && game >= 5,
+        "{top} {recent} {game}"
+    );
+    // Positions of at most 16 games (`answers::FEW_GAMES`) and more.
+    let counted: Vec<i64> = from_rows.iter().map(|a| a.games).collect();
+    assert!(
+        counted.iter().any(|&n| (2..=16).contains(&n)),
+        "{counted:?}"
+    );
+    assert!(counted.iter().any(|&n| n > 16), "{counted:?}");
+}
+
+/// The answers to `requests` (each of a FEN) on `db`, whose positions
+/// are all `queued` for a recount (then answered from their games) or all
+/// answered from their rows.
+fn answers_of(db: &TestDb, requests: &[Request], queued: bool) -> Vec<Answer> {
+    with_client(db, async |client| {
+        let statements = Statements::default();
+        let prepared = Prepared::new(client, &statements);
+        let everywhere = Everywhere::default();
+        let mut answers = Vec::new();
+        for request in requests {
+            let fen = request.fen.as_deref().expect("a FEN");
+            let found = find(prepared, fen).await.expect("lookup").expect("found");
+            assert_eq!(found.counted, !queued, "{fen}");
+            let answer = explore(prepared, request, &everywhere)
+                .await
+                .expect("an answer");
+            answers.push(answer);
+        }
+        answers
+    })
 }
 
 /// Games of every speed, of ratings from 1900 to 3000 (so that some

@@ -472,7 +472,15 @@ pub async fn explore_reached(
     let Some(found) = find(db, &answer.fen).await? else {
         return Ok(answer);
     };
-    let counts = counts(db, found, request).await?;
+    let few = if found.counted {
+        None
+    } else {
+        few_games(db, found.id, request).await?
+    };
+    let mut counts = match few {
+        Some(few) => few,
+        None => counts(db, found, request).await?,
+    };
     for (i, row) in counts.moves.iter().enumerate() {
         answer.score.white += row.score.white;
         answer.score.draws += row.score.draws;
@@ -501,7 +509,7 @@ pub async fn explore_reached(
             found,
             request,
             &position,
-            &counts,
+            &mut counts,
             everywhere,
             &mut answer,
         )
@@ -548,12 +556,13 @@ pub async fn plan_once(db: Prepared<'_>) -> Result<(), Error> {
         counts(db, found, &request).await?;
         games_of_moves(db, found, &request, None, &[0]).await?;
     }
+    few_games(db, -1, &request).await?;
     read_lists(db, -1, &request).await?;
     for plan in [Plan::Scan, Plan::Walk] {
         top_games(db, -1, &request, plan, &[walk]).await?;
         recent_games(db, -1, &request, plan, &[], 0).await?;
     }
-    listed_games(db, &[-1], -1).await?;
+    listed_games(db, &[-1], -1, &HashMap::new()).await?;
     Ok(())
 }
 
@@ -569,11 +578,143 @@ struct MoveCounts {
 
 /// A position's counts under a filter: its moves, the most played first,
 /// its listable games per class, and how many of its rows can list games
-/// (what reading their lists costs, [`from_rows`]).
+/// (what reading their lists costs, [`from_rows`]); and what is known of
+/// its listable games so far.
 struct PositionCounts {
     moves: Vec<MoveCounts>,
     classes: Vec<(i16, i16, i64)>,
     listing_rows: i64,
+    /// The lists its top and recent games and a move's single game are
+    /// found in ([`from_rows`]), once read: its rows' ([`read_lists`]), or
+    /// its games' as rows of one game each ([`few_games`]).
+    lists: Option<Vec<from_rows::ListedRow>>,
+    /// Its listable games as listed, when read with its counts
+    /// ([`few_games`]): nothing more is read to list them.
+    listed: Option<ListedGames>,
+}
+
+impl PositionCounts {
+    /// Counts a game that played `code`, ended as `result` (none: not
+    /// finished), whose mover has rating `mover_rating`, as
+    /// [`sql::MOVES_FROM_GAMES`] counts it.
+    fn count_game(
+        &mut self,
+        code: i16,
+        result: Option<i16>,
+        mover_rating: Option<i32>,
+    ) -> Result<(), String> {
+        let index = if let Some(index) = self.moves.iter().position(|m| m.code == code) {
+            index
+        } else {
+            self.moves.push(MoveCounts {
+                code,
+                games: 0,
+                score: Score::default(),
+                mover_rated: 0,
+                mover_rating_sum: 0,
+            });
+            self.moves.len() - 1
+        };
+        let counted = &mut self.moves[index];
+        counted.games += 1;
+        match result {
+            Some(1) => counted.score.white += 1,
+            Some(0) => counted.score.draws += 1,
+            Some(-1) => counted.score.black += 1,
+            None => {}
+            Some(other) => {
+                return Err(format!(
+                    "result {other} (games_result_check allows 1, 0, -1)"
+                ));
+            }
+        }
+        if let Some(rating) = mover_rating {
+            counted.mover_rated += 1;
+            counted.mover_rating_sum += i64::from(rating);
+        }
+        Ok(())
+    }
+}
+
+/// Listed games by id, each with the move it played at the position
+/// (its code; `None` if it did not reach it).
+type ListedGames = HashMap<i64, (Game, Option<i16>)>;
+
+/// How many games of a position without counter rows [`few_games`] reads
+/// at most: one game reached nearly every such position (a position gets
+/// rows with its second game); one queued for a recount may have many,
+/// and is then answered as any other.
+const FEW_GAMES: usize = 16;
+
+/// The counts of position `id` under `request`'s filter, its lists and
+/// its listed games, all from its games read whole in one statement
+/// ([`sql::POSITION_GAMES`]), where the position has no more than
+/// [`FEW_GAMES`] of them under the filter (`None`: more, which are read
+/// as [`counts`] and the lists read them). Counted as the import counts
+/// a game (`crate::explorer::GameCounts`): its move at its last visit,
+/// its result, its mover's rating.
+async fn few_games(
+    db: Prepared<'_>,
+    id: i64,
+    request: &Request,
+) -> Result<Option<PositionCounts>, Error> {
+    let bound = BoundFilter::new(request);
+    let limit = i64::try_from(FEW_GAMES + 1).unwrap_or(i64::MAX);
+    let mut params = bound.params(&id);
+    params.push(&limit);
+    let rows = db
+        .query(sql::POSITION_GAMES, &params)
+        .await
+        .map_err(db_err(
+            "reading the games of a position without counter rows",
+        ))?;
+    if rows.len() > FEW_GAMES {
+        return Ok(None);
+    }
+    let mut counts = PositionCounts {
+        moves: Vec::new(),
+        classes: Vec::new(),
+        listing_rows: 0,
+        lists: None,
+        listed: None,
+    };
+    let mut lists = Vec::new();
+    let mut listed = HashMap::new();
+    for row in &rows {
+        let code: i16 = row.get(12);
+        counts
+            .count_game(code, row.get(3), row.get(13))
+            .map_err(|e| Error::inconsistent(format!("game {}: {e}", row.get::<_, i64>(0))))?;
+        if row.get::<_, bool>(16) {
+            let (speed, group): (i16, i16) = (row.get(14), row.get(15));
+            let (game_id, game, entry) = listed_game(row).ok_or_else(|| {
+                Error::bug("a game explorer_games finds listable lacks a listed game's fields")
+            })?;
+            if let Some(class) = counts
+                .classes
+                .iter_mut()
+                .find(|c| (c.0, c.1) == (speed, group))
+            {
+                class.2 += 1;
+            } else {
+                counts.classes.push((speed, group, 1));
+            }
+            lists.push(from_rows::ListedRow {
+                speed,
+                group,
+                listable: 1,
+                code,
+                games: vec![entry],
+            });
+            listed.insert(game_id, (game, Some(code)));
+        }
+    }
+    counts
+        .moves
+        .sort_unstable_by_key(|m| (std::cmp::Reverse(m.games), m.code));
+    counts.lists = Some(lists);
+    counts.listed = Some(listed);
+    Ok(Some(counts))
 }
 
 /// The counts of position `found` under `request`'s filter, from its rows
@@ -597,6 +738,8 @@ async fn counts(
         moves: Vec::new(),
         classes: Vec::new(),
         listing_rows: 0,
+        lists: None,
+        listed: None,
     };
     for row in &rows {
         match (row.get::<_, Option<i16>>(0), row.get(1), row.get(2)) {
@@ -625,32 +768,41 @@ async fn counts(
     Ok(counts)
 }
 
-/// A position's top and recent games (ids, in order), found from the
-/// lists of its rows where they are cheaper to read than the games a scan
-/// or walks would (the rows returned then, for the game of a move played
-/// once), else from its games.
+/// A position's top and recent games (ids, in order): from the lists
+/// already read ([`PositionCounts::lists`]), else from the lists of its
+/// rows where they are cheaper to read than the games a scan or walks
+/// would (kept in `counts` then, for the game of a move played once),
+/// else from its games.
 async fn top_and_recent(
     db: Prepared<'_>,
     found: Found,
     request: &Request,
-    counts: &PositionCounts,
+    counts: &mut PositionCounts,
     everywhere: &Everywhere,
     games: i64,
-) -> Result<(Vec<i64>, Vec<i64>, Option<Vec<from_rows::ListedRow>>), Error> {
+) -> Result<(Vec<i64>, Vec<i64>), Error> {
     let id = found.id;
-    let here = counts.classes.as_slice();
     let mut top = Vec::new();
     let mut recent = Vec::new();
-    let mut rows = None;
     // The position's listable games: where there are none, there is
     // nothing to look for.
-    let listable: i64 = here.iter().map(|c| c.2).sum();
-    if (request.top_games > 0 || request.recent_games > 0) && listable > 0 {
+    let listable: i64 = counts.classes.iter().map(|c| c.2).sum();
+    if (request.top_games == 0 && request.recent_games == 0) || listable <= 0 {
+        return Ok((top, recent));
+    }
+    let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(&counts.classes, g));
+    // The ways through its games, priced, where the lists are not read
+    // yet: the start position's classes price them.
+    let mut ways = None;
+    if counts.lists.is_none() {
         let everywhere = everywhere.classes(db, request).await?;
-        let everywhere = everywhere.as_deref().map(Vec::as_slice);
-        let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(here, g));
-        let top_plan = choose_top_plan(&walks, everywhere, games);
-        let recent_plan = choose_recent_plan(here, everywhere, LISTED_MAX, games);
+        let top_plan = choose_top_plan(&walks, everywhere.as_deref().map(Vec::as_slice), games);
+        let recent_plan = choose_recent_plan(
+            &counts.classes,
+            everywhere.as_deref().map(Vec::as_slice),
+            LISTED_MAX,
+            games,
+        );
         // The rows' lists hold both lists (see [`from_rows`]), read with
         // each row's games in one read: taken where there are fewer rows
         // than the games the scan or walks would read.
@@ -662,34 +814,47 @@ async fn top_and_recent(
         .filter_map(|(asked, plan)| asked.then_some(plan.reads))
         .sum();
         if found.counted && i128::from(counts.listing_rows) < otherwise {
-            rows = Some(read_lists(db, id, request).await?);
+            counts.lists = Some(read_lists(db, id, request).await?);
         }
-        if !walks.is_empty() {
-            top = match rows
-                .as_deref()
-                .and_then(|rows| from_rows::top(rows, &walks))
-            {
-                Some(found) => found,
-                None => top_games(db, id, request, top_plan.plan, &walks).await?,
-            };
-        }
-        // Lichess's rule: the recent games fill what the top games (before
-        // the request's limit) leave of the games it lists.
-        let wanted = usize::try_from(request.recent_games)
-            .unwrap_or(usize::MAX)
-            .min(LISTED_MAX - top.len());
-        top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
-        let left = listable > i64::try_from(top.len()).unwrap_or(i64::MAX);
-        if wanted > 0 && left {
-            recent = if let Some(rows) = rows.as_deref() {
-                from_rows::recent(rows, &top, wanted)
-            } else {
-                let plan = choose_recent_plan(here, everywhere, wanted, games);
-                recent_games(db, id, request, plan.plan, &top, wanted).await?
-            };
-        }
+        ways = Some((everywhere, top_plan));
     }
-    Ok((top, recent, rows))
+    if !walks.is_empty() {
+        let listed = counts
+            .lists
+            .as_deref()
+            .and_then(|rows| from_rows::top(rows, &walks));
+        top = if let Some(listed) = listed {
+            listed
+        } else {
+            let (_, top_plan) = ways.as_ref().ok_or_else(|| {
+                Error::bug("the lists of a position's games read whole miss its top games")
+            })?;
+            top_games(db, id, request, top_plan.plan, &walks).await?
+        };
+    }
+    // Lichess's rule: the recent games fill what the top games (before
+    // the request's limit) leave of the games it lists.
+    let wanted = usize::try_from(request.recent_games)
+        .unwrap_or(usize::MAX)
+        .min(LISTED_MAX - top.len());
+    top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
+    let left = listable > i64::try_from(top.len()).unwrap_or(i64::MAX);
+    if wanted > 0 && left {
+        recent = match (counts.lists.as_deref(), &ways) {
+            (Some(rows), _) => from_rows::recent(rows, &top, wanted),
+            (None, Some((everywhere, _))) => {
+                let everywhere = everywhere.as_deref().map(Vec::as_slice);
+                let plan = choose_recent_plan(&counts.classes, everywhere, wanted, games);
+                recent_games(db, id, request, plan.plan, &top, wanted).await?
+            }
+            (None, None) => {
+                return Err(Error::bug(
+                    "a position's games are neither listed nor priced",
+                ));
+            }
+        };
+    }
+    Ok((top, recent))
 }
 
 /// Fills `answer`'s lists: its top and recent games, and the game of each
@@ -699,26 +864,36 @@ async fn list_games(
     found: Found,
     request: &Request,
     position: &VariantPosition,
-    counts: &PositionCounts,
+    counts: &mut PositionCounts,
     everywhere: &Everywhere,
     answer: &mut Answer,
 ) -> Result<(), Error> {
-    let (top, recent, rows) =
+    let (top, recent) =
         top_and_recent(db, found, request, counts, everywhere, answer.games).await?;
-    let id = found.id;
     let once: Vec<i16> = answer
         .moves
         .iter()
         .filter_map(|m| (m.games == 1).then_some(m.code))
         .collect();
-    let game_of_move = games_of_moves(db, found, request, rows.as_deref(), &once).await?;
-    let listed: Vec<i64> = top
-        .iter()
-        .chain(&recent)
-        .chain(game_of_move.values())
-        .copied()
-        .collect();
-    let games = listed_games(db, &listed, id).await?;
+    let game_of_move = games_of_moves(db, found, request, counts.lists.as_deref(), &once).await?;
+    let games = if let Some(games) = counts.listed.take() {
+        games
+    } else {
+        let listed: Vec<i64> = top
+            .iter()
+            .chain(&recent)
+            .chain(game_of_move.values())
+            .copied()
+            .collect();
+        // A game from a row's list played the row's move.
+        let moves: HashMap<i64, i16> = counts
+            .lists
+            .iter()
+            .flatten()
+            .flat_map(|row| row.games.iter().map(|game| (game.id, row.code)))
+            .collect();
+        listed_games(db, &listed, found.id, &moves).await?
+    };
     let with_move = |ids: &[i64]| -> Result<Vec<ListedGame>, Error> {
         let mut out = Vec::new();
         for game_id in ids {
@@ -928,77 +1103,106 @@ pub mod from_rows {
 }
 
 /// The games `ids` that can be listed, by id, each with the move it
-/// played at position `id` (its code; `None` if it did not reach it).
+/// played at position `id` (its code; `None` if it did not reach it): as
+/// `moves` says, else looked up.
 async fn listed_games(
     db: Prepared<'_>,
     ids: &[i64],
     id: i64,
-) -> Result<HashMap<i64, (Game, Option<i16>)>, Error> {
+    moves: &HashMap<i64, i16>,
+) -> Result<ListedGames, Error> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
+    let unknown: Vec<i64> = ids
+        .iter()
+        .filter(|game_id| !moves.contains_key(game_id))
+        .copied()
+        .collect();
     let rows = db
-        .query(sql::LISTED_GAMES, &[&ids, &id])
+        .query(sql::LISTED_GAMES, &[&ids, &id, &unknown])
         .await
         .map_err(db_err("reading the listed games"))?;
     let mut games = HashMap::new();
     for row in rows {
-        let game_id: i64 = row.get(0);
-        let source: String = row.get(1);
-        let external_id: String = row.get(2);
-        let clock = match (row.get(8), row.get(9)) {
-            (Some(initial_s), Some(increment_s)) => Some(TimeControl {
-                initial_s,
-                increment_s,
-            }),
-            _ => None,
-        };
-        let speed = Speed::from_clock(clock);
-        let started_at: Option<DateTime<Utc>> = row.get(11);
-        // A game without a month is not listable (`sql::listable!`).
-        let Some(month) = started_at.and_then(Month::of_time) else {
+        let Some((game_id, game, _)) = listed_game(&row) else {
             continue;
         };
-        let player = |name: Option<String>, rating: i32| Player {
-            name: name.unwrap_or_else(|| "?".to_owned()),
-            rating,
-        };
-        let event: Option<String> = row.get(10);
-        let code = match row.get::<_, Option<&[u8]>>(12) {
-            None => None,
-            Some(&[high, low]) => Some(i16::from_be_bytes([high, low])),
-            Some(bytes) => {
+        let code = match (moves.get(&game_id), row.get::<_, Option<&[u8]>>(12)) {
+            (Some(&code), _) => Some(code),
+            (None, None) => None,
+            (None, Some(&[high, low])) => Some(i16::from_be_bytes([high, low])),
+            (None, Some(bytes)) => {
                 return Err(Error::inconsistent(format!(
                     "game {game_id}'s moves end inside the move at position {id} ({} bytes)",
                     bytes.len()
                 )));
             }
         };
-        let game = Game {
-            id: if source == "lichess" {
-                external_id
-            } else {
-                format!("{source}:{external_id}")
-            },
-            winner: match row.get::<_, i16>(3) {
-                1 => Some("white"),
-                -1 => Some("black"),
-                _ => None,
-            },
-            speed: speed.as_str(),
-            mode: if rated_by_event(event.as_deref(), true) {
-                "rated"
-            } else {
-                "casual"
-            },
-            white: player(row.get(4), row.get(5)),
-            black: player(row.get(6), row.get(7)),
-            year: month.year(),
-            month: month.to_string(),
-        };
         games.insert(game_id, (game, code));
     }
     Ok(games)
+}
+
+/// The game of a row that starts with [`sql`]'s listed columns, as
+/// listed, with its id and its entry in a row's list; `None` if it cannot
+/// be listed (see [`Game`]).
+fn listed_game(row: &tokio_postgres::Row) -> Option<(i64, Game, ListEntry)> {
+    let game_id: i64 = row.get(0);
+    let source: String = row.get(1);
+    let external_id: String = row.get(2);
+    let clock = match (row.get(8), row.get(9)) {
+        (Some(initial_s), Some(increment_s)) => Some(TimeControl {
+            initial_s,
+            increment_s,
+        }),
+        _ => None,
+    };
+    let speed = Speed::from_clock(clock);
+    let started_at: Option<DateTime<Utc>> = row.get(11);
+    let (Some(result), Some(white_elo), Some(black_elo), Some(started_at)) = (
+        row.get::<_, Option<i16>>(3),
+        row.get::<_, Option<i32>>(5),
+        row.get::<_, Option<i32>>(7),
+        started_at,
+    ) else {
+        return None;
+    };
+    // A game without a month is not listable (`sql::listable!`).
+    let month = Month::of_time(started_at)?;
+    let player = |name: Option<String>, rating: i32| Player {
+        name: name.unwrap_or_else(|| "?".to_owned()),
+        rating,
+    };
+    let event: Option<String> = row.get(10);
+    let game = Game {
+        id: if source == "lichess" {
+            external_id
+        } else {
+            format!("{source}:{external_id}")
+        },
+        winner: match result {
+            1 => Some("white"),
+            -1 => Some("black"),
+            _ => None,
+        },
+        speed: speed.as_str(),
+        mode: if rated_by_event(event.as_deref(), true) {
+            "rated"
+        } else {
+            "casual"
+        },
+        white: player(row.get(4), white_elo),
+        black: player(row.get(6), black_elo),
+        year: month.year(),
+        month: month.to_string(),
+    };
+    let entry = ListEntry {
+        started_us: started_at.timestamp_micros(),
+        id: game_id,
+        ratings: i64::from(white_elo) + i64::from(black_elo),
+    };
+    Some((game_id, game, entry))
 }
 
 /// The lowest rating band whose games can be top games under `filter`

@@ -864,27 +864,58 @@ pub const GAMES_OF_MOVES_FROM_GAMES: &str = concat!(
     conditions!()
 );
 
-/// The games `$1` that have a result and both ratings (the month, the
-/// last of [`listable!`], and the speed are computed by the caller, as
-/// the import computes them: `crate::explorer::GameCounts`): id, source,
-/// external id, result, white's name and rating, black's, the clock's
-/// initial time and increment, the `Event` text, the start time; and the
-/// move the game played at position `$2` (at its last visit, as counted:
-/// `explorer_game_moves`), as the two bytes of its code in `games.moves`,
-/// NULL if it did not reach it. One table and lookups: the views' plan
-/// would read every moves row of the position, and joins cost a
-/// millisecond of planning per call (a list of games is planned for its
-/// ids every time).
-pub const LISTED_GAMES: &str = "SELECT g.id, g.source, g.external_id, g.result, \
-       (SELECT username FROM players WHERE id = g.white_player_id), g.white_elo, \
-       (SELECT username FROM players WHERE id = g.black_player_id), g.black_elo, \
-       g.time_initial_s, g.time_increment_s, (SELECT name FROM events WHERE id = g.event_id), \
-       g.started_at, \
-       substring(g.moves FROM 2 * (SELECT max(m.ply) FROM moves m \
-                                   WHERE m.position_id = $2 AND m.game_id = g.id) - 1 FOR 2) \
+/// What a listed game shows, from `games g` (the month, the last of
+/// [`listable!`], and the speed are computed by the caller, as the import
+/// computes them: `crate::explorer::GameCounts`): id, source, external id,
+/// result, white's name and rating, black's, the clock's initial time and
+/// increment, the `Event` text, the start time. Lookups, not joins: joins
+/// cost a millisecond of planning per call where a statement is planned
+/// for its values.
+macro_rules! listed_columns {
+    () => {
+        "g.id, g.source, g.external_id, g.result, \
+         (SELECT username FROM players WHERE id = g.white_player_id), g.white_elo, \
+         (SELECT username FROM players WHERE id = g.black_player_id), g.black_elo, \
+         g.time_initial_s, g.time_increment_s, (SELECT name FROM events WHERE id = g.event_id), \
+         g.started_at"
+    };
+}
+
+/// The games `$1` that have a result and both ratings: their
+/// [`listed_columns!`], and the move played at position `$2` (at its last
+/// visit, as counted: `explorer_game_moves`) by those of them in `$3`
+/// (the others' moves are known: a counter row's list gives its move), as
+/// the two bytes of its code in `games.moves`, NULL if it did not reach
+/// it. The move is looked up in `moves` (the views' plan would read every
+/// moves row of the position).
+pub const LISTED_GAMES: &str = concat!(
+    "SELECT ",
+    listed_columns!(),
+    ", CASE WHEN g.id = ANY($3::bigint[]) THEN \
+          substring(g.moves FROM 2 * (SELECT max(m.ply) FROM moves m \
+                                      WHERE m.position_id = $2 AND m.game_id = g.id) - 1 FOR 2) \
+        END \
      FROM games g \
      WHERE g.id = ANY($1::bigint[]) AND g.result IS NOT NULL \
-       AND g.white_elo IS NOT NULL AND g.black_elo IS NOT NULL";
+       AND g.white_elo IS NOT NULL AND g.black_elo IS NOT NULL"
+);
+
+/// At most `$7` games of position `$1` under the filter, each with
+/// everything an answer needs of it: its [`listed_columns!`], then the
+/// move it played there (at its last visit, as counted), its mover's
+/// rating, speed, rating group, and whether it is [`listable!`]. What a position without counter rows (one game reached
+/// it, or it is queued for a recount) is answered from in one statement,
+/// where its counts, its lists and the games listed would take four.
+pub const POSITION_GAMES: &str = concat!(
+    "SELECT ",
+    listed_columns!(),
+    ", v.move, v.mover_rating, v.speed, v.rating_group, v.listable \
+     FROM (SELECT game_id, move, mover_rating, speed, rating_group, (",
+    listable!(),
+    ") AS listable FROM explorer_game_moves WHERE position_id = $1 AND ",
+    conditions!(),
+    " LIMIT $7) v JOIN games g ON g.id = v.game_id"
+);
 
 #[cfg(test)]
 mod tests {
