@@ -19,7 +19,8 @@ pub struct ServeArgs {
     /// but a database is not put on a network by default.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9002")]
     pub listen: SocketAddr,
-    /// Database connections: the requests answered at once.
+    /// Database connections: the requests answered at once (opened at
+    /// start, in the background).
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub connections: u32,

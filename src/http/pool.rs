@@ -81,14 +81,18 @@ impl bb8::ManageConnection for Manager {
         Ok(pooled)
     }
 
+    /// Checked when lent, without a round trip: a connection the
+    /// database closed while it was idle (a restart, a terminated session:
+    /// the client notices at once) is replaced, not lent to fail its
+    /// request.
     async fn is_valid(&self, pooled: &mut Pooled) -> Result<(), Error> {
-        pooled
-            .database
-            .client
-            .simple_query("")
-            .await
-            .map(drop)
-            .map_err(db::db_err("checking a pooled connection"))
+        if pooled.database.client.is_closed() {
+            Err(Error::Disconnected {
+                context: "replacing a pooled connection the database closed".to_owned(),
+            })
+        } else {
+            Ok(())
+        }
     }
 
     fn has_broken(&self, pooled: &mut Pooled) -> bool {
@@ -127,17 +131,19 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool of at most `size` connections to `target`, opened on demand
-    /// (a database that went down is answered with 503 until it is back),
-    /// lent within `wait` or not at all. A connection
-    /// is not checked when lent (a round trip per request): one the server
-    /// closed fails its request with 503 and is replaced.
+    /// A pool of `size` connections to `target`, opened from the start
+    /// in the background (the first answers do not wait for them to open
+    /// and plan; a database that is down is answered with 503 until it is
+    /// back), lent within `wait` or not at all. A connection found closed
+    /// when lent is replaced ([`Manager::is_valid`]); one lost during a
+    /// request fails it with 503 and is replaced.
     pub fn new(target: Target, size: u32, wait: Duration) -> Pool {
         let last_error = LastError::default();
         let pool = bb8::Pool::builder()
             .max_size(size)
+            .min_idle(Some(size))
             .connection_timeout(wait)
-            .test_on_check_out(false)
+            .test_on_check_out(true)
             .error_sink(Box::new(last_error.clone()))
             .build_unchecked(Manager { target });
         Pool { pool, last_error }
