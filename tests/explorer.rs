@@ -17,7 +17,7 @@ use pgnload::{
     explorer::{
         CounterKey, Counts, GameCounts, ListedArrays,
         answers::{
-            Answer, Everywhere, Filter, LISTED_MAX, Plan, Request, TopWalk, explore, find,
+            Answer, Everywhere, Filter, Found, LISTED_MAX, Plan, Request, TopWalk, explore, find,
             from_rows, listable_by_class, plan_once, read_lists, recent_games, resolve_position,
             top_games, top_group, top_walks,
         },
@@ -829,12 +829,15 @@ fn listed_games_are_the_same_whether_scanned_or_walked() {
 }
 
 #[test]
-fn positions_without_counter_rows_are_answered_from_their_games_as_from_their_rows() {
-    // A position without counter rows (one game reached it, or it is
-    // queued for a recount) is answered from its games read whole when it
-    // has few, else as any other: queueing positions of every size makes
-    // them so, and every answer (counts, average ratings, top and recent
-    // games, a move's game) must be what their rows gave.
+fn every_way_to_count_a_position_gives_the_same_answer() {
+    // A position is counted from its rows read whole when it has few (at
+    // most 64), from its rows grouped by the database when it has more,
+    // and, without counter rows (one game reached it, or it is queued for
+    // a recount), from its games read whole when it has few (16), else
+    // grouped. The same positions each way: as imported; then with 65
+    // rows of no games more each (as removals leave them), which must
+    // change nothing; then also queued. Every answer (counts, average
+    // ratings, top and recent games, a move's game) must be the same.
     let dir = scratch_dir("pgnload-explorer-few-");
     let generated = dir.path().join("classes.pgn");
     std::fs::write(&generated, top_games_corpus(120)).expect("write the corpus");
@@ -850,6 +853,59 @@ fn positions_without_counter_rows_are_answered_from_their_games_as_from_their_ro
     ));
     let fens: Vec<&str> = fens.lines().collect();
     assert!((50..=400).contains(&fens.len()), "{} positions", fens.len());
+    let requests = few_and_many_requests(&fens);
+    let as_imported = answers_of(&db, &requests);
+    db.psql(&format!(
+        "INSERT INTO explorer_moves (position_id, variant, speed, rating_group, month, move, \
+                                     games, white, draws, black, mover_rated_games, \
+                                     mover_rating_sum) \
+         SELECT position_id, 'standard', 0, -1, -1 - n, min(move), 0, 0, 0, 0, 0, 0 \
+         FROM explorer_moves, generate_series(1, 65) n \
+         WHERE position_id IN (SELECT position_id {sized}) GROUP BY position_id, n"
+    ));
+    let grouped = answers_of(&db, &requests);
+    db.psql(&format!(
+        "INSERT INTO explorer_pending (position_id) SELECT position_id {sized}"
+    ));
+    let from_games = answers_of(&db, &requests);
+    for (i, request) in requests.iter().enumerate() {
+        let context = format!("{:?} {:?}", request.fen, request.filter);
+        let ((rows, first), (many, second), (queued, third)) =
+            (&as_imported[i], &grouped[i], &from_games[i]);
+        assert!(rows.counted && many.counted && many.many_rows && !queued.counted);
+        assert_eq!(first, second, "{context}");
+        assert_eq!(first, third, "{context}");
+    }
+    // What could differ was there to differ, from few rows and games and
+    // from many.
+    let with = |listed: fn(&Answer) -> bool| as_imported.iter().filter(|a| listed(&a.1)).count();
+    let (top, recent, game) = (
+        with(|a| !a.top_games.is_empty()),
+        with(|a| !a.recent_games.is_empty()),
+        with(|a| a.moves.iter().any(|m| m.game.is_some())),
+    );
+    assert!(
+        top >= 5 && recent >= 5 && game >= 5,
+        "{top} {recent} {game}"
+    );
+    let few_rows = as_imported
+        .iter()
+        .filter(|(found, _)| !found.many_rows)
+        .count();
+    assert!(few_rows >= 50, "{few_rows}");
+    // Positions of at most 16 games (`answers::FEW_GAMES`) and more.
+    let counted: Vec<i64> = as_imported.iter().map(|a| a.1.games).collect();
+    assert!(
+        counted.iter().any(|&n| (2..=16).contains(&n)),
+        "{counted:?}"
+    );
+    assert!(counted.iter().any(|&n| n > 16), "{counted:?}");
+}
+
+/// Questions about the standard positions `fens`, each unfiltered, of
+/// rating bands from 1800 up, and of blitz games since 2025-01; 12 moves,
+/// 4 top games and 8 recent games (Lichess fills what the top games leave).
+fn few_and_many_requests(fens: &[&str]) -> Vec<Request> {
     let bands = Filter {
         ratings: ["1800", "2000", "2200", "2500"]
             .iter()
@@ -862,8 +918,7 @@ fn positions_without_counter_rows_are_answered_from_their_games_as_from_their_ro
         since: Some("2025-01".parse().expect("month")),
         ..Filter::default()
     };
-    let requests: Vec<Request> = fens
-        .iter()
+    fens.iter()
         .flat_map(|fen| {
             [Filter::default(), bands.clone(), blitz.clone()].map(|filter| Request {
                 fen: Some((*fen).to_owned()),
@@ -872,39 +927,12 @@ fn positions_without_counter_rows_are_answered_from_their_games_as_from_their_ro
                 ..top_games_request("", filter)
             })
         })
-        .collect();
-    let from_rows = answers_of(&db, &requests, false);
-    db.psql(&format!(
-        "INSERT INTO explorer_pending (position_id) SELECT position_id {sized}"
-    ));
-    let from_games = answers_of(&db, &requests, true);
-    for ((request, rows), games) in requests.iter().zip(&from_rows).zip(&from_games) {
-        assert_eq!(rows, games, "{:?} {:?}", request.fen, request.filter);
-    }
-    // What could differ was there to differ, from few games and from many.
-    let with = |listed: fn(&Answer) -> bool| from_rows.iter().filter(|a| listed(a)).count();
-    let (top, recent, game) = (
-        with(|a| !a.top_games.is_empty()),
-        with(|a| !a.recent_games.is_empty()),
-        with(|a| a.moves.iter().any(|m| m.game.is_some())),
-    );
-    assert!(
-        top >= 5 && recent >= 5 && game >= 5,
-        "{top} {recent} {game}"
-    );
-    // Positions of at most 16 games (`answers::FEW_GAMES`) and more.
-    let counted: Vec<i64> = from_rows.iter().map(|a| a.games).collect();
-    assert!(
-        counted.iter().any(|&n| (2..=16).contains(&n)),
-        "{counted:?}"
-    );
-    assert!(counted.iter().any(|&n| n > 16), "{counted:?}");
+        .collect()
 }
 
-/// The answers to `requests` (each of a FEN) on `db`, whose positions
-/// are all `queued` for a recount (then answered from their games) or all
-/// answered from their rows.
-fn answers_of(db: &TestDb, requests: &[Request], queued: bool) -> Vec<Answer> {
+/// The position each of `requests` (each of a FEN) asks about as found on
+/// `db`, and its answer.
+fn answers_of(db: &TestDb, requests: &[Request]) -> Vec<(Found, Answer)> {
     with_client(db, async |client| {
         let statements = Statements::default();
         let prepared = Prepared::new(client, &statements);
@@ -913,11 +941,10 @@ fn answers_of(db: &TestDb, requests: &[Request], queued: bool) -> Vec<Answer> {
         for request in requests {
             let fen = request.fen.as_deref().expect("a FEN");
             let found = find(prepared, fen).await.expect("lookup").expect("found");
-            assert_eq!(found.counted, !queued, "{fen}");
             let answer = explore(prepared, request, &everywhere)
                 .await
                 .expect("an answer");
-            answers.push(answer);
+            answers.push((found, answer));
         }
         answers
     })

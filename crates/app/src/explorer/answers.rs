@@ -402,6 +402,9 @@ pub struct Found {
     /// Whether it is answered from its rows in `explorer_moves` (else from
     /// its games: see [`sql::FIND_POSITION`]).
     pub counted: bool,
+    /// Whether it has more rows than are read whole (see
+    /// [`sql::FIND_POSITION`]): then they are grouped by the database.
+    pub many_rows: bool,
 }
 
 /// The position of normalized FEN `fen` (`None`: no game reached it), in
@@ -420,6 +423,7 @@ pub async fn find(db: Prepared<'_>, fen: &str) -> Result<Option<Found>, Error> {
     Ok(row.get::<_, Option<i64>>(2).map(|id| Found {
         id,
         counted: row.get(3),
+        many_rows: row.get(4),
     }))
 }
 
@@ -472,10 +476,12 @@ pub async fn explore_reached(
     let Some(found) = find(db, &answer.fen).await? else {
         return Ok(answer);
     };
-    let few = if found.counted {
-        None
-    } else {
+    let few = if !found.counted {
         few_games(db, found.id, request).await?
+    } else if !found.many_rows {
+        Some(few_rows(db, found.id, request).await?)
+    } else {
+        None
     };
     let mut counts = match few {
         Some(few) => few,
@@ -552,12 +558,16 @@ pub async fn plan_once(db: Prepared<'_>) -> Result<(), Error> {
         reaching: 1,
     };
     for counted in [true, false] {
-        let found = Found { id: -1, counted };
+        let found = Found {
+            id: -1,
+            counted,
+            many_rows: true,
+        };
         counts(db, found, &request).await?;
         games_of_moves(db, found, &request, None, &[0]).await?;
     }
     few_games(db, -1, &request).await?;
-    read_lists(db, -1, &request).await?;
+    few_rows(db, -1, &request).await?;
     for plan in [Plan::Scan, Plan::Walk] {
         top_games(db, -1, &request, plan, &[walk]).await?;
         recent_games(db, -1, &request, plan, &[], 0).await?;
@@ -594,33 +604,70 @@ struct PositionCounts {
 }
 
 impl PositionCounts {
-    /// Counts a game that played `code`, ended as `result` (none: not
-    /// finished), whose mover has rating `mover_rating`, as
-    /// [`sql::MOVES_FROM_GAMES`] counts it.
-    fn count_game(
-        &mut self,
+    /// Nothing counted yet.
+    fn new() -> PositionCounts {
+        PositionCounts {
+            moves: Vec::new(),
+            classes: Vec::new(),
+            listing_rows: 0,
+            lists: None,
+            listed: None,
+        }
+    }
+
+    /// Adds `counted` to its move's counts.
+    fn add_move(&mut self, counted: &MoveCounts) {
+        if let Some(known) = self.moves.iter_mut().find(|m| m.code == counted.code) {
+            known.games += counted.games;
+            known.score.white += counted.score.white;
+            known.score.draws += counted.score.draws;
+            known.score.black += counted.score.black;
+            known.mover_rated += counted.mover_rated;
+            known.mover_rating_sum += counted.mover_rating_sum;
+        } else {
+            self.moves.push(*counted);
+        }
+    }
+
+    /// Adds `listable` games in `rows` rows that can list them to the
+    /// class `speed` and `group`.
+    fn add_class(&mut self, speed: i16, group: i16, listable: i64, rows: i64) {
+        if let Some(class) = self
+            .classes
+            .iter_mut()
+            .find(|c| (c.0, c.1) == (speed, group))
+        {
+            class.2 += listable;
+        } else {
+            self.classes.push((speed, group, listable));
+        }
+        self.listing_rows += rows;
+    }
+
+    /// What [`sql::MOVES_FROM_ROWS`] returns of what was added: the moves
+    /// played (the most played first, then by code) and the classes with
+    /// listable games.
+    fn finish(&mut self) {
+        self.moves.retain(|m| m.games > 0);
+        self.moves
+            .sort_unstable_by_key(|m| (std::cmp::Reverse(m.games), m.code));
+        self.classes.retain(|c| c.2 > 0);
+    }
+}
+
+impl MoveCounts {
+    /// The counts of one game that played `code` and ended as `result`
+    /// (none: not finished), whose mover has rating `mover_rating`.
+    fn of_game(
         code: i16,
         result: Option<i16>,
         mover_rating: Option<i32>,
-    ) -> Result<(), String> {
-        let index = if let Some(index) = self.moves.iter().position(|m| m.code == code) {
-            index
-        } else {
-            self.moves.push(MoveCounts {
-                code,
-                games: 0,
-                score: Score::default(),
-                mover_rated: 0,
-                mover_rating_sum: 0,
-            });
-            self.moves.len() - 1
-        };
-        let counted = &mut self.moves[index];
-        counted.games += 1;
+    ) -> Result<MoveCounts, String> {
+        let mut score = Score::default();
         match result {
-            Some(1) => counted.score.white += 1,
-            Some(0) => counted.score.draws += 1,
-            Some(-1) => counted.score.black += 1,
+            Some(1) => score.white = 1,
+            Some(0) => score.draws = 1,
+            Some(-1) => score.black = 1,
             None => {}
             Some(other) => {
                 return Err(format!(
@@ -628,11 +675,13 @@ impl PositionCounts {
                 ));
             }
         }
-        if let Some(rating) = mover_rating {
-            counted.mover_rated += 1;
-            counted.mover_rating_sum += i64::from(rating);
-        }
-        Ok(())
+        Ok(MoveCounts {
+            code,
+            games: 1,
+            score,
+            mover_rated: i64::from(mover_rating.is_some()),
+            mover_rating_sum: mover_rating.map_or(0, i64::from),
+        })
     }
 }
 
@@ -671,34 +720,20 @@ async fn few_games(
     if rows.len() > FEW_GAMES {
         return Ok(None);
     }
-    let mut counts = PositionCounts {
-        moves: Vec::new(),
-        classes: Vec::new(),
-        listing_rows: 0,
-        lists: None,
-        listed: None,
-    };
+    let mut counts = PositionCounts::new();
     let mut lists = Vec::new();
     let mut listed = HashMap::new();
     for row in &rows {
         let code: i16 = row.get(12);
-        counts
-            .count_game(code, row.get(3), row.get(13))
+        let game = MoveCounts::of_game(code, row.get(3), row.get(13))
             .map_err(|e| Error::inconsistent(format!("game {}: {e}", row.get::<_, i64>(0))))?;
+        counts.add_move(&game);
         if row.get::<_, bool>(16) {
             let (speed, group): (i16, i16) = (row.get(14), row.get(15));
             let (game_id, game, entry) = listed_game(row).ok_or_else(|| {
                 Error::bug("a game explorer_games finds listable lacks a listed game's fields")
             })?;
-            if let Some(class) = counts
-                .classes
-                .iter_mut()
-                .find(|c| (c.0, c.1) == (speed, group))
-            {
-                class.2 += 1;
-            } else {
-                counts.classes.push((speed, group, 1));
-            }
+            counts.add_class(speed, group, 1, 1);
             lists.push(from_rows::ListedRow {
                 speed,
                 group,
@@ -709,9 +744,7 @@ async fn few_games(
             listed.insert(game_id, (game, Some(code)));
         }
     }
-    counts
-        .moves
-        .sort_unstable_by_key(|m| (std::cmp::Reverse(m.games), m.code));
+    counts.finish();
     counts.lists = Some(lists);
     counts.listed = Some(listed);
     Ok(Some(counts))
@@ -768,11 +801,45 @@ async fn counts(
     Ok(counts)
 }
 
+/// The ways to a position's listed games through its games, priced with
+/// the start position's classes ([`Everywhere`]).
+struct Ways {
+    everywhere: Option<Arc<Vec<(i16, i16, i64)>>>,
+    top: Priced,
+}
+
+impl Ways {
+    /// The ways for `walks` at a position of `games` games.
+    async fn price(
+        db: Prepared<'_>,
+        request: &Request,
+        everywhere: &Everywhere,
+        walks: &[TopWalk],
+        games: i64,
+    ) -> Result<Ways, Error> {
+        let everywhere = everywhere.classes(db, request).await?;
+        let top = choose_top_plan(walks, everywhere.as_deref().map(Vec::as_slice), games);
+        Ok(Ways { everywhere, top })
+    }
+
+    /// The way to the `wanted` most recent games of a position of `games`
+    /// games, `here` its classes.
+    fn recent(&self, here: &Classes, wanted: usize, games: i64) -> Priced {
+        choose_recent_plan(
+            here,
+            self.everywhere.as_deref().map(Vec::as_slice),
+            wanted,
+            games,
+        )
+    }
+}
+
 /// A position's top and recent games (ids, in order): from the lists
 /// already read ([`PositionCounts::lists`]), else from the lists of its
 /// rows where they are cheaper to read than the games a scan or walks
 /// would (kept in `counts` then, for the game of a move played once),
-/// else from its games.
+/// else from its games; the top games also from its games where the lists
+/// may not hold them ([`from_rows::top`]).
 async fn top_and_recent(
     db: Prepared<'_>,
     found: Found,
@@ -782,33 +849,24 @@ async fn top_and_recent(
     games: i64,
 ) -> Result<(Vec<i64>, Vec<i64>), Error> {
     let id = found.id;
-    let mut top = Vec::new();
-    let mut recent = Vec::new();
     // The position's listable games: where there are none, there is
     // nothing to look for.
     let listable: i64 = counts.classes.iter().map(|c| c.2).sum();
     if (request.top_games == 0 && request.recent_games == 0) || listable <= 0 {
-        return Ok((top, recent));
+        return Ok((Vec::new(), Vec::new()));
     }
-    let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(&counts.classes, g));
-    // The ways through its games, priced, where the lists are not read
-    // yet: the start position's classes price them.
+    let here = counts.classes.as_slice();
+    let walks = top_group(&request.filter).map_or_else(Vec::new, |g| top_walks(here, g));
     let mut ways = None;
     if counts.lists.is_none() {
-        let everywhere = everywhere.classes(db, request).await?;
-        let top_plan = choose_top_plan(&walks, everywhere.as_deref().map(Vec::as_slice), games);
-        let recent_plan = choose_recent_plan(
-            &counts.classes,
-            everywhere.as_deref().map(Vec::as_slice),
-            LISTED_MAX,
-            games,
-        );
+        let priced = Ways::price(db, request, everywhere, &walks, games).await?;
         // The rows' lists hold both lists (see [`from_rows`]), read with
         // each row's games in one read: taken where there are fewer rows
         // than the games the scan or walks would read.
+        let recent = priced.recent(here, LISTED_MAX, games);
         let otherwise: i128 = [
-            (!walks.is_empty(), top_plan),
-            (request.recent_games > 0, recent_plan),
+            (!walks.is_empty(), priced.top),
+            (request.recent_games > 0, recent),
         ]
         .iter()
         .filter_map(|(asked, plan)| asked.then_some(plan.reads))
@@ -816,22 +874,26 @@ async fn top_and_recent(
         if found.counted && i128::from(counts.listing_rows) < otherwise {
             counts.lists = Some(read_lists(db, id, request).await?);
         }
-        ways = Some((everywhere, top_plan));
+        ways = Some(priced);
     }
-    if !walks.is_empty() {
-        let listed = counts
-            .lists
-            .as_deref()
-            .and_then(|rows| from_rows::top(rows, &walks));
-        top = if let Some(listed) = listed {
-            listed
-        } else {
-            let (_, top_plan) = ways.as_ref().ok_or_else(|| {
-                Error::bug("the lists of a position's games read whole miss its top games")
-            })?;
-            top_games(db, id, request, top_plan.plan, &walks).await?
-        };
-    }
+    let here = counts.classes.as_slice();
+    let rows = counts.lists.as_deref();
+    let mut top = match rows.and_then(|rows| from_rows::top(rows, &walks)) {
+        Some(top) => top,
+        None if walks.is_empty() => Vec::new(),
+        None => {
+            let plan = match &ways {
+                Some(ways) => ways.top.plan,
+                None => {
+                    Ways::price(db, request, everywhere, &walks, games)
+                        .await?
+                        .top
+                        .plan
+                }
+            };
+            top_games(db, id, request, plan, &walks).await?
+        }
+    };
     // Lichess's rule: the recent games fill what the top games (before
     // the request's limit) leave of the games it lists.
     let wanted = usize::try_from(request.recent_games)
@@ -839,21 +901,21 @@ async fn top_and_recent(
         .min(LISTED_MAX - top.len());
     top.truncate(usize::try_from(request.top_games).unwrap_or(usize::MAX));
     let left = listable > i64::try_from(top.len()).unwrap_or(i64::MAX);
-    if wanted > 0 && left {
-        recent = match (counts.lists.as_deref(), &ways) {
-            (Some(rows), _) => from_rows::recent(rows, &top, wanted),
-            (None, Some((everywhere, _))) => {
-                let everywhere = everywhere.as_deref().map(Vec::as_slice);
-                let plan = choose_recent_plan(&counts.classes, everywhere, wanted, games);
-                recent_games(db, id, request, plan.plan, &top, wanted).await?
-            }
-            (None, None) => {
-                return Err(Error::bug(
-                    "a position's games are neither listed nor priced",
-                ));
-            }
-        };
+    if wanted == 0 || !left {
+        return Ok((top, Vec::new()));
     }
+    let recent = match (rows, ways) {
+        (Some(rows), _) => from_rows::recent(rows, &top, wanted),
+        (None, Some(ways)) => {
+            let plan = ways.recent(here, wanted, games).plan;
+            recent_games(db, id, request, plan, &top, wanted).await?
+        }
+        (None, None) => {
+            return Err(Error::bug(
+                "a position's games are neither listed nor priced",
+            ));
+        }
+    };
     Ok((top, recent))
 }
 
@@ -953,52 +1015,129 @@ async fn games_of_moves(
     Ok(game_of_move)
 }
 
-/// The lists of position `id`'s rows under `request`'s filter
-/// ([`sql::LISTS_FROM_ROWS`]), for [`from_rows`].
+/// A counter row of a position as [`sql::POSITION_ROWS`] reads it.
+struct CounterRow {
+    counts: MoveCounts,
+    speed: i16,
+    group: i16,
+    month: i32,
+    /// Its lists, if it lists games.
+    listed: Option<from_rows::ListedRow>,
+}
+
+/// Position `id`'s rows under `request`'s filter, whole
+/// ([`sql::POSITION_ROWS`]).
 ///
 /// # Errors
 ///
 /// A database error, or lists of different lengths (which the table's
 /// check forbids).
+async fn read_rows(db: Prepared<'_>, id: i64, request: &Request) -> Result<Vec<CounterRow>, Error> {
+    let bound = BoundFilter::new(request);
+    let rows = db
+        .query(sql::POSITION_ROWS, &bound.params(&id))
+        .await
+        .map_err(db_err("reading the explorer counters"))?;
+    rows.iter()
+        .map(|row| {
+            let counts = MoveCounts {
+                code: row.get(0),
+                games: i64::from(row.get::<_, i32>(4)),
+                score: Score {
+                    white: i64::from(row.get::<_, i32>(5)),
+                    draws: i64::from(row.get::<_, i32>(6)),
+                    black: i64::from(row.get::<_, i32>(7)),
+                },
+                mover_rated: i64::from(row.get::<_, i32>(8)),
+                mover_rating_sum: row.get(9),
+            };
+            let (speed, group) = (row.get(1), row.get(2));
+            let listed = match (
+                row.get::<_, Option<Vec<i64>>>(10),
+                row.get::<_, Option<Vec<DateTime<Utc>>>>(11),
+                row.get::<_, Option<Vec<i64>>>(12),
+            ) {
+                (Some(ids), Some(started), Some(ratings))
+                    if ids.len() == started.len() && ids.len() == ratings.len() =>
+                {
+                    Some(from_rows::ListedRow {
+                        speed,
+                        group,
+                        listable: counts.score.white + counts.score.draws + counts.score.black,
+                        code: counts.code,
+                        games: ids
+                            .iter()
+                            .zip(&started)
+                            .zip(&ratings)
+                            .map(|((&id, started), &ratings)| ListEntry {
+                                started_us: started.timestamp_micros(),
+                                id,
+                                ratings,
+                            })
+                            .collect(),
+                    })
+                }
+                (None, None, None) => None,
+                _ => {
+                    return Err(Error::bug(
+                        "an explorer counter row's lists differ in length \
+                         (explorer_moves_listed_games_check)",
+                    ));
+                }
+            };
+            Ok(CounterRow {
+                counts,
+                speed,
+                group,
+                month: row.get(3),
+                listed,
+            })
+        })
+        .collect()
+}
+
+/// The lists of position `id`'s rows under `request`'s filter, for
+/// [`from_rows`].
+///
+/// # Errors
+///
+/// As [`read_rows`].
 pub async fn read_lists(
     db: Prepared<'_>,
     id: i64,
     request: &Request,
 ) -> Result<Vec<from_rows::ListedRow>, Error> {
-    let bound = BoundFilter::new(request);
-    let rows = db
-        .query(sql::LISTS_FROM_ROWS, &bound.params(&id))
-        .await
-        .map_err(db_err("reading the games listed by the explorer counters"))?;
-    rows.iter()
-        .map(|row| {
-            let ids: Vec<i64> = row.get(4);
-            let started: Vec<DateTime<Utc>> = row.get(5);
-            let ratings: Vec<i64> = row.get(6);
-            if ids.len() != started.len() || ids.len() != ratings.len() {
-                return Err(Error::bug(
-                    "an explorer counter row's lists differ in length \
-                     (explorer_moves_listed_games_check)",
-                ));
-            }
-            Ok(from_rows::ListedRow {
-                speed: row.get(0),
-                group: row.get(1),
-                listable: row.get(2),
-                code: row.get(3),
-                games: ids
-                    .iter()
-                    .zip(&started)
-                    .zip(&ratings)
-                    .map(|((&id, started), &ratings)| ListEntry {
-                        started_us: started.timestamp_micros(),
-                        id,
-                        ratings,
-                    })
-                    .collect(),
-            })
-        })
-        .collect()
+    Ok(read_rows(db, id, request)
+        .await?
+        .into_iter()
+        .filter_map(|row| row.listed)
+        .collect())
+}
+
+/// The counts of position `id` under `request`'s filter and its rows'
+/// lists, from its rows read whole (a position of few rows: see
+/// [`sql::FIND_POSITION`]), counted as [`sql::MOVES_FROM_ROWS`] groups them: in
+/// a row of a rating group and a month, the games with a result are
+/// listable.
+async fn few_rows(db: Prepared<'_>, id: i64, request: &Request) -> Result<PositionCounts, Error> {
+    let mut counts = PositionCounts::new();
+    let mut lists = Vec::new();
+    for row in read_rows(db, id, request).await? {
+        counts.add_move(&row.counts);
+        if row.group >= 0 && row.month >= 0 {
+            let score = row.counts.score;
+            counts.add_class(
+                row.speed,
+                row.group,
+                score.white + score.draws + score.black,
+                1,
+            );
+        }
+        lists.extend(row.listed);
+    }
+    counts.finish();
+    counts.lists = Some(lists);
+    Ok(counts)
 }
 
 /// A position's top and recent games, and the game of a move played

@@ -616,19 +616,35 @@ macro_rules! uncounted {
 /// [`uncounted!`]: the counters are usable when it is 0.
 pub const UNCOUNTED: &str = uncounted!();
 
+/// How many counter rows a position has at most to be answered from its
+/// rows read whole ([`POSITION_ROWS`]) rather than grouped by the database
+/// ([`MOVES_FROM_ROWS`]) and then its lists read.
+macro_rules! few_rows {
+    () => {
+        "64"
+    };
+}
+
 /// What `explore` asks first, in one round trip: whether the counters are
 /// kept (`explorer_state.enabled`, NULL without its row) and how many
 /// games a bulk load has not counted ([`UNCOUNTED`]); then the position of
-/// normalized FEN `$1` (NULL: no game reached it) and whether it is
-/// answered from its rows: it has rows and is not queued for a recount (a
-/// position has no rows while one game reached it, and is queued until
-/// its rows are complete, see `sql/0012_explorer_shared_positions.sql`).
+/// normalized FEN `$1` (NULL: no game reached it), whether it is answered
+/// from its rows (it has rows and is not queued for a recount: a position
+/// has no rows while one game reached it, and is queued until its rows are
+/// complete, see `sql/0012_explorer_shared_positions.sql`), and whether it
+/// has more than [`few_rows!`] rows (counted from its key's index as far
+/// as that).
 pub const FIND_POSITION: &str = concat!(
     "SELECT (SELECT enabled FROM explorer_state), (",
     uncounted!(),
     "), p.id, EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = p.id) \
-       AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = p.id) \
-     FROM (SELECT 1) AS one LEFT JOIN positions p ON p.normalized_fen = $1"
+       AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = p.id), \
+       (SELECT count(*) FROM (SELECT 1 FROM explorer_moves WHERE position_id = p.id \
+                              LIMIT ",
+    few_rows!(),
+    " + 1) r) > ",
+    few_rows!(),
+    " FROM (SELECT 1) AS one LEFT JOIN positions p ON p.normalized_fen = $1"
 );
 
 /// The conditions of a request's filter on the counters' categories, for
@@ -834,16 +850,17 @@ pub const RECENT_WALK: &str = concat!(
     " ORDER BY started_at DESC NULLS LAST, game_id DESC LIMIT $7"
 );
 
-/// The lists of position `$1`'s rows that the filter selects: each row's
-/// speed, rating group, listable games (its games with a result: a row
-/// with a list is of a rating group and a month), move, and its three
-/// lists (ids, start times, ratings). What `explore` finds a position's
-/// top and recent games in when it has few rows
-/// (`crate::explorer::answers::from_rows`).
-pub const LISTS_FROM_ROWS: &str = concat!(
-    "SELECT speed, rating_group, (white + draws + black)::bigint, move, \
+/// Position `$1`'s rows that the filter selects, whole: each row's
+/// move, speed, rating group, month, games, white, draws, black, games
+/// with the mover rated, the movers' ratings added, and its three lists
+/// (ids, start times, ratings). What `explore` counts a
+/// position of few rows from, and finds a position's top and recent games
+/// in when it has few rows (`crate::explorer::answers::from_rows`).
+pub const POSITION_ROWS: &str = concat!(
+    "SELECT move, speed, rating_group, month, games, white, draws, black, \
+            mover_rated_games, mover_rating_sum, \
             listed_game_ids, listed_game_started, listed_game_ratings \
-     FROM explorer_moves WHERE position_id = $1 AND listed_game_ids IS NOT NULL AND ",
+     FROM explorer_moves WHERE position_id = $1 AND ",
     conditions!()
 );
 
