@@ -767,13 +767,7 @@ async fn counts(
         .query(sql, &bound.params(&found.id))
         .await
         .map_err(db_err("reading the explorer counters"))?;
-    let mut counts = PositionCounts {
-        moves: Vec::new(),
-        classes: Vec::new(),
-        listing_rows: 0,
-        lists: None,
-        listed: None,
-    };
+    let mut counts = PositionCounts::new();
     for row in &rows {
         match (row.get::<_, Option<i16>>(0), row.get(1), row.get(2)) {
             (Some(code), _, _) => counts.moves.push(MoveCounts {
