@@ -853,9 +853,9 @@ pub const RECENT_WALK: &str = concat!(
 /// Position `$1`'s rows that the filter selects, whole: each row's
 /// move, speed, rating group, month, games, white, draws, black, games
 /// with the mover rated, the movers' ratings added, and its three lists
-/// (ids, start times, ratings). What `explore` counts a
-/// position of few rows from, and finds a position's top and recent games
-/// in when it has few rows (`crate::explorer::answers::from_rows`).
+/// (ids, start times, ratings). What `explore` counts a position of few
+/// rows from, and finds a position's top and recent games in when it has
+/// few rows (`crate::explorer::answers::from_rows`).
 pub const POSITION_ROWS: &str = concat!(
     "SELECT move, speed, rating_group, month, games, white, draws, black, \
             mover_rated_games, mover_rating_sum, \
@@ -920,9 +920,10 @@ pub const LISTED_GAMES: &str = concat!(
 /// At most `$7` games of position `$1` under the filter, each with
 /// everything an answer needs of it: its [`listed_columns!`], then the
 /// move it played there (at its last visit, as counted), its mover's
-/// rating, speed, rating group, and whether it is [`listable!`]. What a position without counter rows (one game reached
-/// it, or it is queued for a recount) is answered from in one statement,
-/// where its counts, its lists and the games listed would take four.
+/// rating, speed, rating group, and whether it is [`listable!`]. What a
+/// position without counter rows (one game reached it, or it is queued
+/// for a recount) is answered from in one statement, where its counts,
+/// its lists and the games listed would take four.
 pub const POSITION_GAMES: &str = concat!(
     "SELECT ",
     listed_columns!(),
