@@ -292,11 +292,10 @@ pub async fn import(
         resumed,
         explorer,
         shards,
+        advice,
     } = start_retrying(&target, settings, job, &interrupts, reporter).await?;
-    if let Target::Server(_) = &target {
-        for advice in crate::store::tuning::advice(&conns.control.client).await? {
-            reporter.notice(&Notice::Advice(&advice));
-        }
+    for advice in &advice {
+        reporter.notice(&Notice::Advice(advice));
     }
     let Some(chosen) = chosen else {
         reporter.notice(&Notice::DatabaseBusy);
@@ -405,6 +404,10 @@ struct Start {
     explorer: bool,
     /// The database's layout.
     shards: Option<Shards>,
+    /// Advice on the server's settings (none for the embedded cluster,
+    /// which pgnload configures): read with the start, so that a session
+    /// lost while reading them is retried with it.
+    advice: Vec<String>,
 }
 
 /// Opens a run: connections, migrations, the mode and its lock, the
@@ -422,6 +425,10 @@ async fn start(
     let mut db = db::connect(target).await?;
     db::migrate(&mut db.client).await?;
     prepare_connection(&db.client).await?;
+    let advice = match target {
+        Target::Server(_) => crate::store::tuning::advice(&db.client).await?,
+        Target::Embedded(_) => Vec::new(),
+    };
     let positions_db = db::connect(target).await?;
     prepare_connection(&positions_db.client).await?;
     let control = db::connect(target).await?;
@@ -483,6 +490,7 @@ async fn start(
         resumed,
         explorer,
         shards,
+        advice,
     })
 }
 
