@@ -55,6 +55,16 @@ pub(crate) fn corpus(dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// A fresh database `name` that keeps the explorer counters, with
+/// [`corpus`] imported.
+fn counted_corpus(name: &str) -> TestDb {
+    let dir = scratch_dir(&format!("pgnload-{name}-"));
+    let db = fresh_db(name);
+    enable_explorer(db.pgnload());
+    assert_ok(&import(&db, &["-q"], &corpus(dir.path())), &[0]);
+    db
+}
+
 /// `pgnload verify --explorer` on `db`: its exit code and stdout.
 fn verify_explorer(db: &TestDb, dir: &Path) -> (Option<i32>, String) {
     let out = run({
@@ -525,11 +535,7 @@ fn explore_lists(db: &TestDb, args: &[&str]) -> Value {
 
 #[test]
 fn top_and_recent_games_are_chosen_and_ordered_as_lichess_does() {
-    let dir = scratch_dir("pgnload-explorer-top-");
-    let files = corpus(dir.path());
-    let db = fresh_db("explorer_top");
-    enable_explorer(db.pgnload());
-    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let db = counted_corpus("explorer_top");
     let e4 = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq -";
     let (top, recent) = lichess_lists(&db, e4, 4);
     assert_eq!(top.len(), 4, "the corpus has 4 games of 2000+ after 1.e4");
@@ -662,11 +668,7 @@ fn games_each_way(db: &TestDb, request: &Request) -> Vec<(String, Vec<i64>)> {
 /// server forces them, each was planned once.
 #[test]
 fn plan_once_prepares_every_statement_an_answer_runs() {
-    let dir = scratch_dir("pgnload-explorer-plan-");
-    let files = corpus(dir.path());
-    let db = fresh_db("explorer_plan_once");
-    enable_explorer(db.pgnload());
-    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let db = counted_corpus("explorer_plan_once");
     let lone = db.psql(
         "SELECT p.normalized_fen FROM positions p \
          WHERE NOT EXISTS (SELECT 1 FROM explorer_moves e WHERE e.position_id = p.id) \
@@ -775,11 +777,7 @@ fn top_games_request(play: &str, filter: Filter) -> Request {
 /// lists of the rows (where these hold the top games: at least once).
 #[test]
 fn listed_games_are_the_same_whether_scanned_or_walked() {
-    let dir = scratch_dir("pgnload-explorer-walk-");
-    let files = corpus(dir.path());
-    let db = fresh_db("explorer_walk");
-    enable_explorer(db.pgnload());
-    assert_ok(&import(&db, &["-q"], &files), &[0]);
+    let db = counted_corpus("explorer_walk");
     let blitz = Filter {
         speeds: vec!["blitz".parse().expect("speed")],
         ..Filter::default()
