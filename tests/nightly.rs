@@ -58,7 +58,8 @@ fn both(out: &Output) -> String {
 
 /// A `bin` directory holding a `pgnload` that runs the real one and then,
 /// after an `import`, the snippet `hooks/after-import` (once); and a `sleep`
-/// that runs `hooks/settle` (once) instead of sleeping.
+/// that runs `hooks/settle` (once) instead of sleeping. Each logs how it was
+/// called: `hooks/calls` the pgnload commands, `hooks/slept` the waits.
 struct Hooks {
     dir: PathBuf,
 }
@@ -77,12 +78,21 @@ impl Hooks {
             (
                 "pgnload",
                 format!(
-                    "#!/bin/sh\n'{}' \"$@\"\nrc=$?\nif [ \"$1\" = import ]; then {}; fi\nexit $rc\n",
+                    "#!/bin/sh\necho \"$1\" >> '{}/calls'\n'{}' \"$@\"\nrc=$?\n\
+                     if [ \"$1\" = import ]; then {}; fi\nexit $rc\n",
+                    dir.display(),
                     env!("CARGO_BIN_EXE_pgnload"),
                     once("after-import")
                 ),
             ),
-            ("sleep", format!("#!/bin/sh\n{}\nexit 0\n", once("settle"))),
+            (
+                "sleep",
+                format!(
+                    "#!/bin/sh\necho \"$@\" >> '{}/slept'\n{}\nexit 0\n",
+                    dir.display(),
+                    once("settle")
+                ),
+            ),
         ];
         for (name, text) in scripts {
             let path = dir.join("bin").join(name);
@@ -103,17 +113,29 @@ impl Hooks {
         std::fs::write(self.dir.join("settle"), snippet).expect("write");
     }
 
+    /// What the hook named `log` wrote (`calls`, `slept`): one line a call.
+    fn log(&self, log: &str) -> String {
+        std::fs::read_to_string(self.dir.join(log)).unwrap_or_default()
+    }
+
     /// `scripts/nightly-import.sh DUMPS ARGS…` with the hooked `pgnload`
-    /// and `sleep`, a settle interval of one (hooked) second, and no
-    /// database chosen yet.
+    /// and `sleep`, a settle interval of one (hooked) second, no database
+    /// chosen yet, in the hooks' directory (where a name that a shell
+    /// would run, `$(touch pwned)`, would leave its file).
     fn nightly(&self, dumps: &Path, args: &[&str]) -> Command {
+        self.nightly_by(Command::new("bash"), dumps, args)
+    }
+
+    /// As [`Hooks::nightly`], `bash` being run by `bash` (a command whose
+    /// last word is bash, such as one run as another user).
+    fn nightly_by(&self, bash: Command, dumps: &Path, args: &[&str]) -> Command {
         let bin = self.dir.join("bin");
         let path = format!(
             "{}:{}",
             bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let mut c = Command::new("bash");
+        let mut c = bash;
         c.arg(repo().join("scripts/nightly-import.sh"))
             .arg(dumps)
             .args(args)
@@ -121,7 +143,8 @@ impl Hooks {
             .env("PGNLOAD_BIN", bin.join("pgnload"))
             .env("PGNLOAD_SETTLE_SECONDS", "1")
             .env_remove("DATABASE_URL")
-            .env_remove("PGNLOAD_DATA_DIR");
+            .env_remove("PGNLOAD_DATA_DIR")
+            .current_dir(&self.dir);
         c
     }
 }
@@ -303,6 +326,300 @@ fn the_script_finds_pgnload_without_path_or_pgnload_bin_or_says_so() {
     let out = cron();
     assert_eq!(out.status.code(), Some(2), "{}", both(&out));
     assert!(stderr(&out).contains("no pgnload binary"), "{}", both(&out));
+}
+
+/// Checks that `out` ended with `expected` and that its stdout and stderr
+/// hold each of `says`; returns them.
+fn assert_said(out: &Output, expected: i32, says: &[&str]) -> String {
+    let text = both(out);
+    assert_eq!(out.status.code(), Some(expected), "{text}");
+    for said in says {
+        assert!(text.contains(said), "{said:?} not in:\n{text}");
+    }
+    text
+}
+
+/// Runs the hooked script on `dumps` against `db`: [`assert_said`].
+fn night(hooks: &Hooks, dumps: &Path, db: &TestDb, expected: i32, says: &[&str]) -> String {
+    let mut c = hooks.nightly(dumps, &[]);
+    c.env("DATABASE_URL", &db.url);
+    assert_said(&run(c), expected, says)
+}
+
+/// Dump names that a list of a record a line, a shell or a command line
+/// could trip on.
+const AWKWARD_NAMES: [&str; 6] = [
+    "new\nline.pgn",
+    "a\ttab.pgn",
+    " spaces  around .pgn",
+    "-leading-dash.pgn",
+    "back\\slash.pgn",
+    "$(touch pwned) ]*?.pgn",
+];
+
+#[test]
+fn dumps_with_any_byte_in_their_names_are_passed_again_once_grown() {
+    let root = scratch_dir("pgnload-nightly-names-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    let n = AWKWARD_NAMES.len();
+    let games = lichess_games(n * 15);
+    let (first, more) = games.split_at(n * 10);
+    for (i, name) in AWKWARD_NAMES.iter().enumerate() {
+        std::fs::write(dumps.join(name), first[i * 10..][..10].concat()).expect("write");
+    }
+    let db = fresh_db("nightly_names");
+    // A night passes every dump, and the next one none.
+    let two_nights = |games_then: usize| {
+        let passed = format!("{n} new or changed of {n} file");
+        night(&hooks, &dumps, &db, 0, &[&passed]);
+        assert_eq!(
+            db.psql("SELECT count(*) FROM games"),
+            games_then.to_string()
+        );
+        let none = format!("nothing new among {n} PGN file");
+        night(&hooks, &dumps, &db, 0, &[&none]);
+    };
+    two_nights(n * 10);
+    // Every dump grows: every one is passed again, then recorded again.
+    for (i, name) in AWKWARD_NAMES.iter().enumerate() {
+        append(&dumps.join(name), more[i * 5..][..5].concat().as_bytes());
+    }
+    two_nights(n * 15);
+    assert!(!hooks.dir.join("pwned").exists(), "a name was run");
+}
+
+#[test]
+fn a_dump_whose_name_is_not_utf8_is_named_every_night_and_the_others_imported() {
+    use std::os::unix::ffi::OsStrExt;
+    let root = scratch_dir("pgnload-nightly-not-utf8-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    let games = lichess_games(10);
+    std::fs::write(dumps.join("good.pgn"), games[..5].concat()).expect("write");
+    let bad = dumps.join(std::ffi::OsStr::from_bytes(b"bad\xff.pgn"));
+    std::fs::write(&bad, games[5..].concat()).expect("write");
+    let db = fresh_db("nightly_not_utf8");
+    // pgnload refuses such a name (and with it its whole command line):
+    // the file is not passed, and said, every night until it is renamed.
+    let said = format!(
+        "not imported $'{}/bad\\377.pgn': its name is not UTF-8, which pgnload refuses; rename it",
+        dumps.display()
+    );
+    for _ in 0..2 {
+        let text = night(&hooks, &dumps, &db, 2, &[&said, "1 file(s) not imported"]);
+        assert_eq!(db.psql("SELECT count(*) FROM games"), "5", "{text}");
+    }
+    std::fs::rename(&bad, dumps.join("bad.pgn")).expect("rename");
+    night(&hooks, &dumps, &db, 0, &["1 new or changed of 2 file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "10");
+}
+
+#[test]
+fn a_list_of_imported_dumps_in_the_earlier_format_is_read_then_rewritten() {
+    let root = scratch_dir("pgnload-nightly-old-list-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    let games = lichess_games(15);
+    let (plain, newline) = (dumps.join("a.pgn"), dumps.join("new\nline.pgn"));
+    std::fs::write(&plain, games[..5].concat()).expect("write");
+    std::fs::write(&newline, games[5..10].concat()).expect("write");
+    let db = fresh_db("nightly_old_list");
+    let imported = run({
+        let mut c = db.pgnload();
+        c.arg("import").args([&plain, &newline]);
+        c
+    });
+    assert_eq!(imported.status.code(), Some(0), "{}", stderr(&imported));
+    // The list as the earlier script wrote it: a `stat` line a file, the
+    // second one's cut in two by the newline in its name.
+    let lines = run({
+        let mut c = Command::new("stat");
+        c.args(["-c", "%s|%y|%z|%i|%n", "--"])
+            .args([&plain, &newline]);
+        c
+    });
+    assert!(lines.status.success(), "{}", stderr(&lines));
+    let list = dumps.join(".pgnload-done");
+    std::fs::write(&list, &lines.stdout).expect("write");
+    // a.pgn's record still holds: it is not read again. The other one's
+    // cannot be trusted: passed again, pgnload finds it imported.
+    let text = night(&hooks, &dumps, &db, 0, &["1 new or changed of 2 file"]);
+    assert!(
+        text.contains("line.pgn: already imported, skipped"),
+        "{text}"
+    );
+    assert!(!text.contains("a.pgn: already imported"), "{text}");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "10");
+    let rewritten = std::fs::read(&list).expect("read");
+    assert!(
+        rewritten.starts_with(b"pgnload-done 2\0"),
+        "{}",
+        String::from_utf8_lossy(&rewritten)
+    );
+    night(&hooks, &dumps, &db, 0, &["nothing new among 2 PGN file"]);
+    // A record cut short (a crash while the list was written) does not
+    // swallow the next one.
+    append(&list, b"4242|2025-");
+    std::fs::write(dumps.join("c.pgn"), games[10..].concat()).expect("write");
+    night(&hooks, &dumps, &db, 0, &["1 new or changed of 3 file"]);
+    night(&hooks, &dumps, &db, 0, &["nothing new among 3 PGN file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "15");
+}
+
+#[test]
+fn a_dumps_directory_or_a_dump_given_as_a_symlink_is_followed() {
+    use std::os::unix::fs::symlink;
+    let root = scratch_dir("pgnload-nightly-symlinks-");
+    let hooks = Hooks::new(root.path());
+    let store = dumps_dir(root.path());
+    // The directory given as a link, without a trailing slash.
+    let dumps = root.path().join("linked-dumps");
+    symlink(&store, &dumps).expect("symlink");
+    let elsewhere = root.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let games = lichess_games(40);
+    std::fs::write(store.join("a.pgn"), games[..10].concat()).expect("write");
+    let target = elsewhere.join("b.pgn");
+    std::fs::write(&target, games[10..20].concat()).expect("write");
+    let link = store.join("b.pgn");
+    symlink(&target, &link).expect("symlink");
+    let db = fresh_db("nightly_symlinks");
+    night(&hooks, &dumps, &db, 0, &["2 new or changed of 2 file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "20");
+    // Imported as the file the link leads to.
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT count(*) FROM import_files WHERE path = '{}'",
+            target.display()
+        )),
+        "1"
+    );
+    night(&hooks, &dumps, &db, 0, &["nothing new among 2 PGN file"]);
+    // The file the link leads to grows: passed again.
+    append(&target, games[20..25].concat().as_bytes());
+    night(&hooks, &dumps, &db, 0, &["1 new or changed of 2 file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "25");
+    // The link leads to another file: passed.
+    let other = elsewhere.join("c.pgn");
+    std::fs::write(&other, games[25..30].concat()).expect("write");
+    std::fs::remove_file(&link).expect("rm");
+    symlink(&other, &link).expect("symlink");
+    night(&hooks, &dumps, &db, 0, &["1 new or changed of 2 file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "30");
+    // A link to nothing is named and fails the night, once the others are
+    // imported.
+    symlink(root.path().join("nowhere.pgn"), store.join("gone.pgn")).expect("symlink");
+    std::fs::write(store.join("d.pgn"), games[30..].concat()).expect("write");
+    let said = format!(
+        "not imported {}/gone.pgn: it is a symbolic link to nothing",
+        dumps.display()
+    );
+    night(
+        &hooks,
+        &dumps,
+        &db,
+        2,
+        &[&said, "1 new or changed of 3 file"],
+    );
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "40");
+    night(
+        &hooks,
+        &dumps,
+        &db,
+        2,
+        &[&said, "nothing new among 3 PGN file"],
+    );
+}
+
+#[test]
+fn a_dumps_directory_that_is_missing_or_cannot_be_read_fails_the_night() {
+    let root = scratch_dir("pgnload-nightly-unreadable-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    std::fs::write(dumps.join("a.pgn"), lichess_games(5).concat()).expect("write");
+    let missing = root.path().join("missing");
+    let said = format!("the directory {} does not exist", missing.display());
+    assert_said(&run(hooks.nightly(&missing, &[])), 2, &[&said]);
+    // Not readable, or readable but not searchable (its files' types cannot
+    // be known), by a user other than root, who may read everything.
+    for mode in [0o000, 0o444] {
+        std::fs::set_permissions(&dumps, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .expect("chmod");
+        let bash = if nix::unistd::geteuid().is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "-m", "--", "bash"]);
+            c
+        } else {
+            Command::new("bash")
+        };
+        let said = format!(
+            "cannot list the directory {} (above); nothing imported",
+            dumps.display()
+        );
+        assert_said(&run(hooks.nightly_by(bash, &dumps, &[])), 2, &[&said]);
+        assert_eq!(hooks.log("calls"), "", "mode {mode:o}: pgnload ran");
+    }
+    std::fs::set_permissions(&dumps, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+}
+
+#[test]
+fn a_dump_deleted_during_the_settle_wait_is_said_and_the_others_imported() {
+    let root = scratch_dir("pgnload-nightly-vanished-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    let games = lichess_games(15);
+    for (i, name) in ["a.pgn", "b.pgn", "c.pgn"].iter().enumerate() {
+        std::fs::write(dumps.join(name), games[i * 5..][..5].concat()).expect("write");
+    }
+    let vanishing = dumps.join("b.pgn");
+    hooks.in_settle(&format!(
+        "rm '{}'; echo settle-hook-ran",
+        vanishing.display()
+    ));
+    let db = fresh_db("nightly_vanished");
+    let mut c = hooks.nightly(&dumps, &[]);
+    // Sixty seconds (not octal).
+    c.env("DATABASE_URL", &db.url)
+        .env("PGNLOAD_SETTLE_SECONDS", "0060");
+    let out = run(c);
+    let vanished = format!(
+        "{} vanished during the settle wait; not imported",
+        vanishing.display()
+    );
+    let text = assert_said(&out, 0, &[&vanished, "2 new or changed of 3 file"]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "10");
+    // The wait is said, once, with its length, before it begins.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let said = "waiting 60 s (PGNLOAD_SETTLE_SECONDS)";
+    assert_eq!(stdout.matches(said).count(), 1, "{text}");
+    assert!(stdout.find(said) < stdout.find("settle-hook-ran"), "{text}");
+    assert_eq!(hooks.log("slept"), "60\n");
+}
+
+#[test]
+fn a_settle_interval_beyond_a_day_or_not_a_number_is_refused_before_anything() {
+    let root = scratch_dir("pgnload-nightly-settle-bounds-");
+    let (hooks, dumps) = (Hooks::new(root.path()), dumps_dir(root.path()));
+    std::fs::write(dumps.join("a.pgn"), lichess_games(5).concat()).expect("write");
+    let db = fresh_db("nightly_settle_bounds");
+    let nightly = |settle: &str| {
+        let mut c = hooks.nightly(&dumps, &[]);
+        c.env("DATABASE_URL", &db.url)
+            .env("PGNLOAD_SETTLE_SECONDS", settle);
+        run(c)
+    };
+    // Too large for the shell's arithmetic, a day and a second, negative,
+    // not whole, not decimal, not only digits.
+    for settle in ["99999999999999999999", "86401", "-1", "1.5", "0x10", " 60"] {
+        let said = format!(
+            "PGNLOAD_SETTLE_SECONDS must be a whole number of seconds from 0 to 86400, \
+             not '{settle}'"
+        );
+        assert_said(&nightly(settle), 2, &[&said]);
+        assert_eq!(hooks.log("calls"), "", "{settle}: pgnload ran");
+        assert_eq!(hooks.log("slept"), "", "{settle}: the script waited");
+    }
+    // A day is the longest wait.
+    assert_said(&nightly("86400"), 0, &["1 new or changed of 1 file"]);
+    assert_eq!(hooks.log("slept"), "86400\n");
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "5");
 }
 
 /// The zstd dump of `games`, in one frame of many blocks.
