@@ -37,7 +37,12 @@ pub async fn enabled(client: &impl GenericClient, lock: bool) -> Result<bool, Er
 /// them would answer every question with nothing, which looks real. A
 /// conflict while a bulk load holds or lost the rows of some games (their
 /// records in `explorer_deferred`, see [`super::held`]): the counters lack them
-/// until the load finishes.
+/// until the load finishes. A conflict too while a bulk load is unfinished
+/// ([`crate::ingest::bulk::unfinished`]), whatever the counters hold:
+/// `positions` and `moves` then have no indexes and a position may be
+/// listed twice (until the load's merge), so a reader's question would be
+/// a scan of the whole tables (minutes on a large database, holding a lock
+/// the load's finish waits for) or fail on the second row.
 pub async fn require_usable(client: &impl GenericClient) -> Result<(), Error> {
     let enabled = enabled(client, false).await?;
     let uncounted: i64 = client
@@ -45,13 +50,15 @@ pub async fn require_usable(client: &impl GenericClient) -> Result<(), Error> {
         .await
         .map_err(crate::store::db::db_err("reading explorer_deferred"))?
         .get(0);
-    usable(Some(enabled), uncounted)
+    let load = crate::ingest::bulk::unfinished(client).await?;
+    usable(Some(enabled), uncounted, load)
 }
 
 /// [`require_usable`]'s answer from what it reads: `explorer_state`'s
-/// `enabled` (`None`: the table has no row) and [`sql::UNCOUNTED`].
-/// (`explore` reads both with its first question, in one round trip.)
-pub fn usable(enabled: Option<bool>, uncounted: i64) -> Result<(), Error> {
+/// `enabled` (`None`: the table has no row), [`sql::UNCOUNTED`] and the
+/// unfinished bulk load's id. (`explore` reads the three with its first
+/// question, in one round trip.)
+pub fn usable(enabled: Option<bool>, uncounted: i64, load: Option<i64>) -> Result<(), Error> {
     let Some(enabled) = enabled else {
         return Err(Error::inconsistent(
             "explorer_state has no row (sql/0004_explorer.sql inserts it)",
@@ -69,6 +76,13 @@ pub fn usable(enabled: Option<bool>, uncounted: i64) -> Result<(), Error> {
             "a bulk load has not counted {uncounted} of its games into the explorer counters \
              yet (it does at its finish): wait for it to end, or if it stopped, run `pgnload \
              import` again to finish it"
+        )));
+    }
+    if let Some(load) = load {
+        return Err(Error::Conflict(format!(
+            "bulk load #{load} is unfinished: until it finishes, positions and moves have no \
+             indexes and a position may be listed twice, so the explorer does not answer; wait \
+             for it to end, or if it stopped, run `pgnload import` again to finish it"
         )));
     }
     Ok(())

@@ -411,19 +411,20 @@ pub struct Found {
 /// one round trip that also checks that the counters are usable
 /// ([`admin::usable`]). Asked with every answer, not once per connection
 /// or server: `db explorer disable` and a bulk load (which holds counter
-/// rows in memory) change that under a running server, and its answers
-/// must then say so rather than count without them; the check costs two
-/// index reads of tiny tables in a round trip made anyway.
+/// rows in memory, and drops the indexes every later question reads)
+/// change that under a running server, and its answers must then say so
+/// at once rather than count without them or scan whole tables; the check
+/// costs three reads of tiny tables in a round trip made anyway.
 pub async fn find(db: Prepared<'_>, fen: &str) -> Result<Option<Found>, Error> {
     let row = db
         .query_one(sql::FIND_POSITION, &[&fen])
         .await
         .map_err(db_err("looking up the position and the explorer's state"))?;
-    admin::usable(row.get(0), row.get(1))?;
-    Ok(row.get::<_, Option<i64>>(2).map(|id| Found {
+    admin::usable(row.get(0), row.get(1), row.get(2))?;
+    Ok(row.get::<_, Option<i64>>(3).map(|id| Found {
         id,
-        counted: row.get(3),
-        many_rows: row.get(4),
+        counted: row.get(4),
+        many_rows: row.get(5),
     }))
 }
 
@@ -530,7 +531,8 @@ pub async fn explore_reached(
 /// first question: what a server's new connection does
 /// (`plan_cache_mode = force_generic_plan` there: each is planned once,
 /// at its first run, 1–2 ms apiece, which the first answers on each
-/// connection would otherwise pay).
+/// connection would otherwise pay). While a bulk load is unfinished only
+/// the first is run (the others would read tables without indexes).
 ///
 /// # Errors
 ///
@@ -545,9 +547,17 @@ pub async fn plan_once(db: Prepared<'_>) -> Result<(), Error> {
         top_games: 0,
         recent_games: 0,
     };
-    db.query_one(sql::FIND_POSITION, &[&""])
+    let row = db
+        .query_one(sql::FIND_POSITION, &[&""])
         .await
         .map_err(db_err("planning the position lookup"))?;
+    if row.get::<_, Option<i64>>(2).is_some() {
+        // A bulk load is unfinished: the statements below would read
+        // `moves` and `positions` without their indexes (whole), and the
+        // plans made now would be remade once they are back anyway. Each
+        // is planned at its first use instead.
+        return Ok(());
+    }
     // A class that no game of position -1 is in: the walk takes none of it.
     let walk = TopWalk {
         speed: 0,

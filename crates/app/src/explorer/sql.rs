@@ -625,18 +625,37 @@ macro_rules! few_rows {
     };
 }
 
+/// The unfinished bulk load's id (NULL: none), as
+/// `ingest::bulk::unfinished` reads it (at most one row:
+/// `import_bulk_loads_one_open`).
+macro_rules! bulk_load {
+    () => {
+        "SELECT id FROM import_bulk_loads WHERE state <> 'done'"
+    };
+}
+
 /// What `explore` asks first, in one round trip: whether the counters are
-/// kept (`explorer_state.enabled`, NULL without its row) and how many
-/// games a bulk load has not counted ([`UNCOUNTED`]); then the position of
-/// normalized FEN `$1` (NULL: no game reached it), whether it is answered
-/// from its rows (it has rows and is not queued for a recount: a position
-/// has no rows while one game reached it, and is queued until its rows are
-/// complete, see `sql/0012_explorer_shared_positions.sql`), and whether it
-/// has more than [`few_rows!`] rows (counted from its key's index as far
-/// as that).
+/// kept (`explorer_state.enabled`, NULL without its row), how many games a
+/// bulk load has not counted ([`UNCOUNTED`]) and the unfinished bulk
+/// load ([`bulk_load!`]); then the position of normalized FEN `$1` (NULL:
+/// no game reached it), whether it is answered from its rows (it has rows
+/// and is not queued for a recount: a position has no rows while one game
+/// reached it, and is queued until its rows are complete, see
+/// `sql/0012_explorer_shared_positions.sql`), and whether it has more than
+/// [`few_rows!`] rows (counted from its key's index as far as that).
+///
+/// The position is not looked up while a bulk load is unfinished: its
+/// tables then have no indexes (the lookup would read all of `positions`)
+/// and a position may be there twice (two rows where one is expected).
+/// The condition, in the subquery on `positions`, reads none of its
+/// columns, so PostgreSQL checks it once and reads nothing of `positions`
+/// when it fails (a one-time filter above the scan; in the join's own
+/// condition it would be checked after the scan, per row).
 pub const FIND_POSITION: &str = concat!(
     "SELECT (SELECT enabled FROM explorer_state), (",
     uncounted!(),
+    "), (",
+    bulk_load!(),
     "), p.id, EXISTS (SELECT 1 FROM explorer_moves WHERE position_id = p.id) \
        AND NOT EXISTS (SELECT 1 FROM explorer_pending WHERE position_id = p.id), \
        (SELECT count(*) FROM (SELECT 1 FROM explorer_moves WHERE position_id = p.id \
@@ -644,7 +663,10 @@ pub const FIND_POSITION: &str = concat!(
     few_rows!(),
     " + 1) r) > ",
     few_rows!(),
-    " FROM (SELECT 1) AS one LEFT JOIN positions p ON p.normalized_fen = $1"
+    " FROM (SELECT 1) AS one LEFT JOIN (SELECT id FROM positions \
+       WHERE normalized_fen = $1 AND (",
+    bulk_load!(),
+    ") IS NULL) p ON true"
 );
 
 /// The conditions of a request's filter on the counters' categories, for

@@ -13,3 +13,9 @@
 pub mod filter;
 pub mod games;
 pub mod position;
+
+/// The unfinished bulk load, if any: while one is, `moves` and the plain
+/// indexes of `games` are dropped (see `ingest::bulk`), so that a reader
+/// that must answer at once (`pgnload serve`) can refuse rather than read
+/// whole tables.
+pub use crate::ingest::bulk::unfinished as unfinished_bulk_load;
