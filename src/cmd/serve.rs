@@ -29,10 +29,28 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_requests: u32,
-    /// Seconds an admitted request waits for a connection before 503.
+    /// Seconds an admitted request waits for a connection before 503
+    /// (and a statement for a lock).
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub wait_seconds: u64,
+    /// Seconds a statement may run before it is cancelled and its request
+    /// answered 503 (so that no reader holds up a bulk load's finish, nor
+    /// the requests behind it, for longer).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub query_seconds: u64,
+    /// Seconds a connection may take to send a whole request head, from
+    /// its opening or its last answer; then it is closed (an idle
+    /// keep-alive connection too).
+    #[arg(long, value_name = "SECONDS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_seconds: u64,
+    /// Seconds the answers under way may take after Ctrl-C or SIGTERM;
+    /// then their connections are closed and the server exits.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_seconds: u64,
     /// Memory for the explorer's answers kept, in bytes (`k`, `M`, `G`:
     /// binary units; 0: keep none). A question asked again is answered
     /// without the database until a write changes what it reads
@@ -43,7 +61,7 @@ pub struct ServeArgs {
 }
 
 /// Runs `pgnload serve` until Ctrl-C or SIGTERM, then lets the requests in
-/// flight finish and exits 0.
+/// flight finish (within `--shutdown-seconds`) and exits 0.
 pub fn run(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Error> {
     // One worker per core: the server's work is answering, in parallel.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -54,7 +72,12 @@ pub fn run(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Error> {
             what: "starting the async runtime",
             source,
         })?;
-    runtime.block_on(serve(args, settings))
+    let status = runtime.block_on(serve(args, settings));
+    // A request cut at the deadline may still hold a worker (the games of
+    // a player are read in `block_in_place`): its statement ends within
+    // `--query-seconds`, but the exit does not wait for it.
+    runtime.shutdown_timeout(Duration::ZERO);
+    status
 }
 
 async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Error> {
@@ -65,8 +88,9 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
     let mut keeper = db::connect(&target).await?;
     db::migrate(&mut keeper.client).await?;
     if let Err(why) = explorer::require_usable(&keeper.client).await {
-        stderr_line!("pgnload serve: /lichess answers 503 for now: {why}");
+        http::log(&format!("/lichess answers 503 for now: {why}"));
     }
+    let (most, nofile) = http::server::most_connections(args.connections)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|source| Error::System {
@@ -81,6 +105,12 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
         connections: args.connections,
         requests: usize::try_from(args.max_requests).unwrap_or(usize::MAX),
         wait: Duration::from_secs(args.wait_seconds),
+        query: Duration::from_secs(args.query_seconds),
+    };
+    let connections = http::server::Connections {
+        most,
+        idle: Duration::from_secs(args.idle_seconds),
+        shutdown: Duration::from_secs(args.shutdown_seconds),
     };
     let cache = Arc::new(Cache::new(args.cache_size));
     // Listening before the address is printed: the cache serves from the
@@ -93,13 +123,7 @@ async fn serve(args: &ServeArgs, settings: &Settings) -> Result<ExitStatus, Erro
          Ctrl-C or SIGTERM stops it\n",
         keeper.description
     ))?;
-    axum::serve(listener, http::router(shared))
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(|source| Error::System {
-            what: "serving HTTP",
-            source,
-        })?;
+    http::server::serve(listener, http::router(shared), connections, nofile, stop).await;
     if let Some(follower) = follower {
         // Its connection ends before the keeper's, whose session is then
         // the embedded server's last.

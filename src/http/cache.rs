@@ -365,10 +365,9 @@ async fn follow_forever(cache: Arc<Cache>, target: Target, mut listening: Listen
             Err(why) => why,
         };
         if !said_down {
-            stderr_line!(
-                "pgnload serve: answering without the cache until changes can be followed \
-                 again: {why}"
-            );
+            super::log(&format!(
+                "answering without the cache until changes can be followed again: {why}"
+            ));
             said_down = true;
         }
         tokio::time::sleep(RETRY_AFTER).await;

@@ -6,12 +6,15 @@
 use std::collections::HashMap;
 
 use axum::{
-    extract::{Path, Query, State, rejection::QueryRejection},
+    extract::{
+        Path, Query, State,
+        rejection::{PathRejection, QueryRejection},
+    },
     http::{HeaderMap, HeaderName, header},
     response::{IntoResponse, Response},
 };
 
-use super::{ApiError, Shared};
+use super::{ApiError, Checkout, Shared};
 use crate::{
     chess::model::GameRef,
     cmd::games::json_line,
@@ -20,6 +23,7 @@ use crate::{
     query::{
         filter::{FilterArgs, Side},
         games::{self, Order},
+        unfinished_bulk_load,
     },
 };
 
@@ -40,8 +44,14 @@ const MOST: u32 = 10_000;
 /// explorer's top games name their games.
 pub async fn game(
     State(shared): State<Shared>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
+    let Path(id) = path.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if id.contains('\0') {
+        return Err(ApiError::not_found(format!(
+            "no game {id:?} in the database (no stored id holds a NUL byte)"
+        )));
+    }
     let game = id.parse::<GameRef>().or_else(|why| {
         if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
             Ok(GameRef::Key {
@@ -53,6 +63,7 @@ pub async fn game(
         }
     })?;
     let checkout = shared.checkout().await?;
+    indexed(&checkout).await?;
     let found = games::find(&checkout.connection.database.client, &game).await?;
     drop(checkout);
     let (game, moves) =
@@ -70,10 +81,16 @@ pub async fn game(
 /// unknown player is a 404.
 pub async fn of_player(
     State(shared): State<Shared>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let Path(name) = path.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if name.contains('\0') {
+        return Err(ApiError::not_found(format!(
+            "no player named {name:?} (no stored name holds a NUL byte)"
+        )));
+    }
     let Query(params) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let args = player_filter(name, &params)?;
     let ndjson = headers
@@ -81,6 +98,7 @@ pub async fn of_player(
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains(NDJSON));
     let mut checkout = shared.checkout().await?;
+    indexed(&checkout).await?;
     let client = &mut checkout.connection.database.client;
     // An unknown name is the one `Input` error of resolving a filter
     // without a FEN: here it names a resource that does not exist.
@@ -118,7 +136,7 @@ pub async fn of_player(
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(listed))?;
     drop(checkout);
     for line in unwritable.report() {
-        stderr_line!("pgnload serve: {line}");
+        super::log(&line);
     }
     let media = if ndjson { NDJSON } else { PGN };
     let mut response = ([(header::CONTENT_TYPE, media)], text).into_response();
@@ -129,6 +147,22 @@ pub async fn of_player(
             .insert(SKIPPED, axum::http::HeaderValue::from(unwritable.count));
     }
     Ok(response)
+}
+
+/// A 503 while a bulk load is unfinished: `moves` and the indexes of
+/// `games` by player and date are dropped until its finish, so a game's
+/// moves or a player's games would be read from whole tables, for minutes
+/// on a large database, holding a lock the load's finish then waits for
+/// (docs/serve.md, "During a bulk load"). One round trip, on the
+/// connection the request then reads with.
+async fn indexed(checkout: &Checkout) -> Result<(), ApiError> {
+    match unfinished_bulk_load(&checkout.connection.database.client).await? {
+        None => Ok(()),
+        Some(load) => Err(ApiError::unavailable(format!(
+            "bulk load #{load} is unfinished: until it finishes, games and moves have no \
+             indexes to answer from; try again later"
+        ))),
+    }
 }
 
 /// The filter of a player's games that `params` ask for.
@@ -154,9 +188,15 @@ fn player_filter(name: String, params: &HashMap<String, String>) -> Result<Filte
                 })?,
         ),
     };
+    let opponent = params.get("vs").cloned();
+    if let Some(vs) = opponent.as_ref().filter(|vs| vs.contains('\0')) {
+        return Err(ApiError::bad_request(format!(
+            "vs={vs:?}: a name holds no NUL byte"
+        )));
+    }
     Ok(FilterArgs {
         player: Some(name),
-        opponent: params.get("vs").cloned(),
+        opponent,
         color,
         limit: Some(max),
         ..FilterArgs::default()

@@ -5,7 +5,10 @@
 //! session).
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -19,6 +22,30 @@ use crate::{
 /// Opens connections to one target.
 pub struct Manager {
     target: Target,
+    /// The session settings of every connection ([`Manager::settings`]).
+    settings: String,
+}
+
+impl Manager {
+    /// What every connection sets first: generic plans ([`GENERIC_PLANS`]),
+    /// and its time limits. `query` bounds every statement
+    /// (`statement_timeout`): a bulk load's finish waits for the readers
+    /// of the tables whose keys it adds again, and every reader that comes
+    /// after waits for the finish, so one long read (an explorer question
+    /// that began just as a load dropped its indexes ran 11–13 minutes)
+    /// held up the load and the whole server; nothing the server asks
+    /// takes more than a fraction of a second on an indexed database.
+    /// `lock` bounds a wait for a lock (`lock_timeout`): a request behind
+    /// such a finish is answered 503 then, not held. Its sessions are
+    /// named `pgnload serve` (`application_name`) in `pg_stat_activity`.
+    fn settings(query: Duration, lock: Duration) -> String {
+        format!(
+            "{GENERIC_PLANS}; SET statement_timeout = {}; SET lock_timeout = {}; \
+             SET application_name = 'pgnload serve'",
+            query.as_millis(),
+            lock.as_millis()
+        )
+    }
 }
 
 /// What every connection of the pool runs first: its prepared statements
@@ -60,10 +87,10 @@ impl bb8::ManageConnection for Manager {
         let database = db::connect(&self.target).await?;
         database
             .client
-            .batch_execute(GENERIC_PLANS)
+            .batch_execute(&self.settings)
             .await
             .map_err(db::db_err(
-                "choosing generic plans for the server's statements",
+                "setting generic plans and time limits for the server's statements",
             ))?;
         let pooled = Pooled {
             database,
@@ -73,10 +100,10 @@ impl bb8::ManageConnection for Manager {
         // still answer, and the explorer's statements are prepared again
         // when asked (and fail then, with the request's error).
         if let Err(error) = plan_once(pooled.prepared()).await {
-            stderr_line!(
-                "pgnload serve: planning the explorer's statements: {}",
+            super::log(&format!(
+                "planning the explorer's statements: {}",
                 crate::error::report(&error)
-            );
+            ));
         }
         Ok(pooled)
     }
@@ -100,19 +127,19 @@ impl bb8::ManageConnection for Manager {
     }
 }
 
-/// The last error opening a connection: bb8 hands it to its error sink
-/// and answers a waiting request only that it timed out, so it is kept
-/// here to say why.
+/// Whether opening a connection failed last: bb8 hands the error to its
+/// error sink, which says it in the server's log, and answers a waiting
+/// request only that it timed out; the pool keeps whether that was
+/// because the database could not be reached, which is what a client is
+/// told ([`super::DATABASE_UNAVAILABLE`]), never the error itself (it may
+/// name the data directory, `pg_ctl`, the server's log lines).
 #[derive(Debug, Clone, Default)]
-struct LastError(Arc<Mutex<Option<String>>>);
+struct Failing(Arc<AtomicBool>);
 
-impl bb8::ErrorSink<Error> for LastError {
+impl bb8::ErrorSink<Error> for Failing {
     fn sink(&self, error: Error) {
-        let said = crate::error::report(&error);
-        stderr_line!("pgnload serve: connecting: {said}");
-        if let Ok(mut last) = self.0.lock() {
-            *last = Some(said);
-        }
+        super::log(&format!("connecting: {}", crate::error::report(&error)));
+        self.0.store(true, Ordering::SeqCst);
     }
 
     fn boxed_clone(&self) -> Box<dyn bb8::ErrorSink<Error>> {
@@ -127,7 +154,7 @@ pub type Connection = bb8::PooledConnection<'static, Manager>;
 #[derive(Clone)]
 pub struct Pool {
     pool: bb8::Pool<Manager>,
-    last_error: LastError,
+    failing: Failing,
 }
 
 impl Pool {
@@ -136,38 +163,39 @@ impl Pool {
     /// and plan; a database that is down is answered with 503 until it is
     /// back), lent within `wait` or not at all. A connection found closed
     /// when lent is replaced ([`Manager::is_valid`]); one lost during a
-    /// request fails it with 503 and is replaced.
-    pub fn new(target: Target, size: u32, wait: Duration) -> Pool {
-        let last_error = LastError::default();
+    /// request fails it with 503 and is replaced. Every connection's
+    /// statements and lock waits are bounded by `query` and `wait`
+    /// ([`Manager::settings`]).
+    pub fn new(target: Target, size: u32, wait: Duration, query: Duration) -> Pool {
+        let failing = Failing::default();
         let pool = bb8::Pool::builder()
             .max_size(size)
             .min_idle(Some(size))
             .connection_timeout(wait)
             .test_on_check_out(true)
-            .error_sink(Box::new(last_error.clone()))
-            .build_unchecked(Manager { target });
-        Pool { pool, last_error }
+            .error_sink(Box::new(failing.clone()))
+            .build_unchecked(Manager {
+                target,
+                settings: Manager::settings(query, wait),
+            });
+        Pool { pool, failing }
     }
 
     /// A connection, waiting for one to be free or opened.
     pub async fn checkout(&self) -> Result<Connection, ApiError> {
         match self.pool.get_owned().await {
             Ok(connection) => {
-                if let Ok(mut last) = self.last_error.0.lock() {
-                    // Connected since: an old failure is no reason now.
-                    *last = None;
-                }
+                // Connected since: an old failure is no reason now.
+                self.failing.0.store(false, Ordering::SeqCst);
                 Ok(connection)
             }
             Err(bb8::RunError::User(error)) => Err(error.into()),
             Err(bb8::RunError::TimedOut) => {
-                let why = self
-                    .last_error
-                    .0
-                    .lock()
-                    .ok()
-                    .and_then(|last| last.clone())
-                    .unwrap_or_else(|| "every connection is busy".to_owned());
+                let why = if self.failing.0.load(Ordering::SeqCst) {
+                    super::DATABASE_UNAVAILABLE
+                } else {
+                    "every connection is busy; try again"
+                };
                 Err(ApiError::unavailable(format!(
                     "no database connection in time: {why}"
                 )))
