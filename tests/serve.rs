@@ -44,6 +44,18 @@ fn corpus() -> &'static TestDb {
     })
 }
 
+/// A fresh database holding the six games of Kasparov against Deep Blue
+/// (1997), with the explorer counters.
+fn kasparov_db(label: &str) -> TestDb {
+    let db = fresh_db(label);
+    assert_ok(
+        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
+        &[0],
+    );
+    enable_explorer(db.pgnload());
+    db
+}
+
 /// A running `pgnload serve`, stopped (SIGKILL) if a test fails first.
 struct Server {
     child: Child,
@@ -191,6 +203,17 @@ fn request(server: &Server, method: &str, path: &str, headers: &[(&str, &str)]) 
         .read_to_string(&mut raw)
         .unwrap_or_else(|e| panic!("no whole reply to {method} {path} within a minute: {e}"));
     let (head, body) = raw.split_once("\r\n\r\n").expect("a header block");
+    let (status, headers) = status_and_headers(head);
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// An answer's head (without its blank line) read: its status and its
+/// headers (names lowercase).
+fn status_and_headers(head: &str) -> (u16, Vec<(String, String)>) {
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -201,11 +224,7 @@ fn request(server: &Server, method: &str, path: &str, headers: &[(&str, &str)]) 
         .filter_map(|line| line.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    Reply {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
+    (status, headers)
 }
 
 /// `GET path`.
@@ -482,12 +501,7 @@ fn games_are_served_as_game_show_and_games_print_them() {
 /// said, and listens again (polled: it retries every second).
 #[test]
 fn a_lost_connection_is_replaced_and_sigterm_stops_with_0() {
-    let db = fresh_db("serve_stop");
-    assert_ok(
-        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
-        &[0],
-    );
-    enable_explorer(db.pgnload());
+    let db = kasparov_db("serve_stop");
     let server = Server::start(&db);
     assert_eq!(get(&server, "/lichess").status, 200);
     // Every server process of this database but psql's ends (waiting up to
@@ -790,17 +804,7 @@ fn answers(mut bytes: &[u8], heads: &[bool]) -> Vec<Reply> {
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(bytes)));
-        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|line| line.split(' ').nth(1))
-            .and_then(|code| code.parse().ok())
-            .unwrap_or_else(|| panic!("no status in {head}"));
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|line| line.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
+        let (status, headers) = status_and_headers(&String::from_utf8_lossy(&bytes[..end]));
         let length: usize = headers
             .iter()
             .find(|(n, _)| n == "content-length")
@@ -947,12 +951,7 @@ fn a_nul_is_a_404_or_400_and_the_log_is_escaped() {
 /// answers the new client at once, and says so on stderr.
 #[test]
 fn idle_connections_never_exhaust_the_file_descriptors() {
-    let db = fresh_db("serve_fds");
-    assert_ok(
-        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
-        &[0],
-    );
-    enable_explorer(db.pgnload());
+    let db = kasparov_db("serve_fds");
     let pgnload = db.pgnload();
     let mut command = Command::new("prlimit");
     command
@@ -1065,19 +1064,25 @@ fn holding(db: &TestDb, sql: &str) -> Child {
     psql
 }
 
+/// Waits (up to a minute) until `count` sessions of pgnload on `db` are
+/// in `state` (a condition on `pg_stat_activity`).
+fn until_sessions(db: &TestDb, state: &str, count: usize) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND application_name LIKE 'pgnload%' AND {state}"
+    );
+    while db.psql(&sql) != count.to_string() {
+        assert!(Instant::now() < deadline, "not {count} sessions {state}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits until the server's sessions (its 4 pooled connections, the one
 /// following changes, the one holding the database) are open and idle
 /// (each pooled one plans its statements first, reading `explorer_state`).
 fn pool_ready(db: &TestDb) {
-    let deadline = Instant::now() + Duration::from_mins(1);
-    while db.psql(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND application_name LIKE 'pgnload%' AND state = 'idle'",
-    ) != "6"
-    {
-        assert!(Instant::now() < deadline, "the pool did not open");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_sessions(db, "state = 'idle'", 6);
 }
 
 /// Issue 45 items 8 and 9: a statement of the server that waits for a
@@ -1088,12 +1093,7 @@ fn pool_ready(db: &TestDb) {
 /// half a request.
 #[test]
 fn a_waiting_request_is_503_and_sigterm_exits_by_the_deadline() {
-    let db = fresh_db("serve_deadline");
-    assert_ok(
-        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
-        &[0],
-    );
-    enable_explorer(db.pgnload());
+    let db = kasparov_db("serve_deadline");
     let lock = "LOCK TABLE explorer_state IN ACCESS EXCLUSIVE MODE";
 
     let server = Server::start_with(&db, &["--wait-seconds", "1"]);
@@ -1129,15 +1129,7 @@ fn a_waiting_request_is_503_and_sigterm_exits_by_the_deadline() {
     half.write_all(b"GET /lichess HTTP/1.1\r\nHost: x\r\n")
         .expect("half a request");
     // The request waits for the lock.
-    let deadline = Instant::now() + Duration::from_mins(1);
-    while db.psql(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-         AND application_name LIKE 'pgnload%' AND wait_event_type = 'Lock'",
-    ) != "1"
-    {
-        assert!(Instant::now() < deadline, "no request waits for the lock");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_sessions(&db, "wait_event_type = 'Lock'", 1);
     let stopping = Instant::now();
     let (status, stderr) = server.terminate();
     let took = stopping.elapsed();
@@ -1160,12 +1152,7 @@ fn a_waiting_request_is_503_and_sigterm_exits_by_the_deadline() {
 /// neither looks the position up.
 #[test]
 fn while_a_bulk_load_is_unfinished_serve_and_explore_refuse_at_once() {
-    let db = fresh_db("serve_unfinished");
-    assert_ok(
-        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
-        &[0],
-    );
-    enable_explorer(db.pgnload());
+    let db = kasparov_db("serve_unfinished");
     let server = Server::start(&db);
     let load = db.psql(
         "ALTER TABLE positions DROP CONSTRAINT positions_normalized_fen_key;
@@ -1242,12 +1229,7 @@ fn watch_serve_sessions(db: &TestDb, done: &std::sync::atomic::AtomicBool) -> (f
 #[test]
 fn during_a_bulk_load_every_answer_is_at_once_a_503_or_right() {
     let dir = scratch_dir("pgnload-serve-bulk-");
-    let db = fresh_db("serve_bulk");
-    assert_ok(
-        &import(&db, &["-q"], &[data("kasparov-deep-blue-1997.pgn")]),
-        &[0],
-    );
-    enable_explorer(db.pgnload());
+    let db = kasparov_db("serve_bulk");
     let corpus = dir.path().join("corpus.pgn");
     std::fs::write(&corpus, (1..=8).map(renamed_sample).collect::<String>()).expect("corpus");
     let server = Server::start_with(&db, &["--query-seconds", "5"]);

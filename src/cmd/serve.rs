@@ -41,8 +41,8 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub query_seconds: u64,
     /// Seconds a connection may take to send a whole request head, from
-    /// its opening or its last answer; then it is closed (an idle
-    /// keep-alive connection too).
+    /// its opening or its last answer (an idle keep-alive connection
+    /// too), and a client to read some of its answer; then it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub idle_seconds: u64,

@@ -6,7 +6,8 @@
 //!   request head within [`Connections::idle`] of its opening or of its
 //!   last answer is closed (hyper's header-read timeout, whose clock
 //!   starts again after every answer): a client trickling its headers,
-//!   and one keeping a connection idle, alike.
+//!   and one keeping a connection idle, alike. So is one whose client
+//!   reads nothing of its answer for as long ([`Socket::new`]).
 //! * **A limit below the file descriptor limit**: at most
 //!   [`Connections::most`] connections are open ([`most_connections`]
 //!   derives it from `RLIMIT_NOFILE`). A connection over it closes the
@@ -368,7 +369,7 @@ async fn connection(
         app: TowerToHyperService::new(app),
         answers: Arc::clone(&open.answers),
     };
-    let socket = TokioIo::new(Socket::new(stream, Arc::clone(&open.answers)));
+    let socket = TokioIo::new(Socket::new(stream, Arc::clone(&open.answers), idle));
     let mut http = std::pin::pin!(
         hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())

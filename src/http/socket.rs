@@ -35,11 +35,13 @@ use std::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     task::{Context, Poll, ready},
+    time::Duration,
 };
 
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::TcpStream,
+    time::Sleep,
 };
 
 /// The longest answer head followed (the server's are a few hundred
@@ -109,31 +111,65 @@ enum Following {
     Blind,
 }
 
-/// The socket of one client connection.
-pub struct Socket {
-    stream: TcpStream,
+/// The socket of one client connection (a `TcpStream`; any stream in
+/// tests).
+pub struct Socket<S = TcpStream> {
+    stream: S,
     answers: Arc<Answers>,
     following: Following,
     /// A whole head (as written or rewritten) not yet sent: it goes before
     /// anything else.
     out: Vec<u8>,
+    /// How long a write may wait for the client to read.
+    patience: Duration,
+    /// Armed while a write waits: when it fires, the write fails (and
+    /// hyper closes the connection).
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
-impl Socket {
-    /// `stream`, its answers recorded in `answers`.
-    pub fn new(stream: TcpStream, answers: Arc<Answers>) -> Socket {
+impl<S: AsyncRead + AsyncWrite + Unpin> Socket<S> {
+    /// `stream`, its answers recorded in `answers`; a write that waits for
+    /// the client to read for `patience` fails. Without that, a client
+    /// that asks for long answers and never reads them would hold its
+    /// connections (busy, never idle) for as long as it likes, and with
+    /// enough of them keep every other client out.
+    pub fn new(stream: S, answers: Arc<Answers>, patience: Duration) -> Socket<S> {
         Socket {
             stream,
             answers,
             following: Following::Head(Vec::new()),
             out: Vec::new(),
+            patience,
+            stalled: None,
         }
+    }
+
+    /// Writes `buf` (or part of it) to the stream, within the patience.
+    fn poll_send(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(sent) = Pin::new(&mut self.stream).poll_write(cx, buf) {
+            self.stalled = None;
+            return Poll::Ready(sent);
+        }
+        let patience = self.patience;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(patience)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing of its answer for --idle-seconds",
+            )));
+        }
+        Poll::Pending
     }
 
     /// Sends what `out` holds; ready once it is empty.
     fn poll_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.out.is_empty() {
-            let sent = ready!(Pin::new(&mut self.stream).poll_write(cx, &self.out))?;
+            let out = std::mem::take(&mut self.out);
+            let sent = self.poll_send(cx, &out);
+            self.out = out;
+            let sent = ready!(sent)?;
             if sent == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -248,7 +284,7 @@ fn json_error(head: &[u8]) -> Option<Vec<u8>> {
     Some(out.into_bytes())
 }
 
-impl AsyncRead for Socket {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Socket<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -258,7 +294,7 @@ impl AsyncRead for Socket {
     }
 }
 
-impl AsyncWrite for Socket {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Socket<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -266,15 +302,17 @@ impl AsyncWrite for Socket {
     ) -> Poll<io::Result<usize>> {
         let socket = self.get_mut();
         ready!(socket.poll_out(cx))?;
-        let written = match &mut socket.following {
-            Following::Blind => ready!(Pin::new(&mut socket.stream).poll_write(cx, buf))?,
+        let written = match socket.following {
+            Following::Blind => ready!(socket.poll_send(cx, buf))?,
             Following::Body(left) => {
-                let part = usize::try_from(*left).map_or(buf.len(), |left| left.min(buf.len()));
-                let sent = ready!(Pin::new(&mut socket.stream).poll_write(cx, &buf[..part]))?;
-                *left -= sent as u64;
-                if *left == 0 {
-                    socket.following = Following::Head(Vec::new());
-                }
+                let part = usize::try_from(left).map_or(buf.len(), |left| left.min(buf.len()));
+                let sent = ready!(socket.poll_send(cx, &buf[..part]))?;
+                let left = left - sent as u64;
+                socket.following = if left == 0 {
+                    Following::Head(Vec::new())
+                } else {
+                    Following::Body(left)
+                };
                 sent
             }
             Following::Head(_) => {
@@ -306,7 +344,79 @@ impl AsyncWrite for Socket {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// Runs `test` on a runtime of its own (with timers).
+    fn on_runtime<F: Future<Output = ()>>(test: F) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime")
+            .block_on(test);
+    }
+
+    #[test]
+    fn answers_are_followed_and_only_an_unrecorded_empty_error_rewritten() {
+        on_runtime(async {
+            let (server, mut client) = tokio::io::duplex(1 << 20);
+            let answers = Arc::new(Answers::default());
+            let mut socket = Socket::new(server, Arc::clone(&answers), Duration::from_secs(5));
+            // A body that reads like an error head, a HEAD's answer (its
+            // length says 9, no body follows), then hyper's own.
+            let fake = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+            let first = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{fake}",
+                fake.len()
+            );
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n";
+            let own = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+            answers.expect(Some(fake.len() as u64));
+            answers.expect(Some(0));
+            assert!(!answers.idle());
+            let written = format!("{first}{head}{own}");
+            // In pieces that cut heads and bodies anywhere.
+            for piece in written.as_bytes().chunks(7) {
+                socket.write_all(piece).await.expect("write");
+            }
+            socket.shutdown().await.expect("shutdown");
+            let mut read = String::new();
+            client.read_to_string(&mut read).await.expect("read");
+            let rest = read
+                .strip_prefix(&format!("{first}{head}"))
+                .unwrap_or_else(|| panic!("the answers changed: {read}"));
+            assert!(rest.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{rest}");
+            assert!(
+                rest.ends_with('}') && rest.contains("application/json"),
+                "{rest}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_write_the_client_never_reads_fails_after_the_patience() {
+        on_runtime(async {
+            let (server, _client) = tokio::io::duplex(64);
+            let answers = Arc::new(Answers::default());
+            let mut socket = Socket::new(server, Arc::clone(&answers), Duration::from_millis(100));
+            answers.expect(Some(10_000));
+            let started = std::time::Instant::now();
+            let mut answer = b"HTTP/1.1 200 OK\r\ncontent-length: 10000\r\n\r\n".to_vec();
+            answer.resize(answer.len() + 10_000, b'x');
+            let error = socket
+                .write_all(&answer)
+                .await
+                .expect_err("a stalled write");
+            assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                started.elapsed()
+            );
+            assert!(!answers.idle(), "an answer under way is not idle");
+        });
+    }
 
     #[test]
     fn an_empty_error_head_gets_a_json_body() {
