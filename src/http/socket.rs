@@ -46,7 +46,7 @@ use tokio::{
 
 /// The longest answer head followed (the server's are a few hundred
 /// bytes); past it the stream is no longer followed.
-const MOST_HEAD_BYTES: usize = 16 * 1024;
+const MOST_ANSWER_HEAD_BYTES: usize = 16 * 1024;
 
 /// What the service and the socket of one connection tell each other.
 #[derive(Debug, Default)]
@@ -205,7 +205,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Socket<S> {
             }
         }
         if !whole {
-            if head.len() > MOST_HEAD_BYTES {
+            if head.len() > MOST_ANSWER_HEAD_BYTES {
                 self.out.append(head);
                 self.following = Following::Blind;
             }
