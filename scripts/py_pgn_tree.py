@@ -37,24 +37,36 @@ def games(path, strict):
 
 
 def compare(a, b, where, problems):
-    """Appends to problems where the subtrees below nodes a and b differ."""
-    if len(a.variations) != len(b.variations):
-        problems.append(
-            f"{where}: {len(a.variations)} continuations != {len(b.variations)}: "
-            f"{[v.san() for v in a.variations]} vs {[v.san() for v in b.variations]}"
-        )
-        return
-    for i, (x, y) in enumerate(zip(a.variations, b.variations)):
-        here = f"{where} {'' if i == 0 else f'(var {i}) '}{x.san()}"
-        for what, p, q in [
-            ("move", x.move, y.move),
-            ("NAGs", sorted(x.nags), sorted(y.nags)),
-            ("comment", x.comment, y.comment),
-            ("starting comment", x.starting_comment, y.starting_comment),
-        ]:
-            if p != q:
-                problems.append(f"{here}: {what} {p!r} != {q!r}")
-        compare(x, y, here, problems)
+    """Appends to problems where the subtrees below nodes a and b differ.
+
+    A loop over an explicit stack, depth first in the order written, not a
+    recursion: a game nested thousands of variations deep is past Python's
+    recursion limit."""
+    # Pairs whose continuations are compared next, each with the pair of
+    # the continuation whose fields were compared before it (None: the roots).
+    stack = [(a, b, where, None)]
+    while stack:
+        a, b, where, fields = stack.pop()
+        if fields is not None:
+            x, y = fields
+            for what, p, q in [
+                ("move", x.move, y.move),
+                ("NAGs", sorted(x.nags), sorted(y.nags)),
+                ("comment", x.comment, y.comment),
+                ("starting comment", x.starting_comment, y.starting_comment),
+            ]:
+                if p != q:
+                    problems.append(f"{where}: {what} {p!r} != {q!r}")
+        if len(a.variations) != len(b.variations):
+            problems.append(
+                f"{where}: {len(a.variations)} continuations != {len(b.variations)}: "
+                f"{[v.san() for v in a.variations]} vs {[v.san() for v in b.variations]}"
+            )
+            continue
+        pairs = list(enumerate(zip(a.variations, b.variations)))
+        for i, (x, y) in reversed(pairs):
+            here = f"{where} {'' if i == 0 else f'(var {i}) '}{x.san()}"
+            stack.append((x, y, here, (x, y)))
 
 
 def main() -> None:

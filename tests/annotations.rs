@@ -6,7 +6,7 @@
 //! with an illegal move rejects the game, as python-chess records an error
 //! for it; and the exchange formats say what they could not carry.
 
-use std::path::Path;
+use std::{fmt::Write as _, path::Path};
 
 use crate::{
     common::{data, migrated_db, python_script, run, scratch_dir},
@@ -171,4 +171,143 @@ fn exchange_exports_say_what_they_could_not_carry() {
         ),
         "{ocgdb}"
     );
+}
+
+/// A game nested `depth` variations deep: the mainline `Nf3 a6`, the
+/// variation replacing its second move, `Nf6 a3`, the one replacing that
+/// line's second move, and so on (knights back and forth, each line's
+/// second move a pawn's). Returns its PGN, written without move numbers
+/// (about 11 bytes a level), and its movetext as python-chess writes it
+/// (`1. Nf3 a6 ( 1... Nf6 2. a3 ( 2. Ng1 a6 ( … ) ) ) *`).
+pub fn nested_game(depth: usize) -> (String, String) {
+    const KNIGHTS: [&str; 4] = ["Nf3", "Nf6", "Ng1", "Ng8"];
+    let pawn = |ply: usize| if ply.is_multiple_of(2) { "a3" } else { "a6" };
+    let mut written = String::from("[Event \"nested\"]\n[Result \"*\"]\n\nNf3 a6");
+    let mut canonical = String::from("1. Nf3 a6");
+    for level in 1..=depth {
+        // This line's moves are plies `level` and `level + 1` (0-based).
+        let (knight, pawn) = (KNIGHTS[level % 4], pawn(level + 1));
+        let _ = write!(written, " ( {knight} {pawn}");
+        let number = level / 2 + 1;
+        let dots = if level.is_multiple_of(2) { "." } else { "..." };
+        let _ = write!(canonical, " ( {number}{dots} {knight}");
+        if !level.is_multiple_of(2) {
+            let _ = write!(canonical, " {}.", number + 1);
+        }
+        let _ = write!(canonical, " {pawn}");
+    }
+    written.push_str(&" )".repeat(depth));
+    written.push_str(" *\n\n");
+    canonical.push_str(&" )".repeat(depth));
+    canonical.push_str(" *");
+    (written, canonical)
+}
+
+/// The movetext of the one game of a PGN text, its lines joined by spaces.
+fn one_movetext(pgn: &str) -> String {
+    let (_, movetext) = pgn.split_once("\n\n").expect("tags, then the movetext");
+    movetext.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `cmd` run with the usual 8 MiB main-thread stack, whatever the test's
+/// own limit: the threads pgnload starts (rayon's, tokio's) have 2 MiB.
+fn with_usual_stack(cmd: &std::process::Command) -> std::process::Command {
+    let mut wrapped = std::process::Command::new("sh");
+    wrapped
+        .args(["-c", "ulimit -s 8192 && exec \"$0\" \"$@\""])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
+}
+
+/// `pgnload ARGS` on `db` with the usual stack; its stdout, exit 0 required.
+fn deep_ok(db: &crate::common::TestDb, args: &[&str]) -> String {
+    let mut cmd = db.pgnload();
+    cmd.arg("-q").args(args);
+    let out = run(with_usual_stack(&cmd));
+    assert_ok(&out, &[0]);
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Item 1 of issue 45: a game nested 3,000 and 20,000 variations deep
+/// (which python-chess reads, in 55 s at 3,000) aborted pgnload with a
+/// stack overflow in `positions`, `import`, `game put`, the import of an
+/// En Croissant file and the re-import of an export. Each now reads it
+/// whole, into the game tree python-chess writes for it.
+#[test]
+fn a_game_nested_thousands_of_variations_deep_goes_through_every_entry_point() {
+    let dir = scratch_dir("pgnload-annotations-deep-");
+    for depth in [3_000, 20_000] {
+        let (pgn, canonical) = nested_game(depth);
+        let file = dir.path().join(format!("nested-{depth}.pgn"));
+        std::fs::write(&file, &pgn).expect("write the game");
+        let path = file.display().to_string();
+
+        let mut positions = crate::common::pgnload();
+        positions.args(["positions", &path]);
+        let out = run(with_usual_stack(&positions));
+        assert_ok(&out, &[0]);
+        assert_eq!(out.stdout.split(|&b| b == b'\n').count(), 4, "{depth}");
+
+        let db = migrated_db("annotations_deep");
+        deep_ok(&db, &["import", &path]);
+        let exported = dir.path().join(format!("exported-{depth}.pgn"));
+        let exported_path = exported.display().to_string();
+        deep_ok(&db, &["export", "-o", &exported_path]);
+        let text = std::fs::read_to_string(&exported).expect("read the export");
+        assert_eq!(one_movetext(&text), canonical, "{depth}: export");
+
+        let again = migrated_db("annotations_deep_again");
+        deep_ok(&again, &["import", &exported_path]);
+        assert_eq!(
+            one_movetext(&deep_ok(&again, &["games", "--format", "pgn"])),
+            canonical,
+            "{depth}: export imported again"
+        );
+
+        let put = migrated_db("annotations_deep_put");
+        deep_ok(&put, &["game", "put", &path]);
+        let id = put.psql("SELECT max(id) FROM games");
+        assert_eq!(
+            one_movetext(&deep_ok(&put, &["game", "show", &id])),
+            canonical,
+            "{depth}: game put"
+        );
+
+        let encroissant = dir.path().join(format!("nested-{depth}.db3"));
+        let encroissant_path = encroissant.display().to_string();
+        deep_ok(
+            &db,
+            &["export", "--format", "encroissant", "-o", &encroissant_path],
+        );
+        let from_encroissant = migrated_db("annotations_deep_encroissant");
+        deep_ok(&from_encroissant, &["import", &encroissant_path]);
+        assert_eq!(
+            one_movetext(&deep_ok(&from_encroissant, &["games", "--format", "pgn"])),
+            canonical,
+            "{depth}: En Croissant file imported"
+        );
+    }
+}
+
+/// python-chess reads the export of a game nested past Python's own
+/// recursion limit (1,000) into the source's tree: node by node, with
+/// `py_pgn_tree.py`, which walks the trees in a loop.
+#[test]
+fn python_chess_reads_the_export_of_a_deep_game_as_its_source() {
+    let dir = scratch_dir("pgnload-annotations-deep-python-");
+    let (pgn, _) = nested_game(1_200);
+    let source = dir.path().join("nested.pgn");
+    std::fs::write(&source, &pgn).expect("write the game");
+    let db = migrated_db("annotations_deep_python");
+    assert_ok(&import(&db, &["-q"], std::slice::from_ref(&source)), &[0]);
+    let exported = dir.path().join("exported.pgn");
+    db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
+    assert_same_trees(&source, &exported);
 }

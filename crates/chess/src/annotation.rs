@@ -29,14 +29,43 @@ use crate::model::Eval;
 pub struct Node {
     /// The move as written.
     pub san: SanPlus,
+    /// Its NAGs and comments; none for most moves (boxed, so that a move
+    /// without them costs its move alone).
+    pub notes: Option<Box<NodeNotes>>,
+}
+
+/// What was written around a move of a variation.
+#[derive(Debug, Clone, Default)]
+pub struct NodeNotes {
     /// Its NAGs, in the order written.
     pub nags: Vec<u8>,
     /// The comment after it (joined), empty when none.
     pub comment: String,
     /// The comment before it: only the first move of a variation has one.
     pub starting_comment: String,
-    /// The variations that are alternatives to this move.
-    pub variations: Vec<Vec<Node>>,
+}
+
+impl Node {
+    /// Its notes, made empty when it has none yet.
+    pub fn notes_mut(&mut self) -> &mut NodeNotes {
+        self.notes.get_or_insert_with(Box::default)
+    }
+}
+
+/// One step of the variations of a mainline ply, in the order written:
+/// the variations are a flat list of steps, not a tree, so that reading,
+/// replaying, writing and dropping them walk it in a loop, never a
+/// recursion as deep as the input nests (a game nested thousands of
+/// variations deep would overflow a thread's stack).
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// `(`: a variation opens, an alternative to the last move before it
+    /// in the enclosing line (the mainline's: the ply's own move).
+    Open,
+    /// A move of the innermost open variation.
+    Move(Node),
+    /// `)`: the innermost open variation ends.
+    Close,
 }
 
 /// What one mainline ply carries beyond its typed columns, as read: when
@@ -51,8 +80,9 @@ pub struct PlyNotes {
     pub nags: Vec<u8>,
     /// The move's comment (joined), empty when none.
     pub comment: String,
-    /// The variations that are alternatives to this move.
-    pub variations: Vec<Vec<Node>>,
+    /// The variations that are alternatives to this move, each a
+    /// balanced `Open … Close` run of steps, none of them empty.
+    pub variations: Vec<Step>,
 }
 
 /// The notes of a stored game: for each mainline ply that has any, the

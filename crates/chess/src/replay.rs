@@ -24,7 +24,7 @@ use shakmaty::{
 };
 
 use crate::{
-    annotation::{Node, Notes, PlyNotes, digits},
+    annotation::{Node, Notes, PlyNotes, Step, digits},
     encoding::encode_move,
     fen::{FEN_CAP, position_from_fen, write_fen},
     hash::fen_digest_bytes,
@@ -525,9 +525,7 @@ fn replay_mainline<P: Rules + Clone>(
 fn write_notes<P: Rules + Clone>(before: &P, notes: &PlyNotes) -> Result<String, RejectReason> {
     let mut out = String::new();
     write_nags_and_comment(&notes.nags, &notes.comment, &mut out);
-    for line in &notes.variations {
-        write_line(before.clone(), line, notes.ply, &mut out)?;
-    }
+    write_variations(before, &notes.variations, notes.ply, &mut out)?;
     Ok(out.trim_start().to_owned())
 }
 
@@ -547,57 +545,153 @@ fn write_nags_and_comment(nags: &[u8], comment: &str, out: &mut String) -> bool 
     true
 }
 
-/// Appends ` ( … )`: the variation `line` replayed from `board`, with
-/// move numbers as python-chess writes them and every move's canonical
-/// SAN. `ply`: the mainline ply the outermost variation replaces, for the
-/// reason a game is rejected.
-fn write_line<P: Rules + Clone>(
-    mut board: P,
-    line: &[Node],
-    ply: u32,
-    out: &mut String,
-) -> Result<(), RejectReason> {
-    out.push_str(" (");
-    let mut number_due = true;
-    for node in line {
-        if !node.starting_comment.is_empty() {
-            out.push_str(" { ");
-            out.push_str(&node.starting_comment);
-            out.push_str(" }");
-            number_due = true;
+/// The variation being written: its position, whether its next move
+/// needs its number, and, when a variation follows its last move, the
+/// position before that move with the move (`None`: a null move).
+struct Line<P> {
+    board: P,
+    number_due: bool,
+    before_last: Option<(P, Option<Move>)>,
+}
+
+impl<P: Rules + Clone> Line<P> {
+    /// A variation starting at `board`.
+    fn at(board: P) -> Line<P> {
+        Line {
+            board,
+            number_due: true,
+            before_last: None,
         }
+    }
+
+    /// The line a nested variation suspended, going on after it: its
+    /// last move played again from the position before it.
+    fn resumed((before, last): (P, Option<Move>), ply: u32) -> Result<Line<P>, RejectReason> {
+        let mut board = before.clone();
+        match last {
+            Some(m) => board.play_unchecked(m),
+            None => {
+                board =
+                    null_move_of(board).map_err(|reason| RejectReason::IllegalVariationMove {
+                        ply,
+                        san: "--".to_owned(),
+                        reason,
+                    })?;
+            }
+        }
+        Ok(Line {
+            board,
+            number_due: true,
+            before_last: Some((before, last)),
+        })
+    }
+
+    /// Appends `node`, numbered as python-chess numbers it, with its
+    /// comments and NAGs, and plays it. `keep`: a variation follows it, so
+    /// the position before it is kept. `ply`: as for [`write_variations`].
+    fn write_move(
+        &mut self,
+        node: &Node,
+        keep: bool,
+        ply: u32,
+        out: &mut String,
+    ) -> Result<(), RejectReason> {
+        let notes = node.notes.as_deref();
+        if let Some(comment) = notes.map(|n| n.starting_comment.as_str())
+            && !comment.is_empty()
+        {
+            out.push_str(" { ");
+            out.push_str(comment);
+            out.push_str(" }");
+            self.number_due = true;
+        }
+        let board = &mut self.board;
         let white = board.turn() == Color::White;
-        if white || number_due {
+        if white || self.number_due {
             out.push(' ');
             digits(board.fullmoves().get(), 1, out);
             out.push_str(if white { "." } else { "..." });
         }
-        let before = (!node.variations.is_empty()).then(|| board.clone());
+        let prior = keep.then(|| board.clone());
         let illegal = |reason: String| RejectReason::IllegalVariationMove {
             ply,
             san: node.san.to_string(),
             reason,
         };
-        let san = if node.san.san == San::Null {
-            board = null_move_of(board).map_err(illegal)?;
-            MoveText::from_display("--")
+        let (played, san) = if node.san.san == San::Null {
+            *board = null_move_of(board.clone()).map_err(illegal)?;
+            (None, MoveText::from_display("--"))
         } else {
             let in_check = board.is_check();
-            play_written(node.san.san, &mut board, in_check)
-                .map_err(illegal)?
-                .1
+            let (m, san, _) = play_written(node.san.san, board, in_check).map_err(illegal)?;
+            (Some(m), san)
         };
+        self.before_last = prior.map(|prior| (prior, played));
         out.push(' ');
         out.push_str(san.as_str());
-        number_due = write_nags_and_comment(&node.nags, &node.comment, out);
-        if let Some(before) = before {
-            for variation in &node.variations {
-                write_line(before.clone(), variation, ply, out)?;
+        self.number_due = notes.is_some_and(|n| write_nags_and_comment(&n.nags, &n.comment, out));
+        Ok(())
+    }
+}
+
+/// Appends the variations `steps` (` ( … ) ( … )`), each replayed from
+/// `before`, the position before the mainline move they replace, with move
+/// numbers as python-chess writes them and every move's canonical SAN.
+/// `ply`: the mainline ply they replace, for the reason a game is
+/// rejected. A loop over the steps: a variation nested in the one being
+/// written suspends it, keeping only the position before its last move
+/// (whence the nested one starts, and its own line goes on once that
+/// move is played again), so its depth costs memory, never stack.
+fn write_variations<P: Rules + Clone>(
+    before: &P,
+    steps: &[Step],
+    ply: u32,
+    out: &mut String,
+) -> Result<(), RejectReason> {
+    let disorder = |what: &str| {
+        RejectReason::Syntax(format!(
+            "the variations of ply {ply} {what}: python-chess reads no game tree from it"
+        ))
+    };
+    // The variation being written (`None`: between two of the mainline's)
+    // and the enclosing ones it suspended, innermost last.
+    let mut line: Option<Line<P>> = None;
+    let mut suspended: Vec<(P, Option<Move>)> = Vec::new();
+    for (at, step) in steps.iter().enumerate() {
+        match step {
+            Step::Open => {
+                out.push_str(" (");
+                line = Some(Line::at(match line.take() {
+                    None => before.clone(),
+                    Some(Line {
+                        before_last: Some(last),
+                        ..
+                    }) => {
+                        let board = last.0.clone();
+                        suspended.push(last);
+                        board
+                    }
+                    Some(_) => return Err(disorder("open one before any move")),
+                }));
             }
-            number_due = true;
+            Step::Close => {
+                out.push_str(" )");
+                line = suspended
+                    .pop()
+                    .map(|last| Line::resumed(last, ply))
+                    .transpose()?;
+            }
+            Step::Move(node) => {
+                let keep = matches!(steps.get(at + 1), Some(Step::Open));
+                line.as_mut()
+                    .ok_or_else(|| disorder("hold a move outside any variation"))?
+                    .write_move(node, keep, ply, out)?;
+            }
         }
     }
-    out.push_str(" )");
+    if line.is_some() {
+        return Err(disorder("leave one open"));
+    }
     Ok(())
 }
 
@@ -1360,6 +1454,34 @@ mod tests {
             checks > 500 && mates > 10 && en_passant > 50 && unique > 10_000,
             "{checks} checks, {mates} mates, {en_passant} en passant, {unique} unique"
         );
+    }
+
+    /// A game nested 20,000 variations deep (each line two moves, the
+    /// second replaced by the next line) reads and replays on a test
+    /// thread's 2 MiB stack, as on the import's workers: nothing recurses
+    /// per level, and dropping it does not either.
+    #[test]
+    fn a_game_nested_twenty_thousand_deep_replays_on_a_small_stack() {
+        let depth = 20_000;
+        let knights = ["Nf3", "Nf6", "Ng1", "Ng8"];
+        let pawn = |ply: usize| if ply.is_multiple_of(2) { "a3" } else { "a6" };
+        let mut pgn = String::from("Nf3 a6");
+        for level in 1..=depth {
+            let _ = write!(pgn, " ( {} {}", knights[level % 4], pawn(level + 1));
+        }
+        pgn.push_str(&" )".repeat(depth));
+        pgn.push_str(" *\n");
+        let game = replay_pgn(&pgn).expect("legal at every level");
+        let [(2, notes)] = &game.notes.0[..] else {
+            panic!("one ply with notes: {:?}", &game.notes.0[..1]);
+        };
+        assert!(
+            notes.starts_with("( 1... Nf6 2. a3 ( 2. Ng1 a6 ( 2... Ng8 3. a3 ( 3. Nf3 a6 ("),
+            "{}",
+            &notes[..80]
+        );
+        assert!(notes.ends_with(&" )".repeat(depth)[1..]));
+        assert_eq!(notes.matches('(').count(), depth);
     }
 
     #[test]

@@ -21,7 +21,8 @@ use super::{
 };
 use crate::{
     annotation::{
-        Node, PlyNotes, between_braces, comment_value, join_comment, lichess_comment, typed_comment,
+        Node, NodeNotes, PlyNotes, Step, between_braces, comment_value, join_comment,
+        lichess_comment, typed_comment,
     },
     model::{GameResult, RawGame, RawMove, Tags, check_storable, parse_comment_commands},
     reject::RejectReason,
@@ -251,8 +252,12 @@ struct GameVisitor {
 /// Movetext state: the game so far, and the variations being read.
 struct Movetext {
     game: RawGame,
-    /// The variations open, innermost last: the moves read in each so far.
-    open: Vec<Vec<Node>>,
+    /// The steps of the outermost variation being read (its nested ones
+    /// included), handed to the mainline ply's notes when it closes.
+    steps: Vec<Step>,
+    /// The variations open, innermost last: where their last moves are
+    /// in `steps`.
+    open: Vec<Line>,
     /// python-chess's `in_variation`: whether a move was read since the
     /// last variation opened (a comment then follows that move, else it
     /// is the starting comment of the next one).
@@ -263,6 +268,24 @@ struct Movetext {
     partial: Vec<u8>,
     /// Scratch for the comment the typed clock and evaluation render.
     typed: String,
+}
+
+/// An open variation: where its last two moves are in [`Movetext::steps`]
+/// (none yet: `None`).
+#[derive(Clone, Copy, Default)]
+struct Line {
+    last: Option<usize>,
+    before_last: Option<usize>,
+}
+
+/// The node of the move at `at` in `steps`, which [`Line`] recorded.
+fn node_at(steps: &mut [Step], at: usize) -> &mut Node {
+    match steps.get_mut(at) {
+        Some(Step::Move(node)) => node,
+        _ => unreachable!(
+            "a Line records the indexes of Move steps only, and steps only grow while a variation is open"
+        ),
+    }
 }
 
 /// Why a game whose variations python-chess cannot place is rejected.
@@ -361,13 +384,16 @@ impl Movetext {
     #[cold]
     fn variation_move(&mut self, san: SanPlus) {
         if let Some(line) = self.open.last_mut() {
-            line.push(Node {
-                san,
-                nags: Vec::new(),
-                comment: String::new(),
-                starting_comment: std::mem::take(&mut self.pending),
-                variations: Vec::new(),
+            let starting_comment = std::mem::take(&mut self.pending);
+            let notes = (!starting_comment.is_empty()).then(|| {
+                Box::new(NodeNotes {
+                    starting_comment,
+                    ..NodeNotes::default()
+                })
             });
+            line.before_last = line.last;
+            line.last = Some(self.steps.len());
+            self.steps.push(Step::Move(Node { san, notes }));
         }
     }
 
@@ -380,10 +406,8 @@ impl Movetext {
     fn parent_nag(&mut self, nag: u8) {
         let enclosing = self.open.len() - 1;
         for level in (0..enclosing).rev() {
-            let line = &mut self.open[level];
-            if line.len() >= 2 {
-                let parent = line.len() - 2;
-                line[parent].nags.push(nag);
+            if let Some(parent) = self.open[level].before_last {
+                node_at(&mut self.steps, parent).notes_mut().nags.push(nag);
                 return;
             }
         }
@@ -424,6 +448,7 @@ impl Visitor for GameVisitor {
                 movetext_result: None,
                 notes: Vec::new(),
             },
+            steps: Vec::new(),
             open: Vec::new(),
             after_move: false,
             pending: String::new(),
@@ -453,10 +478,13 @@ impl Visitor for GameVisitor {
     }
 
     fn nag(&mut self, movetext: &mut Self::Movetext, nag: Nag) -> ControlFlow<Self::Output> {
-        match movetext.open.last_mut() {
+        match movetext.open.last() {
             None => movetext.mainline_nag(nag.0),
-            Some(line) => match line.last_mut() {
-                Some(node) => node.nags.push(nag.0),
+            Some(line) => match line.last {
+                Some(at) => node_at(&mut movetext.steps, at)
+                    .notes_mut()
+                    .nags
+                    .push(nag.0),
                 // Before the variation's first move: python-chess gives it
                 // to the variation's parent, the move before the one the
                 // variation replaces.
@@ -478,13 +506,15 @@ impl Visitor for GameVisitor {
             whole.extend_from_slice(comment.as_bytes());
             Cow::Owned(whole)
         };
-        let Some(line) = movetext.open.last_mut() else {
+        let Some(line) = movetext.open.last() else {
             movetext.mainline_comment(&whole);
             return ControlFlow::Continue(());
         };
         let text = comment_value(&whole);
-        match line.last_mut() {
-            Some(node) if movetext.after_move => join_comment(&mut node.comment, &text),
+        match line.last {
+            Some(at) if movetext.after_move => {
+                node_comment(node_at(&mut movetext.steps, at), &text);
+            }
             _ => join_comment(&mut movetext.pending, &text),
         }
         ControlFlow::Continue(())
@@ -505,14 +535,15 @@ impl Visitor for GameVisitor {
     ) -> ControlFlow<Self::Output, Skip> {
         let replaces_a_move = match movetext.open.last() {
             None => !movetext.game.moves.is_empty(),
-            Some(line) => !line.is_empty(),
+            Some(line) => line.last.is_some(),
         };
         if !replaces_a_move {
             return ControlFlow::Break(Err(misplaced(
                 "a variation before any move it could replace",
             )));
         }
-        movetext.open.push(Vec::new());
+        movetext.steps.push(Step::Open);
+        movetext.open.push(Line::default());
         movetext.after_move = false;
         ControlFlow::Continue(Skip(false))
     }
@@ -522,26 +553,32 @@ impl Visitor for GameVisitor {
         let Some(line) = movetext.open.pop() else {
             return ControlFlow::Continue(());
         };
-        movetext.after_move = !line.is_empty();
+        movetext.after_move = line.last.is_some();
+        if movetext.after_move {
+            movetext.steps.push(Step::Close);
+        } else {
+            // An empty variation is no variation: its `Open`, the last
+            // step (nothing opens inside a variation before its first
+            // move), goes.
+            movetext.steps.pop();
+        }
         let pending = std::mem::take(&mut movetext.pending);
-        match movetext.open.last_mut() {
+        match movetext.open.last() {
             None => {
+                let mut steps = std::mem::take(&mut movetext.steps);
                 let notes = movetext.notes();
-                if !line.is_empty() {
-                    notes.variations.push(line);
-                }
+                notes.variations.append(&mut steps);
                 // A comment that started an empty variation: the mainline
                 // move's, where it was written.
                 join_comment(&mut notes.comment, &pending);
+                // The buffer, emptied, serves the next variation.
+                movetext.steps = steps;
             }
             Some(outer) => {
-                let node = outer
-                    .last_mut()
+                let at = outer
+                    .last
                     .expect("begin_variation opens a nested variation only after a move");
-                if !line.is_empty() {
-                    node.variations.push(line);
-                }
-                join_comment(&mut node.comment, &pending);
+                node_comment(node_at(&mut movetext.steps, at), &pending);
             }
         }
         ControlFlow::Continue(())
@@ -571,6 +608,14 @@ impl Visitor for GameVisitor {
             return Err(misplaced("a variation without its closing parenthesis"));
         }
         Ok(movetext.game)
+    }
+}
+
+/// Appends `text` to the comment of a variation's move, as
+/// [`join_comment`] does (its notes made only for a comment).
+fn node_comment(node: &mut Node, text: &str) {
+    if !text.is_empty() {
+        join_comment(&mut node.notes_mut().comment, text);
     }
 }
 
