@@ -9,7 +9,7 @@
 use std::{fmt::Write as _, path::Path};
 
 use crate::{
-    common::{data, migrated_db, python_script, run, scratch_dir},
+    common::{data, migrated_db, python_script, run, scratch_dir, with_usual_stack},
     import::{assert_ok, import},
 };
 
@@ -207,23 +207,6 @@ pub fn nested_game(depth: usize) -> (String, String) {
 fn one_movetext(pgn: &str) -> String {
     let (_, movetext) = pgn.split_once("\n\n").expect("tags, then the movetext");
     movetext.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `cmd` run with the usual 8 MiB main-thread stack, whatever the test's
-/// own limit: the threads pgnload starts (rayon's, tokio's) have 2 MiB.
-fn with_usual_stack(cmd: &std::process::Command) -> std::process::Command {
-    let mut wrapped = std::process::Command::new("sh");
-    wrapped
-        .args(["-c", "ulimit -s 8192 && exec \"$0\" \"$@\""])
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    for (name, value) in cmd.get_envs() {
-        match value {
-            Some(value) => wrapped.env(name, value),
-            None => wrapped.env_remove(name),
-        };
-    }
-    wrapped
 }
 
 /// `pgnload ARGS` on `db` with the usual stack; its stdout, exit 0 required.

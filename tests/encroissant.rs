@@ -145,7 +145,7 @@ fn assert_decodes_to(row: &Row, pgn: &str) -> bool {
             .into_position(CastlingMode::Standard)
             .expect("a position")
     });
-    let decoded = encroissant::decode(&row.moves, start).expect("decodes");
+    let decoded = encroissant::decode(&row.moves, start, 8 << 20).expect("decodes");
     assert_eq!(
         decoded.mainline.len(),
         usize::try_from(row.plies).expect("plies")

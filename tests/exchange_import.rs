@@ -18,7 +18,10 @@ use nix::{
 };
 
 use crate::{
-    common::{Lcg, TestDb, data, embedded_pgnload, fresh_db, migrated_db, run, scratch_dir},
+    common::{
+        Lcg, TestDb, data, embedded_pgnload, fresh_db, migrated_db, run, run_measured, scratch_dir,
+        stderr,
+    },
     import::content_dump,
 };
 
@@ -747,6 +750,49 @@ fn reading_an_ocgdb_file_is_bounded_in_memory() {
     assert!(
         max_rss_kib < 512 * 1024,
         "a child used {max_rss_kib} KiB for a 9 MiB name"
+    );
+}
+
+/// Item 10 of issue 45: an En Croissant `Moves` blob of 8,000,000
+/// variation starts (`0xFF`, under the 8 MiB cap) took 2.24 GB to decode,
+/// each start keeping a position; now its decoding stops, the game a
+/// reject, once it would hold more than `max_game_bytes`, in bounded
+/// memory, and the other game is imported.
+#[test]
+fn an_en_croissant_blob_of_variation_starts_is_rejected_in_bounded_memory() {
+    let dir = scratch_dir("xin-encroissant-ff");
+    let file = dir.path().join("ff.db3");
+    let connection = rusqlite::Connection::open(&file).expect("create");
+    connection
+        .execute_batch(pgnload::export::encroissant::SCHEMA)
+        .expect("En Croissant's schema");
+    // 12, 12: 1. e4 e5.
+    for (id, moves) in [(1, vec![0xFF_u8; 8_000_000]), (2, vec![12, 12])] {
+        connection
+            .execute(
+                "INSERT INTO Games (ID, EventID, SiteID, WhiteID, BlackID, Result, Moves) \
+                 VALUES (?1, 0, 0, 0, 0, '*', ?2)",
+                rusqlite::params![id, moves],
+            )
+            .expect("a game");
+    }
+    drop(connection);
+    let db = fresh_db("xin_encroissant_ff");
+    let mut import = db.pgnload();
+    import.args(["-q", "import"]).arg(&file);
+    let (out, peak_rss_kib) = run_measured(&import);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(counts(&db, &file), (2, 1, 0, 1, 0));
+    assert_eq!(
+        db.psql(
+            "SELECT game_number || ' ' || (reason LIKE 'undecodable stored game: Games row 1: \
+             its Moves decode to more than the limit of 8388608 bytes %') FROM import_rejects"
+        ),
+        "1 true"
+    );
+    assert!(
+        peak_rss_kib < 256 * 1024,
+        "the import used {peak_rss_kib} KiB for an 8 MB blob"
     );
 }
 

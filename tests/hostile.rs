@@ -15,7 +15,7 @@ use pgnload::{
 
 use crate::common::{
     assert_rejects_kept, children_peak_rss_kib, data, fresh_db, hostile_corpus, import_streamed,
-    run,
+    run, run_measured,
 };
 
 /// A good game after each hostile one: it must come out whole, as game 2.
@@ -395,5 +395,53 @@ fn a_game_of_millions_of_tags_is_rejected_in_bounded_memory() {
     assert!(
         max_rss_kib < 256 * 1024,
         "a child used {max_rss_kib} KiB for 207 MB of tags"
+    );
+}
+
+/// Item 10 of issue 45: a game of a million sibling variations (5 MB,
+/// under the 8 MiB cap) took ~500 bytes of memory per variation, and one
+/// nested 600,000 deep aborted on a stack overflow. Each is now rejected
+/// once its variations would take more than `max_game_bytes` to hold, in
+/// bounded memory, and the games around them are imported.
+#[test]
+fn variations_too_large_to_hold_are_rejected_in_bounded_memory() {
+    let dir = crate::common::scratch_dir("pgnload-hostile-variations-");
+    let file = dir.path().join("variations.pgn");
+    let mut pgn = b"[Event \"first\"]\n\n1. e4 *\n\n[Event \"wide\"]\n\n1. e4 ".to_vec();
+    pgn.extend(b"(d4)".repeat(1_000_000));
+    pgn.extend_from_slice(b" *\n\n[Event \"deep\"]\n\nNf3 a6");
+    let depth = 600_000;
+    for level in 1..=depth {
+        let knight = ["Nf3", "Nf6", "Ng1", "Ng8"][level % 4];
+        let pawn = if level.is_multiple_of(2) { "a6" } else { "a3" };
+        pgn.extend_from_slice(format!("({knight} {pawn}").as_bytes());
+    }
+    pgn.extend(b")".repeat(depth));
+    pgn.extend_from_slice(b" *\n\n[Event \"last\"]\n\n1. d4 *\n\n");
+    std::fs::write(&file, &pgn).expect("write the games");
+    let db = fresh_db("hostile_variations");
+    let mut import = db.pgnload();
+    import.arg("import").arg(&file);
+    let (out, peak_rss_kib) = run_measured(&import);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("4 read = 2 imported + 0 already present + 2 rejected"),
+        "{stderr}"
+    );
+    let reason = "game too large: its variations take more than the limit of 8388608 bytes \
+                  to hold (max_game_bytes; each of their moves counts";
+    assert_eq!(
+        db.psql(&format!(
+            "SELECT string_agg(game_number || ' ' || (reason LIKE '{reason}%'), ',' \
+             ORDER BY game_number) FROM import_rejects"
+        )),
+        "2 true,3 true"
+    );
+    // Unbounded, reading them took 218 MB (and before issue 45, the deep
+    // game aborted); bounded, about 40 MB.
+    assert!(
+        peak_rss_kib < 128 * 1024,
+        "the import used {peak_rss_kib} KiB for a million variations"
     );
 }

@@ -468,6 +468,49 @@ pub fn children_peak_rss_kib() -> i64 {
         .max_rss()
 }
 
+/// A command that runs `program ARGS` with `cmd`'s program, arguments
+/// and environment after them: `cmd` run through a wrapper.
+pub fn through(program: &str, args: &[&str], cmd: &Command) -> Command {
+    let mut wrapped = Command::new(program);
+    wrapped
+        .args(args)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
+}
+
+/// `cmd` with the usual 8 MiB main-thread stack, whatever the test's own
+/// limit (the threads pgnload starts, rayon's and tokio's, have 2 MiB).
+pub fn with_usual_stack(cmd: &Command) -> Command {
+    through("sh", &["-c", "ulimit -s 8192 && exec \"$0\" \"$@\""], cmd)
+}
+
+/// Runs `cmd` under a `python3` that waits for it and prints its peak RSS:
+/// its output and that peak, in KiB. Unlike [`children_peak_rss_kib`], the
+/// peak of this one process, whatever the tests running beside it start.
+pub fn run_measured(cmd: &Command) -> (Output, i64) {
+    let script = "import resource, subprocess, sys\n\
+                  code = subprocess.run(sys.argv[1:]).returncode\n\
+                  peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n\
+                  print(f'peak_rss_kib {peak}', file=sys.stderr)\n\
+                  sys.exit(code if code >= 0 else 128 - code)";
+    let out = run(through("python3", &["-c", script], cmd));
+    let text = String::from_utf8_lossy(&out.stderr);
+    let peak = text
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("peak_rss_kib "))
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS measured: {text}"));
+    (out, peak)
+}
+
 /// `scripts/shard-cluster.sh`, which starts and stops the private
 /// coordinator and shard servers of the sharded-layout tests.
 pub fn shard_cluster_script() -> Command {

@@ -20,9 +20,9 @@
 
 use std::borrow::Cow;
 
-use shakmaty::san::SanPlus;
+use shakmaty::{Move, san::SanPlus, variant::VariantPosition};
 
-use crate::model::Eval;
+use crate::{model::Eval, reject::RejectReason};
 
 /// A move of a variation as read, before its replay.
 #[derive(Debug, Clone)]
@@ -66,6 +66,82 @@ pub enum Step {
     Move(Node),
     /// `)`: the innermost open variation ends.
     Close,
+}
+
+/// What a move of a variation costs to hold: its step, and the text its
+/// replay writes for it (a move number of up to ten digits, its dots, its
+/// SAN, the spaces: at most 24 bytes).
+pub const MOVE_COST: u64 = size_of::<Step>() as u64 + 24;
+
+/// What a `(` or a `)` costs to hold: its step and the two bytes written.
+pub const PAREN_COST: u64 = size_of::<Step>() as u64 + 2;
+
+/// What a move's own notes cost beyond their text: their box.
+pub const NOTES_COST: u64 = size_of::<NodeNotes>() as u64;
+
+/// What a NAG of a variation's move costs: its number, and ` $N` written.
+pub const NAG_COST: u64 = size_of::<u8>() as u64 + 12;
+
+/// What a level of nesting costs while it is open, beyond its steps: the
+/// line the reader keeps (where its last two moves are), and the position
+/// the replay keeps to come back to (the largest of any variant's) with
+/// the move played from it. An En Croissant `Moves` blob decoded keeps
+/// the same per level (a standard position and a move).
+pub const LEVEL_COST: u64 = (size_of::<VariantPosition>()
+    + size_of::<Option<Move>>()
+    + 2 * size_of::<Option<usize>>()) as u64;
+
+/// The bytes the variations of a game take to hold while it is read and
+/// replayed (or, for an En Croissant `Moves` blob, decoded), counted
+/// against the cap its text has, `max_game_bytes`: a game of half a
+/// million sibling variations, or one nested a million deep, costs what
+/// it would hold, and is rejected as too large before it holds more than
+/// the cap, like a game whose text is over it. Counted: [`MOVE_COST`] per
+/// move, [`PAREN_COST`] per parenthesis, each comment twice (held, then
+/// written) with its braces, [`NAG_COST`] per NAG, [`NOTES_COST`] per move
+/// that has any, and [`LEVEL_COST`] per level of the deepest nesting; not
+/// the slack of growing buffers (at most as much again).
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    bytes: u64,
+    limit: u64,
+    /// Levels of nesting counted so far: the deepest open at once.
+    levels: usize,
+}
+
+impl Held {
+    /// Nothing held yet, at most `limit` bytes (`max_game_bytes`).
+    pub fn within(limit: u64) -> Held {
+        Held {
+            bytes: 0,
+            limit,
+            levels: 0,
+        }
+    }
+
+    /// Counts `bytes` more; an error once they pass the limit.
+    pub fn add(&mut self, bytes: u64) -> Result<(), RejectReason> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.limit {
+            return Err(RejectReason::VariationsTooLarge { limit: self.limit });
+        }
+        Ok(())
+    }
+
+    /// Counts a comment of `text` bytes: held, then written as ` { text }`.
+    pub fn comment(&mut self, text: usize) -> Result<(), RejectReason> {
+        self.add(2 * text as u64 + 5)
+    }
+
+    /// Counts the level of nesting `depth` (1: a variation of the
+    /// mainline) when it is deeper than any counted before.
+    pub fn level(&mut self, depth: usize) -> Result<(), RejectReason> {
+        while self.levels < depth {
+            self.levels += 1;
+            self.add(LEVEL_COST)?;
+        }
+        Ok(())
+    }
 }
 
 /// What one mainline ply carries beyond its typed columns, as read: when

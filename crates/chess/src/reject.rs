@@ -82,6 +82,20 @@ pub enum RejectReason {
         /// The configured limit.
         limit: u64,
     },
+    /// The game's variations take more than the configured limit
+    /// (`max_game_bytes`) to hold while it is read and replayed
+    /// ([`crate::annotation::Held`] says how they are counted).
+    #[error(
+        "game too large: its variations take more than the limit of {limit} bytes to hold \
+         (max_game_bytes; each of their moves counts {move_cost} bytes, each level of \
+         nesting {level_cost})",
+        move_cost = crate::annotation::MOVE_COST,
+        level_cost = crate::annotation::LEVEL_COST
+    )]
+    VariationsTooLarge {
+        /// The configured limit.
+        limit: u64,
+    },
     /// The game has more tags than pgnload keeps per game
     /// ([`crate::reader::MAX_TAGS`]), which bounds the memory a game costs.
     #[error("too many tags: more than {limit}")]
@@ -221,7 +235,9 @@ impl RejectReason {
             RejectReason::IllegalVariationMove { .. } => RejectKind::IllegalVariationMove,
             RejectReason::BadFen(_) => RejectKind::BadFen,
             RejectReason::UnsupportedVariant(_) => RejectKind::UnsupportedVariant,
-            RejectReason::TooLarge { .. } => RejectKind::TooLarge,
+            RejectReason::TooLarge { .. } | RejectReason::VariationsTooLarge { .. } => {
+                RejectKind::TooLarge
+            }
             RejectReason::TooManyTags { .. } => RejectKind::TooManyTags,
             RejectReason::NulByte { .. } => RejectKind::NulByte,
             RejectReason::NameTooLong { .. } => RejectKind::NameTooLong,

@@ -1315,9 +1315,11 @@ mod tests {
     use crate::reader::{GameSplitter, ParseLimits, take_game};
 
     fn replay_pgn(pgn: &str) -> Result<GameRecord, RejectReason> {
+        // The default cap (config/pgnload.toml), which a game nested
+        // 20,000 deep needs for its variations.
         let limits = ParseLimits {
             max_plies: 10_000,
-            max_game_bytes: 1 << 20,
+            max_game_bytes: 8 << 20,
         };
         let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t"), 0, 0, limits);
         let mut chunk = splitter

@@ -44,7 +44,7 @@ use shakmaty::{
 };
 
 use crate::{
-    chess::annotation::{comment_value, tokens},
+    chess::annotation::{Held, LEVEL_COST, comment_value, tokens},
     error::Error,
     export::{pgn, start_position},
     query::games::{StoredGame, StoredMove},
@@ -336,13 +336,87 @@ pub struct DecodedMoves {
     pub movetext: String,
 }
 
-/// A line being decoded: its position, the one before its last move, and
-/// whether its next move needs its number (at its start, after a comment
-/// or a variation).
+/// The line being decoded: its position, whether its next move needs its
+/// number (at its start, after a comment or a variation), and the
+/// position before its last move with that move (where a variation after
+/// the move starts).
 struct DecodeLine {
     position: Chess,
-    before_last: Option<Chess>,
     numbered: bool,
+    before_last: Option<(Chess, Move)>,
+}
+
+/// A line a variation suspended: the position before its last move with
+/// that move (it goes on from the position after it), or, before its
+/// first move, its position.
+enum Suspended {
+    Before(Chess, Move),
+    At(Chess),
+}
+
+impl DecodeLine {
+    /// A line starting at `position`.
+    fn at(position: Chess) -> DecodeLine {
+        DecodeLine {
+            position,
+            numbered: true,
+            before_last: None,
+        }
+    }
+
+    /// A variation opening after this line's last move (before its first:
+    /// at its position): the line it starts, and this one suspended.
+    fn open(self) -> (DecodeLine, Suspended) {
+        match self.before_last {
+            Some((before, last)) => (
+                DecodeLine::at(before.clone()),
+                Suspended::Before(before, last),
+            ),
+            None => (
+                DecodeLine::at(self.position.clone()),
+                Suspended::At(self.position),
+            ),
+        }
+    }
+
+    /// The line `suspended` going on after its variation.
+    fn resumed(suspended: Suspended) -> DecodeLine {
+        match suspended {
+            Suspended::At(position) => DecodeLine::at(position),
+            Suspended::Before(before, last) => {
+                let mut position = before.clone();
+                position.play_unchecked(last);
+                DecodeLine {
+                    position,
+                    numbered: true,
+                    before_last: Some((before, last)),
+                }
+            }
+        }
+    }
+
+    /// Plays the move `code` (at byte `at`) indexes in the legal moves:
+    /// its token (numbered when it needs to be) and its SAN.
+    fn play(&mut self, code: u8, at: usize) -> Result<(String, String), String> {
+        let m = self
+            .position
+            .legal_moves()
+            .get(usize::from(code))
+            .copied()
+            .ok_or_else(|| format!("byte {at} ({code}) is no legal move's index"))?;
+        let number = self.position.fullmoves();
+        let white = self.position.turn() == Color::White;
+        let before = self.position.clone();
+        let san = SanPlus::from_move_and_play_unchecked(&mut self.position, m).to_string();
+        self.before_last = Some((before, m));
+        let token = match (white, self.numbered) {
+            (true, _) => format!("{number}. {san}"),
+            (false, true) => format!("{number}... {san}"),
+            (false, false) => san.clone(),
+        };
+        self.numbered = false;
+        Ok((token, san))
+    }
 }
 
 /// The `u16`-length-prefixed text after a marker at `at`, and where the
@@ -376,14 +450,22 @@ fn nag_number(text: &[u8]) -> Result<u8, String> {
 
 /// Reads a `Moves` blob from `start` (the game's `FEN`, else the standard
 /// start): an error names the byte that is not a legal move, a marker cut
-/// short, or an unbalanced variation.
-pub fn decode(blob: &[u8], start: Chess) -> Result<DecodedMoves, String> {
+/// short, or an unbalanced variation. What it builds is bounded by
+/// `max_bytes` (`max_game_bytes`), counted as [`Held`] counts a PGN
+/// game's variations: the movetext and mainline written, and
+/// [`LEVEL_COST`] per level of nesting (each suspended line keeps one
+/// position); a blob that would take more is an error saying so.
+pub fn decode(blob: &[u8], start: Chess, max_bytes: u64) -> Result<DecodedMoves, String> {
     let mut out = DecodedMoves::default();
-    let mut lines = vec![DecodeLine {
-        position: start,
-        before_last: None,
-        numbered: true,
-    }];
+    let mut held = Held::within(max_bytes);
+    let too_large = |_| {
+        format!(
+            "its Moves decode to more than the limit of {max_bytes} bytes of movetext and \
+             nesting (max_game_bytes; each level of nesting counts {LEVEL_COST} bytes)"
+        )
+    };
+    let mut line = DecodeLine::at(start);
+    let mut suspended: Vec<Suspended> = Vec::new();
     let mut at = 0;
     while let Some(&byte) = blob.get(at) {
         at += 1;
@@ -396,66 +478,42 @@ pub fn decode(blob: &[u8], start: Chess) -> Result<DecodedMoves, String> {
             COMMENT_MARKER => {
                 let (text, next) = marked_text(blob, at, "a comment")?;
                 at = next;
-                if let Some(line) = lines.last_mut() {
-                    line.numbered = true;
-                }
+                line.numbered = true;
                 format!("{{ {} }}", comment_value(text).replace('}', ")"))
             }
             VARIATION_START => {
-                let parent = lines.last().ok_or("a variation after the game's end")?;
-                let position = parent
-                    .before_last
-                    .clone()
-                    .unwrap_or_else(|| parent.position.clone());
-                lines.push(DecodeLine {
-                    position,
-                    before_last: None,
-                    numbered: true,
-                });
+                let parent;
+                (line, parent) =
+                    std::mem::replace(&mut line, DecodeLine::at(Chess::default())).open();
+                suspended.push(parent);
+                held.level(suspended.len()).map_err(too_large)?;
                 "(".to_owned()
             }
             VARIATION_END => {
-                if lines.len() < 2 {
-                    return Err(format!("a variation end at byte {} closes none", at - 1));
-                }
-                lines.pop();
-                if let Some(line) = lines.last_mut() {
-                    line.numbered = true;
-                }
+                let parent = suspended
+                    .pop()
+                    .ok_or_else(|| format!("a variation end at byte {} closes none", at - 1))?;
+                line = DecodeLine::resumed(parent);
                 ")".to_owned()
             }
             code => {
-                let mainline = lines.len() == 1;
-                let line = lines.last_mut().ok_or("a move after the game's end")?;
-                let m = line
-                    .position
-                    .legal_moves()
-                    .get(usize::from(code))
-                    .copied()
-                    .ok_or_else(|| format!("byte {} ({code}) is no legal move's index", at - 1))?;
-                let number = line.position.fullmoves();
-                let white = line.position.turn() == Color::White;
-                line.before_last = Some(line.position.clone());
-                let san = SanPlus::from_move_and_play_unchecked(&mut line.position, m).to_string();
-                let token = match (white, line.numbered) {
-                    (true, _) => format!("{number}. {san}"),
-                    (false, true) => format!("{number}... {san}"),
-                    (false, false) => san.clone(),
-                };
-                line.numbered = false;
-                if mainline {
+                let (token, san) = line.play(code, at - 1)?;
+                if suspended.is_empty() {
+                    held.add((size_of::<String>() + san.len()) as u64)
+                        .map_err(too_large)?;
                     out.mainline.push(san);
                 }
                 token
             }
         };
+        held.add(token.len() as u64 + 1).map_err(too_large)?;
         if !out.movetext.is_empty() {
             out.movetext.push(' ');
         }
         out.movetext.push_str(&token);
     }
-    if lines.len() != 1 {
-        return Err(format!("{} variations left open", lines.len() - 1));
+    if !suspended.is_empty() {
+        return Err(format!("{} variations left open", suspended.len()));
     }
     Ok(out)
 }
@@ -731,7 +789,7 @@ mod tests {
         let mut blob = vec![12, NAG_MARKER, 2, 0, b'$', b'1'];
         blob.extend([COMMENT_MARKER, 4, 0, b' ', b'h', b'i', b' ']);
         blob.extend([VARIATION_START, 12, VARIATION_END, 12]);
-        let decoded = decode(&blob, Chess::default()).expect("decodes");
+        let decoded = decode(&blob, Chess::default(), 1 << 20).expect("decodes");
         assert_eq!(decoded.mainline, ["e4", "e5"]);
         assert_eq!(decoded.movetext, "1. e4 $1 { hi } ( 1. e4 ) 1... e5");
         // En Croissant's symbolic NAGs read as their numbers.
@@ -755,20 +813,24 @@ mod tests {
     #[test]
     fn a_bad_blob_is_an_error_naming_what() {
         let start = Chess::default;
-        assert!(decode(&[250], start()).is_err_and(|e| e.contains("no legal move")));
+        assert!(decode(&[250], start(), 1 << 20).is_err_and(|e| e.contains("no legal move")));
         assert!(
-            decode(&[COMMENT_MARKER, 9, 0, b'a'], start()).is_err_and(|e| e.contains("cut short"))
+            decode(&[COMMENT_MARKER, 9, 0, b'a'], start(), 1 << 20)
+                .is_err_and(|e| e.contains("cut short"))
         );
-        assert!(decode(&[VARIATION_END], start()).is_err_and(|e| e.contains("closes none")));
         assert!(
-            decode(&[12, VARIATION_START, 12], start()).is_err_and(|e| e.contains("left open"))
+            decode(&[VARIATION_END], start(), 1 << 20).is_err_and(|e| e.contains("closes none"))
+        );
+        assert!(
+            decode(&[12, VARIATION_START, 12], start(), 1 << 20)
+                .is_err_and(|e| e.contains("left open"))
         );
         // A set-up start: Black to move, numbered from its FEN.
         let black = Fen::from_ascii(b"7k/8/8/8/8/8/8/K7 b - - 0 40")
             .expect("a FEN")
             .into_position(CastlingMode::Standard)
             .expect("a position");
-        let decoded = decode(&[0], black).expect("decodes");
+        let decoded = decode(&[0], black, 1 << 20).expect("decodes");
         assert!(
             decoded.movetext.starts_with("40... K"),
             "{}",

@@ -30,8 +30,10 @@
 //! entry from the index, each record by its offset, at most
 //! `max_game_bytes` long, and decoded into at most `max_plies` moves and
 //! comments costing at most `max_game_bytes` ([`COMMENT_COST`] each more
-//! than their text). Reading stops at the run's first interrupt, even
-//! inside a SQLite query that would never end.
+//! than their text); En Croissant's `Moves` decode into at most
+//! `max_game_bytes` of movetext and nesting ([`encroissant::decode`]).
+//! Reading stops at the run's first interrupt, even inside a SQLite query
+//! that would never end.
 //!
 //! Identity: an input is every file it is read from ([`fingerprint`]), and
 //! a dcg base that does not match the manifest its export wrote is refused
@@ -480,8 +482,9 @@ fn text(value: &Value, what: &str) -> Result<Option<String>, String> {
     }
 }
 
-/// Decodes one ocgdb game row (pure).
-pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
+/// Decodes one ocgdb game row (pure); En Croissant's `Moves` decode to
+/// at most `max_bytes` (`max_game_bytes`, see [`encroissant::decode`]).
+pub fn decode_ocgdb(row: &OcgdbRow, max_bytes: u64) -> Result<Decoded, String> {
     let names = ref_names(row)?;
     let column = |i: usize| text(&row.columns[i], GAMES_OPTIONAL[i]);
     let [event, site, white, black] = names;
@@ -526,7 +529,7 @@ pub fn decode_ocgdb(row: &OcgdbRow) -> Result<Decoded, String> {
                         }
                     }
                 };
-                encroissant::decode(blob, start)?.movetext
+                encroissant::decode(blob, start, max_bytes)?.movetext
             }
             _ => return Err("Moves is not a blob".into()),
         };
@@ -1035,7 +1038,8 @@ impl OcgdbRead<'_> {
             return Ok((0, Err((self.moves_head(row)?, reason))));
         }
         // En Croissant's `Moves` mixes moves with comments: its plies are
-        // counted when its PGN is read, bounded by the byte cap below.
+        // counted when its PGN is read, and its decoding is bounded by the
+        // byte cap (`encroissant::decode`).
         let plies = held(row.get_ref(GAME_QUERY_COLUMNS - 1)?) / 2;
         if !self.encroissant && plies > u64::from(self.limits.max_plies) {
             let reason = format!(
@@ -1068,7 +1072,7 @@ impl OcgdbRead<'_> {
         game.moves2 = value(GAME_QUERY_COLUMNS - 1)?;
         game.encroissant = self.encroissant;
         game.comments = comments.kept;
-        let rendered = decode_ocgdb(&game)
+        let rendered = decode_ocgdb(&game, self.limits.max_game_bytes)
             .map(|decoded| render(&decoded))
             .map_err(|reason| {
                 let raw = match game.moves2 {
@@ -1735,7 +1739,7 @@ mod tests {
         row.columns[4] = Value::Text("1-0".into());
         row.moves2 = Value::Blob(vec![0x0c, 0x07]);
         row.comments = vec![(Value::Integer(0), Value::Text("[%clk 0:01:00]".into()))];
-        let game = decode_ocgdb(&row).expect("decodes");
+        let game = decode_ocgdb(&row, 1 << 20).expect("decodes");
         assert_eq!(
             game.tags,
             vec![
@@ -1747,13 +1751,13 @@ mod tests {
         assert_eq!(game.moves[0].comments, [b"[%clk 0:01:00]".to_vec()]);
         // A reference to no row, and a blob that is no move list.
         row.refs[3] = (Value::Integer(99), Value::Null, Value::Null);
-        let err = decode_ocgdb(&row).expect_err("missing player");
+        let err = decode_ocgdb(&row, 1 << 20).expect_err("missing player");
         assert!(
             err.contains("BlackID 99 refers to no row of Players"),
             "{err}"
         );
         row.refs[3] = (Value::Null, Value::Null, Value::Null);
         row.moves2 = Value::Blob(vec![0x0c]);
-        assert!(decode_ocgdb(&row).is_err());
+        assert!(decode_ocgdb(&row, 1 << 20).is_err());
     }
 }

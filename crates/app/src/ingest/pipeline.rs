@@ -204,6 +204,7 @@ impl Batch {
                 | RejectReason::NulByte { .. }
                 | RejectReason::NameTooLong { .. }
                 | RejectReason::TooManyPlies { .. }
+                | RejectReason::VariationsTooLarge { .. }
                 | RejectReason::NegativeClock { .. }
                 | RejectReason::Undecodable(_) => true,
             },

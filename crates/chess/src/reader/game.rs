@@ -21,8 +21,8 @@ use super::{
 };
 use crate::{
     annotation::{
-        Node, NodeNotes, PlyNotes, Step, between_braces, comment_value, join_comment,
-        lichess_comment, typed_comment,
+        Held, MOVE_COST, NAG_COST, NOTES_COST, Node, NodeNotes, PAREN_COST, PlyNotes, Step,
+        between_braces, comment_value, join_comment, lichess_comment, typed_comment,
     },
     model::{GameResult, RawGame, RawMove, Tags, check_storable, parse_comment_commands},
     reject::RejectReason,
@@ -64,7 +64,7 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
     let tokens = read_tokens(&text, movetext_at);
     let text = rewritten(text, &tokens.rewrites);
     let movetext = text.get(movetext_at..).expect(SPAN_WITHIN_GAME);
-    let mut game = parse_movetext(movetext, limits.max_plies)?;
+    let mut game = parse_movetext(movetext, limits)?;
     game.tags = tags;
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
         return Err(RejectReason::Empty);
@@ -216,7 +216,7 @@ thread_local! {
 }
 
 /// Parses a game's movetext (mainline, clocks, evals, NAGs) with pgn-reader.
-fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReason> {
+fn parse_movetext(movetext: &[u8], limits: ParseLimits) -> Result<RawGame, RejectReason> {
     let MovetextReader { mut reader, feed } = MOVETEXT_READER.take().unwrap_or_else(|| {
         let feed = Feed::default();
         MovetextReader {
@@ -225,7 +225,7 @@ fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReas
         }
     });
     feed.refill(movetext);
-    let mut visitor = GameVisitor { max_plies };
+    let mut visitor = GameVisitor { limits };
     let game = match reader.read_game(&mut visitor) {
         Ok(Some(parsed)) => parsed?,
         Ok(None) => RawGame::default(),
@@ -246,7 +246,7 @@ fn parse_movetext(movetext: &[u8], max_plies: u32) -> Result<RawGame, RejectReas
 
 /// Builds a [`RawGame`] from pgn-reader callbacks.
 struct GameVisitor {
-    max_plies: u32,
+    limits: ParseLimits,
 }
 
 /// Movetext state: the game so far, and the variations being read.
@@ -268,6 +268,8 @@ struct Movetext {
     partial: Vec<u8>,
     /// Scratch for the comment the typed clock and evaluation render.
     typed: String,
+    /// What the variations read so far take to hold, within the cap.
+    held: Held,
 }
 
 /// An open variation: where its last two moves are in [`Movetext::steps`]
@@ -382,19 +384,53 @@ impl Movetext {
     /// inlined into pgn-reader's loop (callgrind: 30 instructions more per
     /// move of an unannotated game).
     #[cold]
-    fn variation_move(&mut self, san: SanPlus) {
-        if let Some(line) = self.open.last_mut() {
-            let starting_comment = std::mem::take(&mut self.pending);
-            let notes = (!starting_comment.is_empty()).then(|| {
-                Box::new(NodeNotes {
-                    starting_comment,
-                    ..NodeNotes::default()
-                })
-            });
-            line.before_last = line.last;
-            line.last = Some(self.steps.len());
-            self.steps.push(Step::Move(Node { san, notes }));
+    fn variation_move(&mut self, san: SanPlus) -> Result<(), RejectReason> {
+        let Some(line) = self.open.last_mut() else {
+            return Ok(());
+        };
+        self.held.add(MOVE_COST)?;
+        let starting_comment = std::mem::take(&mut self.pending);
+        let notes = if starting_comment.is_empty() {
+            None
+        } else {
+            self.held.add(NOTES_COST)?;
+            self.held.comment(starting_comment.len())?;
+            Some(Box::new(NodeNotes {
+                starting_comment,
+                ..NodeNotes::default()
+            }))
+        };
+        line.before_last = line.last;
+        line.last = Some(self.steps.len());
+        self.steps.push(Step::Move(Node { san, notes }));
+        Ok(())
+    }
+
+    /// The notes of the variation's move at `at` in `steps`, made (and
+    /// counted) when it has none yet.
+    fn notes_at(&mut self, at: usize) -> Result<&mut NodeNotes, RejectReason> {
+        let node = node_at(&mut self.steps, at);
+        if node.notes.is_none() {
+            self.held.add(NOTES_COST)?;
         }
+        Ok(node.notes_mut())
+    }
+
+    /// Gives `nag` to the variation's move at `at` in `steps`.
+    fn variation_nag(&mut self, at: usize, nag: u8) -> Result<(), RejectReason> {
+        self.held.add(NAG_COST)?;
+        self.notes_at(at)?.nags.push(nag);
+        Ok(())
+    }
+
+    /// Appends `text` to the comment of the variation's move at `at` in
+    /// `steps`, as [`join_comment`] does (its notes made only for a comment).
+    fn variation_comment(&mut self, at: usize, text: &str) -> Result<(), RejectReason> {
+        if !text.is_empty() {
+            self.held.comment(text.len())?;
+            join_comment(&mut self.notes_at(at)?.comment, text);
+        }
+        Ok(())
     }
 
     /// A NAG after a mainline move.
@@ -403,17 +439,17 @@ impl Movetext {
     /// the one before the last in the enclosing line; when the replaced
     /// move is its line's first, the parent is that line's own parent, up
     /// to the mainline.
-    fn parent_nag(&mut self, nag: u8) {
+    fn parent_nag(&mut self, nag: u8) -> Result<(), RejectReason> {
         let enclosing = self.open.len() - 1;
         for level in (0..enclosing).rev() {
             if let Some(parent) = self.open[level].before_last {
-                node_at(&mut self.steps, parent).notes_mut().nags.push(nag);
-                return;
+                return self.variation_nag(parent, nag);
             }
         }
         let replaced = self.game.moves.pop();
         self.mainline_nag(nag);
         self.game.moves.extend(replaced);
+        Ok(())
     }
 
     fn mainline_nag(&mut self, nag: u8) {
@@ -454,18 +490,18 @@ impl Visitor for GameVisitor {
             pending: String::new(),
             partial: Vec::new(),
             typed: String::new(),
+            held: Held::within(self.limits.max_game_bytes),
         })
     }
 
     fn san(&mut self, movetext: &mut Self::Movetext, san: SanPlus) -> ControlFlow<Self::Output> {
         movetext.after_move = true;
         if !movetext.open.is_empty() {
-            movetext.variation_move(san);
-            return ControlFlow::Continue(());
+            return broken_by(movetext.variation_move(san));
         }
-        if movetext.game.moves.len() >= self.max_plies as usize {
+        if movetext.game.moves.len() >= self.limits.max_plies as usize {
             return ControlFlow::Break(Err(RejectReason::TooManyPlies {
-                limit: self.max_plies,
+                limit: self.limits.max_plies,
             }));
         }
         movetext.game.moves.push(RawMove {
@@ -478,20 +514,20 @@ impl Visitor for GameVisitor {
     }
 
     fn nag(&mut self, movetext: &mut Self::Movetext, nag: Nag) -> ControlFlow<Self::Output> {
-        match movetext.open.last() {
-            None => movetext.mainline_nag(nag.0),
+        let placed = match movetext.open.last() {
+            None => {
+                movetext.mainline_nag(nag.0);
+                Ok(())
+            }
             Some(line) => match line.last {
-                Some(at) => node_at(&mut movetext.steps, at)
-                    .notes_mut()
-                    .nags
-                    .push(nag.0),
+                Some(at) => movetext.variation_nag(at, nag.0),
                 // Before the variation's first move: python-chess gives it
                 // to the variation's parent, the move before the one the
                 // variation replaces.
                 None => movetext.parent_nag(nag.0),
             },
-        }
-        ControlFlow::Continue(())
+        };
+        broken_by(placed)
     }
 
     fn comment(
@@ -512,12 +548,12 @@ impl Visitor for GameVisitor {
         };
         let text = comment_value(&whole);
         match line.last {
-            Some(at) if movetext.after_move => {
-                node_comment(node_at(&mut movetext.steps, at), &text);
+            Some(at) if movetext.after_move => broken_by(movetext.variation_comment(at, &text)),
+            _ => {
+                join_comment(&mut movetext.pending, &text);
+                ControlFlow::Continue(())
             }
-            _ => join_comment(&mut movetext.pending, &text),
         }
-        ControlFlow::Continue(())
     }
 
     fn partial_comment(
@@ -541,6 +577,14 @@ impl Visitor for GameVisitor {
             return ControlFlow::Break(Err(misplaced(
                 "a variation before any move it could replace",
             )));
+        }
+        // Its `(` and its `)` to come, and the level it opens.
+        let counted = movetext
+            .held
+            .add(2 * PAREN_COST)
+            .and_then(|()| movetext.held.level(movetext.open.len() + 1));
+        if let Err(reason) = counted {
+            return ControlFlow::Break(Err(reason));
         }
         movetext.steps.push(Step::Open);
         movetext.open.push(Line::default());
@@ -578,7 +622,7 @@ impl Visitor for GameVisitor {
                 let at = outer
                     .last
                     .expect("begin_variation opens a nested variation only after a move");
-                node_comment(node_at(&mut movetext.steps, at), &pending);
+                return broken_by(movetext.variation_comment(at, &pending));
             }
         }
         ControlFlow::Continue(())
@@ -611,11 +655,12 @@ impl Visitor for GameVisitor {
     }
 }
 
-/// Appends `text` to the comment of a variation's move, as
-/// [`join_comment`] does (its notes made only for a comment).
-fn node_comment(node: &mut Node, text: &str) {
-    if !text.is_empty() {
-        join_comment(&mut node.notes_mut().comment, text);
+/// Reading goes on after `Ok`, and stops with the game rejected for the
+/// reason of an `Err`.
+fn broken_by(result: Result<(), RejectReason>) -> ControlFlow<Result<RawGame, RejectReason>> {
+    match result {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(reason) => ControlFlow::Break(Err(reason)),
     }
 }
 

@@ -125,7 +125,7 @@ pub fn decode_text(bytes: &[u8]) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::{fmt::Write as _, sync::Arc};
 
     use pgn_reader::SanPlus;
 
@@ -134,7 +134,10 @@ mod tests {
         garbage::{Reading, is_plain_san, read_token, skip_to},
         *,
     };
-    use crate::model::{GameResult, RawGame};
+    use crate::{
+        annotation::{LEVEL_COST, MOVE_COST, PAREN_COST},
+        model::{GameResult, RawGame},
+    };
 
     #[test]
     fn plain_san_shapes_all_parse_as_san() {
@@ -275,6 +278,40 @@ mod tests {
         ));
         assert!(chunks[1].bytes.starts_with(b"[Event \"small\"]"));
         assert!(take_game(&mut chunks[1], LIMITS).is_ok());
+    }
+
+    /// Variations are counted against the byte cap as they are read (see
+    /// `annotation::Held`): a game whose variations would take more to
+    /// hold is rejected at the first byte past it, wide or deep.
+    #[test]
+    fn variations_are_counted_against_the_game_cap_as_read() {
+        let read = |movetext: &str, cap: u64| {
+            let limits = ParseLimits {
+                max_plies: 1000,
+                max_game_bytes: cap,
+            };
+            let pgn = format!("[Event \"x\"]\n\n{movetext} *\n");
+            let mut splitter = GameSplitter::new(pgn.as_bytes(), Arc::from("t.pgn"), 0, 0, limits);
+            let mut chunk = splitter.next_chunk().expect("in memory").expect("one game");
+            take_game(&mut chunk, limits).map(|game| game.notes.len())
+        };
+        let siblings = format!("1. Nf3 {}", "( 1. Nc3 ) ".repeat(100_000));
+        let wide = 100_000 * (MOVE_COST + 2 * PAREN_COST) + LEVEL_COST;
+        let mut nested = String::from("1. Nf3 a6");
+        for level in 1..=10_000 {
+            let knight = ["Nf3", "Nf6", "Ng1", "Ng8"][level % 4];
+            let pawn = if level.is_multiple_of(2) { "a6" } else { "a3" };
+            let _ = write!(nested, " ( {knight} {pawn}");
+        }
+        nested.push_str(&" )".repeat(10_000));
+        let deep = 10_000 * (2 * MOVE_COST + 2 * PAREN_COST + LEVEL_COST);
+        for (movetext, cost) in [(&siblings, wide), (&nested, deep)] {
+            assert_eq!(read(movetext, cost), Ok(1));
+            assert_eq!(
+                read(movetext, cost - 1),
+                Err(RejectReason::VariationsTooLarge { limit: cost - 1 })
+            );
+        }
     }
 
     #[test]
