@@ -294,3 +294,95 @@ fn python_chess_reads_the_export_of_a_deep_game_as_its_source() {
     db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
     assert_same_trees(&source, &exported);
 }
+
+/// Games with NAGs above 255 (`$256`, `$99999`, one nested in a variation,
+/// one written `$0256`, one a variation's parent's), each with NAGs up to
+/// 255 beside them.
+const LARGE_NAGS: &str = "[Event \"large NAGs\"]\n\n1. e4 $256 e5 $99999 2. Nf3 $1 $300 \
+     ( 2. Nc3 $1000 ( $4000000000 2. d4 ) ) 2... Nc6 $0256 3. Bb5 $7 *\n\n\
+     [Event \"a large NAG, then a typed one\"]\n\n1. e4 $300 e5 $2 *\n\n\
+     [Event \"small and large\"]\n\n1. e4 $7 $8 e5 $256 *\n\n";
+
+/// Item 14 of issue 45: NAGs above 255 were dropped (pgn-reader reads a
+/// NAG into a byte), so an export no longer matched python-chess, which
+/// keeps any; and the En Croissant import rejected `$99999`. They are now
+/// kept, from PGN and through an En Croissant file, into the tree
+/// python-chess reads; the formats that store a NAG in a byte say they
+/// could not carry them; and a NAG above 4,294,967,295 rejects its game
+/// with the same reason from PGN and from En Croissant.
+#[test]
+fn nags_above_255_are_kept_as_python_chess_keeps_them() {
+    let dir = scratch_dir("pgnload-annotations-large-nags-");
+    let source = dir.path().join("nags.pgn");
+    std::fs::write(&source, LARGE_NAGS).expect("write the games");
+    let db = migrated_db("annotations_large_nags");
+    assert_ok(&import(&db, &["-q"], std::slice::from_ref(&source)), &[0]);
+    assert_eq!(db.psql("SELECT count(*) FROM games"), "3");
+    let exported = dir.path().join("exported.pgn");
+    db.quiet_ok(&["export", "-o", &exported.display().to_string()]);
+    assert_same_trees(&source, &exported);
+
+    let encroissant = dir.path().join("nags.db3");
+    let encroissant_path = encroissant.display().to_string();
+    db.quiet_ok(&["export", "--format", "encroissant", "-o", &encroissant_path]);
+    let again = migrated_db("annotations_large_nags_encroissant");
+    assert_ok(
+        &import(&again, &["-q"], std::slice::from_ref(&encroissant)),
+        &[0],
+    );
+    let exported_again = dir.path().join("exported-again.pgn");
+    again.quiet_ok(&["export", "-o", &exported_again.display().to_string()]);
+    assert_same_trees(&source, &exported_again);
+
+    // dcg keeps $1, $7, $2, $7 and $8; not the seven NAGs above 255 of the
+    // mainlines, nor the variation's $1000.
+    let base = dir.path().join("nags");
+    let dcg = db.quiet_ok(&[
+        "export",
+        "--format",
+        "dcg",
+        "-o",
+        &base.display().to_string(),
+    ]);
+    assert_eq!(
+        dcg.lines().nth(1),
+        Some(
+            "not carried by the dcg format: 0 comments, 2 variations, 8 NAGs \
+             (`export --format pgn` keeps them)"
+        ),
+        "{dcg}"
+    );
+
+    // Past u32: the same reject from PGN and from an En Croissant `Moves`
+    // blob (e4, the NAG, e5).
+    let reason = "NAG $4294967296 is above 4294967295, the largest pgnload keeps";
+    let overflow = dir.path().join("overflow.pgn");
+    std::fs::write(
+        &overflow,
+        "[Event \"overflow\"]\n\n1. e4 $4294967296 e5 *\n\n",
+    )
+    .expect("write the game");
+    let rejected = migrated_db("annotations_nag_overflow");
+    assert_ok(&import(&rejected, &["-q"], &[overflow]), &[1]);
+    let crafted = dir.path().join("overflow.db3");
+    let connection = rusqlite::Connection::open(&crafted).expect("create");
+    connection
+        .execute_batch(pgnload::export::encroissant::SCHEMA)
+        .expect("En Croissant's schema");
+    let mut blob = vec![12, pgnload::export::encroissant::NAG_MARKER, 11, 0];
+    blob.extend_from_slice(b"$4294967296");
+    blob.push(12);
+    connection
+        .execute(
+            "INSERT INTO Games (ID, EventID, SiteID, WhiteID, BlackID, Result, Moves) \
+             VALUES (1, 0, 0, 0, 0, '*', ?1)",
+            [blob],
+        )
+        .expect("a game");
+    drop(connection);
+    assert_ok(&import(&rejected, &["-q"], &[crafted]), &[1]);
+    assert_eq!(
+        rejected.psql("SELECT string_agg(reason, E'\\n') FROM import_rejects"),
+        format!("syntax error: {reason}\nsyntax error: {reason}")
+    );
+}

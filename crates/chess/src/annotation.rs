@@ -38,7 +38,7 @@ pub struct Node {
 #[derive(Debug, Clone, Default)]
 pub struct NodeNotes {
     /// Its NAGs, in the order written.
-    pub nags: Vec<u8>,
+    pub nags: Vec<u32>,
     /// The comment after it (joined), empty when none.
     pub comment: String,
     /// The comment before it: only the first move of a variation has one.
@@ -80,7 +80,7 @@ pub const PAREN_COST: u64 = size_of::<Step>() as u64 + 2;
 pub const NOTES_COST: u64 = size_of::<NodeNotes>() as u64;
 
 /// What a NAG of a variation's move costs: its number, and ` $N` written.
-pub const NAG_COST: u64 = size_of::<u8>() as u64 + 12;
+pub const NAG_COST: u64 = size_of::<u32>() as u64 + 12;
 
 /// What a level of nesting costs while it is open, beyond its steps: the
 /// line the reader keeps (where its last two moves are), and the position
@@ -153,7 +153,7 @@ pub struct PlyNotes {
     /// (the game's comment).
     pub ply: u32,
     /// Every NAG of the move, in the order written.
-    pub nags: Vec<u8>,
+    pub nags: Vec<u32>,
     /// The move's comment (joined), empty when none.
     pub comment: String,
     /// The variations that are alternatives to this move, each a
@@ -261,7 +261,7 @@ impl NoteCounts {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MoveNotes {
     /// The move's NAGs.
-    pub nags: Vec<u8>,
+    pub nags: Vec<u32>,
     /// The move's comment (empty: none).
     pub comment: String,
     /// What its variations hold (variations, their comments and NAGs).
@@ -283,7 +283,12 @@ impl MoveNotes {
                 Some(b')') => depth = depth.saturating_sub(1),
                 Some(b'{') if top => comment_text(token).clone_into(&mut notes.comment),
                 Some(b'{') => notes.below.comments += 1,
-                Some(b'$') if top => notes.nags.extend(token[1..].parse::<u8>().ok()),
+                // A NAG the reader would not keep (none is stored) is not
+                // carried either.
+                Some(b'$') if top => match token[1..].parse::<u32>() {
+                    Ok(nag) => notes.nags.push(nag),
+                    Err(_) => notes.below.nags += 1,
+                },
                 Some(b'$') => notes.below.nags += 1,
                 _ => {}
             }

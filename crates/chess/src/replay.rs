@@ -531,10 +531,10 @@ fn write_notes<P: Rules + Clone>(before: &P, notes: &PlyNotes) -> Result<String,
 
 /// Appends ` $n` per NAG and ` { comment }` when there is one; whether a
 /// comment was written (the next move then needs its number).
-fn write_nags_and_comment(nags: &[u8], comment: &str, out: &mut String) -> bool {
+fn write_nags_and_comment(nags: &[u32], comment: &str, out: &mut String) -> bool {
     for &nag in nags {
         out.push_str(" $");
-        digits(u32::from(nag), 1, out);
+        digits(nag, 1, out);
     }
     if comment.is_empty() {
         return false;
@@ -1484,6 +1484,41 @@ mod tests {
         );
         assert!(notes.ends_with(&" )".repeat(depth)[1..]));
         assert_eq!(notes.matches('(').count(), depth);
+    }
+
+    /// NAGs above 255, which pgn-reader reads into a byte, are read in
+    /// place through a placeholder no other NAG of the game uses; one past
+    /// u32, or with no placeholder left, rejects the game with its reason.
+    #[test]
+    fn nags_above_a_byte_are_kept_where_written() {
+        let game =
+            replay_pgn("1. e4 $7 $256 e5 ( $300 1... c5 $01000 ) 2. Nf3 $8 *").expect("legal");
+        assert_eq!(
+            game.notes.0,
+            [
+                (1, "$7 $256 $300".to_owned()),
+                (2, "( 1... c5 $1000 )".to_owned())
+            ]
+        );
+        assert_eq!(game.plies[2].nag, Some(8));
+        let every = (7..=255).fold(String::new(), |mut every, n| {
+            let _ = write!(every, "${n} ");
+            every
+        });
+        assert_eq!(
+            replay_pgn(&format!("1. e4 {every}e5 $256 *")).map(|g| g.notes),
+            Err(RejectReason::Syntax(
+                "NAGs above 255 in a game that also uses every NAG from 7 to 255: pgnload \
+                 cannot tell them apart"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            replay_pgn("1. e4 $4294967295 e5 $4294967296 *").map(|g| g.notes),
+            Err(RejectReason::Syntax(
+                "NAG $4294967296 is above 4294967295, the largest pgnload keeps".to_owned()
+            ))
+        );
     }
 
     #[test]

@@ -433,19 +433,28 @@ fn marked_text<'a>(blob: &'a [u8], at: usize, what: &str) -> Result<(&'a [u8], u
 }
 
 /// A NAG as En Croissant stores it (`$N`; its renderer also knows the
-/// six symbols), as its number.
-fn nag_number(text: &[u8]) -> Result<u8, String> {
+/// six symbols), as PGN writes it: `$N` with its digits as stored, so
+/// that the PGN reader judges its number as it judges any PGN game's.
+fn nag_token(text: &[u8]) -> Result<String, String> {
     let text = String::from_utf8_lossy(text);
-    let number = match text.as_ref() {
+    let symbol = match text.as_ref() {
         "!" => Some(1),
         "?" => Some(2),
         "!!" => Some(3),
         "??" => Some(4),
         "!?" => Some(5),
         "?!" => Some(6),
-        other => other.strip_prefix('$').and_then(|n| n.parse().ok()),
+        _ => None,
     };
-    number.ok_or_else(|| format!("NAG {text:?} is no NAG"))
+    if let Some(number) = symbol {
+        return Ok(format!("${number}"));
+    }
+    match text.strip_prefix('$') {
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(text.into_owned())
+        }
+        _ => Err(format!("NAG {text:?} is no NAG")),
+    }
 }
 
 /// Reads a `Moves` blob from `start` (the game's `FEN`, else the standard
@@ -473,7 +482,7 @@ pub fn decode(blob: &[u8], start: Chess, max_bytes: u64) -> Result<DecodedMoves,
             NAG_MARKER => {
                 let (text, next) = marked_text(blob, at, "a NAG")?;
                 at = next;
-                format!("${}", nag_number(text)?)
+                nag_token(text)?
             }
             COMMENT_MARKER => {
                 let (text, next) = marked_text(blob, at, "a comment")?;
@@ -793,8 +802,9 @@ mod tests {
         assert_eq!(decoded.mainline, ["e4", "e5"]);
         assert_eq!(decoded.movetext, "1. e4 $1 { hi } ( 1. e4 ) 1... e5");
         // En Croissant's symbolic NAGs read as their numbers.
-        assert_eq!(nag_number(b"?!"), Ok(6));
-        assert!(nag_number(b"$x").is_err());
+        assert_eq!(nag_token(b"?!").as_deref(), Ok("$6"));
+        assert_eq!(nag_token(b"$99999").as_deref(), Ok("$99999"));
+        assert!(nag_token(b"$x").is_err() && nag_token(b"$").is_err());
     }
 
     #[test]

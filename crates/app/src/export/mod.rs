@@ -139,7 +139,15 @@ pub fn move_annotations(
         if let Some(notes) = notes {
             let notes = MoveNotes::of(notes);
             dropped.add(notes.below);
-            out.push((notes.nags, notes.comment));
+            // The formats store a NAG in a byte: a larger one is not carried.
+            let mut nags = Vec::with_capacity(notes.nags.len());
+            for nag in notes.nags {
+                match u8::try_from(nag) {
+                    Ok(nag) => nags.push(nag),
+                    Err(_) => dropped.nags += 1,
+                }
+            }
+            out.push((nags, notes.comment));
             continue;
         }
         let nag = m

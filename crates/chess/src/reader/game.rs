@@ -17,7 +17,7 @@ use shakmaty::KnownOutcome;
 
 use super::{
     GameChunk, TAG_LINE_BYTES, TagSpan, decode_text,
-    garbage::{read_tokens, skip_to},
+    garbage::{LargeNags, read_tokens, skip_to},
 };
 use crate::{
     annotation::{
@@ -61,10 +61,14 @@ pub fn take_game(chunk: &mut GameChunk, limits: ParseLimits) -> Result<RawGame, 
     let text = lone_cr_as_newline(&chunk.bytes);
     let tags = read_tags(&text, &scan.tags)?;
     let movetext_at = scan.movetext.unwrap_or(text.len());
-    let tokens = read_tokens(&text, movetext_at);
+    let mut tokens = read_tokens(&text, movetext_at);
+    if let Some(reason) = tokens.unkept_nag {
+        return Err(RejectReason::Syntax(reason));
+    }
     let text = rewritten(text, &tokens.rewrites);
     let movetext = text.get(movetext_at..).expect(SPAN_WITHIN_GAME);
-    let mut game = parse_movetext(movetext, limits)?;
+    let large_nags = std::mem::take(&mut tokens.large_nags);
+    let mut game = parse_movetext(movetext, limits, large_nags)?;
     game.tags = tags;
     if game.tags.is_empty() && game.moves.is_empty() && game.movetext_result.is_none() {
         return Err(RejectReason::Empty);
@@ -216,7 +220,11 @@ thread_local! {
 }
 
 /// Parses a game's movetext (mainline, clocks, evals, NAGs) with pgn-reader.
-fn parse_movetext(movetext: &[u8], limits: ParseLimits) -> Result<RawGame, RejectReason> {
+fn parse_movetext(
+    movetext: &[u8],
+    limits: ParseLimits,
+    large_nags: LargeNags,
+) -> Result<RawGame, RejectReason> {
     let MovetextReader { mut reader, feed } = MOVETEXT_READER.take().unwrap_or_else(|| {
         let feed = Feed::default();
         MovetextReader {
@@ -225,7 +233,13 @@ fn parse_movetext(movetext: &[u8], limits: ParseLimits) -> Result<RawGame, Rejec
         }
     });
     feed.refill(movetext);
-    let mut visitor = GameVisitor { limits };
+    let mut visitor = GameVisitor {
+        limits,
+        large_nags: ReadBack {
+            placeholder: large_nags.placeholder,
+            values: large_nags.values.into_iter(),
+        },
+    };
     let game = match reader.read_game(&mut visitor) {
         Ok(Some(parsed)) => parsed?,
         Ok(None) => RawGame::default(),
@@ -247,6 +261,15 @@ fn parse_movetext(movetext: &[u8], limits: ParseLimits) -> Result<RawGame, Rejec
 /// Builds a [`RawGame`] from pgn-reader callbacks.
 struct GameVisitor {
     limits: ParseLimits,
+    /// The NAGs above 255 the token walk found, and their placeholder.
+    large_nags: ReadBack,
+}
+
+/// [`LargeNags`] being read back: the placeholder, and the values still
+/// to come.
+struct ReadBack {
+    placeholder: Option<u8>,
+    values: std::vec::IntoIter<u32>,
 }
 
 /// Movetext state: the game so far, and the variations being read.
@@ -314,7 +337,7 @@ impl Movetext {
                     ..PlyNotes::default()
                 };
                 if let Some(last) = self.game.moves.last() {
-                    notes.nags.extend(last.nag);
+                    notes.nags.extend(last.nag.map(u32::from));
                     // A clock the import refuses (negative) renders
                     // nothing: the game is rejected anyway.
                     let _ = typed_comment(last.eval, last.clock_ms, &mut notes.comment);
@@ -417,7 +440,7 @@ impl Movetext {
     }
 
     /// Gives `nag` to the variation's move at `at` in `steps`.
-    fn variation_nag(&mut self, at: usize, nag: u8) -> Result<(), RejectReason> {
+    fn variation_nag(&mut self, at: usize, nag: u32) -> Result<(), RejectReason> {
         self.held.add(NAG_COST)?;
         self.notes_at(at)?.nags.push(nag);
         Ok(())
@@ -439,7 +462,7 @@ impl Movetext {
     /// the one before the last in the enclosing line; when the replaced
     /// move is its line's first, the parent is that line's own parent, up
     /// to the mainline.
-    fn parent_nag(&mut self, nag: u8) -> Result<(), RejectReason> {
+    fn parent_nag(&mut self, nag: u32) -> Result<(), RejectReason> {
         let enclosing = self.open.len() - 1;
         for level in (0..enclosing).rev() {
             if let Some(parent) = self.open[level].before_last {
@@ -452,15 +475,20 @@ impl Movetext {
         Ok(())
     }
 
-    fn mainline_nag(&mut self, nag: u8) {
+    /// A NAG after a mainline move: the move's typed NAG when it is its
+    /// first and fits the column's byte, else one of its notes.
+    fn mainline_nag(&mut self, nag: u32) {
         let has_notes = self.has_notes();
         let Some(last) = self.game.moves.last_mut() else {
             // python-chess keeps it on the game's root, which no PGN
             // writer writes: nothing a move could carry.
             return;
         };
-        if !has_notes && last.nag.is_none() {
-            last.nag = Some(nag);
+        if !has_notes
+            && last.nag.is_none()
+            && let Ok(byte) = u8::try_from(nag)
+        {
+            last.nag = Some(byte);
         } else {
             self.notes().nags.push(nag);
         }
@@ -514,17 +542,25 @@ impl Visitor for GameVisitor {
     }
 
     fn nag(&mut self, movetext: &mut Self::Movetext, nag: Nag) -> ControlFlow<Self::Output> {
+        let nag = match self.large_nags.placeholder {
+            Some(placeholder) if nag.0 == placeholder => {
+                // A NAG above 255, rewritten as the placeholder; should the
+                // two ever disagree, the game is rejected for its garbage.
+                self.large_nags.values.next().unwrap_or(u32::from(nag.0))
+            }
+            _ => u32::from(nag.0),
+        };
         let placed = match movetext.open.last() {
             None => {
-                movetext.mainline_nag(nag.0);
+                movetext.mainline_nag(nag);
                 Ok(())
             }
             Some(line) => match line.last {
-                Some(at) => movetext.variation_nag(at, nag.0),
+                Some(at) => movetext.variation_nag(at, nag),
                 // Before the variation's first move: python-chess gives it
                 // to the variation's parent, the move before the one the
                 // variation replaces.
-                None => movetext.parent_nag(nag.0),
+                None => movetext.parent_nag(nag),
             },
         };
         broken_by(placed)

@@ -19,6 +19,53 @@ pub(super) struct Tokens {
     /// NAG nor an annotation, and whether nothing but whitespace follows it
     /// (a game cut off mid-token).
     pub garbage: Option<(String, bool)>,
+    /// The NAGs above 255, which pgn-reader skips (its NAG is a byte) and
+    /// python-chess keeps: each written in [`Tokens::rewrites`] as one NAG
+    /// the game uses nowhere else, and read back in order.
+    pub large_nags: LargeNags,
+    /// Why a NAG cannot be kept: one above [`u32::MAX`], or NAGs above 255
+    /// in a game that uses every NAG a placeholder could be.
+    pub unkept_nag: Option<String>,
+}
+
+/// The NAGs above 255 of a game, in the order written, and the NAG each
+/// was rewritten as (`None`: there are none).
+#[derive(Debug, Default)]
+pub(crate) struct LargeNags {
+    pub placeholder: Option<u8>,
+    pub values: Vec<u32>,
+}
+
+/// The move number (digits and dots) a movetext token starts with, if
+/// any: its length. `0000` is python-chess's null move, not a number.
+#[expect(
+    clippy::inline_always,
+    reason = "part of read_token, which the token walk needs inlined (see there)"
+)]
+#[inline(always)]
+fn move_number(token: &[u8]) -> usize {
+    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
+    let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
+    if digits > 0 && (dots > 0 || digits == token.len()) && !token.starts_with(b"0000") {
+        digits + dots
+    } else {
+        0
+    }
+}
+
+/// The NAG a token read as kept is (`$N`, after a move number if any):
+/// where its `$` is, and its value (`None`: above [`u32::MAX`]).
+/// python-chess reads any number of digits.
+fn nag_of(token: &[u8]) -> Option<(usize, Option<u32>)> {
+    if !matches!(token.first(), Some(b'$' | b'0'..=b'9')) {
+        return None;
+    }
+    let from = move_number(token);
+    let digits = token[from..].strip_prefix(b"$")?;
+    let value = digits.iter().try_fold(0_u32, |n, &d| {
+        n.checked_mul(10)?.checked_add(u32::from(d - b'0'))
+    });
+    Some((from, value))
 }
 
 /// Walks the movetext tokens of a game's text (tag lines skipped) from
@@ -28,6 +75,10 @@ pub(super) struct Tokens {
 /// something other than what was written.
 pub(super) fn read_tokens(chunk: &[u8], movetext: usize) -> Tokens {
     let mut found = Tokens::default();
+    let mut nags = NagsSeen {
+        used: [false; 256],
+        large: Vec::new(),
+    };
     let mut i = 0;
     let mut line_start = true;
     let mut in_tags = true;
@@ -67,6 +118,7 @@ pub(super) fn read_tokens(chunk: &[u8], movetext: usize) -> Tokens {
                     .map_or(chunk.len(), |p| i + 1 + p);
                 let token = &chunk[i..end];
                 match read_token(token) {
+                    Reading::Kept if i >= movetext => nags.token(token, i, end, &mut found),
                     Reading::Kept => {}
                     Reading::As { from, text } if i >= movetext => {
                         found.rewrites.push((i + from..end, text));
@@ -86,7 +138,63 @@ pub(super) fn read_tokens(chunk: &[u8], movetext: usize) -> Tokens {
         line_start = false;
         i += 1;
     }
+    if !nags.large.is_empty() {
+        nags.placeholders(&mut found);
+    }
     found
+}
+
+/// The NAGs of a game's movetext, as the token walk finds them: which
+/// ones up to 255 it uses, and where the larger ones are.
+struct NagsSeen {
+    used: [bool; 256],
+    large: Vec<(Range<usize>, u32)>,
+}
+
+impl NagsSeen {
+    /// Notes the NAG a kept token at `at..end` of the text is, if it is
+    /// one; one that cannot be kept is `found`'s `unkept_nag`.
+    fn token(&mut self, token: &[u8], at: usize, end: usize, found: &mut Tokens) {
+        let Some((from, value)) = nag_of(token) else {
+            return;
+        };
+        let Some(nag) = value else {
+            let shown = &token[from..token.len().min(from + 40)];
+            found.unkept_nag = Some(format!(
+                "NAG {} is above {}, the largest pgnload keeps",
+                decode_text(shown),
+                u32::MAX
+            ));
+            return;
+        };
+        match u8::try_from(nag) {
+            Ok(byte) => self.used[usize::from(byte)] = true,
+            Err(_) => self.large.push((at + from..end, nag)),
+        }
+    }
+
+    /// Rewrites each NAG above 255 as a NAG from 7 to 255 (the glyphs `!`
+    /// … `?!` are 1 to 6) that no NAG of the game uses, and records their
+    /// values for the reader.
+    fn placeholders(self, found: &mut Tokens) {
+        let Some(placeholder) = (7..=u8::MAX).find(|&n| !self.used[usize::from(n)]) else {
+            found.unkept_nag = Some(
+                "NAGs above 255 in a game that also uses every NAG from 7 to 255: pgnload \
+                 cannot tell them apart"
+                    .to_owned(),
+            );
+            return;
+        };
+        let text = format!("${placeholder}").into_bytes();
+        for (range, value) in self.large {
+            found.rewrites.push((range, text.clone()));
+            found.large_nags.values.push(value);
+        }
+        found.large_nags.placeholder = Some(placeholder);
+        found
+            .rewrites
+            .sort_unstable_by_key(|(range, _)| range.start);
+    }
 }
 
 /// How one movetext token reads.
@@ -112,14 +220,7 @@ pub(super) enum Reading {
 )]
 #[inline(always)]
 pub(super) fn read_token(token: &[u8]) -> Reading {
-    let digits = token.iter().take_while(|b| b.is_ascii_digit()).count();
-    let dots = token[digits..].iter().take_while(|&&b| b == b'.').count();
-    // `0000` is python-chess's null move, not a move number.
-    let from = if digits > 0 && (dots > 0 || digits == token.len()) && !token.starts_with(b"0000") {
-        digits + dots
-    } else {
-        0
-    };
+    let from = move_number(token);
     let rest = &token[from..];
     if rest.is_empty() || is_plain_san(rest) {
         return Reading::Kept;
