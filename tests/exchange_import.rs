@@ -796,6 +796,38 @@ fn an_en_croissant_blob_of_variation_starts_is_rejected_in_bounded_memory() {
     );
 }
 
+/// Item 7 of issue 45: a `Games` view whose row 150 fails (an integer
+/// overflow) lost the 149 rows read before it, on every rerun: they
+/// waited in the reading thread's parcel, which the error dropped. They
+/// are imported and counted, the input fails naming the error, and a
+/// rerun neither loses nor duplicates a game.
+#[test]
+fn a_games_view_failing_part_way_keeps_the_games_read_before() {
+    let dir = scratch_dir("xin-failing-view");
+    let (_source, ocgdb, _base) = exported(dir.path());
+    let file = dir.path().join("failing.ocgdb.db3");
+    altered(
+        &ocgdb,
+        &file,
+        "ALTER TABLE Games RENAME TO G2;
+         CREATE VIEW Games AS SELECT ID, EventID, SiteID, Date, Round, WhiteID, WhiteElo,
+             BlackID, BlackElo, Result, TimeControl, ECO, PlyCount, FEN,
+             CASE WHEN ID = 150 THEN abs(-9223372036854775807 - 1) ELSE Moves2 END AS Moves2
+             FROM G2;",
+    );
+    let db = fresh_db("xin_failing_view");
+    for run in 1..=2 {
+        let stderr = import_ending(&db, &file, 2);
+        assert!(stderr.contains("integer overflow"), "run {run}: {stderr}");
+        assert_eq!(
+            counts(&db, &file),
+            (149, 149, 0, 0, 0),
+            "run {run}: {stderr}"
+        );
+        assert_eq!(db.psql("SELECT count(*) FROM games"), "149", "run {run}");
+    }
+}
+
 #[test]
 fn an_endless_games_view_stops_at_the_first_signal() {
     let dir = scratch_dir("xin-endless");

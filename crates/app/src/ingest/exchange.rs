@@ -898,8 +898,26 @@ const GAME_QUERY_COLUMNS: usize = 13 + GAMES_OPTIONAL.len() + 1;
 
 impl OcgdbRead<'_> {
     /// Games by ID, each with its comments (a second cursor, by game,
-    /// merged in), decoded and rendered, handed over in parcels.
+    /// merged in), decoded and rendered, handed over in parcels. The games
+    /// read before an error (a view failing at some row) are handed over
+    /// before it, so that they are imported and the input resumes after
+    /// them; the parcel they waited in is never dropped with the error.
     fn run(&self, connection: &Connection) -> rusqlite::Result<()> {
+        let mut parcel = Vec::new();
+        let read = self.read(connection, &mut parcel);
+        if !parcel.is_empty() {
+            let _ = self.tx.send(Ok(parcel));
+        }
+        read
+    }
+
+    /// [`OcgdbRead::run`]'s reading: full parcels sent, the last one left
+    /// in `parcel`.
+    fn read(
+        &self,
+        connection: &Connection,
+        parcel: &mut Vec<(u64, Stored)>,
+    ) -> rusqlite::Result<()> {
         let mut games = connection.prepare(self.sql)?;
         let mut rows = games.query([self.skip])?;
         let mut comments_statement = if self.with_comments {
@@ -915,7 +933,6 @@ impl OcgdbRead<'_> {
             None => None,
         };
         let mut ahead: Option<(i64, Comment)> = None;
-        let mut parcel = Vec::new();
         let mut parcel_bytes = 0;
         while let Some(row) = rows.next()? {
             let game = match row.get_ref(0)? {
@@ -938,13 +955,10 @@ impl OcgdbRead<'_> {
             parcel.push(game);
             if parcel_bytes >= PARCEL_BYTES || parcel.len() >= PARCEL_GAMES {
                 parcel_bytes = 0;
-                if self.tx.send(Ok(std::mem::take(&mut parcel))).is_err() {
+                if self.tx.send(Ok(std::mem::take(parcel))).is_err() {
                     return Ok(());
                 }
             }
-        }
-        if !parcel.is_empty() {
-            let _ = self.tx.send(Ok(parcel));
         }
         Ok(())
     }
