@@ -130,29 +130,34 @@ fn a_variation_with_an_illegal_move_rejects_the_game() {
     );
 }
 
-#[test]
-fn exchange_exports_say_what_they_could_not_carry() {
-    let dir = scratch_dir("pgnload-annotations-exchange-");
-    let db = migrated_db("annotations_exchange");
-    assert_ok(&import(&db, &["-q"], &[data("annotated-games.pgn")]), &[0]);
-    let base = dir.path().join("annotated");
-    let dcg = db.quiet_ok(&[
+/// What `export --format dcg -o BASE` of `db` says it could not carry
+/// (the line after its summary).
+fn not_carried_by_dcg(db: &crate::common::TestDb, base: &Path) -> String {
+    let out = db.quiet_ok(&[
         "export",
         "--format",
         "dcg",
         "-o",
         &base.display().to_string(),
     ]);
+    out.lines()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no second line: {out}"))
+        .to_owned()
+}
+
+#[test]
+fn exchange_exports_say_what_they_could_not_carry() {
+    let dir = scratch_dir("pgnload-annotations-exchange-");
+    let db = migrated_db("annotations_exchange");
+    assert_ok(&import(&db, &["-q"], &[data("annotated-games.pgn")]), &[0]);
     // Kept per mainline move: its comment and its NAGs. Dropped: the two
     // starting comments, and the 11 variations with their 6 comments and 6
     // NAGs.
     assert_eq!(
-        dcg.lines().nth(1),
-        Some(
-            "not carried by the dcg format: 8 comments, 11 variations, 6 NAGs \
-             (`export --format pgn` keeps them)"
-        ),
-        "{dcg}"
+        not_carried_by_dcg(&db, &dir.path().join("annotated")),
+        "not carried by the dcg format: 8 comments, 11 variations, 6 NAGs \
+         (`export --format pgn` keeps them)"
     );
     let file = dir.path().join("annotated.ocgdb.db3");
     let ocgdb = db.quiet_ok(&[
@@ -336,21 +341,10 @@ fn nags_above_255_are_kept_as_python_chess_keeps_them() {
 
     // dcg keeps $1, $7, $2, $7 and $8; not the seven NAGs above 255 of the
     // mainlines, nor the variation's $1000.
-    let base = dir.path().join("nags");
-    let dcg = db.quiet_ok(&[
-        "export",
-        "--format",
-        "dcg",
-        "-o",
-        &base.display().to_string(),
-    ]);
     assert_eq!(
-        dcg.lines().nth(1),
-        Some(
-            "not carried by the dcg format: 0 comments, 2 variations, 8 NAGs \
-             (`export --format pgn` keeps them)"
-        ),
-        "{dcg}"
+        not_carried_by_dcg(&db, &dir.path().join("nags")),
+        "not carried by the dcg format: 0 comments, 2 variations, 8 NAGs \
+         (`export --format pgn` keeps them)"
     );
 
     // Past u32: the same reject from PGN and from an En Croissant `Moves`
